@@ -1,0 +1,46 @@
+# repo2env: every target installs what it needs (idempotently, into .venv).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.repo2env-installed
+PYTEST_ARGS ?=
+
+.PHONY: install engine base-image demo test validate bench lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $@
+
+## A running Docker engine (installs docker.io and starts dockerd as root on Debian).
+engine:
+	@bash .ci/ensure-docker.sh
+
+## The local base image (debootstrap + docker import when no registry answers).
+base-image: install engine
+	$(BIN)/repo2env runtime bootstrap
+
+## The main job on the embedded demo repository -> generated/demo/
+demo: base-image
+	$(BIN)/repo2env demo run --out generated/demo
+
+## The whole test suite, Docker tests included.
+test: base-image
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+validate: install
+	$(BIN)/repo2env validate generated/demo
+
+bench: install
+	@for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+lint: install
+	$(BIN)/ruff check repo2env tests benchmarks
+
+clean:
+	find generated -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
+	rm -rf .pytest_cache build *.egg-info

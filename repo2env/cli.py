@@ -1,0 +1,255 @@
+"""The ``repo2env`` command line: parse, call the library, print. Nothing else lives here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from repo2env import __version__
+from repo2env.errors import NotImplementedYetError, Repo2EnvError
+
+console = Console(stderr=True)
+stdout = Console()
+
+
+class _Group(click.Group):
+    """Lists commands in the pipeline's order, then in the order they were added."""
+
+    order = ("mine", "build", "run", "grade", "validate", "publish", "pipeline", "demo", "doctor", "runtime")
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        ranked = {name: index for index, name in enumerate(self.order)}
+        return sorted(self.commands, key=lambda name: (ranked.get(name, len(ranked)), list(self.commands).index(name)))
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="repo2env")
+def cli() -> None:
+    """Turn a repository's merged pull requests into RL environments for coding agents.
+
+    \b
+    Pipeline:  mine -> build -> validate -> publish -> train
+    Start with: repo2env doctor   (is Docker ready?)
+                repo2env demo run (every built stage on the embedded demo repository)
+    """
+
+
+# --- demo --------------------------------------------------------------------------------------
+
+
+@cli.group(cls=_Group)
+def demo() -> None:
+    """The embedded demo repository (a small library with a history of merged PRs)."""
+
+
+@demo.command("init")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+def demo_init(directory: Path) -> None:
+    """Build the demo repository in DIRECTORY/repo, with DIRECTORY/issues.json beside it."""
+    from repo2env.demo import build_demo
+
+    built = build_demo(directory)
+    merged = sum(1 for pull in built.pulls if pull.merge_style != "unmerged")
+    console.print(f"[green]demo repository[/] {built.repo} at {built.path} ({merged} merged PRs)")
+    console.print(f"issues and PRs in GitHub's JSON shape: {built.issues_path}")
+
+
+@demo.command("run")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("generated/demo"),
+              show_default=True, help="Where the demo repository and every stage's output go.")
+def demo_run(out_dir: Path) -> None:
+    """Run every pipeline stage that exists on the demo repository (what `make demo` does)."""
+    from repo2env.pipeline.demo import run_demo
+
+    report = run_demo(out_dir, progress=lambda message: console.print(f"[dim]{message}[/]"))
+    table = Table(title=f"repo2env demo -> {out_dir}")
+    for column in ("stage", "status", "result"):
+        table.add_column(column)
+    colours = {"done": "green", "not built yet": "yellow", "failed": "red"}
+    for stage in report.stages:
+        table.add_row(stage.name, f"[{colours.get(stage.status, 'white')}]{stage.status}[/]", stage.summary)
+    console.print(table)
+    if any(stage.status == "failed" for stage in report.stages):
+        sys.exit(1)
+
+
+# --- mine --------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--repo", "repo_spec", required=True, metavar="OWNER/NAME|PATH|URL",
+              help="GitHub repository (API), or a local clone / git URL (local history, offline).")
+@click.option("--issues", "issues_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="issues.json in GitHub's REST shape, for local history (the demo ships one).")
+@click.option("--allow-no-issue", is_flag=True, help="Keep PRs without a linked issue (the PR text is the task).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder [default: generated/<owner>__<name>].")
+@click.option("--token", envvar="GITHUB_TOKEN", help="GitHub token [env: GITHUB_TOKEN].")
+@click.option("--api-url", default=None, help="GitHub API base URL (GitHub Enterprise: https://HOST/api/v3).")
+@click.option("--since", type=click.DateTime(), help="Only PRs merged on or after this date.")
+@click.option("--until", type=click.DateTime(), help="Only PRs merged on or before this date.")
+@click.option("--pr", "pull_numbers", type=int, multiple=True, help="Only this PR (repeatable).")
+@click.option("--limit", type=click.IntRange(min=1), help="Stop after this many new tasks.")
+@click.option("--max-files", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Reject PRs changing more source+test files.")
+@click.option("--max-lines", type=click.IntRange(min=1), default=3000, show_default=True,
+              help="Reject PRs changing more lines.")
+@click.option("--json", "as_json", is_flag=True, help="Print the funnel as JSON on stdout.")
+def mine(repo_spec: str, issues_path: Path | None, allow_no_issue: bool, out_dir: Path | None, token: str | None,
+         api_url: str | None, since, until, pull_numbers: tuple[int, ...], limit: int | None, max_files: int,
+         max_lines: int, as_json: bool) -> None:
+    """Mine merged PRs that fix an issue and change tests into task candidates.
+
+    Writes OUT/tasks.jsonl (one task per line; re-runs skip ids already there) and OUT/funnel.json
+    (how many PRs reached each step; every rejection with its reason).
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from repo2env.mine.miner import MineOptions, default_out_dir
+    from repo2env.mine.miner import mine as run_mine
+    from repo2env.mine.open import open_source
+
+    source = open_source(repo_spec, issues_path=issues_path, token=token, api_url=api_url,
+                         on_wait=lambda message: console.print(f"[yellow]{message}[/]"))
+    out_dir = out_dir or default_out_dir(Path("generated"), source.repo)
+    local_zone = datetime.now().astimezone().tzinfo
+    options = MineOptions(
+        allow_no_issue=allow_no_issue,
+        since=since.replace(tzinfo=since.tzinfo or local_zone) if since else None,
+        until=until.replace(tzinfo=until.tzinfo or local_zone) if until else None,
+        pull_numbers=frozenset(pull_numbers), limit=limit, max_files=max_files, max_changed_lines=max_lines,
+    )
+    with Progress(TextColumn("[bold]mine[/] {task.description}"), BarColumn(bar_width=None),
+                  TextColumn("{task.fields[scanned]} PRs scanned, {task.fields[kept]} kept"), TimeElapsedColumn(),
+                  console=console, transient=not console.is_terminal) as bar:
+        task_id = bar.add_task(source.repo, total=None, scanned=0, kept=0)
+        result = run_mine(source, out_dir, options,
+                          progress=lambda scanned, kept: bar.update(task_id, scanned=scanned, kept=kept))
+    funnel = result.funnel
+    if as_json:
+        stdout.print_json(funnel.model_dump_json())
+    table = Table(title=f"funnel: {source.repo}")
+    table.add_column("step")
+    table.add_column("PRs", justify="right")
+    for step, count in funnel.counts.items():
+        if not step.startswith("rejected:"):
+            table.add_row(step, str(count))
+    for reason, count in sorted(funnel.reasons().items()):
+        table.add_row(f"[red]rejected: {reason}[/]", str(count))
+    console.print(table)
+    console.print(f"{len(result.new_tasks)} new tasks -> {result.tasks_path}; funnel -> {result.funnel_path}")
+
+
+# --- machine -----------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def doctor(as_json: bool) -> None:
+    """Check the Docker engine, the base images and what builds will be given (CA bundle, index)."""
+    from repo2env.runtime.doctor import diagnose
+
+    report = diagnose()
+    if as_json:
+        stdout.print_json(json.dumps(report.as_dict()))
+    else:
+        table = Table(title="repo2env doctor")
+        for column in ("check", "", "detail", "to fix"):
+            table.add_column(column)
+        for check in report.checks:
+            table.add_row(check.name, "[green]ok[/]" if check.ok else "[red]no[/]", check.detail, "" if check.ok else check.fix)
+        stdout.print(table)
+        stdout.print("[green]ready[/]" if report.ready else "[red]not ready[/]: see 'to fix'")
+    sys.exit(0 if report.ready else 1)
+
+
+@cli.group(cls=_Group)
+def runtime() -> None:
+    """The container runtime: base images."""
+
+
+@runtime.command("bootstrap")
+@click.option("--python", "python_version", default="3.11", show_default=True, help="Python X.Y of the base image.")
+@click.option("--force", is_flag=True, help="Rebuild even if the image exists.")
+@click.option("--no-pull", is_flag=True, help="Do not try a registry; build from Debian packages.")
+@click.option("--mirror", default=None, help="Debian mirror for debootstrap (default: deb.debian.org).")
+def runtime_bootstrap(python_version: str, force: bool, no_pull: bool, mirror: str | None) -> None:
+    """Build the base image locally (debootstrap + docker import) when no registry serves python:X.Y-slim."""
+    from repo2env.runtime.bootstrap import DEFAULT_MIRROR, ensure_base_image
+    from repo2env.runtime.docker_backend import connect_docker
+
+    image = ensure_base_image(
+        connect_docker(), python_version, mirror=mirror or DEFAULT_MIRROR, try_pull=not no_pull, force=force,
+        progress=lambda message: console.print(f"[dim]{message}[/]"),
+    )
+    console.print(f"[green]{image.tag}[/] ready ({image.origin}, {image.image_id[7:19]})")
+
+
+# --- stages not built yet ----------------------------------------------------------------------
+
+
+def _not_built(stage: str, issue: str) -> None:
+    raise NotImplementedYetError(f"'repo2env {stage}' is not implemented yet ({issue})")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def build() -> None:
+    """Build a runtime image per task (not implemented yet)."""
+    _not_built("build", "planned: the snapshot runtime")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def run() -> None:
+    """Run a command in a task's sandbox, as an agent would (not implemented yet)."""
+    _not_built("run", "planned: the snapshot runtime")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def grade() -> None:
+    """Grade a patch with the hidden verifier (not implemented yet)."""
+    _not_built("grade", "planned: the hidden verifier")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def validate() -> None:
+    """Validate environments with reference rollouts (not implemented yet)."""
+    _not_built("validate", "planned: validation")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def publish() -> None:
+    """Publish environments as a dataset (not implemented yet)."""
+    _not_built("publish", "planned: publishing")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def pipeline() -> None:
+    """Run a declarative batch spec over many repositories (not implemented yet)."""
+    _not_built("pipeline", "planned: batch pipelines")
+
+
+def main() -> None:
+    """Console entry point: user errors become one line on stderr and a non-zero exit."""
+    try:
+        exit_code = cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        console.print("interrupted")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        sys.exit(130)
+    except Repo2EnvError as exc:
+        console.print(f"[red]error:[/] {exc.message}", highlight=False)
+        if exc.hint:
+            console.print(f"[dim]hint:[/] {exc.hint}", highlight=False)
+        sys.exit(exc.exit_code)
+    sys.exit(exit_code if isinstance(exit_code, int) else 0)

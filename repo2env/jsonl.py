@@ -1,0 +1,95 @@
+"""Reading and writing the pipeline's files: JSONL of tasks, JSON reports. The edges of the data flow.
+
+Writes never leave a half-written file: JSON files are written to a temporary file and renamed;
+JSONL lines are appended whole (one ``write`` per line, flushed), so an interrupted run leaves
+only complete rows and a re-run can resume from them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from repo2env.errors import InputError, TaskFormatError
+from repo2env.models import Task
+
+
+def iter_tasks(path: str | os.PathLike[str]) -> Iterator[Task]:
+    """Yield the tasks of a JSONL file; a bad line raises an error naming file, line and field."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"no tasks file at {path}", hint="run 'repo2env mine' first, or pass --from DIR")
+    with path.open(encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            yield Task.from_json_line(line, where=f"{path}:{lineno}")
+
+
+def read_tasks(path: str | os.PathLike[str]) -> list[Task]:
+    """All tasks of a JSONL file, validated."""
+    return list(iter_tasks(path))
+
+
+def read_task_ids(path: str | os.PathLike[str]) -> set[str]:
+    """The instance ids already in a JSONL file (empty when there is none): what a re-run skips."""
+    path = Path(path)
+    if not path.is_file():
+        return set()
+    ids = set()
+    with path.open(encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                ids.add(json.loads(line)["instance_id"])
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise TaskFormatError(f"{path}:{lineno}: unreadable row (no instance_id)") from None
+    return ids
+
+
+def append_jsonl(path: str | os.PathLike[str], rows: Iterable[BaseModel]) -> int:
+    """Append models as JSONL lines, each written whole and flushed; returns how many."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    with path.open("a", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(row.model_dump_json() + "\n")
+            handle.flush()
+            written += 1
+    return written
+
+
+def write_jsonl(path: str | os.PathLike[str], rows: Iterable[BaseModel]) -> int:
+    """Replace a JSONL file atomically with these rows; returns how many."""
+    lines = [row.model_dump_json() + "\n" for row in rows]
+    _atomic_write(Path(path), "".join(lines))
+    return len(lines)
+
+
+def write_json(path: str | os.PathLike[str], payload: BaseModel | dict[str, Any] | list[Any]) -> None:
+    """Write a JSON document atomically (pretty-printed, for people and programs alike)."""
+    if isinstance(payload, BaseModel):
+        text = payload.model_dump_json(indent=2)
+    else:
+        text = json.dumps(payload, indent=2, sort_keys=False)
+    _atomic_write(Path(path), text + "\n")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

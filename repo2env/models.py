@@ -1,0 +1,285 @@
+"""The schemas every stage passes to the next: one source of truth.
+
+``Task`` is a superset of a SWE-bench instance: the SWE-bench fields keep SWE-bench's names and
+meaning, so :meth:`Task.to_swebench_row` rows load in SWE-bench tooling, and repo2env's own fields
+(``env_spec``, ``validation``, ``aux_patch`` ...) ride along. Rows are validated when read: a bad row
+raises :class:`~repo2env.errors.TaskFormatError` naming the field.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from repo2env.errors import TaskFormatError
+
+#: Bumped whenever a stored field changes meaning or a required field is added.
+SCHEMA_VERSION = 1
+
+INSTANCE_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+$")
+SHA_PATTERN = re.compile(r"^[0-9a-f]{40}$")
+
+
+class _Schema(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class EnvSpec(_Schema):
+    """How to build and test a repository at one commit; inferred, then overridable per repo."""
+
+    python: str = Field("3.11", description="Python X.Y of the base image.")
+    system_packages: list[str] = Field(default_factory=list, description="Debian packages for the env layer.")
+    install: list[str] = Field(default_factory=list, description="Shell commands run in the env layer, in order.")
+    test_cmd: str = Field("python -m pytest", description="Test runner; test ids are appended.")
+    date_pin: str | None = Field(None, description="ISO date: dependencies resolved as of this day.")
+    image: str | None = Field(None, description="Image tag built for this spec.")
+    image_digest: str | None = Field(None, description="Image id (sha256) once built.")
+    rung: str | None = Field(None, description="Which retry rung of the install ladder succeeded.")
+
+    @field_validator("python")
+    @classmethod
+    def _python_is_x_y(cls, value: str) -> str:
+        if not re.fullmatch(r"3\.\d{1,2}", value):
+            raise ValueError(f"python must look like '3.11', got {value!r}")
+        return value
+
+    def spec_hash(self) -> str:
+        """A short hash of everything that decides the env image's content (not its tag or id)."""
+        keyed = self.model_dump(include={"python", "system_packages", "install", "date_pin"})
+        return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class TestStatus(str, enum.Enum):
+    """One test's outcome. Anything but PASSED counts as a failure when grading."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    MISSING = "missing"
+
+
+class ExecResult(_Schema):
+    """A command run in a sandbox."""
+
+    exit_code: int
+    output: str = ""
+    timed_out: bool = False
+    truncated: bool = False
+    duration_s: float = 0.0
+
+
+class GradeResult(_Schema):
+    """The hidden verifier's verdict on one patch for one task."""
+
+    instance_id: str
+    mode: Literal["graded", "binary", "f2p"] = "graded"
+    reward: float = 0.0
+    f2p_rate: float = 0.0
+    p2p_rate: float = 0.0
+    resolved: bool = False
+    tests: dict[str, TestStatus] = Field(default_factory=dict)
+    patch_applied: bool = True
+    filtered_paths: list[str] = Field(default_factory=list, description="Test files the grader dropped from the patch.")
+    error: str | None = None
+    log_dir: str | None = None
+    duration_s: float = 0.0
+
+
+RolloutKind = Literal["gold", "null", "partial", "near_miss", "policy"]
+
+
+class RolloutResult(_Schema):
+    """One reference or policy rollout, graded."""
+
+    kind: RolloutKind
+    name: str = ""
+    reward: float
+    resolved: bool = False
+    grade: GradeResult | None = None
+
+
+class ValidationReport(_Schema):
+    """What validation found for one task, and its verdict."""
+
+    verdict: Literal["accepted", "rejected", "pending"] = "pending"
+    reasons: list[str] = Field(default_factory=list)
+    policy: str | None = None
+    rollouts: list[RolloutResult] = Field(default_factory=list)
+    flaky_tests: dict[str, float] = Field(default_factory=dict, description="test id -> flip rate")
+    reward_mean: float | None = None
+    reward_spread: float | None = None
+    distinct_rewards: int | None = None
+    partial_credit: bool | None = None
+    leak_flagged: bool = False
+
+
+class Task(_Schema):
+    """One environment: a merged PR turned into an instruction, a snapshot and a hidden verifier."""
+
+    schema_version: int = SCHEMA_VERSION
+    instance_id: str = Field(description="owner__name-PR, as in SWE-bench.")
+    repo: str = Field(description="owner/name.")
+    pull_number: int
+    issue_numbers: list[int] = Field(default_factory=list)
+    base_commit: str = Field(description="Commit on the base branch at which both patches apply.")
+    merge_commit: str | None = None
+    patch: str = Field(description="The gold change to non-test files (the reference solution).")
+    test_patch: str = Field(description="The PR's change to test files: the hidden verifier.")
+    aux_patch: str = Field("", description="Changelog / docs changes, needed by neither agent nor verifier.")
+    problem_statement: str
+    hints_text: str = ""
+    leak_score: float = Field(0.0, ge=0.0, le=1.0, description="How much of the fix the issue text gave away.")
+    created_at: str = Field(description="ISO 8601 time the PR was created.")
+    version: str = ""
+    environment_setup_commit: str | None = None
+    FAIL_TO_PASS: list[str] = Field(default_factory=list)
+    PASS_TO_PASS: list[str] = Field(default_factory=list)
+    env_spec: EnvSpec | None = None
+    validation: ValidationReport | None = None
+
+    @field_validator("instance_id")
+    @classmethod
+    def _instance_id_shape(cls, value: str) -> str:
+        if not INSTANCE_ID_PATTERN.match(value):
+            raise ValueError(f"expected 'owner__name-PR', got {value!r}")
+        return value
+
+    @field_validator("repo")
+    @classmethod
+    def _repo_shape(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", value):
+            raise ValueError(f"expected 'owner/name', got {value!r}")
+        return value
+
+    @field_validator("base_commit")
+    @classmethod
+    def _base_commit_is_sha(cls, value: str) -> str:
+        if not SHA_PATTERN.match(value):
+            raise ValueError(f"expected a 40-hex commit SHA, got {value!r}")
+        return value
+
+    @field_validator("created_at")
+    @classmethod
+    def _created_at_is_iso(cls, value: str) -> str:
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise ValueError(f"expected an ISO 8601 time, got {value!r}") from exc
+        return value
+
+    @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
+    @classmethod
+    def _lists_may_be_json_strings(cls, value: Any) -> Any:
+        # SWE-bench's published datasets store these two lists as JSON strings.
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError("expected a list of test ids or a JSON string of one") from exc
+        return value
+
+    @staticmethod
+    def make_instance_id(repo: str, pull_number: int) -> str:
+        """``owner/name`` + 12 -> ``owner__name-12``."""
+        return f"{repo.replace('/', '__')}-{pull_number}"
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any], *, where: str = "row") -> Task:
+        """Validate a dict (a JSONL line, a dataset row); errors name the field and ``where``."""
+        try:
+            return cls.model_validate(row)
+        except ValidationError as exc:
+            raise TaskFormatError(f"{where}: {_describe_validation_error(exc)}") from None
+
+    @classmethod
+    def from_json_line(cls, line: str, *, where: str = "line") -> Task:
+        """Parse one JSONL line."""
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TaskFormatError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(row, dict):
+            raise TaskFormatError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        return cls.from_row(row, where=where)
+
+    def to_json_line(self) -> str:
+        """One JSONL line (no trailing newline), the inverse of :meth:`from_json_line`."""
+        return self.model_dump_json()
+
+    def to_swebench_row(self, *, json_lists: bool = False) -> dict[str, Any]:
+        """The SWE-bench instance fields only; F2P/P2P as JSON strings when ``json_lists``."""
+        row: dict[str, Any] = {
+            "repo": self.repo,
+            "instance_id": self.instance_id,
+            "base_commit": self.base_commit,
+            "patch": self.patch,
+            "test_patch": self.test_patch,
+            "problem_statement": self.problem_statement,
+            "hints_text": self.hints_text,
+            "created_at": self.created_at,
+            "version": self.version,
+            "environment_setup_commit": self.environment_setup_commit or self.base_commit,
+            "FAIL_TO_PASS": list(self.FAIL_TO_PASS),
+            "PASS_TO_PASS": list(self.PASS_TO_PASS),
+        }
+        if json_lists:
+            row["FAIL_TO_PASS"] = json.dumps(row["FAIL_TO_PASS"])
+            row["PASS_TO_PASS"] = json.dumps(row["PASS_TO_PASS"])
+        return row
+
+
+class Rejection(_Schema):
+    """Why one PR or task left the funnel."""
+
+    pull_number: int
+    stage: str
+    reason: str
+    detail: str = ""
+
+
+class Funnel(BaseModel):
+    """How many items reached each step of a stage, and why the others were dropped."""
+
+    # Mutated in place once per PR: no re-validation on assignment (it would be quadratic).
+    model_config = ConfigDict(extra="forbid")
+
+    repo: str
+    source: str = ""
+    counts: dict[str, int] = Field(default_factory=dict)
+    rejections: list[Rejection] = Field(default_factory=list)
+
+    def count(self, step: str, by: int = 1) -> None:
+        """Add ``by`` to ``step``'s count."""
+        self.counts[step] = self.counts.get(step, 0) + by
+
+    def reject(self, pull_number: int, stage: str, reason: str, detail: str = "") -> None:
+        """Record a rejection and count it under ``rejected:<reason>``."""
+        self.rejections.append(Rejection(pull_number=pull_number, stage=stage, reason=reason, detail=detail))
+        self.count(f"rejected:{reason}")
+
+    def reasons(self) -> dict[str, int]:
+        """Rejection reason -> how many."""
+        tally: dict[str, int] = {}
+        for rejection in self.rejections:
+            tally[rejection.reason] = tally.get(rejection.reason, 0) + 1
+        return tally
+
+
+def _describe_validation_error(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"]) or "(row)"
+        message = error["msg"]
+        if error["type"] == "missing":
+            message = "required field is missing"
+        elif error["type"] == "extra_forbidden":
+            message = "unknown field"
+        parts.append(f"field '{field}': {message}")
+    return "; ".join(parts)

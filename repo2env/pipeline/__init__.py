@@ -1,0 +1,1 @@
+"""Stage runner: chains the stages over tasks (today: the demo run)."""

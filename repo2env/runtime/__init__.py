@@ -1,0 +1,1 @@
+"""Container runtime: base images, the sandbox protocol and its Docker backend."""

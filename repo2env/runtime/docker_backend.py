@@ -1,0 +1,234 @@
+"""The Docker implementation of :class:`~repo2env.runtime.sandbox.Runtime` and ``Sandbox``.
+
+Every sandbox: no network, the unprivileged ``agent`` user, all capabilities dropped,
+no-new-privileges, memory/CPU/pids limits, an init process that reaps zombies, commands killed
+with their whole process group at their timeout, output capped. Containers are removed on
+``close()``, on leaving a ``with`` block (exceptions and Ctrl-C included) and at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import shlex
+import tarfile
+import threading
+import time
+import weakref
+from pathlib import PurePosixPath
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from repo2env.errors import DockerUnavailableError, InputError
+from repo2env.models import ExecResult
+from repo2env.runtime.bootstrap import AGENT_UID
+from repo2env.runtime.sandbox import SandboxLimits
+
+SANDBOX_LABEL = "repo2env.sandbox"
+#: Extra seconds past a command's timeout before the caller stops waiting on the stream.
+_STREAM_GRACE_S = 5.0
+
+_open_sandboxes: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+
+
+def connect_docker(timeout: float = 10.0) -> docker.DockerClient:
+    """A client for the local engine (``DOCKER_HOST`` honoured), or a DockerUnavailableError saying
+    how to get one."""
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        raise DockerUnavailableError(
+            f"no Docker engine answers ({_short(exc)})",
+            hint="start one: 'make engine' installs docker.io and starts dockerd as root on Debian; "
+            "elsewhere install Docker Engine, start it, and make sure 'docker info' works for your user",
+        ) from None
+    return client
+
+
+class DockerRuntime:
+    """Starts :class:`DockerSandbox` es on one engine."""
+
+    def __init__(self, client: docker.DockerClient | None = None, limits: SandboxLimits | None = None) -> None:
+        self.client = client or connect_docker()
+        self.limits = limits or SandboxLimits()
+
+    def start_image(self, image: str, *, limits: SandboxLimits | None = None,
+                    labels: dict[str, str] | None = None, workdir: str = "/testbed") -> DockerSandbox:
+        """Start a locked-down container from ``image``, ready for its first command."""
+        limits = limits or self.limits
+        try:
+            container = self.client.containers.run(
+                image,
+                command=["sleep", "infinity"],
+                detach=True,
+                init=True,
+                # The keepalive runs as root (without capabilities) so the agent cannot kill it;
+                # every exec runs as limits.user.
+                user="root",
+                working_dir=workdir,
+                network_mode="bridge" if limits.network else "none",
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                mem_limit=limits.memory,
+                memswap_limit=limits.memory,
+                nano_cpus=int(limits.cpus * 1e9),
+                pids_limit=limits.pids,
+                labels={SANDBOX_LABEL: "1", **(labels or {})},
+                environment={"HOME": "/home/agent", "PYTHONDONTWRITEBYTECODE": "1"},
+            )
+        except docker.errors.ImageNotFound:
+            raise InputError(
+                f"image {image} does not exist", hint="run 'repo2env runtime bootstrap' (or 'repo2env build')"
+            ) from None
+        except docker.errors.APIError as exc:
+            raise DockerUnavailableError(f"Docker could not start a sandbox from {image}: {_short(exc)}") from None
+        return DockerSandbox(self.client, container, limits)
+
+
+class DockerSandbox:
+    """One running container; see the module docstring for its guarantees."""
+
+    def __init__(self, client: docker.DockerClient, container, limits: SandboxLimits) -> None:
+        self.client = client
+        self.container = container
+        self.limits = limits
+        self._closed = False
+        _open_sandboxes.add(self)
+
+    @property
+    def id(self) -> str:
+        """The container id."""
+        return self.container.id
+
+    def exec(self, command: str | list[str], *, timeout: float | None = None, workdir: str | None = None,
+             env: dict[str, str] | None = None, user: str | None = None) -> ExecResult:
+        """Run ``command`` under ``timeout`` (default: the limits'); kill its process group at the
+        deadline; capture at most ``output_cap_bytes`` of combined stdout/stderr."""
+        if self._closed:
+            raise InputError("this sandbox is closed")
+        timeout = self.limits.exec_timeout_s if timeout is None else timeout
+        shell_command = command if isinstance(command, str) else shlex.join(command)
+        # `timeout` runs the command in its own process group and signals the whole group, so
+        # children (a fork bomb's too) die with it; -k escalates to SIGKILL for ones that trap TERM.
+        argv = ["timeout", "-k", "2", f"{timeout:.3f}", "/bin/sh", "-c", shell_command]
+        started = time.monotonic()
+        exec_id = self.client.api.exec_create(
+            self.container.id, argv, user=user or self.limits.user, workdir=workdir, environment=env,
+            stdout=True, stderr=True,
+        )["Id"]
+        stream = self.client.api.exec_start(exec_id, stream=True, demux=False)
+        captured, truncated = self._drain(stream, deadline=started + timeout + _STREAM_GRACE_S)
+        exit_code = self.client.api.exec_inspect(exec_id).get("ExitCode")
+        duration = time.monotonic() - started
+        timed_out = exit_code in (124, 137) and duration >= timeout * 0.99
+        if exit_code is None:
+            # Still running past the grace period: something left timeout's process group (setsid).
+            # The keepalive runs as root, so killing every process of the agent user spares it.
+            self._kill_agent_processes()
+            exit_code, timed_out = 137, True
+        return ExecResult(
+            exit_code=exit_code,
+            output=captured.decode("utf-8", errors="replace"),
+            timed_out=timed_out,
+            truncated=truncated,
+            duration_s=duration,
+        )
+
+    def _kill_agent_processes(self) -> None:
+        exec_id = self.client.api.exec_create(self.container.id, ["kill", "-9", "-1"], user=self.limits.user)["Id"]
+        self.client.api.exec_start(exec_id)
+
+    def _drain(self, stream, *, deadline: float) -> tuple[bytes, bool]:
+        cap = self.limits.output_cap_bytes
+        chunks: list[bytes] = []
+        size = 0
+        truncated = False
+        finished = threading.Event()
+
+        def reader() -> None:
+            nonlocal size, truncated
+            for chunk in stream:
+                if size < cap:
+                    kept = chunk[: cap - size]
+                    chunks.append(kept)
+                    size += len(kept)
+                    truncated = truncated or len(kept) < len(chunk)
+                else:
+                    truncated = True
+            finished.set()
+
+        thread = threading.Thread(target=reader, daemon=True)
+        thread.start()
+        finished.wait(max(0.0, deadline - time.monotonic()))
+        return b"".join(chunks), truncated
+
+    def read_file(self, path: str) -> str:
+        """The text of ``path`` (UTF-8, undecodable bytes replaced)."""
+        try:
+            bits, _ = self.container.get_archive(path)
+        except docker.errors.NotFound:
+            raise FileNotFoundError(path) from None
+        archive = io.BytesIO(b"".join(bits))
+        with tarfile.open(fileobj=archive) as tar:
+            member = tar.next()
+            if member is None or not member.isfile():
+                raise IsADirectoryError(path)
+            extracted = tar.extractfile(member)
+            assert extracted is not None
+            return extracted.read().decode("utf-8", errors="replace")
+
+    def write_file(self, path: str, content: str) -> None:
+        """Create or replace ``path``, owned by the agent user (parent directories must exist)."""
+        target = PurePosixPath(path)
+        payload = content.encode("utf-8")
+        archive = io.BytesIO()
+        with tarfile.open(fileobj=archive, mode="w") as tar:
+            info = tarfile.TarInfo(name=target.name)
+            info.size = len(payload)
+            info.mode = 0o644
+            info.uid = info.gid = AGENT_UID
+            info.mtime = int(time.time())
+            tar.addfile(info, io.BytesIO(payload))
+        if not self.container.put_archive(str(target.parent), archive.getvalue()):
+            raise FileNotFoundError(str(target.parent))
+
+    def close(self) -> None:
+        """Remove the container (killing everything in it). Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        _open_sandboxes.discard(self)
+
+    def __enter__(self) -> DockerSandbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A sandbox dropped without close() (e.g. by a pooled TRL environment) still goes away.
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to report to
+            pass
+
+
+@atexit.register
+def _close_leftover_sandboxes() -> None:
+    for sandbox in list(_open_sandboxes):
+        try:
+            sandbox.close()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
