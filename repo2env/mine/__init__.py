@@ -1,0 +1,1 @@
+"""Mining: merged PRs from a source -> Task candidates."""

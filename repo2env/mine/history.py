@@ -1,0 +1,287 @@
+"""A repository's commit graph, read once, and the batch git operations mining needs.
+
+Mining thousands of PRs must not cost a ``git`` process per PR: the whole graph comes from one
+``git log``, merge bases are found by walking it in memory, and diffs for a batch of PRs come
+from one ``git diff-tree --stdin``. Only the ``git apply --check`` of a kept PR runs per PR, in a
+small thread pool.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import tomllib
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from repo2env.errors import SourceError
+
+_FIELD = "\x1f"
+_RECORD = "\x1e"
+_VERSION_PATTERN = re.compile(r"""^\s*(?:__version__|version|VERSION)\s*[:=]\s*['"]([^'"]+)['"]""", re.MULTILINE)
+_VERSION_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    """One commit of the graph."""
+
+    sha: str
+    parents: tuple[str, ...]
+    author_date: str
+    message: str
+
+    @property
+    def subject(self) -> str:
+        return self.message.split("\n", 1)[0]
+
+
+class GitHistory:
+    """The commit graph of a local clone and batch operations over it."""
+
+    def __init__(self, path: Path, *, branch: str | None = None) -> None:
+        self.path = Path(path)
+        try:
+            self.repo = git.Repo(self.path)
+        except git.NoSuchPathError:
+            raise SourceError(f"no such path: {self.path}") from None
+        except git.InvalidGitRepositoryError:
+            raise SourceError(f"{self.path} is not a git repository", hint="pass a clone, a URL or owner/name") from None
+        self.branch = branch or self._default_branch()
+        self.commits = self._read_graph()
+        self.mainline = self._first_parent_chain(self.branch)
+        self._mainline_index = {sha: index for index, sha in enumerate(self.mainline)}
+        self._landed: dict[str, int] | None = None
+
+    # --- graph ---------------------------------------------------------------------------------
+
+    def _git(self, *args: str, input_text: str | None = None) -> str:
+        result = subprocess.run(
+            ["git", "-C", str(self.path), *args], input=input_text, capture_output=True, text=True,
+            encoding="utf-8", errors="replace",
+        )
+        if result.returncode != 0:
+            raise SourceError(f"git {args[0]} failed in {self.path}: {result.stderr.strip()[:300]}")
+        return result.stdout
+
+    def _default_branch(self) -> str:
+        try:
+            return self.repo.git.symbolic_ref("--short", "HEAD")
+        except git.GitCommandError:
+            pass
+        for candidate in ("main", "master"):
+            if candidate in {head.name for head in self.repo.heads}:
+                return candidate
+        raise SourceError(f"repository {self.path} is empty (no branch to mine)")
+
+    def _read_graph(self) -> dict[str, CommitInfo]:
+        try:
+            self.repo.git.rev_parse("--verify", "HEAD")
+        except git.GitCommandError:
+            raise SourceError(f"repository {self.path} is empty (no commits)") from None
+        text = self._git("log", "--all", f"--format=%H{_FIELD}%P{_FIELD}%aI{_FIELD}%B{_RECORD}")
+        commits: dict[str, CommitInfo] = {}
+        for record in text.split(_RECORD):
+            record = record.lstrip("\n")
+            if not record:
+                continue
+            sha, parents, date, message = record.split(_FIELD, 3)
+            commits[sha] = CommitInfo(sha, tuple(parents.split()), date, message.strip())
+        return commits
+
+    def _first_parent_chain(self, branch: str) -> list[str]:
+        head = self._git("rev-parse", branch).strip()
+        chain = []
+        sha: str | None = head
+        while sha is not None:
+            chain.append(sha)
+            parents = self.commits[sha].parents
+            sha = parents[0] if parents else None
+        chain.reverse()  # oldest first
+        return chain
+
+    def _landing_index(self) -> dict[str, int]:
+        # landed[c] = index of the first mainline commit that has c as an ancestor, i.e. when c
+        # "landed" on the branch. Each commit is visited once, so this is linear in the graph.
+        landed: dict[str, int] = {}
+        for index, sha in enumerate(self.mainline):
+            landed[sha] = index
+            stack = list(self.commits[sha].parents[1:])
+            while stack:
+                current = stack.pop()
+                if current in landed or current not in self.commits:
+                    continue
+                landed[current] = index
+                stack.extend(self.commits[current].parents)
+        return landed
+
+    def on_mainline(self, sha: str) -> bool:
+        """Whether ``sha`` is on the branch's first-parent chain."""
+        return sha in self._mainline_index
+
+    def merge_base(self, left: str, right: str) -> str | None:
+        """``git merge-base left right``, found in memory when ``left`` is on the mainline.
+
+        Walks back from ``right`` and stops at commits that had landed on the mainline by
+        ``left``: those are common ancestors. One such stop (or only mainline stops, whose newest
+        is the answer) settles it; anything less clear asks git.
+        """
+        left_index = self._mainline_index.get(left)
+        if left_index is None:
+            return self._merge_base_by_git(left, right)
+        if self._landed is None:
+            self._landed = self._landing_index()
+        stops: set[str] = set()
+        frontier, seen = [right], set()
+        while frontier:
+            sha = frontier.pop()
+            if sha in seen:
+                continue
+            seen.add(sha)
+            if self._landed.get(sha, left_index + 1) <= left_index:
+                stops.add(sha)
+                continue
+            commit = self.commits.get(sha)
+            if commit is None:
+                return self._merge_base_by_git(left, right)
+            frontier.extend(commit.parents)
+        if len(stops) == 1:
+            return next(iter(stops))
+        if stops and all(sha in self._mainline_index for sha in stops):
+            return max(stops, key=self._mainline_index.__getitem__)
+        return self._merge_base_by_git(left, right)
+
+    def _merge_base_by_git(self, left: str, right: str) -> str | None:
+        result = subprocess.run(["git", "-C", str(self.path), "merge-base", left, right], capture_output=True, text=True)
+        return result.stdout.strip() or None
+
+    def commits_between(self, base: str, head: str) -> list[CommitInfo]:
+        """Commits reachable from ``head`` but not from ``base`` (a PR branch's commits), oldest first."""
+        base_index = self._mainline_index.get(base)
+        if base_index is not None and self._landed is None:
+            self._landed = self._landing_index()
+        result, frontier, seen = [], [head], set()
+        while frontier:
+            sha = frontier.pop()
+            if sha in seen or sha == base:
+                continue
+            seen.add(sha)
+            if base_index is not None and self._landed.get(sha, base_index + 1) <= base_index:
+                continue
+            commit = self.commits.get(sha)
+            if commit is None:
+                continue
+            result.append(commit)
+            frontier.extend(commit.parents)
+        return sorted(result, key=lambda commit: commit.author_date)
+
+    # --- batch diffs ---------------------------------------------------------------------------
+
+    def diffs(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        """``git diff base head`` for each (base, head) pair, from one git process."""
+        if not pairs:
+            return []
+        # diff-tree --stdin reads "<commit> <parent>" lines and diffs parent -> commit. With
+        # --always it echoes each commit id before its (possibly empty) diff, in input order,
+        # which is how the output is split back per pair.
+        lines = [f"{head} {base}" for base, head in pairs]
+        output = self._git("diff-tree", "--stdin", "--always", "-p", "--full-index", "--no-renames",
+                           input_text="\n".join(lines) + "\n")
+        results: list[list[str]] = []
+        expected = iter(head for _, head in pairs)
+        next_head = next(expected, None)
+        for line in output.splitlines(keepends=True):
+            if next_head is not None and line.rstrip("\n") == next_head:
+                results.append([])
+                next_head = next(expected, None)
+            elif results:
+                results[-1].append(line)
+        if len(results) != len(pairs):
+            raise SourceError(f"git diff-tree returned {len(results)} diffs for {len(pairs)} PRs in {self.path}")
+        return ["".join(chunk) for chunk in results]
+
+    # --- applying ------------------------------------------------------------------------------
+
+    def apply_check(self, base: str, patches: Iterable[str]) -> str | None:
+        """None when every patch applies on its own at ``base`` (``git apply --check``), else the
+        first error."""
+        with tempfile.TemporaryDirectory(prefix="repo2env-apply-") as scratch:
+            env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+            read = subprocess.run(["git", "-C", str(self.path), "read-tree", base], env=env, capture_output=True, text=True)
+            if read.returncode != 0:
+                return f"cannot read {base[:12]}: {read.stderr.strip()[:200]}"
+            for patch in patches:
+                if not patch:
+                    continue
+                check = subprocess.run(
+                    ["git", "-C", str(self.path), "apply", "--cached", "--check", "-"], input=patch, env=env,
+                    capture_output=True, text=True,
+                )
+                if check.returncode != 0:
+                    return check.stderr.strip().splitlines()[0] if check.stderr.strip() else "git apply --check failed"
+        return None
+
+    def apply_checks(self, jobs: Sequence[tuple[str, Sequence[str]]], workers: int = 4) -> list[str | None]:
+        """:meth:`apply_check` for many (base, patches) jobs, in a thread pool."""
+        if len(jobs) <= 1:
+            return [self.apply_check(base, patches) for base, patches in jobs]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(lambda job: self.apply_check(*job), jobs))
+
+    # --- files at a commit ---------------------------------------------------------------------
+
+    def read_file(self, commit: str, path: str) -> str | None:
+        """A file's text at ``commit`` (through GitPython's persistent cat-file), or None."""
+        try:
+            blob = self.repo.commit(commit).tree / path
+        except (KeyError, ValueError, git.BadName):
+            return None
+        return blob.data_stream.read().decode("utf-8", errors="replace")
+
+    def version_at(self, commit: str) -> str:
+        """The package version at ``commit`` as X.Y (pyproject, setup.cfg, setup.py, ``__version__``),
+        else the nearest tag, else ''."""
+        tree = self.repo.commit(commit).tree
+        candidates = [name for name in _VERSION_FILES if name in tree]
+        candidates += [
+            f"{top.path}/{leaf.name}"
+            for top in _package_dirs(tree)
+            for leaf in top.blobs
+            if leaf.name in ("__init__.py", "_version.py", "version.py", "__about__.py")
+        ]
+        for path in candidates:
+            text = self.read_file(commit, path) or ""
+            version = _version_from_text(path, text)
+            if version:
+                return _major_minor(version)
+        return ""
+
+
+def _package_dirs(tree) -> list:
+    dirs = [entry for entry in tree.trees if not entry.name.startswith((".", "test", "doc"))]
+    for src in [entry for entry in dirs if entry.name == "src"]:
+        dirs.extend(src.trees)
+    return dirs
+
+
+def _version_from_text(path: str, text: str) -> str | None:
+    if path.endswith("pyproject.toml"):
+        try:
+            project = tomllib.loads(text).get("project", {})
+        except tomllib.TOMLDecodeError:
+            return None
+        version = project.get("version")
+        return version if isinstance(version, str) else None
+    match = _VERSION_PATTERN.search(text)
+    return match.group(1) if match else None
+
+
+def _major_minor(version: str) -> str:
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return f"{match.group(1)}.{match.group(2)}" if match else version

@@ -1,0 +1,268 @@
+"""The mining stage: a Source's PRs -> Task candidates, with a funnel that accounts for every PR.
+
+Cheap checks (merged, dates, linked issues) run per PR as they stream in; survivors are gathered
+in batches whose base commits and diffs come from one git process each (see
+:mod:`repo2env.mine.history`). Tasks are appended to ``tasks.jsonl`` as they are kept, so an
+interrupted run keeps its work and a re-run skips every id already there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from repo2env.jsonl import append_jsonl, read_task_ids, write_json
+from repo2env.mine.history import GitHistory
+from repo2env.mine.leaks import strip_leaks
+from repo2env.mine.linking import pr_closing_refs
+from repo2env.mine.source import Issue, PullRequest, Source
+from repo2env.mine.split import SplitDiff, split_diff
+from repo2env.models import Funnel, Task
+
+STAGE = "mine"
+_BATCH = 256
+
+#: Funnel steps, in order; each PR that is not kept is counted under exactly one rejection reason.
+FUNNEL_STEPS = ("scanned", "selected", "merged", "linked_issue", "diff_ok", "has_source_change", "has_test_change",
+                "within_limits", "applies", "kept")
+
+
+@dataclass(frozen=True)
+class MineOptions:
+    """What to keep. Defaults follow SWE-bench's collection rules."""
+
+    allow_no_issue: bool = False
+    since: datetime | None = None
+    until: datetime | None = None
+    pull_numbers: frozenset[int] = frozenset()
+    limit: int | None = None
+    max_files: int = 50
+    max_changed_lines: int = 3000
+    apply_workers: int = 4
+
+
+@dataclass
+class MineResult:
+    """Where the stage wrote, and its funnel."""
+
+    tasks_path: Path
+    funnel_path: Path
+    funnel: Funnel
+    new_tasks: list[Task] = field(default_factory=list)
+
+
+ProgressCallback = Callable[[int, int], None]  # (scanned, kept)
+
+
+def default_out_dir(root: Path, repo: str) -> Path:
+    """``generated/owner__name``."""
+    return root / repo.replace("/", "__")
+
+
+def mine(source: Source, out_dir: Path, options: MineOptions = MineOptions(), *,
+         progress: ProgressCallback | None = None) -> MineResult:
+    """Mine ``source`` into ``out_dir/tasks.jsonl`` and ``out_dir/funnel.json``."""
+    tasks_path, funnel_path = out_dir / "tasks.jsonl", out_dir / "funnel.json"
+    existing = read_task_ids(tasks_path)
+    funnel = Funnel(repo=source.repo, source=type(source).__name__, counts={step: 0 for step in FUNNEL_STEPS})
+    history = GitHistory(source.clone_path())
+    result = MineResult(tasks_path=tasks_path, funnel_path=funnel_path, funnel=funnel)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    batch: list[tuple[PullRequest, list[Issue]]] = []
+
+    def flush() -> None:
+        kept = _finish_batch(batch, history, funnel, options, source.repo)
+        room = None if options.limit is None else max(0, options.limit - len(result.new_tasks))
+        kept = kept if room is None else kept[:room]
+        append_jsonl(tasks_path, kept)
+        result.new_tasks.extend(kept)
+        batch.clear()
+
+    try:
+        for pull in source.pulls():
+            if options.limit is not None and len(result.new_tasks) >= options.limit:
+                break
+            funnel.count("scanned")
+            candidate = _screen(pull, source, funnel, options, existing)
+            if candidate is not None:
+                batch.append(candidate)
+                if len(batch) >= _BATCH:
+                    flush()
+            if progress:
+                progress(funnel.counts["scanned"], funnel.counts.get("kept", 0) + len(batch))
+        flush()
+    finally:
+        write_json(funnel_path, funnel)
+    if progress:
+        progress(funnel.counts["scanned"], funnel.counts["kept"])
+    return result
+
+
+def _screen(pull: PullRequest, source: Source, funnel: Funnel, options: MineOptions,
+            existing: set[str]) -> tuple[PullRequest, list[Issue]] | None:
+    """The checks that need no git: selection, merged, already mined, linked issues."""
+    if options.pull_numbers and pull.number not in options.pull_numbers:
+        funnel.count("not_selected")
+        return None
+    when = _parse_time(pull.merged_at or pull.created_at)
+    if (options.since and when and when < options.since) or (options.until and when and when > options.until):
+        funnel.count("not_selected")
+        return None
+    funnel.count("selected")
+    if not pull.merged or not pull.merge_commit:
+        funnel.reject(pull.number, STAGE, "not_merged")
+        return None
+    funnel.count("merged")
+    if Task.make_instance_id(source.repo, pull.number) in existing:
+        funnel.count("already_mined")
+        return None
+    issues, detail = _linked_issues(pull, source)
+    if not issues and not options.allow_no_issue:
+        funnel.reject(pull.number, STAGE, "no_linked_issue", detail)
+        return None
+    funnel.count("linked_issue")
+    return pull, issues
+
+
+def _linked_issues(pull: PullRequest, source: Source) -> tuple[list[Issue], str]:
+    numbers = list(pull.linked_issues) if pull.linked_issues is not None else pr_closing_refs(
+        pull.title, pull.body, pull.commit_messages, source.repo)
+    if not numbers:
+        return [], "no closing reference (Fixes #N) in title, body or commits"
+    opened_before = _parse_time(pull.created_at)
+    issues, dropped = [], []
+    for number in numbers:
+        issue = source.issue(number)
+        if issue is None:
+            dropped.append(f"#{number} unknown")
+        elif issue.is_pull_request:
+            dropped.append(f"#{number} is a PR")
+        elif opened_before and _parse_time(issue.created_at) and _parse_time(issue.created_at) > opened_before:
+            dropped.append(f"#{number} opened after the PR")
+        else:
+            issues.append(issue)
+    return issues, "; ".join(dropped)
+
+
+def _finish_batch(batch: Sequence[tuple[PullRequest, list[Issue]]], history: GitHistory, funnel: Funnel,
+                  options: MineOptions, repo: str) -> list[Task]:
+    """Base commits, diffs, splits, limits and apply checks for a batch; returns the kept tasks."""
+    located = []
+    for pull, issues in batch:
+        base, head = _base_and_head(pull, history)
+        if base is None or head is None:
+            funnel.reject(pull.number, STAGE, "commits_missing", f"merge commit {pull.merge_commit} not in the clone")
+            continue
+        located.append((pull, issues, base, head))
+    diffs = history.diffs([(base, head) for _, _, base, head in located])
+    screened = []
+    for (pull, issues, base, head), diff in zip(located, diffs, strict=True):
+        parts = split_diff(diff)
+        reason = _diff_rejection(parts, options, funnel)
+        if reason:
+            funnel.reject(pull.number, STAGE, *reason)
+            continue
+        screened.append((pull, issues, base, parts))
+    checks = history.apply_checks([(base, (parts.patch, parts.test_patch)) for _, _, base, parts in screened],
+                                  workers=options.apply_workers)
+    kept = []
+    for (pull, issues, base, parts), error in zip(screened, checks, strict=True):
+        if error:
+            funnel.reject(pull.number, STAGE, "patch_does_not_apply", error)
+            continue
+        funnel.count("applies")
+        kept.append(_make_task(pull, issues, base, parts, history, repo))
+        funnel.count("kept")
+    return kept
+
+
+def _base_and_head(pull: PullRequest, history: GitHistory) -> tuple[str | None, str | None]:
+    merge = history.commits.get(pull.merge_commit or "")
+    if merge is None:
+        return None, None
+    if len(merge.parents) >= 2:
+        head = pull.head_sha if pull.head_sha in history.commits else merge.parents[1]
+        return history.merge_base(merge.parents[0], head), head
+    # A squash (or a rebase of k commits): the base is before the first of the PR's commits.
+    base = merge.parents[0] if merge.parents else None
+    rebased = len(pull.commit_messages) if not pull.squashed else 1
+    current = merge
+    for message in reversed(pull.commit_messages[: max(0, rebased - 1)]):
+        parent = history.commits.get(current.parents[0]) if current.parents else None
+        if parent is None or not parent.parents or parent.message.strip() != message.strip():
+            break
+        current, base = parent, parent.parents[0]
+    return base, merge.sha
+
+
+def _diff_rejection(parts: SplitDiff, options: MineOptions, funnel: Funnel) -> tuple[str, str] | None:
+    """The first reason to drop this diff, counting each step it passes."""
+    if parts.binary_files:
+        return "binary_diff", ", ".join(parts.binary_files[:5])
+    funnel.count("diff_ok")
+    if not parts.source_files:
+        return "no_source_change", "only " + ", ".join((parts.aux_files + parts.test_files)[:5])
+    if not parts.touches_python:
+        return "no_source_change", "the source change touches no Python file"
+    funnel.count("has_source_change")
+    if not parts.test_files:
+        return "no_test_changes", ", ".join(parts.source_files[:5])
+    funnel.count("has_test_change")
+    files = len(parts.source_files) + len(parts.test_files)
+    lines = parts.added_lines + parts.removed_lines
+    if files > options.max_files or lines > options.max_changed_lines:
+        return "too_large", f"{files} files, {lines} changed lines"
+    funnel.count("within_limits")
+    return None
+
+
+def _make_task(pull: PullRequest, issues: list[Issue], base: str, parts: SplitDiff, history: GitHistory,
+               repo: str) -> Task:
+    shas = [pull.merge_commit or "", pull.head_sha or ""]
+    statement_parts, hints, leak_score = [], [], 0.0
+    cutoff = _parse_time(pull.first_commit_at or pull.created_at)
+    for issue in issues:
+        cleaned = strip_leaks(f"{issue.title}\n{issue.body}".strip(), gold_patch=parts.patch, repo=repo,
+                              pull_number=pull.number, commit_shas=shas)
+        statement_parts.append(cleaned.text)
+        leak_score = max(leak_score, cleaned.leak_score)
+        for comment in issue.comments:
+            made = _parse_time(comment.created_at)
+            if cutoff is None or (made is not None and made < cutoff):
+                hint = strip_leaks(comment.body, gold_patch=parts.patch, repo=repo, pull_number=pull.number,
+                                   commit_shas=shas)
+                hints.append(hint.text)
+    if not issues:  # --allow-no-issue: the PR's own words are the task
+        cleaned = strip_leaks(f"{pull.title}\n{pull.body}".strip(), gold_patch=parts.patch, repo=repo,
+                              pull_number=pull.number, commit_shas=shas)
+        statement_parts.append(cleaned.text)
+        leak_score = cleaned.leak_score
+    return Task(
+        instance_id=Task.make_instance_id(repo, pull.number),
+        repo=repo,
+        pull_number=pull.number,
+        issue_numbers=[issue.number for issue in issues],
+        base_commit=base,
+        merge_commit=pull.merge_commit,
+        patch=parts.patch,
+        test_patch=parts.test_patch,
+        aux_patch=parts.aux_patch,
+        problem_statement="\n\n".join(statement_parts),
+        hints_text="\n\n".join(hints),
+        leak_score=round(leak_score, 4),
+        created_at=pull.created_at,
+        version=history.version_at(base),
+        environment_setup_commit=base,
+    )
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.now().astimezone().tzinfo)

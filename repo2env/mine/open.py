@@ -1,0 +1,38 @@
+"""Choose the source for ``--repo``: a local path, a URL to clone, or owner/name on GitHub."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from repo2env.errors import InputError
+from repo2env.mine.git import GitSource, looks_like_url
+from repo2env.mine.source import Source
+
+_OWNER_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+def cache_dir() -> Path:
+    """Where clones and HTTP caches live: ``$REPO2ENV_CACHE`` or ``~/.cache/repo2env``."""
+    return Path(os.environ.get("REPO2ENV_CACHE") or Path.home() / ".cache" / "repo2env")
+
+
+def open_source(spec: str, *, issues_path: Path | None = None, token: str | None = None,
+                api_url: str | None = None, on_wait: Callable[[str], None] | None = None) -> Source:
+    """A Source for ``spec``: an existing path or a URL -> local history; owner/name -> GitHub."""
+    if Path(spec).expanduser().exists():
+        return GitSource(spec, issues_path=issues_path)
+    if looks_like_url(spec):
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", spec.split("://")[-1]).strip("_")
+        return GitSource(spec, issues_path=issues_path, workdir=cache_dir() / "urls" / slug)
+    if _OWNER_NAME.match(spec) and not spec.startswith((".", "/", "~")):
+        from repo2env.mine.github import GitHubSource
+
+        if issues_path is not None:
+            raise InputError("--issues is for local history; GitHub mode reads issues from the API")
+        return GitHubSource(spec, token=token, api_url=api_url or "https://api.github.com",
+                            workdir=cache_dir() / "github" / spec.replace("/", "__"), on_wait=on_wait)
+    raise InputError(f"--repo {spec!r} is neither an existing path, a URL, nor owner/name",
+                     hint="e.g. --repo pallets/click, --repo ./click, --repo https://host/org/repo.git")
