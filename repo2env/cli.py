@@ -87,6 +87,8 @@ def demo_run(out_dir: Path) -> None:
               help="GitHub repository (API), or a local clone / git URL (local history, offline).")
 @click.option("--issues", "issues_path", type=click.Path(dir_okay=False, path_type=Path),
               help="issues.json in GitHub's REST shape, for local history (the demo ships one).")
+@click.option("--name", "repo_name", metavar="OWNER/NAME",
+              help="Name for a local clone's tasks [default: issues.json's repository, the origin URL, or local/<dir>].")
 @click.option("--allow-no-issue", is_flag=True, help="Keep PRs without a linked issue (the PR text is the task).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Output folder [default: generated/<owner>__<name>].")
@@ -101,7 +103,7 @@ def demo_run(out_dir: Path) -> None:
 @click.option("--max-lines", type=click.IntRange(min=1), default=3000, show_default=True,
               help="Reject PRs changing more lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the funnel as JSON on stdout.")
-def mine(repo_spec: str, issues_path: Path | None, allow_no_issue: bool, out_dir: Path | None, token: str | None,
+def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_no_issue: bool, out_dir: Path | None, token: str | None,
          api_url: str | None, since, until, pull_numbers: tuple[int, ...], limit: int | None, max_files: int,
          max_lines: int, as_json: bool) -> None:
     """Mine merged PRs that fix an issue and change tests into task candidates.
@@ -115,7 +117,7 @@ def mine(repo_spec: str, issues_path: Path | None, allow_no_issue: bool, out_dir
     from repo2env.mine.miner import mine as run_mine
     from repo2env.mine.open import open_source
 
-    source = open_source(repo_spec, issues_path=issues_path, token=token, api_url=api_url,
+    source = open_source(repo_spec, issues_path=issues_path, token=token, api_url=api_url, name=repo_name,
                          on_wait=lambda message: console.print(f"[yellow]{message}[/]"))
     out_dir = out_dir or default_out_dir(Path("generated"), source.repo)
     local_zone = datetime.now().astimezone().tzinfo
@@ -248,8 +250,9 @@ def main() -> None:
         console.print("interrupted")
         sys.exit(130)
     except Repo2EnvError as exc:
-        console.print(f"[red]error:[/] {exc.message}", highlight=False)
+        # Plain echo, not rich: an error must stay one line whatever the terminal's width.
+        click.echo(f"error: {exc.message}", err=True)
         if exc.hint:
-            console.print(f"[dim]hint:[/] {exc.hint}", highlight=False)
+            click.echo(f"hint: {exc.hint}", err=True)
         sys.exit(exc.exit_code)
     sys.exit(exit_code if isinstance(exit_code, int) else 0)

@@ -49,6 +49,9 @@ class GitHistory:
         self.path = Path(path)
         try:
             self.repo = git.Repo(self.path)
+            if self.repo.bare or not (self.path / ".git").exists():
+                # Bare mirrors without a config file confuse GitPython's work-tree detection.
+                self.repo.git.update_environment(GIT_DIR=str(self.repo.git_dir))
         except git.NoSuchPathError:
             raise SourceError(f"no such path: {self.path}") from None
         except git.InvalidGitRepositoryError:
@@ -71,20 +74,19 @@ class GitHistory:
         return result.stdout
 
     def _default_branch(self) -> str:
-        try:
-            return self.repo.git.symbolic_ref("--short", "HEAD")
-        except git.GitCommandError:
-            pass
-        for candidate in ("main", "master"):
-            if candidate in {head.name for head in self.repo.heads}:
+        # Plain git, not GitPython: GitPython mistakes a bare clone without a config file (as
+        # some mirrors are) for a work tree.
+        heads = self._git("for-each-ref", "--format=%(refname:short)", "refs/heads/").split()
+        current = subprocess.run(["git", "-C", str(self.path), "symbolic-ref", "--short", "HEAD"],
+                                 capture_output=True, text=True).stdout.strip()
+        for candidate in (current, "main", "master"):
+            if candidate and candidate in heads:
                 return candidate
-        raise SourceError(f"repository {self.path} is empty (no branch to mine)")
+        if heads:
+            return heads[0]
+        raise SourceError(f"repository {self.path} is empty (no commits)")
 
     def _read_graph(self) -> dict[str, CommitInfo]:
-        try:
-            self.repo.git.rev_parse("--verify", "HEAD")
-        except git.GitCommandError:
-            raise SourceError(f"repository {self.path} is empty (no commits)") from None
         text = self._git("log", "--all", f"--format=%H{_FIELD}%P{_FIELD}%aI{_FIELD}%B{_RECORD}")
         commits: dict[str, CommitInfo] = {}
         for record in text.split(_RECORD):

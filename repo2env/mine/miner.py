@@ -70,6 +70,7 @@ def mine(source: Source, out_dir: Path, options: MineOptions = MineOptions(), *,
     history = GitHistory(source.clone_path())
     result = MineResult(tasks_path=tasks_path, funnel_path=funnel_path, funnel=funnel)
     out_dir.mkdir(parents=True, exist_ok=True)
+    tasks_path.touch()  # no qualifying PR is a result too: an empty tasks.jsonl
     batch: list[tuple[PullRequest, list[Issue]]] = []
 
     def flush() -> None:

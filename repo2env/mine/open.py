@@ -20,13 +20,15 @@ def cache_dir() -> Path:
 
 
 def open_source(spec: str, *, issues_path: Path | None = None, token: str | None = None,
-                api_url: str | None = None, on_wait: Callable[[str], None] | None = None) -> Source:
+                api_url: str | None = None, name: str | None = None, on_wait: Callable[[str], None] | None = None) -> Source:
     """A Source for ``spec``: an existing path or a URL -> local history; owner/name -> GitHub."""
-    if Path(spec).expanduser().exists():
-        return GitSource(spec, issues_path=issues_path)
+    if name is not None and not _OWNER_NAME.match(name):
+        raise InputError(f"--name {name!r} is not of the form owner/name")
+    if Path(spec).expanduser().exists() or spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1:
+        return GitSource(spec, issues_path=issues_path, repo=name)
     if looks_like_url(spec):
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", spec.split("://")[-1]).strip("_")
-        return GitSource(spec, issues_path=issues_path, workdir=cache_dir() / "urls" / slug)
+        return GitSource(spec, issues_path=issues_path, workdir=cache_dir() / "urls" / slug, repo=name)
     if _OWNER_NAME.match(spec) and not spec.startswith((".", "/", "~")):
         from repo2env.mine.github import GitHubSource
 

@@ -1,0 +1,177 @@
+"""Mining the demo repository from local history: every PR lands in its declared bucket."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import git
+import pytest
+
+from repo2env.errors import SourceError
+from repo2env.jsonl import read_tasks
+from repo2env.mine.git import GitSource
+from repo2env.mine.history import GitHistory
+from repo2env.mine.miner import MineOptions, mine
+from repo2env.mine.split import classify_path
+from repo2env.models import Task
+
+
+@pytest.fixture(scope="module")
+def mined(demo_repo, tmp_path_factory):
+    out = tmp_path_factory.mktemp("mined")
+    result = mine(GitSource(demo_repo.path, issues_path=demo_repo.issues_path), out)
+    return result, {task.pull_number: task for task in read_tasks(result.tasks_path)}
+
+
+def test_every_demo_pr_lands_in_its_declared_bucket(demo_repo, mined):
+    result, tasks = mined
+    rejected = {rejection.pull_number: rejection.reason for rejection in result.funnel.rejections}
+    for pull in demo_repo.pulls:
+        if pull.expected_bucket == "kept":
+            assert pull.number in tasks, f"PR #{pull.number} should be kept, was {rejected.get(pull.number)}"
+        else:
+            assert rejected.get(pull.number) == pull.expected_bucket, f"PR #{pull.number}"
+    assert set(tasks) | set(rejected) == {pull.number for pull in demo_repo.pulls}
+    counts = result.funnel.counts
+    assert counts["scanned"] == len(demo_repo.pulls)
+    assert counts["kept"] == len(tasks) == sum(pull.expected_bucket == "kept" for pull in demo_repo.pulls)
+    on_disk = json.loads(result.funnel_path.read_text())
+    assert on_disk["counts"]["kept"] == counts["kept"]
+
+
+def test_kept_tasks_have_linked_issues_base_commits_and_split_patches(demo_repo, mined):
+    _, tasks = mined
+    repo = git.Repo(demo_repo.path)
+    for pull in demo_repo.pulls:
+        if pull.expected_bucket != "kept":
+            continue
+        task = tasks[pull.number]
+        assert task.instance_id == f"repo2env-demo__textkit-{pull.number}"
+        assert tuple(task.issue_numbers) == pull.linked_issues
+        head = repo.commit(f"refs/pull/{pull.number}/head")
+        if pull.merge_style == "merge":
+            merge = repo.commit(task.merge_commit)
+            assert task.base_commit == repo.merge_base(merge.parents[0], head)[0].hexsha
+        else:
+            assert task.base_commit == repo.commit(task.merge_commit).parents[0].hexsha
+        for patch, kind in ((task.patch, "source"), (task.test_patch, "test")):
+            paths = [line.split(" b/")[-1] for line in patch.splitlines() if line.startswith("diff --git")]
+            assert paths and all(classify_path(path) == kind for path in paths), (pull.number, paths)
+        assert task.problem_statement.strip()
+        assert task.version in {"0.1", "0.2", "0.3"}
+        # Both patches apply at the base commit, on a fresh checkout.
+        _assert_applies(demo_repo.path, task)
+
+
+def _assert_applies(repo_path: Path, task: Task) -> None:
+    worktree = Path(repo_path).parent / f"wt-{task.pull_number}"
+    subprocess.run(["git", "-C", str(repo_path), "worktree", "add", "--detach", "-f", str(worktree), task.base_commit],
+                   check=True, capture_output=True)
+    try:
+        for patch in (task.patch, task.test_patch):
+            subprocess.run(["git", "apply", "--check", "-"], cwd=worktree, input=patch, text=True, check=True)
+    finally:
+        subprocess.run(["git", "-C", str(repo_path), "worktree", "remove", "--force", str(worktree)], check=True)
+
+
+def test_changelog_goes_to_aux_patch_and_leaks_are_stripped(demo_repo, mined):
+    _, tasks = mined
+    with_changelog = [task for task in tasks.values() if "CHANGELOG" in task.aux_patch]
+    assert with_changelog, "the demo has a PR with a changelog entry"
+    assert all("CHANGELOG" not in task.patch + task.test_patch for task in tasks.values())
+    leaking = [pull for pull in demo_repo.pulls if pull.leaks_fix]
+    assert leaking
+    for pull in leaking:
+        task = tasks[pull.number]
+        assert task.leak_score >= 0.5
+        assert "/commit/" not in task.problem_statement
+        added = [line[1:].strip() for line in task.patch.splitlines()
+                 if line.startswith("+") and not line.startswith("+++") and len(line.strip()) > 12]
+        assert not [line for line in added if line in task.problem_statement], "the fix must not stay in the task"
+    innocent = [tasks[p.number] for p in demo_repo.pulls if p.expected_bucket == "kept" and not p.leaks_fix]
+    assert all(task.leak_score < 0.5 for task in innocent)
+
+
+def test_hints_are_comments_made_before_the_first_commit(demo_repo, mined):
+    _, tasks = mined
+    payload = json.loads(Path(demo_repo.issues_path).read_text())
+    pulls = {pull["number"]: pull for pull in payload["pulls"]}
+    for task in tasks.values():
+        comments = [c for c in payload["comments"] if int(c["issue_url"].rsplit("/", 1)[1]) in task.issue_numbers]
+        history = GitHistory(demo_repo.path)
+        first_commit = min(c.author_date for c in history.commits_between(task.base_commit, pulls[task.pull_number]["head"]["sha"]))
+        for comment in comments:
+            body_start = comment["body"].strip().splitlines()[0][:30]
+            if comment["created_at"] < first_commit.replace("+00:00", "Z"):
+                assert body_start in task.hints_text
+            else:
+                assert body_start not in task.hints_text
+
+
+def test_rerun_resumes_without_writing_twice(demo_repo, tmp_path):
+    source = GitSource(demo_repo.path, issues_path=demo_repo.issues_path)
+    first = mine(source, tmp_path, MineOptions(limit=2))
+    assert len(first.new_tasks) == 2
+    second = mine(source, tmp_path)
+    ids = [task.instance_id for task in read_tasks(tmp_path / "tasks.jsonl")]
+    assert len(ids) == len(set(ids))
+    assert second.funnel.counts["already_mined"] == 2
+    third = mine(source, tmp_path)
+    assert third.new_tasks == []
+    assert len(read_tasks(tmp_path / "tasks.jsonl")) == len(ids)
+
+
+def test_selection_options(demo_repo, tmp_path):
+    source = GitSource(demo_repo.path, issues_path=demo_repo.issues_path)
+    kept = [pull.number for pull in demo_repo.pulls if pull.expected_bucket == "kept"]
+    only = mine(source, tmp_path / "one", MineOptions(pull_numbers=frozenset({kept[0]})))
+    assert [task.pull_number for task in only.new_tasks] == [kept[0]]
+    assert only.funnel.counts["not_selected"] == len(demo_repo.pulls) - 1
+    no_issue = [pull.number for pull in demo_repo.pulls if pull.expected_bucket == "no_linked_issue"]
+    relaxed = mine(source, tmp_path / "relaxed", MineOptions(allow_no_issue=True))
+    relaxed_ids = {task.pull_number for task in relaxed.new_tasks}
+    assert set(no_issue) <= relaxed_ids
+    for task in relaxed.new_tasks:
+        if task.pull_number in no_issue:
+            assert task.issue_numbers == [] and task.problem_statement.strip()
+
+
+def test_local_source_from_a_url_clones_with_pull_refs(demo_repo, tmp_path):
+    bare = tmp_path / "textkit.git"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(demo_repo.path), str(bare)], check=True)
+    source = GitSource(f"file://{bare}", issues_path=demo_repo.issues_path, workdir=tmp_path / "work")
+    result = mine(source, tmp_path / "out")
+    assert result.funnel.counts["kept"] == sum(pull.expected_bucket == "kept" for pull in demo_repo.pulls)
+
+
+def test_without_issues_file_prs_are_named_after_the_directory(demo_repo, tmp_path):
+    source = GitSource(demo_repo.path)
+    assert source.repo == "local/repo"
+    result = mine(source, tmp_path, MineOptions(allow_no_issue=True))
+    assert result.funnel.counts["kept"] >= 1
+    assert all(task.repo == "local/repo" for task in result.new_tasks)
+
+
+@pytest.mark.parametrize("kind", ["missing", "not_git", "empty"])
+def test_bad_repositories_are_clear_errors(tmp_path, kind):
+    target = tmp_path / "target"
+    if kind == "not_git":
+        target.mkdir()
+    elif kind == "empty":
+        git.Repo.init(target)
+    expected = {"missing": "no such path", "not_git": "is not a git repository", "empty": "is empty"}[kind]
+    with pytest.raises(SourceError, match=expected):
+        GitSource(target)
+
+
+def test_repository_without_qualifying_prs_is_not_an_error(tmp_path):
+    repo = git.Repo.init(tmp_path / "plain", initial_branch="main")
+    (tmp_path / "plain" / "a.py").write_text("x = 1\n")
+    repo.index.add(["a.py"])
+    repo.index.commit("initial")
+    result = mine(GitSource(repo.working_tree_dir), tmp_path / "out")
+    assert result.new_tasks == []
+    assert (tmp_path / "out" / "tasks.jsonl").read_text() == ""
+    assert json.loads((tmp_path / "out" / "funnel.json").read_text())["counts"]["scanned"] == 0
