@@ -55,8 +55,10 @@ class EnvSpec(_Schema):
         return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
 
 
-class TestStatus(str, enum.Enum):
+class TestStatus(enum.StrEnum):
     """One test's outcome. Anything but PASSED counts as a failure when grading."""
+
+    __test__ = False  # not a pytest test class, despite the name
 
     PASSED = "passed"
     FAILED = "failed"

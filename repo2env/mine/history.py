@@ -230,11 +230,44 @@ class GitHistory:
         return None
 
     def apply_checks(self, jobs: Sequence[tuple[str, Sequence[str]]], workers: int = 4) -> list[str | None]:
-        """:meth:`apply_check` for many (base, patches) jobs, in a thread pool."""
-        if len(jobs) <= 1:
-            return [self.apply_check(base, patches) for base, patches in jobs]
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(lambda job: self.apply_check(*job), jobs))
+        """:meth:`apply_check` for many (base, patches) jobs, cheaply.
+
+        A patch written by git with ``--full-index`` names the exact blob each file had before; when
+        every such blob is the one at ``base`` (new files: absent there), ``git apply --check`` can
+        only succeed, so one ``git cat-file --batch-check`` for the whole batch settles it. Jobs
+        where that cannot be shown (mode-only changes, quoted paths, another blob) run the real
+        ``git apply --check``, in a thread pool, and report its error.
+        """
+        preimages = [[_preimages(patch) for patch in patches if patch] for _, patches in jobs]
+        queries = sorted({f"{base}:{path}" for (base, _), files_per_patch in zip(jobs, preimages, strict=True)
+                          for files in files_per_patch if files is not None for path, _ in files})
+        found = self._blob_ids(queries)
+        uncertain = []
+        for index, ((base, _), files_per_patch) in enumerate(zip(jobs, preimages, strict=True)):
+            proven = all(
+                files is not None and all(
+                    found.get(f"{base}:{path}") == (None if set(old) == {"0"} else old) for path, old in files)
+                for files in files_per_patch
+            )
+            if not proven:
+                uncertain.append(index)
+        results: list[str | None] = [None] * len(jobs)
+        if uncertain:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                for index, error in zip(uncertain, pool.map(lambda i: self.apply_check(*jobs[i]), uncertain), strict=True):
+                    results[index] = error
+        return results
+
+    def _blob_ids(self, queries: Sequence[str]) -> dict[str, str | None]:
+        """``rev:path`` -> blob id (None when missing), from one ``git cat-file --batch-check``."""
+        if not queries:
+            return {}
+        output = self._git("cat-file", "--batch-check", input_text="\n".join(queries) + "\n").splitlines()
+        ids: dict[str, str | None] = {}
+        for query, line in zip(queries, output, strict=True):
+            fields = line.split()
+            ids[query] = fields[0] if len(fields) == 3 and fields[1] == "blob" else None
+        return ids
 
     # --- files at a commit ---------------------------------------------------------------------
 
@@ -245,6 +278,42 @@ class GitHistory:
         except (KeyError, ValueError, git.BadName):
             return None
         return blob.data_stream.read().decode("utf-8", errors="replace")
+
+    def versions_at(self, commits: Sequence[str]) -> dict[str, str]:
+        """:meth:`version_at` for many commits: the packaging files of all of them come from one
+        ``git cat-file --batch``; only commits whose version lives elsewhere fall back."""
+        unique = list(dict.fromkeys(commits))
+        queries = [f"{commit}:{name}" for commit in unique for name in _VERSION_FILES]
+        contents = self._blobs(queries)
+        versions = {}
+        for commit in unique:
+            for name in _VERSION_FILES:
+                text = contents.get(f"{commit}:{name}")
+                version = _version_from_text(name, text) if text else None
+                if version:
+                    versions[commit] = _major_minor(version)
+                    break
+            else:
+                versions[commit] = self.version_at(commit)
+        return versions
+
+    def _blobs(self, queries: Sequence[str]) -> dict[str, str]:
+        """``rev:path`` -> text for the ones that exist, from one ``git cat-file --batch``."""
+        if not queries:
+            return {}
+        result = subprocess.run(["git", "-C", str(self.path), "cat-file", "--batch"],
+                                input=("\n".join(queries) + "\n").encode(), capture_output=True)
+        output, position, texts = result.stdout, 0, {}
+        for query in queries:
+            end = output.index(b"\n", position)
+            header = output[position:end].split()
+            position = end + 1
+            if len(header) == 3 and header[1] in (b"blob", b"tree", b"commit", b"tag"):
+                size = int(header[2])
+                if header[1] == b"blob":
+                    texts[query] = output[position:position + size].decode("utf-8", errors="replace")
+                position += size + 1
+        return texts
 
     def version_at(self, commit: str) -> str:
         """The package version at ``commit`` as X.Y (pyproject, setup.cfg, setup.py, ``__version__``),
@@ -263,6 +332,26 @@ class GitHistory:
             if version:
                 return _major_minor(version)
         return ""
+
+
+_DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
+_INDEX_LINE = re.compile(r"^index ([0-9a-f]{40})\.\.([0-9a-f]{40})(?: \d+)?$", re.MULTILINE)
+_FILE_START = re.compile(r"^(?=diff --git )", re.MULTILINE)
+
+
+def _preimages(patch: str) -> list[tuple[str, str]] | None:
+    """(path, blob id before) for each file of a full-index git patch; None when a file lacks one."""
+    files = []
+    for block in _FILE_START.split(patch):
+        if not block.strip():
+            continue
+        header_text = block.split("\n@@", 1)[0]
+        header = _DIFF_HEADER.match(header_text.split("\n", 1)[0])
+        index = _INDEX_LINE.search(header_text)
+        if header is None or index is None or header.group(1) != header.group(2):
+            return None
+        files.append((header.group(1), index.group(1)))
+    return files
 
 
 def _package_dirs(tree) -> list:

@@ -9,10 +9,12 @@ interrupted run keeps its work and a re-run skips every id already there.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from repo2env.errors import PatchError
 from repo2env.jsonl import append_jsonl, read_task_ids, write_json
 from repo2env.mine.history import GitHistory
 from repo2env.mine.leaks import strip_leaks
@@ -67,18 +69,32 @@ def mine(source: Source, out_dir: Path, options: MineOptions = MineOptions(), *,
     tasks_path, funnel_path = out_dir / "tasks.jsonl", out_dir / "funnel.json"
     existing = read_task_ids(tasks_path)
     funnel = Funnel(repo=source.repo, source=type(source).__name__, counts={step: 0 for step in FUNNEL_STEPS})
-    history = GitHistory(source.clone_path())
+    # A local-history source has read the graph already; reading it twice costs as much as mining.
+    history = getattr(source, "history", None) or GitHistory(source.clone_path())
     result = MineResult(tasks_path=tasks_path, funnel_path=funnel_path, funnel=funnel)
     out_dir.mkdir(parents=True, exist_ok=True)
     tasks_path.touch()  # no qualifying PR is a result too: an empty tasks.jsonl
     batch: list[tuple[PullRequest, list[Issue]]] = []
+    # Git works on the next batch's diffs (one process, the other core) while Python splits and
+    # checks the previous one.
+    git_worker = ThreadPoolExecutor(max_workers=1)
+    in_flight: Future | None = None
 
-    def flush() -> None:
-        kept = _finish_batch(batch, history, funnel, options, source.repo)
+    def collect() -> None:
+        nonlocal in_flight
+        if in_flight is None:
+            return
+        located, in_flight = in_flight.result(), None
+        kept = _finish_batch(located, history, funnel, options, source.repo)
         room = None if options.limit is None else max(0, options.limit - len(result.new_tasks))
         kept = kept if room is None else kept[:room]
         append_jsonl(tasks_path, kept)
         result.new_tasks.extend(kept)
+
+    def submit() -> None:
+        nonlocal in_flight
+        collect()
+        in_flight = git_worker.submit(_locate_and_diff, list(batch), history)
         batch.clear()
 
     try:
@@ -90,11 +106,13 @@ def mine(source: Source, out_dir: Path, options: MineOptions = MineOptions(), *,
             if candidate is not None:
                 batch.append(candidate)
                 if len(batch) >= _BATCH:
-                    flush()
+                    submit()
             if progress:
-                progress(funnel.counts["scanned"], funnel.counts.get("kept", 0) + len(batch))
-        flush()
+                progress(funnel.counts["scanned"], funnel.counts.get("kept", 0))
+        submit()
+        collect()
     finally:
+        git_worker.shutdown(wait=True, cancel_futures=True)
         write_json(funnel_path, funnel)
     if progress:
         progress(funnel.counts["scanned"], funnel.counts["kept"])
@@ -147,20 +165,31 @@ def _linked_issues(pull: PullRequest, source: Source) -> tuple[list[Issue], str]
     return issues, "; ".join(dropped)
 
 
-def _finish_batch(batch: Sequence[tuple[PullRequest, list[Issue]]], history: GitHistory, funnel: Funnel,
+Located = tuple[PullRequest, list[Issue], str | None, str | None, str]
+
+
+def _locate_and_diff(batch: Sequence[tuple[PullRequest, list[Issue]]], history: GitHistory) -> list[Located]:
+    """Base commit, head and diff of each PR of a batch (base None: its commits are missing)."""
+    located = [(pull, issues, *_base_and_head(pull, history)) for pull, issues in batch]
+    present = [(base, head) for _, _, base, head in located if base is not None and head is not None]
+    diffs = iter(history.diffs(present))
+    return [(pull, issues, base, head, next(diffs) if base is not None and head is not None else "")
+            for pull, issues, base, head in located]
+
+
+def _finish_batch(located: Sequence[Located], history: GitHistory, funnel: Funnel,
                   options: MineOptions, repo: str) -> list[Task]:
-    """Base commits, diffs, splits, limits and apply checks for a batch; returns the kept tasks."""
-    located = []
-    for pull, issues in batch:
-        base, head = _base_and_head(pull, history)
+    """Splits, limits and apply checks for a located batch; returns the kept tasks."""
+    screened = []
+    for pull, issues, base, head, diff in located:
         if base is None or head is None:
             funnel.reject(pull.number, STAGE, "commits_missing", f"merge commit {pull.merge_commit} not in the clone")
             continue
-        located.append((pull, issues, base, head))
-    diffs = history.diffs([(base, head) for _, _, base, head in located])
-    screened = []
-    for (pull, issues, base, head), diff in zip(located, diffs, strict=True):
-        parts = split_diff(diff)
+        try:
+            parts = split_diff(diff)
+        except PatchError as exc:
+            funnel.reject(pull.number, STAGE, "unparseable_diff", exc.message)
+            continue
         reason = _diff_rejection(parts, options, funnel)
         if reason:
             funnel.reject(pull.number, STAGE, *reason)
@@ -168,13 +197,14 @@ def _finish_batch(batch: Sequence[tuple[PullRequest, list[Issue]]], history: Git
         screened.append((pull, issues, base, parts))
     checks = history.apply_checks([(base, (parts.patch, parts.test_patch)) for _, _, base, parts in screened],
                                   workers=options.apply_workers)
+    versions = history.versions_at([base for (_, _, base, _), error in zip(screened, checks, strict=True) if not error])
     kept = []
     for (pull, issues, base, parts), error in zip(screened, checks, strict=True):
         if error:
             funnel.reject(pull.number, STAGE, "patch_does_not_apply", error)
             continue
         funnel.count("applies")
-        kept.append(_make_task(pull, issues, base, parts, history, repo))
+        kept.append(_make_task(pull, issues, base, parts, versions[base], repo))
         funnel.count("kept")
     return kept
 
@@ -219,7 +249,7 @@ def _diff_rejection(parts: SplitDiff, options: MineOptions, funnel: Funnel) -> t
     return None
 
 
-def _make_task(pull: PullRequest, issues: list[Issue], base: str, parts: SplitDiff, history: GitHistory,
+def _make_task(pull: PullRequest, issues: list[Issue], base: str, parts: SplitDiff, version: str,
                repo: str) -> Task:
     shas = [pull.merge_commit or "", pull.head_sha or ""]
     statement_parts, hints, leak_score = [], [], 0.0
@@ -254,7 +284,7 @@ def _make_task(pull: PullRequest, issues: list[Issue], base: str, parts: SplitDi
         hints_text="\n\n".join(hints),
         leak_score=round(leak_score, 4),
         created_at=pull.created_at,
-        version=history.version_at(base),
+        version=version,
         environment_setup_commit=base,
     )
 
