@@ -80,7 +80,7 @@ def build_history(dest: Path, pulls: int = 5000, seed: int = 7, modules: int = 1
         branch = commit(f"refs/pull/{number}/head", f"{title}\n\n{body}", changes, main)
         created = iso()
         if style < 0.05:  # never merged: main does not get its change
-            pull_objects.append(_pull(number, title, body, created, None))
+            pull_objects.append(_pull(number, title, body, created, None) | {"head_mark": branch})
             continue
         if style < 0.55:
             main = commit("refs/heads/main", f"Merge pull request #{number} from dev/fix-{number}\n\n{title}",
@@ -88,9 +88,16 @@ def build_history(dest: Path, pulls: int = 5000, seed: int = 7, modules: int = 1
         else:
             main = commit("refs/heads/main", f"{title} (#{number})\n\n{body}", changes, main)
         files.update(changes)
-        pull_objects.append(_pull(number, title, body, created, iso()))
+        pull_objects.append(_pull(number, title, body, created, iso()) | {"head_mark": branch, "merge_mark": main})
     payload = "".join(chunk.decode() for chunk in stream)
-    subprocess.run(["git", "-C", str(dest), "fast-import", "--quiet"], input=payload.encode(), check=True)
+    marks_file = dest / ".git" / "bench-marks"
+    subprocess.run(["git", "-C", str(dest), "fast-import", "--quiet", f"--export-marks={marks_file}"],
+                   input=payload.encode(), check=True)
+    shas = dict(line.split() for line in marks_file.read_text().splitlines())
+    for pull in pull_objects:
+        pull["head_sha"] = shas[f":{pull.pop('head_mark')}"]
+        merge_mark = pull.pop("merge_mark", None)
+        pull["merge_commit_sha"] = shas[f":{merge_mark}"] if merge_mark else None
     subprocess.run(["git", "-C", str(dest), "checkout", "-q", "-f", "main"], check=True)
     all_issues = issues + [_issue_view_of_pull(pull) for pull in pull_objects]
     return dest, {"repository": REPO, "issues": all_issues, "pulls": pull_objects, "comments": []}
