@@ -101,7 +101,7 @@ def demo_run(out_dir: Path) -> None:
 @click.option("--max-files", type=click.IntRange(min=1), default=50, show_default=True,
               help="Reject PRs changing more source+test files.")
 @click.option("--max-lines", type=click.IntRange(min=1), default=3000, show_default=True,
-              help="Reject PRs changing more lines.")
+              help="Reject PRs whose fix (source part) changes more lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the funnel as JSON on stdout.")
 def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_no_issue: bool, out_dir: Path | None, token: str | None,
          api_url: str | None, since, until, pull_numbers: tuple[int, ...], limit: int | None, max_files: int,
