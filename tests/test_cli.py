@@ -84,3 +84,16 @@ def test_doctor_reports_engine_base_image_and_package_access(docker_client):
     assert checks["docker engine"]["ok"]
     assert checks["base image repo2env/base:py3.11"]["ok"]
     assert "ca_bundle" not in checks and checks["CA bundle for builds"]["detail"]
+
+
+def test_demo_run_with_a_relative_output_folder(tmp_path):
+    """What `make demo` runs: a relative --out, twice (the second run reuses and resumes)."""
+    first = repo2env("demo", "run", "--out", "generated/demo", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "not built yet" in first.stderr
+    tasks = tmp_path / "generated" / "demo" / "tasks" / "tasks.jsonl"
+    count = len(tasks.read_text().splitlines())
+    assert count > 0
+    second = repo2env("demo", "run", "--out", "generated/demo", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert len(tasks.read_text().splitlines()) == count

@@ -62,7 +62,7 @@ def build_demo(dest: Path) -> DemoRepo:
     every PR's head, merged or not. The same history gives the same SHAs on every machine.
     Raises :class:`~repo2env.errors.InputError` when ``dest/repo`` exists and is not empty.
     """
-    dest = Path(dest)
+    dest = Path(dest).absolute()
     repo_dir = dest / "repo"
     if repo_dir.exists() and (not repo_dir.is_dir() or any(repo_dir.iterdir())):
         raise InputError(

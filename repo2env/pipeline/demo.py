@@ -59,5 +59,6 @@ def run_demo(out_dir: Path, *, progress: Callable[[str], None] = lambda message:
         f"-> {result.tasks_path}",
     ))
     for stage in NOT_BUILT:
-        report.stages.append(StageReport(stage, "not built yet", f"'repo2env {stage}' exits with status 2 for now"))
+        where = "repo2env.envs.RepoEnv for TRL" if stage == "train" else f"'repo2env {stage}' exits with status 2 for now"
+        report.stages.append(StageReport(stage, "not built yet", where))
     return report
