@@ -175,3 +175,32 @@ def test_repository_without_qualifying_prs_is_not_an_error(tmp_path):
     assert result.new_tasks == []
     assert (tmp_path / "out" / "tasks.jsonl").read_text() == ""
     assert json.loads((tmp_path / "out" / "funnel.json").read_text())["counts"]["scanned"] == 0
+
+
+@pytest.mark.parametrize("graphql", [True, False], ids=["graphql", "rest"])
+def test_demo_mined_through_the_github_api_matches_local_history(demo_repo, mined, tmp_path, graphql):
+    """The same demo, served by a real local HTTP server speaking GitHub's API, mines the same tasks."""
+    from fake_github import FakeGitHub
+
+    from repo2env.mine.github import GitHubSource
+
+    _, local_tasks = mined
+    mirror = git.Repo.clone_from(str(demo_repo.path), tmp_path / "mirror.git", mirror=True)
+    data = json.loads(Path(demo_repo.issues_path).read_text())
+    with FakeGitHub(data, tokens={"t0ken"}, git_path=Path(mirror.git_dir), graphql=graphql) as server:
+        source = GitHubSource(data["repository"], token="t0ken", api_url=server.api_url, workdir=tmp_path / "gh")
+        result = mine(source, tmp_path / "out")
+    assert source.mode == ("graphql" if graphql else "rest")
+    tasks = {task.pull_number: task for task in read_tasks(result.tasks_path)}
+    assert set(tasks) == set(local_tasks)
+    for number, task in tasks.items():
+        local = local_tasks[number]
+        assert (task.base_commit, task.patch, task.test_patch) == (local.base_commit, local.patch, local.test_patch)
+        assert task.issue_numbers == local.issue_numbers
+        assert task.problem_statement == local.problem_statement
+    rejected = {rejection.pull_number: rejection.reason for rejection in result.funnel.rejections}
+    for pull in demo_repo.pulls:
+        if pull.expected_bucket not in ("kept", "not_merged"):
+            assert rejected[pull.number] == pull.expected_bucket
+    if not graphql:  # GraphQL lists merged PRs only
+        assert rejected[next(p.number for p in demo_repo.pulls if p.expected_bucket == "not_merged")] == "not_merged"
