@@ -1,0 +1,588 @@
+"""Environment inference on realistic repository shapes: Python, install commands, date pins,
+overrides and the install ladder. Pure functions, so no Docker and no network."""
+
+from __future__ import annotations
+
+import shlex
+import textwrap
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from repo2env.demo.library import PYPROJECT as TEXTKIT_PYPROJECT
+from repo2env.errors import InputError
+from repo2env.models import EnvSpec
+from repo2env.runtime.overrides import EnvOverride, load_overrides, overrides_from_document
+from repo2env.runtime.spec import (
+    AVAILABLE_PYTHONS,
+    DEFAULT_TEST_CMD,
+    LADDER_RUNGS,
+    PYTEST_RELEASES,
+    DictRepoFiles,
+    date_pin,
+    infer_env_spec,
+    infer_install,
+    infer_python,
+    infer_system_packages,
+    infer_test_cmd,
+    install_ladder,
+    load_yaml_text,
+    pinned_install,
+    pytest_for,
+)
+
+
+def repo(paths: dict[str, str] | None = None, **files: str) -> DictRepoFiles:
+    """A repository from ``paths`` and keyword file names (``setup_py`` is ``setup.py``, ``a__b_txt``
+    is ``a/b.txt``), each text dedented."""
+    named = {**(paths or {}), **{_path(name): text for name, text in files.items()}}
+    return DictRepoFiles({path: textwrap.dedent(text).lstrip("\n") for path, text in named.items()})
+
+
+def _path(name: str) -> str:
+    special = {"tox_ini": "tox.ini", "setup_py": "setup.py", "setup_cfg": "setup.cfg",
+               "pyproject": "pyproject.toml", "travis": ".travis.yml", "pytest_ini": "pytest.ini"}
+    if name in special:
+        return special[name]
+    stem, _, ext = name.rpartition("_")
+    return f"{stem.replace('__', '/')}.{ext}"
+
+
+def day(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+SETUP_PY_2019 = """
+    from setuptools import setup, find_packages
+
+    TESTS_REQUIRE = ["pytest>=3.6", "mock"]
+
+    setup(
+        name="oldlib",
+        version="1.2.0",
+        packages=find_packages(exclude=["tests"]),
+        python_requires=">=3.5",
+        install_requires=["six"],
+        tests_require=TESTS_REQUIRE,
+        extras_require={"docs": ["sphinx"], "test": TESTS_REQUIRE},
+        classifiers=[
+            "Programming Language :: Python :: 3",
+        ],
+    )
+"""
+
+TOX_2019 = """
+    [tox]
+    envlist = py35, py36, py37, py38, flake8
+
+    [testenv]
+    deps =
+        -r{toxinidir}/requirements-test.txt
+        pytest-mock
+        py35: pathlib2
+        {env:EXTRA_DEP:}
+    commands = pytest {posargs}
+"""
+
+WORKFLOW_FLOATS = """
+    name: tests
+    on: [push, pull_request]
+    jobs:
+      lint:
+        runs-on: ubuntu-latest
+        steps:
+          - uses: actions/setup-python@v5
+            with:
+              python-version: "3.12"
+      test:
+        runs-on: ubuntu-latest
+        strategy:
+          matrix:
+            python-version: [3.10]
+        steps:
+          - uses: actions/setup-python@v5
+            with:
+              python-version: ${{ matrix.python-version }}
+"""
+
+
+# --------------------------------------------------------------------------------------------
+# Python
+
+
+PYTHON_CASES = [
+    pytest.param(
+        repo(setup_py=SETUP_PY_2019, tox_ini=TOX_2019), "2019-06-01", "3.9",
+        ["requires-python >=3.5", "tox envlist 3.5-3.8"], id="2019-setup.py-tox-py35-py38",
+    ),
+    pytest.param(
+        repo(pyproject='[project]\nname = "p"\nrequires-python = ">=3.8"\n'), "2023-05-01", "3.11",
+        ["requires-python >=3.8", "commit date 2023-05-01"], id="2023-requires-python->=3.8",
+    ),
+    pytest.param(
+        repo(pyproject='[project]\nname = "p"\nrequires-python = ">=3.10"\n'), "2025-02-01", "3.13",
+        ["requires-python >=3.10"], id="2025-requires-python->=3.10",
+    ),
+    pytest.param(
+        repo(pyproject='[project]\nname = "p"\nrequires-python = ">=3.6, <3.10"\n'), "2024-06-01", "3.9",
+        ["requires-python"], id="upper-bound-<3.10",
+    ),
+    pytest.param(
+        repo(pyproject='[project]\nname = "p"\nrequires-python = ">=3.12"\n'), "2024-01-15", "3.13",
+        ["requires-python >=3.12"], id="constraint-beats-date",
+    ),
+    pytest.param(
+        repo(pyproject='[project]\nname = "p"\nrequires-python = ">=3.14"\n'), "2025-12-01", "3.13",
+        ["requires-python >=3.14"], id="clamped-to-newest",
+    ),
+    pytest.param(
+        repo(setup_cfg="[options]\npython_requires = >=3.6, <3.8\n"), "2024-06-01", "3.9",
+        ["requires-python <3.8,>=3.6"], id="clamped-to-nearest-older",
+    ),
+    pytest.param(
+        repo(pyproject='[project]\nname = "p"\nrequires-python = "==3.10.*"\n'), "2021-11-01", "3.9",
+        ["requires-python ==3.10.*", "commit date 2021-11-01"], id="between-images-2021",
+    ),
+    pytest.param(
+        repo(pyproject='[project]\nname = "p"\nrequires-python = "==3.10.*"\n'), "2024-01-01", "3.11",
+        ["requires-python ==3.10.*"], id="between-images-2024",
+    ),
+    pytest.param(
+        repo(setup_py="from setuptools import setup\nsetup(name='py2', python_requires='==2.7.*')\n"),
+        "2016-01-01", "3.9", ["requires-python ==2.7.*"], id="python2-clamped-to-oldest",
+    ),
+    pytest.param(
+        repo(setup_cfg="""
+            [metadata]
+            name = cfgonly
+            classifiers =
+                Programming Language :: Python :: 3.8
+                Programming Language :: Python :: 3.9
+                Programming Language :: Python :: 3.10
+                Programming Language :: Python :: 3.11
+        """), "2023-06-01", "3.11", ["classifiers 3.8-3.11"], id="classifiers-only",
+    ),
+    pytest.param(
+        repo(setup_cfg="""
+            [metadata]
+            classifiers =
+                Programming Language :: Python :: 3.6
+                Programming Language :: Python :: 3.8
+        """), "2024-03-01", "3.9", ["classifiers 3.6-3.8"], id="stale-classifiers-clamped",
+    ),
+    pytest.param(
+        repo(**{".github__workflows__tests_yml": WORKFLOW_FLOATS}), "2025-01-10", "3.11",
+        ["CI matrix 3.10"], id="workflow-matrix-only-3.10-not-3.1",
+    ),
+    pytest.param(
+        repo(travis="language: python\npython:\n  - 2.7\n  - 3.6\n  - 3.7\n"), "2018-09-01", "3.9",
+        ["CI matrix 2.7-3.7"], id="travis",
+    ),
+    pytest.param(
+        repo(tox_ini="[tox]\nenvlist = py{37,38,39,310,311}-django{32,42}, docs\n"), "2023-05-01", "3.11",
+        ["tox envlist 3.7-3.11"], id="tox-generative-envlist",
+    ),
+    pytest.param(
+        repo(pyproject='[tool.poetry]\nname = "p"\n[tool.poetry.dependencies]\npython = "^3.8"\n'),
+        "2023-03-01", "3.11", ["requires-python <4,>=3.8"], id="poetry-caret",
+    ),
+    pytest.param(repo(), "2020-01-01", "3.9", ["commit date 2020-01-01"], id="nothing-2020"),
+    pytest.param(repo(), "2023-01-01", "3.11", ["commit date 2023-01-01"], id="nothing-2023"),
+    pytest.param(repo(), "2025-06-01", "3.13", ["commit date 2025-06-01"], id="nothing-2025"),
+    pytest.param(repo(), "2024-04-06", "3.11", ["commit date"], id="grace-ends-the-day-before-3.13"),
+    pytest.param(repo(), "2024-04-08", "3.13", ["commit date"], id="grace-includes-3.13"),
+]
+
+
+@pytest.mark.parametrize(("files", "when", "python", "reason_parts"), PYTHON_CASES)
+def test_infer_python(files: DictRepoFiles, when: str, python: str, reason_parts: list[str]) -> None:
+    chosen, reason = infer_python(files, day(when))
+    assert chosen == python
+    for part in reason_parts:
+        assert part in reason
+
+
+def test_a_2020_project_allowing_any_python3_gets_the_python_of_its_time() -> None:
+    files = repo(setup_py="from setuptools import setup\nsetup(name='x', python_requires='>=3.6')\n")
+    assert infer_python(files, day("2020-05-01"))[0] == "3.9"
+    assert infer_python(files, day("2025-05-01"))[0] == "3.13"
+
+
+def test_available_pythons_match_the_base_image_recipes() -> None:
+    from repo2env.runtime.bootstrap import DEBIAN_SUITE_FOR_PYTHON
+
+    assert AVAILABLE_PYTHONS == tuple(DEBIAN_SUITE_FOR_PYTHON)
+
+
+# --------------------------------------------------------------------------------------------
+# Install commands
+
+
+UPGRADE_PIP = "python -m pip install --upgrade pip"
+
+
+def _pyproject(extras: str = "", groups: str = "") -> str:
+    text = '[build-system]\nrequires = ["setuptools"]\n[project]\nname = "p"\nversion = "1"\n'
+    if extras:
+        text += f"[project.optional-dependencies]\n{extras}\n"
+    if groups:
+        text += f"[dependency-groups]\n{groups}\n"
+    return text
+
+
+INSTALL_CASES = [
+    pytest.param(
+        repo(pyproject=_pyproject('dev = ["black"]\ntest = ["pytest", "hypothesis"]\ndocs = ["sphinx"]')),
+        [UPGRADE_PIP, "python -m pip install -e '.[test]'", "python -m pip install pytest"],
+        id="extras-test-preferred-to-dev",
+    ),
+    pytest.param(
+        repo(pyproject=_pyproject('dev = ["pytest"]\ndocs = ["sphinx"]')),
+        [UPGRADE_PIP, "python -m pip install -e '.[dev]'", "python -m pip install pytest"],
+        id="extras-dev-when-no-test",
+    ),
+    pytest.param(
+        repo(pyproject=_pyproject('tests = ["pytest"]\ntesting = ["coverage"]\nall = ["numpy"]')),
+        [UPGRADE_PIP, "python -m pip install -e '.[tests,testing]'", "python -m pip install pytest"],
+        id="several-test-extras",
+    ),
+    pytest.param(
+        repo(pyproject=_pyproject(groups='test = ["pytest>=8"]\nlint = ["ruff"]')),
+        [UPGRADE_PIP, "python -m pip install -e .", "python -m pip install --group test",
+         "python -m pip install pytest"],
+        id="pep735-groups",
+    ),
+    pytest.param(
+        repo(setup_py="from setuptools import setup\nsetup(name='x')\n",
+             requirements_txt="six\n", requirements__test_txt="-r base.txt\npytest\n",
+             requirements__docs_txt="sphinx\n", requirements__lint_txt="flake8\n"),
+        [UPGRADE_PIP, "python -m pip install -e .", "python -m pip install -r requirements.txt",
+         "python -m pip install -r requirements/test.txt", "python -m pip install pytest"],
+        id="requirements-test-not-docs",
+    ),
+    pytest.param(
+        repo(setup_cfg="""
+            [metadata]
+            name = cfgproj
+            [options]
+            packages = find:
+            tests_require =
+                mock
+            [options.extras_require]
+            testing =
+                pytest
+                pytest-mock
+            docs = sphinx
+        """),
+        [UPGRADE_PIP, "python -m pip install -e '.[testing]'", "python -m pip install mock",
+         "python -m pip install pytest"],
+        id="setup.cfg-extras",
+    ),
+    pytest.param(
+        repo({"requirements-test.txt": "pytest\n"}, setup_py=SETUP_PY_2019, tox_ini=TOX_2019),
+        [UPGRADE_PIP, "python -m pip install -e '.[test]'", "python -m pip install -r requirements-test.txt",
+         "python -m pip install 'pytest>=3.6' mock pytest-mock", "python -m pip install pytest"],
+        id="setup.py-extras-tests_require-and-tox-deps",
+    ),
+    pytest.param(
+        repo({"dev-requirements.txt": "pytest==6.2.4\n"}, requirements_txt="flask==1.1.2\n", app_py=""),
+        [UPGRADE_PIP, "python -m pip install -r requirements.txt", "python -m pip install -r dev-requirements.txt",
+         "python -m pip install pytest"],
+        id="not-installable-app",
+    ),
+    pytest.param(
+        repo(pyproject="""
+            [tool.poetry]
+            name = "poet"
+            [tool.poetry.dependencies]
+            python = "^3.8"
+            [tool.poetry.group.test.dependencies]
+            pytest = "^7.1"
+            pytest-asyncio = {version = "~0.20", extras = []}
+            localthing = {path = "../localthing"}
+            [build-system]
+            requires = ["poetry-core"]
+            build-backend = "poetry.core.masonry.api"
+        """),
+        [UPGRADE_PIP, "python -m pip install -e .", "python -m pip install 'pytest>=7.1,<8' 'pytest-asyncio>=0.20,<0.21'",
+         "python -m pip install pytest"],
+        id="poetry-test-group",
+    ),
+    pytest.param(
+        repo(setup_py="from setuptools import setup\nsetup(name='n')\n", setup_cfg="[nosetests]\nverbosity = 2\n"),
+        [UPGRADE_PIP, "python -m pip install -e .", "python -m pip install 'pytest<8'"],
+        id="nose-suite-keeps-pytest-7",
+    ),
+    pytest.param(
+        repo(pyproject=_pyproject() + '[tool.pytest.ini_options]\naddopts = "--cov=p -n auto"\n'
+             'asyncio_mode = "auto"\n'),
+        [UPGRADE_PIP, "python -m pip install -e .",
+         "python -m pip install pytest pytest-cov pytest-xdist pytest-asyncio"],
+        id="plugins-the-pytest-config-needs",
+    ),
+]
+
+
+@pytest.mark.parametrize(("files", "expected"), INSTALL_CASES)
+def test_infer_install(files: DictRepoFiles, expected: list[str]) -> None:
+    assert infer_install(files) == expected
+
+
+@pytest.mark.parametrize(("files", "expected"), INSTALL_CASES)
+def test_install_always_has_the_project_first_and_pytest_last(files: DictRepoFiles, expected: list[str]) -> None:
+    commands = infer_install(files)
+    assert len(commands) == len(set(commands))
+    assert shlex.split(commands[-1])[4].startswith("pytest")
+    installable = any(name in files for name in ("setup.py", "setup.cfg", "pyproject.toml"))
+    assert any(" -e " in command for command in commands[:2]) == installable
+
+
+def test_textkit_demo_shape() -> None:
+    files = DictRepoFiles({"pyproject.toml": TEXTKIT_PYPROJECT, "src/textkit/__init__.py": "",
+                           "tests/test_slug.py": "from textkit import slugify\n"})
+    spec = infer_env_spec(files, day("2024-01-08"))
+    assert spec.python == "3.11"
+    assert "python -m pip install -e '.[test]'" in infer_install(files)
+    assert any(command.endswith("-e '.[test]'") for command in spec.install)
+    assert spec.date_pin == "2024-02-01"
+    assert spec.test_cmd == DEFAULT_TEST_CMD
+    assert spec.system_packages == []
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    pytest.param(repo(setup_py="from setuptools import setup, Extension\n"
+                               "setup(name='c', ext_modules=[Extension('c._speed', ['c/_speed.c'])])\n"),
+                 ["build-essential"], id="c-extension"),
+    pytest.param(repo(pyproject='[build-system]\nrequires = ["maturin>=1"]\nbuild-backend = "maturin"\n'),
+                 ["build-essential", "cargo"], id="rust"),
+    pytest.param(repo(pyproject=_pyproject()), [], id="pure-python"),
+])
+def test_infer_system_packages(files: DictRepoFiles, expected: list[str]) -> None:
+    assert infer_system_packages(files) == expected
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    pytest.param(repo(), DEFAULT_TEST_CMD, id="no-config"),
+    pytest.param(repo(pytest_ini="[pytest]\naddopts = -ra --strict-markers\n"), DEFAULT_TEST_CMD, id="pytest.ini"),
+    pytest.param(repo(setup_cfg="[tool:pytest]\naddopts = --ff\n"), "python -m pytest -rA", id="needs-the-cache"),
+    pytest.param(repo(tests__test_a_py="import unittest\nclass T(unittest.TestCase):\n    pass\n"),
+                 DEFAULT_TEST_CMD, id="unittest-runs-under-pytest"),
+])
+def test_infer_test_cmd(files: DictRepoFiles, expected: str) -> None:
+    assert infer_test_cmd(files) == expected
+
+
+# --------------------------------------------------------------------------------------------
+# Date pins
+
+
+@pytest.mark.parametrize(("moment", "expected"), [
+    (datetime(2021, 3, 1, 12, 0, tzinfo=UTC), "2021-04-01"),
+    (datetime(2021, 3, 31, 23, 30, tzinfo=timezone(timedelta(hours=-5))), "2021-05-01"),
+    (datetime(2021, 12, 31, 8, 0), "2022-01-01"),
+    (datetime(2021, 2, 28, 8, 0, tzinfo=UTC), "2021-03-01"),
+])
+def test_date_pin_is_the_end_of_the_commits_month_in_utc(moment: datetime, expected: str) -> None:
+    assert date_pin(moment) == expected
+
+
+PIN = "--exclude-newer 2021-03-02T00:00:00Z"
+UV = "uv pip install --python python"
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    ("python -m pip install -e '.[test]'", f"{UV} {PIN} -e '.[test]'"),
+    ("python -m pip install -r requirements/test.txt", f"{UV} {PIN} -r requirements/test.txt"),
+    ("pip install --group test", f"{UV} {PIN} --group test"),
+    ("python -m pip install 'pytest<8' mock", f"{UV} {PIN} 'pytest<8' mock"),
+    ("python -m pip install --pre 'numpy>=1.20'", f"{UV} {PIN} --prerelease allow 'numpy>=1.20'"),
+    ("python -m pip install pytest==6.2.5", f"{UV} pytest==6.2.5"),
+    ("python -m pip install --upgrade pip", "python -m pip install --upgrade pip"),
+    ("python -m pip install --user --install-option=--x foo", "python -m pip install --user --install-option=--x foo"),
+    ("apt-get install -y libxml2-dev", "apt-get install -y libxml2-dev"),
+    ("python -m pip install foo && echo done", "python -m pip install foo && echo done"),
+])
+def test_pinned_install_rewrites_each_command(command: str, expected: str) -> None:
+    assert pinned_install([command], "2021-03-02") == ["python -m pip install uv", expected]
+
+
+def test_pinned_install_is_idempotent_and_validates_the_date() -> None:
+    commands = infer_install(repo(setup_py=SETUP_PY_2019, tox_ini=TOX_2019))
+    once = pinned_install(commands, "2019-06-02")
+    assert pinned_install(once, "2019-06-02") == once
+    assert once[0] == "python -m pip install uv"
+    with pytest.raises(ValueError):
+        pinned_install(commands, "June 2019")
+
+
+# --------------------------------------------------------------------------------------------
+# The spec and overrides
+
+
+def test_override_is_applied_last() -> None:
+    files = repo(setup_py=SETUP_PY_2019, tox_ini=TOX_2019)
+    override = EnvOverride(python="3.11", pre_install=["python -m pip install 'setuptools<58'"],
+                           extra_install=["python -m pip install freezegun"], system_packages=["libxml2-dev"],
+                           test_cmd="python -m pytest -x", date_pin="2020-01-01")
+    spec = infer_env_spec(files, day("2019-06-01"), override)
+    assert (spec.python, spec.python_reason, spec.date_pin) == ("3.11", "override", "2020-01-01")
+    assert spec.install[1] == f"{UV} --exclude-newer 2020-01-01T00:00:00Z 'setuptools<58'"
+    assert spec.install[-1] == f"{UV} --exclude-newer 2020-01-01T00:00:00Z freezegun"
+    assert spec.test_cmd == "python -m pytest -x"
+    assert spec.system_packages == ["libxml2-dev"]
+
+
+def test_override_replaces_install_and_disables_the_pin() -> None:
+    override = EnvOverride(install=["python -m pip install -e ."], date_pin=False)
+    spec = infer_env_spec(repo(pyproject=_pyproject('test = ["pytest"]')), day("2023-01-01"), override)
+    assert spec.install == ["python -m pip install -e ."]
+    assert spec.date_pin is None
+
+
+PIPELINE_SHAPE = """
+    name: batch-1
+    executor: local
+    repos:
+      - repo: pallets/click
+        env:
+          python: "3.9"
+          date_pin: 2021-03-01
+      - repo: psf/requests
+      - encode/httpx
+"""
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    pytest.param("repos:\n  pallets/click: {python: '3.9', extra_install: ['python -m pip install x']}\n"
+                 "  psf/requests:\n",
+                 {"pallets/click": EnvOverride(python="3.9", extra_install=["python -m pip install x"])},
+                 id="mapping"),
+    pytest.param(PIPELINE_SHAPE, {"pallets/click": EnvOverride(python="3.9", date_pin="2021-03-01")},
+                 id="pipeline-list"),
+    pytest.param("repos:\n  a/b: {date_pin: false, python: 3.11}\n",
+                 {"a/b": EnvOverride(date_pin=False, python="3.11")}, id="unquoted-values"),
+])
+def test_load_overrides_shapes(tmp_path: Path, text: str, expected: dict[str, EnvOverride]) -> None:
+    path = tmp_path / "overrides.yaml"
+    path.write_text(textwrap.dedent(text))
+    assert load_overrides(path) == expected
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    pytest.param("repos:\n  a/b: {pyhton: '3.9'}\n", "repos.a/b.pyhton: unknown field", id="unknown-field"),
+    pytest.param("repos:\n  - repo: a/b\n    env: {python: '3.7'}\n", "repos[0].env.python: '3.7' is not",
+                 id="bad-python"),
+    pytest.param("repos:\n  a/b: {python: 3.10}\n", "'3.10' is not an available Python", id="3.10-not-3.1"),
+    pytest.param("repos:\n  a/b: {date_pin: 'March'}\n", "repos.a/b.date_pin: expected an ISO date", id="bad-date"),
+    pytest.param("repos:\n  not-a-repo: {}\n", "expected a repository as 'owner/name'", id="bad-repo"),
+    pytest.param("repos: [a/b, a/b]\n", "a/b is listed twice", id="duplicate"),
+    pytest.param("python: '3.9'\n", "expected a mapping with a 'repos' key", id="no-repos"),
+    pytest.param("repos: {a/b: [\n", "not valid YAML at line", id="bad-yaml"),
+])
+def test_load_overrides_errors_name_the_file_and_field(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "overrides.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as caught:
+        load_overrides(path)
+    assert str(path) in str(caught.value)
+    assert message in str(caught.value)
+
+
+def test_load_overrides_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read"):
+        load_overrides(tmp_path / "absent.yaml")
+
+
+def test_overrides_from_a_document_loaded_by_plain_yaml() -> None:
+    # yaml.safe_load reads python: 3.10 as 3.1; the error says to quote it.
+    with pytest.raises(InputError, match="quoted"):
+        overrides_from_document({"repos": {"a/b": {"python": 3.1}}}, where="pipelines/x.yaml")
+
+
+def test_yaml_keeps_versions_as_written() -> None:
+    assert load_yaml_text("v: [3.9, 3.10]\nd: 2021-03-01\n") == {"v": ["3.9", "3.10"], "d": "2021-03-01"}
+
+
+# --------------------------------------------------------------------------------------------
+# The install ladder
+
+
+OLD_REPO = repo({"requirements-test.txt": "pytest==3.6.0\n"}, setup_py=SETUP_PY_2019, tox_ini=TOX_2019)
+
+
+def test_ladder_rungs_in_order_distinct_and_named() -> None:
+    spec = infer_env_spec(OLD_REPO, day("2019-06-01"), EnvOverride(python="3.11"))
+    ladder = install_ladder(spec, OLD_REPO)
+    names = [name for name, _ in ladder]
+    assert names == list(LADDER_RUNGS)
+    assert [rung.rung for _, rung in ladder] == names
+    builds = [(rung.python, tuple(rung.install), rung.date_pin) for _, rung in ladder]
+    assert len(set(builds)) == len(builds)
+    assert all(a != b for a, b in zip(builds, builds[1:], strict=False))
+
+    by_name = dict(ladder)
+    assert by_name["inferred"].install == spec.install
+    assert f"{UV} --exclude-newer 2019-07-01T00:00:00Z -e ." in by_name["fewer-extras"].install
+    assert not any("-r " in command or "mock" in command for command in by_name["fewer-extras"].install)
+    assert by_name["older-python"].python == "3.9"
+    assert by_name["older-python"].install == spec.install
+    assert by_name["pinned-pytest"].python == "3.9"
+    assert by_name["pinned-pytest"].install[-1] == f"{UV} pytest==4.6.11"
+    no_pin = by_name["no-date-pin"]
+    assert no_pin.date_pin is None and no_pin.python == "3.9"
+    assert no_pin.install == [*infer_install(OLD_REPO), "python -m pip install pytest==4.6.11"]
+
+
+def test_fewer_extras_keeps_the_overrides_own_commands() -> None:
+    override = EnvOverride(pre_install=["pip install 'setuptools<58'", "python -m pip install --user legacy"])
+    spec = infer_env_spec(OLD_REPO, day("2019-06-01"), override)
+    fewer = dict(install_ladder(spec, OLD_REPO, override))["fewer-extras"].install
+    assert f"{UV} --exclude-newer 2019-07-01T00:00:00Z 'setuptools<58'" in fewer
+    assert "python -m pip install --user legacy" in fewer
+    assert not any("mock" in command for command in fewer)
+
+
+def test_ladder_drops_rungs_that_cannot_apply() -> None:
+    # 3.9 has no older image, the project has no extras, and the override fixed the date pin.
+    files = repo(setup_py="from setuptools import setup\nsetup(name='x')\n")
+    spec = infer_env_spec(files, day("2020-02-01"), EnvOverride(date_pin=False))
+    assert [name for name, _ in install_ladder(spec, files, EnvOverride(date_pin=False))] == ["inferred"]
+
+
+def test_ladder_respects_requires_python_and_overrides() -> None:
+    files = repo(pyproject='[project]\nname = "p"\nrequires-python = ">=3.10"\n')
+    spec = infer_env_spec(files, day("2025-02-01"))
+    assert spec.python == "3.13"
+    assert dict(install_ladder(spec, files))["older-python"].python == "3.11"
+    older_blocked = infer_env_spec(files, day("2025-02-01"), EnvOverride(python="3.11"))
+    assert "older-python" not in dict(install_ladder(older_blocked, files))
+    assert "older-python" not in dict(install_ladder(spec, files, EnvOverride(python="3.13")))
+
+
+def test_ladder_specs_are_valid_env_specs() -> None:
+    spec = infer_env_spec(OLD_REPO, day("2019-06-01"))
+    for _, rung in install_ladder(spec, OLD_REPO):
+        assert EnvSpec.model_validate(rung.model_dump()) == rung
+
+
+@pytest.mark.parametrize(("pin", "python", "requirement", "version"), [
+    ("2019-06-02", "3.9", "pytest", "4.6.11"),     # before any 3.9-capable release: the oldest one
+    ("2021-05-01", "3.9", "pytest", "6.2.2"),
+    ("2021-09-01", "3.9", "pytest", "6.2.5"),
+    ("2021-09-01", "3.11", "pytest", "7.2.2"),    # pytest 6 does not run on 3.11
+    ("2024-07-01", "3.11", "pytest<8", "7.4.4"),  # a nose-era suite
+    ("2025-01-01", "3.13", "pytest", "8.3.3"),
+    ("2030-01-01", "3.9", "pytest", "8.4.2"),     # pytest 9 needs 3.10
+])
+def test_pytest_for(pin: str, python: str, requirement: str, version: str) -> None:
+    release = pytest_for(pin, python, requirement)
+    assert release is not None and release.version == version
+
+
+def test_pytest_table_is_ordered_and_plausible() -> None:
+    from packaging.version import Version
+
+    ordered = sorted(PYTEST_RELEASES, key=lambda release: Version(release.version))
+    # 4.6 is the Python 2 LTS line, released after 5.4.3; every other entry is newer and later.
+    assert all(a.uploaded < b.uploaded for a, b in zip(ordered[1:], ordered[2:], strict=False))
