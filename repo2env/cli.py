@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -21,7 +22,7 @@ stdout = Console()
 class _Group(click.Group):
     """Lists commands in the pipeline's order, then in the order they were added."""
 
-    order = ("mine", "build", "run", "grade", "validate", "publish", "pipeline", "demo", "doctor", "runtime")
+    order = ("mine", "build", "run", "grade", "validate", "publish", "pipeline", "demo", "doctor", "runtime", "images")
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         ranked = {name: index for index, name in enumerate(self.order)}
@@ -200,16 +201,131 @@ def _not_built(stage: str, issue: str) -> None:
     raise NotImplementedYetError(f"'repo2env {stage}' is not implemented yet ({issue})")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def build() -> None:
-    """Build a runtime image per task (not implemented yet)."""
-    _not_built("build", "planned: the snapshot runtime")
+def _tasks_dirs(from_dirs: tuple[Path, ...]) -> list[Path]:
+    from repo2env.runtime.build import tasks_dirs
+
+    return tasks_dirs(Path("generated"), list(from_dirs))
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def run() -> None:
-    """Run a command in a task's sandbox, as an agent would (not implemented yet)."""
-    _not_built("run", "planned: the snapshot runtime")
+_from_option = click.option("--from", "from_dirs", type=click.Path(file_okay=False, path_type=Path), multiple=True,
+                            help="Task folder(s) with a tasks.jsonl [default: every one under generated/].")
+
+
+@cli.command()
+@_from_option
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=2, show_default=True, help="Builds in parallel.")
+@click.option("--task", "instance_ids", multiple=True, help="Only this task id (repeatable).")
+@click.option("--overrides", type=click.Path(dir_okay=False, path_type=Path),
+              help="YAML of per-repo environment overrides ({repos: {owner/name: {python: '3.9', ...}}}).")
+@click.option("--no-collect-check", is_flag=True, help="Skip the pytest collection check of each built image.")
+def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...], overrides: Path | None,
+          no_collect_check: bool) -> None:
+    """Build a runtime image per task: env image (dependencies, shared) + task image (the snapshot).
+
+    Marks each task env_ok or env_failed (with the reason and the build log) in its tasks.jsonl;
+    one failure never stops the batch, and re-runs reuse every cached image.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from repo2env.jsonl import read_task_ids
+    from repo2env.runtime.build import BuildOptions, build_tasks_dir
+    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.overrides import load_overrides
+
+    options = BuildOptions(jobs=jobs, overrides=load_overrides(overrides) if overrides else {},
+                           instance_ids=frozenset(instance_ids), collect_check=not no_collect_check)
+    runtime = DockerRuntime()
+    failed_total = 0
+    for folder in _tasks_dirs(from_dirs):
+        total = len(read_task_ids(folder / "tasks.jsonl") & set(instance_ids)) if instance_ids else \
+            len(read_task_ids(folder / "tasks.jsonl"))
+        with Progress(TextColumn("[bold]build[/] {task.description}"), BarColumn(bar_width=None), MofNCompleteColumn(),
+                      TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=console) as bar:
+            bar_id = bar.add_task(folder.name, total=total, last="")
+            summary = build_tasks_dir(folder, runtime=runtime, options=options,
+                                      progress=lambda task, spec, bar_id=bar_id: bar.update(
+                                          bar_id, advance=1, last=f"{task.instance_id}: {spec.status}"))
+        failed_total += summary.failed
+        console.print(f"{folder}: [green]{summary.ok} env_ok[/] ({summary.reused} reused), "
+                      f"[red]{summary.failed} env_failed[/]; {len(summary.env_images)} env images for {summary.ok} tasks")
+        for instance_id, reason in sorted(summary.failures.items()):
+            console.print(f"  [red]{instance_id}[/]: {reason}", highlight=False)
+    sys.exit(1 if failed_total else 0)
+
+
+@cli.command(context_settings={"allow_interspersed_args": False})
+@click.option("--task", "instance_id", required=True, help="Task id (owner__name-PR).")
+@_from_option
+@click.option("--timeout", type=float, default=600, show_default=True, help="Seconds before the command is killed.")
+@click.argument("command", nargs=-1, required=True)
+def run(instance_id: str, from_dirs: tuple[Path, ...], timeout: float, command: tuple[str, ...]) -> None:
+    """Run COMMAND in the task's sandbox as the agent would; print its output and the resulting diff.
+
+    Example: repo2env run --task repo2env-demo__textkit-2 -- python -m pytest -q
+    """
+    from repo2env.jsonl import find_task
+    from repo2env.runtime.docker_backend import DockerRuntime
+
+    task, _ = find_task([folder / "tasks.jsonl" for folder in _tasks_dirs(from_dirs)], instance_id)
+    with DockerRuntime().start(task) as sandbox:
+        result = sandbox.exec(" ".join(command) if len(command) == 1 else shlex.join(command), timeout=timeout)
+        stdout.out(result.output, end="", highlight=False)
+        patch = sandbox.diff()
+    console.print(f"[dim]exit {result.exit_code}{' (timed out)' if result.timed_out else ''}"
+                  f"{' (output truncated)' if result.truncated else ''} in {result.duration_s:.2f} s[/]")
+    console.rule("diff against the snapshot")
+    stdout.out(patch or "(no change)\n", end="", highlight=False)
+    sys.exit(result.exit_code)
+
+
+@cli.group(cls=_Group)
+def images() -> None:
+    """repo2env's Docker images: list them, remove the unused ones."""
+
+
+@images.command("ls")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def images_ls(as_json: bool) -> None:
+    """List base, env and task images with their sizes."""
+    from repo2env.runtime.docker_backend import connect_docker
+    from repo2env.runtime.images import ImageStore
+
+    rows = ImageStore(connect_docker()).list()
+    if as_json:
+        stdout.print_json(json.dumps(rows))
+        return
+    table = Table(title="repo2env images")
+    for column in ("kind", "tag", "task", "MB"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["kind"] or "", ", ".join(row["tags"]) or row["id"], row["instance_id"], str(row["size_mb"]))
+    stdout.print(table)
+
+
+@images.command("gc")
+@_from_option
+@click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
+@click.option("--all", "remove_all", is_flag=True, help="Remove every env and task image, used or not.")
+def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> None:
+    """Remove task images no tasks.jsonl refers to, env images no kept task uses, and build leftovers."""
+    from repo2env.jsonl import iter_tasks
+    from repo2env.runtime.docker_backend import connect_docker
+    from repo2env.runtime.images import ImageStore
+
+    keep: set[str] = set()
+    if not remove_all:
+        try:
+            folders = _tasks_dirs(from_dirs)
+        except Repo2EnvError:
+            folders = []
+        for folder in folders:
+            keep |= {task.env_spec.image for task in iter_tasks(folder / "tasks.jsonl")
+                     if task.env_spec and task.env_spec.image}
+    removed = ImageStore(connect_docker()).gc(keep_tags=keep, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for name in removed:
+        console.print(f"{verb} {name}")
+    console.print(f"{verb} {len(removed)} images; kept {len(keep)} task images in use")
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -93,3 +93,15 @@ def _atomic_write(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def find_task(tasks_files: Iterable[Path], instance_id: str) -> tuple[Task, Path]:
+    """The task ``instance_id`` and the tasks.jsonl that holds it; an InputError listing where it looked."""
+    looked = []
+    for path in tasks_files:
+        looked.append(str(path))
+        for task in iter_tasks(path):
+            if task.instance_id == instance_id:
+                return task, path
+    raise InputError(f"no task {instance_id} in {', '.join(looked) or 'any tasks.jsonl'}",
+                     hint="check the id (owner__name-PR), or pass --from DIR")

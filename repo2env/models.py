@@ -34,6 +34,7 @@ class EnvSpec(_Schema):
     """How to build and test a repository at one commit; inferred, then overridable per repo."""
 
     python: str = Field("3.11", description="Python X.Y of the base image.")
+    python_reason: str | None = Field(None, description="Why this Python: the evidence inference used, or 'override'.")
     system_packages: list[str] = Field(default_factory=list, description="Debian packages for the env layer.")
     install: list[str] = Field(default_factory=list, description="Shell commands run in the env layer, in order.")
     test_cmd: str = Field("python -m pytest", description="Test runner; test ids are appended.")
@@ -41,6 +42,11 @@ class EnvSpec(_Schema):
     image: str | None = Field(None, description="Image tag built for this spec.")
     image_digest: str | None = Field(None, description="Image id (sha256) once built.")
     rung: str | None = Field(None, description="Which retry rung of the install ladder succeeded.")
+    env_image: str | None = Field(None, description="The shared env image (dependencies) under the task image.")
+    deps_fingerprint: str | None = Field(None, description="Hash of the dependency-defining files at the commit.")
+    status: Literal["pending", "env_ok", "env_failed"] = Field("pending", description="Outcome of 'repo2env build'.")
+    error: str | None = Field(None, description="Why the build failed (status env_failed).")
+    log_path: str | None = Field(None, description="Build log of the last attempt.")
 
     @field_validator("python")
     @classmethod
@@ -51,7 +57,7 @@ class EnvSpec(_Schema):
 
     def spec_hash(self) -> str:
         """A short hash of everything that decides the env image's content (not its tag or id)."""
-        keyed = self.model_dump(include={"python", "system_packages", "install", "date_pin"})
+        keyed = self.model_dump(include={"python", "system_packages", "install", "date_pin", "deps_fingerprint"})
         return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -24,6 +24,8 @@ from repo2env.mine.split import SplitDiff, split_diff
 from repo2env.models import Funnel, Task
 
 STAGE = "mine"
+#: Written next to tasks.jsonl: the repository and where its clone lives.
+SOURCE_FILE = "source.json"
 _BATCH = 256
 
 #: Funnel steps, in order; each PR that is not kept is counted under exactly one rejection reason.
@@ -74,6 +76,9 @@ def mine(source: Source, out_dir: Path, options: MineOptions = MineOptions(), *,
     result = MineResult(tasks_path=tasks_path, funnel_path=funnel_path, funnel=funnel)
     out_dir.mkdir(parents=True, exist_ok=True)
     tasks_path.touch()  # no qualifying PR is a result too: an empty tasks.jsonl
+    # Later stages (build) need the code: say where the clone is.
+    write_json(out_dir / SOURCE_FILE, {"repo": source.repo, "clone_path": str(history.path.resolve()),
+                                       "source": type(source).__name__})
     batch: list[tuple[PullRequest, list[Issue]]] = []
     # Git works on the next batch's diffs (one process, the other core) while Python splits and
     # checks the previous one.

@@ -21,8 +21,8 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from repo2env.errors import DockerUnavailableError, InputError
-from repo2env.models import ExecResult
+from repo2env.errors import DockerUnavailableError, InputError, PatchError
+from repo2env.models import ExecResult, Task
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.sandbox import SandboxLimits
 
@@ -54,6 +54,14 @@ class DockerRuntime:
     def __init__(self, client: docker.DockerClient | None = None, limits: SandboxLimits | None = None) -> None:
         self.client = client or connect_docker()
         self.limits = limits or SandboxLimits()
+
+    def start(self, task: Task, *, limits: SandboxLimits | None = None) -> DockerSandbox:
+        """A sandbox of ``task``'s built environment (``repo2env build`` first)."""
+        spec = task.env_spec
+        if spec is None or spec.status != "env_ok" or not spec.image:
+            state = "not built" if spec is None or spec.status == "pending" else f"failed to build ({spec.error})"
+            raise InputError(f"task {task.instance_id} is {state}", hint="run 'repo2env build' for it first")
+        return self.start_image(spec.image, limits=limits, labels={"repo2env.instance_id": task.instance_id})
 
     def start_image(self, image: str, *, limits: SandboxLimits | None = None,
                     labels: dict[str, str] | None = None, workdir: str = "/testbed") -> DockerSandbox:
@@ -136,6 +144,22 @@ class DockerSandbox:
             truncated=truncated,
             duration_s=duration,
         )
+
+    def diff(self) -> str:
+        """The agent's change against the snapshot, as a git patch (new and deleted files included).
+
+        Computed with git inside the sandbox, against the snapshot commit recorded on the image,
+        so commits or a moved HEAD do not hide changes. Settings that make git run programs are
+        switched off: an agent can at worst spoil its own diff."""
+        snapshot = self.container.labels.get("repo2env.snapshot") or "HEAD"
+        git = ("git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c diff.external= "
+               "-c core.pager=cat -c color.ui=false")
+        result = self.exec(f"{git} add --all . && {git} diff --cached --binary --no-ext-diff --no-textconv "
+                           f"--no-renames {snapshot}", workdir="/testbed", timeout=120)
+        if result.exit_code != 0 or result.truncated:
+            reason = "the diff is larger than the output cap" if result.truncated else result.output.strip()[-300:]
+            raise PatchError(f"cannot compute the sandbox's diff: {reason}")
+        return result.output
 
     def _kill_agent_processes(self) -> None:
         exec_id = self.client.api.exec_create(self.container.id, ["kill", "-9", "-1"], user=self.limits.user)["Id"]

@@ -1,0 +1,236 @@
+"""``repo2env build``: each task candidate -> a runnable environment (env image + task image).
+
+Per task: infer the EnvSpec from the files at ``base_commit``, make the snapshot, then climb the
+install ladder until a rung both installs and lets pytest collect the test suite in a locked-down
+sandbox. The task's ``env_spec`` records the rung, the images and ``env_ok``, or ``env_failed``
+with the reason and the log. One task's failure never stops the batch; a re-run reuses every
+image that is still there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+import tempfile
+import tomllib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repo2env.errors import BuildError, DockerUnavailableError, InputError, Repo2EnvError
+from repo2env.jsonl import read_tasks, write_jsonl
+from repo2env.mine.split import classify_path
+from repo2env.models import EnvSpec, Task
+from repo2env.runtime.docker_backend import DockerRuntime
+from repo2env.runtime.images import ImageStore, env_image_tag
+from repo2env.runtime.overrides import EnvOverride
+from repo2env.runtime.sandbox import SandboxLimits
+from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
+from repo2env.runtime.spec import infer_env_spec, install_ladder
+
+COLLECT_TIMEOUT_S = 300.0
+_DEPENDENCY_FILE = re.compile(
+    r"^(?:pyproject\.toml|setup\.py|setup\.cfg|tox\.ini|Pipfile|poetry\.lock|uv\.lock"
+    r"|[^/]*requirements[^/]*\.(?:txt|in)|requirements/[^/]+\.(?:txt|in))$"
+)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How ``repo2env build`` runs."""
+
+    jobs: int = 2
+    overrides: dict[str, EnvOverride] = field(default_factory=dict)
+    instance_ids: frozenset[str] = frozenset()
+    collect_check: bool = True
+
+
+@dataclass
+class BuildSummary:
+    """What one ``build`` run did."""
+
+    tasks_path: Path
+    ok: int = 0
+    failed: int = 0
+    reused: int = 0
+    env_images: dict[str, int] = field(default_factory=dict)  # env image -> tasks using it
+    failures: dict[str, str] = field(default_factory=dict)  # instance id -> reason
+
+
+Progress = Callable[[Task, EnvSpec], None]
+
+
+def read_source_clone(tasks_dir: Path) -> Path:
+    """Where the repository of a tasks folder lives (``source.json``, written by ``mine``)."""
+    import json
+
+    from repo2env.mine.miner import SOURCE_FILE
+
+    path = tasks_dir / SOURCE_FILE
+    if not path.is_file():
+        raise InputError(f"{path} is missing", hint="re-run 'repo2env mine' for this repository (it records the clone)")
+    clone = Path(json.loads(path.read_text())["clone_path"])
+    if not clone.exists():
+        raise InputError(f"the clone {clone} recorded in {path} is gone", hint="re-run 'repo2env mine'")
+    return clone
+
+
+def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOptions = BuildOptions(),
+                    progress: Progress | None = None) -> BuildSummary:
+    """Build every task of ``tasks_dir/tasks.jsonl``; rewrites that file with each ``env_spec``."""
+    tasks_path = tasks_dir / "tasks.jsonl"
+    tasks = read_tasks(tasks_path)
+    clone = read_source_clone(tasks_dir)
+    store = ImageStore(runtime.client)
+    summary = BuildSummary(tasks_path=tasks_path)
+    selected = [task for task in tasks if not options.instance_ids or task.instance_id in options.instance_ids]
+    by_id = {task.instance_id: task for task in tasks}
+    logs_dir = tasks_dir / "logs" / "build"
+
+    def one(task: Task) -> tuple[Task, EnvSpec, bool]:
+        if _still_built(task, store):
+            return task, task.env_spec, True
+        override = options.overrides.get(task.repo)
+        spec = build_task(task, clone, store=store, runtime=runtime, logs_dir=logs_dir, override=override,
+                          collect_check=options.collect_check)
+        return task, spec, False
+
+    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+        futures = [pool.submit(one, task) for task in selected]
+        try:
+            for future in as_completed(futures):
+                task, spec, reused = future.result()
+                by_id[task.instance_id] = task.model_copy(update={"env_spec": spec})
+                _tally(summary, task, spec, reused)
+                # Written after every task: an interrupted build keeps what it finished.
+                write_jsonl(tasks_path, by_id.values())
+                if progress:
+                    progress(task, spec)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    return summary
+
+
+def _still_built(task: Task, store: ImageStore) -> bool:
+    spec = task.env_spec
+    return bool(spec and spec.status == "env_ok" and spec.image and spec.image_digest
+                and (image := store.find(spec.image)) is not None and image.id == spec.image_digest)
+
+
+def _tally(summary: BuildSummary, task: Task, spec: EnvSpec, reused: bool) -> None:
+    if spec.status == "env_ok":
+        summary.ok += 1
+        summary.reused += int(reused)
+        if spec.env_image:
+            summary.env_images[spec.env_image] = summary.env_images.get(spec.env_image, 0) + 1
+    else:
+        summary.failed += 1
+        summary.failures[task.instance_id] = spec.error or "unknown"
+
+
+def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRuntime, logs_dir: Path,
+               override: EnvOverride | None = None, collect_check: bool = True) -> EnvSpec:
+    """Build one task's images, climbing the install ladder; never raises for the task's own failure
+    (it is recorded in the returned spec), only for a missing engine."""
+    files = GitRepoFiles(clone, task.base_commit)
+    try:
+        inferred = infer_env_spec(files, files.commit_date(), override)
+    except Repo2EnvError as exc:
+        return EnvSpec(status="env_failed", error=f"cannot infer the environment: {exc.message}")
+    fingerprint = dependency_fingerprint(files)
+    safe_id = re.sub(r"[^A-Za-z0-9_.-]", "_", task.instance_id)
+    last_error, last_log = "no install rung to try", None
+    with tempfile.TemporaryDirectory(prefix="repo2env-snapshot-") as scratch:
+        snapshot_dir = Path(scratch) / "snapshot"
+        try:
+            snapshot_sha = make_snapshot(clone, task.base_commit, snapshot_dir)
+        except BuildError as exc:
+            return inferred.model_copy(update={"status": "env_failed", "error": exc.message})
+        for rung, candidate in install_ladder(inferred, files):
+            candidate = candidate.model_copy(update={"deps_fingerprint": fingerprint, "rung": rung})
+            log_path = logs_dir / f"{safe_id}-{rung}.log"
+            try:
+                env = store.ensure_env(candidate, snapshot_dir, repo=task.repo, log_path=log_path)
+                image = store.ensure_task(task, env.tag, snapshot_dir, snapshot_sha, log_path=log_path.with_suffix(".task.log"))
+            except DockerUnavailableError:
+                raise
+            except BuildError as exc:
+                last_error, last_log = f"{rung}: {exc.message}", exc.log_path
+                if "disk is full" in exc.message:
+                    break  # no rung can succeed on a full disk
+                continue
+            if collect_check:
+                problem = _collection_problem(runtime, image.tag, task, log_path.with_suffix(".collect.log"))
+                if problem:
+                    last_error, last_log = f"{rung}: {problem}", str(log_path.with_suffix(".collect.log"))
+                    continue
+            return candidate.model_copy(update={
+                "status": "env_ok", "env_image": env_image_tag(candidate), "image": image.tag,
+                "image_digest": image.image_id, "error": None, "log_path": str(log_path),
+            })
+    return inferred.model_copy(update={"status": "env_failed", "error": last_error, "log_path": last_log,
+                                       "deps_fingerprint": fingerprint})
+
+
+def _collection_problem(runtime: DockerRuntime, image: str, task: Task, log_path: Path) -> str | None:
+    """None when pytest can collect the tests the PR touches that exist at the base (or the suite)."""
+    touched = [path for path in _patch_paths(task.test_patch) if classify_path(path) == "test" and path.endswith(".py")
+               and not path.endswith("conftest.py")]
+    with runtime.start_image(image, limits=SandboxLimits(exec_timeout_s=COLLECT_TIMEOUT_S)) as sandbox:
+        existing = [path for path in touched if sandbox.exec(["test", "-f", path], timeout=10).exit_code == 0]
+        command = f"python -m pytest --collect-only -q -p no:cacheprovider {' '.join(map(shlex.quote, existing))}"
+        result = sandbox.exec(command, timeout=COLLECT_TIMEOUT_S)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text(f"$ {command}\n{result.output}\n(exit {result.exit_code})\n")
+    if result.timed_out:
+        return f"test collection timed out after {COLLECT_TIMEOUT_S:.0f} s"
+    if result.exit_code not in (0, 5):  # 5: nothing collected, which is not a broken environment
+        lines = [line for line in result.output.splitlines() if "Error" in line or "error" in line]
+        return f"test collection failed (exit {result.exit_code}): {(lines[-1] if lines else result.output[-200:]).strip()[:200]}"
+    return None
+
+
+def _patch_paths(patch: str) -> list[str]:
+    return re.findall(r"^diff --git a/\S+ b/(\S+)$", patch, flags=re.MULTILINE)
+
+
+def dependency_fingerprint(files: GitRepoFiles) -> str:
+    """A hash of what decides the installed dependencies at a commit: the dependency files (pyproject
+    without its version), and the package layout the editable install points at."""
+    digest = hashlib.sha256()
+    for path in sorted(name for name in files.listing() if _DEPENDENCY_FILE.match(name)):
+        text = files.read(path) or ""
+        if path == "pyproject.toml":
+            text = _pyproject_without_version(text)
+        digest.update(f"{path}\0{text}\0".encode())
+    layout = sorted({"/".join(name.split("/")[:2]) for name in files.listing()
+                     if name.endswith("/__init__.py") and name.count("/") <= 2})
+    digest.update("\n".join(layout).encode())
+    return digest.hexdigest()[:16]
+
+
+def _pyproject_without_version(text: str) -> str:
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return text
+    project = dict(document.get("project", {}))
+    project.pop("version", None)
+    return repr({key: document[key] for key in sorted(document) if key != "project"} | {"project": project})
+
+
+def tasks_dirs(root: Path, explicit: Sequence[Path]) -> list[Path]:
+    """The task folders to work on: ``explicit`` ones, else every folder under ``root`` with a tasks.jsonl."""
+    if explicit:
+        for folder in explicit:
+            if not (folder / "tasks.jsonl").is_file():
+                raise InputError(f"no tasks.jsonl in {folder}", hint="run 'repo2env mine' first, or check --from")
+        return list(explicit)
+    found = sorted(path.parent for path in root.glob("**/tasks.jsonl"))
+    if not found:
+        raise InputError(f"no tasks.jsonl under {root}", hint="run 'repo2env mine' (or 'make demo') first")
+    return found

@@ -1,0 +1,206 @@
+"""Layered images: base (OS + Python) -> env (dependencies, shared) -> task (the snapshot).
+
+An env image is keyed by the hash of its spec (Python, install commands, date pin, dependency
+files), so every task whose dependencies did not change shares it; its ``/testbed`` is emptied
+after installing, leaving only site-packages and an editable hook pointing at ``/testbed``. A task
+image adds one layer: the snapshot (files + one-commit git repo) owned by the agent. Every image
+carries labels (kind, repo, commit, spec hash, repo2env version) for ``images ls`` / ``images gc``.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from repo2env import __version__
+from repo2env.errors import BuildError, DockerUnavailableError
+from repo2env.models import EnvSpec, Task
+from repo2env.runtime.bootstrap import AGENT_UID, base_image_tag
+from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
+
+ENV_REPOSITORY = "repo2env/env"
+TASK_REPOSITORY = "repo2env/task"
+KIND_LABEL = "repo2env.kind"
+
+_env_locks: dict[str, threading.Lock] = {}
+_env_locks_guard = threading.Lock()
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """An image that exists, and whether this call built it."""
+
+    tag: str
+    image_id: str
+    built: bool
+    size_bytes: int = 0
+
+
+def env_image_tag(spec: EnvSpec) -> str:
+    """``repo2env/env:py3.11-<spec hash>``."""
+    return f"{ENV_REPOSITORY}:py{spec.python}-{spec.spec_hash()}"
+
+
+def task_image_tag(task: Task) -> str:
+    """``repo2env/task:<instance id>`` (lower-cased, as Docker tags must be)."""
+    return f"{TASK_REPOSITORY}:{re.sub(r'[^a-z0-9_.-]', '-', task.instance_id.lower())[:128]}"
+
+
+class ImageStore:
+    """Builds and finds env and task images on one engine."""
+
+    def __init__(self, client: docker.DockerClient, *, access: PackageAccess | None = None) -> None:
+        self.client = client
+        self.access = access or PackageAccess.from_environment()
+
+    def find(self, tag: str):
+        """The image with ``tag``, or None."""
+        try:
+            return self.client.images.get(tag)
+        except docker.errors.ImageNotFound:
+            return None
+
+    def ensure_env(self, spec: EnvSpec, snapshot_dir: Path, *, repo: str, log_path: Path) -> BuiltImage:
+        """The env image for ``spec``, built from the repository files in ``snapshot_dir`` if missing.
+
+        Concurrent callers with the same spec wait for one build. Raises BuildError (with the log)
+        when an install command fails."""
+        tag = env_image_tag(spec)
+        with _env_locks_guard:
+            lock = _env_locks.setdefault(tag, threading.Lock())
+        with lock:
+            existing = self.find(tag)
+            if existing is not None:
+                return BuiltImage(tag, existing.id, built=False, size_bytes=existing.attrs.get("Size", 0))
+            if self.find(base_image_tag(spec.python)) is None:
+                raise BuildError(f"base image {base_image_tag(spec.python)} is missing",
+                                 hint=f"run 'repo2env runtime bootstrap --python {spec.python}'")
+            labels = {KIND_LABEL: "env", "repo2env.repo": repo, "repo2env.spec_hash": spec.spec_hash(),
+                      "repo2env.python": spec.python, "repo2env.version": __version__}
+            image = self._build(_env_dockerfile(spec, self.access), snapshot_dir, tag, labels, log_path,
+                                buildargs=self._index_args())
+            return BuiltImage(tag, image.id, built=True, size_bytes=image.attrs.get("Size", 0))
+
+    def ensure_task(self, task: Task, env_tag: str, snapshot_dir: Path, snapshot_sha: str, *,
+                    log_path: Path) -> BuiltImage:
+        """The task image: ``env_tag`` plus the snapshot. Reused when it exists for the same env and snapshot."""
+        tag = task_image_tag(task)
+        existing = self.find(tag)
+        env = self.find(env_tag)
+        if existing is not None and env is not None:
+            labels = existing.labels or {}
+            if labels.get("repo2env.snapshot") == snapshot_sha and labels.get("repo2env.env_id") == env.id:
+                return BuiltImage(tag, existing.id, built=False, size_bytes=existing.attrs.get("Size", 0))
+        labels = {KIND_LABEL: "task", "repo2env.repo": task.repo, "repo2env.instance_id": task.instance_id,
+                  "repo2env.commit": task.base_commit, "repo2env.snapshot": snapshot_sha,
+                  "repo2env.env_image": env_tag, "repo2env.env_id": env.id if env else "",
+                  "repo2env.version": __version__}
+        dockerfile = f"FROM {env_tag}\nCOPY --chown={AGENT_UID}:{AGENT_UID} snapshot/ /testbed/\nUSER root\nWORKDIR /testbed\n"
+        image = self._build(dockerfile, snapshot_dir, tag, labels, log_path)
+        return BuiltImage(tag, image.id, built=True, size_bytes=image.attrs.get("Size", 0))
+
+    def _index_args(self) -> dict[str, str]:
+        return {name: value for name, value in self.access.container_env().items() if value not in (CONTAINER_CA_PATH, "1")}
+
+    def _build(self, dockerfile: str, snapshot_dir: Path, tag: str, labels: dict[str, str], log_path: Path,
+               buildargs: dict[str, str] | None = None):
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="repo2env-build-") as context:
+            context_path = Path(context)
+            # A hard-linked copy would be cheaper, but the build context must not follow symlinks
+            # out of the snapshot; copytree keeps them as links.
+            shutil.copytree(snapshot_dir, context_path / "snapshot", symlinks=True)
+            (context_path / "Dockerfile").write_text(dockerfile)
+            log_lines: list[str] = [dockerfile, "----"]
+            try:
+                stream = self.client.api.build(path=context, tag=tag, labels=labels, rm=True, forcerm=True,
+                                               decode=True, buildargs=buildargs or {}, network_mode="bridge")
+                error = None
+                for chunk in stream:
+                    if "stream" in chunk:
+                        log_lines.append(chunk["stream"].rstrip("\n"))
+                    if "error" in chunk:
+                        error = chunk["error"].strip()
+                        log_lines.append(error)
+            except docker.errors.APIError as exc:
+                error = str(exc)
+                log_lines.append(error)
+            except docker.errors.DockerException as exc:
+                raise DockerUnavailableError(f"Docker failed during a build: {exc}") from None
+            log_path.write_text("\n".join(log_lines) + "\n")
+            if error:
+                if "no space left on device" in error.lower():
+                    raise BuildError("the disk is full", hint="free space: 'repo2env images gc' or 'docker system prune'",
+                                     log_path=str(log_path))
+                raise BuildError(f"image build failed: {_last_meaningful_line(error)}", log_path=str(log_path))
+        return self.client.images.get(tag)
+
+    def list(self) -> list[dict]:
+        """Every repo2env image (base, env, task) with its labels and size."""
+        rows = []
+        for image in self.client.images.list(filters={"label": KIND_LABEL}):
+            labels = image.labels or {}
+            rows.append({"tags": image.tags, "id": image.short_id.removeprefix("sha256:"), "kind": labels.get(KIND_LABEL),
+                         "repo": labels.get("repo2env.repo", ""), "instance_id": labels.get("repo2env.instance_id", ""),
+                         "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1), "created": image.attrs.get("Created", "")})
+        return sorted(rows, key=lambda row: (row["kind"] or "", row["tags"]))
+
+    def gc(self, *, keep_tags: set[str], dry_run: bool = False) -> list[str]:
+        """Remove task and env images whose tags are not in ``keep_tags`` (and env images no kept task
+        uses), plus dangling leftovers of earlier builds; base images stay. Returns what was removed."""
+        images = self.client.images.list(filters={"label": KIND_LABEL})
+        kept_envs = {(image.labels or {}).get("repo2env.env_image") for image in images
+                     if (image.labels or {}).get(KIND_LABEL) == "task" and set(image.tags) & keep_tags}
+        doomed = []
+        for image in images:
+            kind = (image.labels or {}).get(KIND_LABEL)
+            if kind == "task" and not set(image.tags) & keep_tags:
+                doomed.append(image)
+        for image in images:
+            kind = (image.labels or {}).get(KIND_LABEL)
+            if kind == "env" and not set(image.tags) & (keep_tags | kept_envs):
+                doomed.append(image)
+        removed = []
+        for image in doomed:
+            name = image.tags[0] if image.tags else image.short_id
+            if not dry_run:
+                try:
+                    self.client.images.remove(image.id, force=True)
+                except docker.errors.APIError:
+                    continue
+            removed.append(name)
+        if not dry_run:
+            self.client.images.prune(filters={"dangling": True})
+        return removed
+
+
+def _env_dockerfile(spec: EnvSpec, access: PackageAccess) -> str:
+    lines = [f"FROM {base_image_tag(spec.python)}", "USER root"]
+    if spec.system_packages:
+        packages = " ".join(shlex.quote(name) for name in spec.system_packages)
+        lines.append("RUN apt-get update && apt-get install -y --no-install-recommends "
+                     f"{packages} && rm -rf /var/lib/apt/lists/*")
+    for name in sorted(access.container_env()):
+        if access.container_env()[name] not in (CONTAINER_CA_PATH, "1"):
+            lines.append(f"ARG {name}")
+    lines.append("COPY snapshot/ /testbed/")
+    install = "; ".join(f"({command})" for command in spec.install) or "true"
+    # The source goes away after installing: the task layer brings its own commit's files, and
+    # the editable install keeps pointing at /testbed. `set -e`: any failing command fails the build.
+    lines.append(f"RUN set -e; cd /testbed; {install}; rm -rf /root/.cache /testbed; mkdir /testbed; "
+                 f"chown {AGENT_UID}:{AGENT_UID} /testbed")
+    lines.append("WORKDIR /testbed")
+    return "\n".join(lines) + "\n"
+
+
+def _last_meaningful_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "unknown error"
