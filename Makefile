@@ -20,9 +20,9 @@ $(STAMP): pyproject.toml
 engine:
 	@bash .ci/ensure-docker.sh
 
-## The local base image (debootstrap + docker import when no registry answers).
+## The local base images (debootstrap + docker import when no registry answers): Python 3.9, 3.11, 3.13.
 base-image: install engine
-	$(BIN)/repo2env runtime bootstrap
+	$(BIN)/repo2env runtime bootstrap --python 3.11 --python 3.9 --python 3.13
 
 ## The main job on the embedded demo repository -> generated/demo/
 demo: base-image

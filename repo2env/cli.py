@@ -178,20 +178,23 @@ def runtime() -> None:
 
 
 @runtime.command("bootstrap")
-@click.option("--python", "python_version", default="3.11", show_default=True, help="Python X.Y of the base image.")
+@click.option("--python", "python_versions", multiple=True, default=("3.11",), show_default=True,
+              help="Python X.Y of the base image (repeatable: 3.9, 3.11, 3.13).")
 @click.option("--force", is_flag=True, help="Rebuild even if the image exists.")
 @click.option("--no-pull", is_flag=True, help="Do not try a registry; build from Debian packages.")
 @click.option("--mirror", default=None, help="Debian mirror for debootstrap (default: deb.debian.org).")
-def runtime_bootstrap(python_version: str, force: bool, no_pull: bool, mirror: str | None) -> None:
+def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bool, mirror: str | None) -> None:
     """Build the base image locally (debootstrap + docker import) when no registry serves python:X.Y-slim."""
     from repo2env.runtime.bootstrap import DEFAULT_MIRROR, ensure_base_image
     from repo2env.runtime.docker_backend import connect_docker
 
-    image = ensure_base_image(
-        connect_docker(), python_version, mirror=mirror or DEFAULT_MIRROR, try_pull=not no_pull, force=force,
-        progress=lambda message: console.print(f"[dim]{message}[/]"),
-    )
-    console.print(f"[green]{image.tag}[/] ready ({image.origin}, {image.image_id[7:19]})")
+    client = connect_docker()
+    for python_version in python_versions:
+        image = ensure_base_image(
+            client, python_version, mirror=mirror or DEFAULT_MIRROR, try_pull=not no_pull, force=force,
+            progress=lambda message: console.print(f"[dim]{message}[/]"),
+        )
+        console.print(f"[green]{image.tag}[/] ready ({image.origin}, {image.image_id[7:19]})")
 
 
 # --- stages not built yet ----------------------------------------------------------------------

@@ -49,3 +49,19 @@ def demo_repo(tmp_path_factory):
     from repo2env.demo import build_demo
 
     return build_demo(tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture(scope="session")
+def built_demo(docker_client, demo_repo, tmp_path_factory):
+    """The demo mined and built (env + task images) once per session: (tasks folder, {pull: Task})."""
+    from repo2env.jsonl import read_tasks
+    from repo2env.mine.git import GitSource
+    from repo2env.mine.miner import mine
+    from repo2env.runtime.build import BuildOptions, build_tasks_dir
+    from repo2env.runtime.docker_backend import DockerRuntime
+
+    folder = tmp_path_factory.mktemp("built-demo")
+    mine(GitSource(demo_repo.path, issues_path=demo_repo.issues_path), folder)
+    summary = build_tasks_dir(folder, runtime=DockerRuntime(docker_client), options=BuildOptions(jobs=2))
+    assert summary.failed == 0, summary.failures
+    return folder, {task.pull_number: task for task in read_tasks(folder / "tasks.jsonl")}

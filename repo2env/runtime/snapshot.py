@@ -64,8 +64,10 @@ def export_tree(repo_path: Path, commit: str, dest: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="repo2env-index-") as scratch:
         env = {**os.environ, **_ISOLATED, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
-        for args in (["read-tree", commit], ["checkout-index", "--all", "--force", f"--prefix={dest}/"]):
-            result = subprocess.run(["git", "-C", str(repo_path), *args], env=env, capture_output=True, text=True)
+        # An explicit work tree lets this run on bare mirrors as well as on clones.
+        for args in (["read-tree", commit], ["checkout-index", "--all", "--force"]):
+            result = subprocess.run(["git", "-C", str(repo_path), f"--work-tree={dest}", *args], env=env,
+                                    capture_output=True, text=True)
             if result.returncode != 0:
                 raise BuildError(f"cannot export {commit[:12]} from {repo_path}: {result.stderr.strip()[:300]}")
 

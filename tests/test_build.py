@@ -1,0 +1,142 @@
+"""Building environments for real: env images shared, task snapshots without history, the ladder."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from repo2env.errors import InputError
+from repo2env.jsonl import read_tasks, write_jsonl
+from repo2env.models import Task
+from repo2env.runtime.build import BuildOptions, build_tasks_dir
+from repo2env.runtime.docker_backend import DockerRuntime
+from repo2env.runtime.snapshot import GitRepoFiles
+
+pytestmark = pytest.mark.docker
+
+
+def test_every_demo_task_builds_and_they_share_one_env_image(built_demo):
+    _, tasks = built_demo
+    specs = [task.env_spec for task in tasks.values()]
+    assert all(spec.status == "env_ok" and spec.image and spec.image_digest for spec in specs)
+    assert {spec.python for spec in specs} == {"3.11"}
+    assert len({spec.env_image for spec in specs}) == 1, "same dependencies, same month: one env image"
+    assert all(spec.rung == "inferred" for spec in specs)
+
+
+def test_snapshot_is_the_base_commit_with_no_history(built_demo, docker_client, demo_repo):
+    _, tasks = built_demo
+    runtime = DockerRuntime(docker_client)
+    for task in list(tasks.values())[:3]:
+        with runtime.start(task) as sandbox:
+            run = lambda command: sandbox.exec(command, workdir="/testbed")  # noqa: E731
+            assert run("git rev-list --all | wc -l").output.strip() == "1"
+            objects = run("git cat-file --batch-all-objects --batch-check | awk '$2 == \"commit\"' | wc -l")
+            assert objects.output.strip() == "1", "no other commit object may exist, reachable or not"
+            assert run("git remote; git tag; git stash list; git reflog").output.strip() == ""
+            assert "ORIG_HEAD" not in run("ls .git").output and "logs" not in run("ls .git").output.split()
+            listed = sorted(run("git ls-files").output.split())
+            assert listed == sorted(GitRepoFiles(demo_repo.path, task.base_commit).listing())
+            assert run("git status --porcelain").output.strip() == ""
+            assert run("stat -c %U /testbed /testbed/pyproject.toml").output.split() == ["agent", "agent"]
+            assert run("touch /opt/venv/lib/x 2>&1; echo $?").output.strip().endswith("1")
+            assert run("python -m pytest -q -p no:cacheprovider").exit_code == 0, "tests pass at the base"
+
+
+def test_diff_sees_every_change_even_after_the_agent_commits(built_demo, docker_client):
+    _, tasks = built_demo
+    task = next(iter(tasks.values()))
+    with DockerRuntime(docker_client).start(task) as sandbox:
+        assert sandbox.diff() == ""
+        sandbox.write_file("/testbed/NOTES.txt", "new file\n")
+        sandbox.exec("git rm -q --cached README.md >/dev/null; rm README.md; echo '# more' >> CHANGELOG.md",
+                     workdir="/testbed")
+        sandbox.exec("git add -A && git -c user.email=a@b -c user.name=a commit -qm hide", workdir="/testbed")
+        patch = sandbox.diff()
+    assert "diff --git a/NOTES.txt b/NOTES.txt" in patch and "new file mode" in patch
+    assert "diff --git a/README.md b/README.md" in patch and "deleted file mode" in patch
+    assert "+# more" in patch
+
+
+def test_rebuild_reuses_every_image(built_demo, docker_client):
+    folder, tasks = built_demo
+    started = time.monotonic()
+    summary = build_tasks_dir(folder, runtime=DockerRuntime(docker_client))
+    assert summary.reused == summary.ok == len(tasks)
+    assert time.monotonic() - started < 30
+
+
+def test_unbuilt_task_is_a_clear_error(built_demo, docker_client):
+    _, tasks = built_demo
+    unbuilt = next(iter(tasks.values())).model_copy(update={"env_spec": None})
+    with pytest.raises(InputError, match="not built"):
+        DockerRuntime(docker_client).start(unbuilt)
+
+
+def test_run_command_prints_output_and_diff(built_demo):
+    folder, tasks = built_demo
+    task = next(iter(tasks.values()))
+    result = subprocess.run(
+        [sys.executable, "-m", "repo2env", "run", "--task", task.instance_id, "--from", str(folder), "--",
+         "echo hello > greeting.txt; cat greeting.txt; exit 4"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 4
+    assert result.stdout.startswith("hello\n")
+    assert "+hello" in result.stdout and "greeting.txt" in result.stdout
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "GIT_AUTHOR_DATE": "2021-05-03T10:00:00Z", "GIT_COMMITTER_DATE": "2021-05-03T10:00:00Z", "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
+
+
+def _commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for name, content in files.items():
+        path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(content))
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", message)
+    return _git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_old_python_good_and_broken_installs_in_one_batch(docker_client, tmp_path):
+    """A 2021 project limited to Python < 3.10 builds on 3.9; a broken setup.py fails with its log;
+    the batch goes on."""
+    repo = tmp_path / "oldlib"
+    _git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    good = _commit(repo, {
+        "setup.py": "from setuptools import setup\nsetup(name='oldlib', version='1.0', packages=['oldlib'],"
+                    " python_requires='>=3.6,<3.10')\n",
+        "oldlib/__init__.py": "def answer():\n    return 42\n",
+        "tests/test_answer.py": "from oldlib import answer\n\ndef test_answer():\n    assert answer() == 42\n",
+    }, "good")
+    broken = _commit(repo, {"setup.py": "raise SystemExit('this setup.py is broken on purpose')\n"}, "broken")
+    test_patch = "diff --git a/tests/test_answer.py b/tests/test_answer.py\n"
+
+    def task(number: int, base: str) -> Task:
+        return Task(instance_id=f"acme__oldlib-{number}", repo="acme/oldlib", pull_number=number, base_commit=base,
+                    patch="", test_patch=test_patch, problem_statement="x", created_at="2021-05-03T10:00:00Z")
+
+    folder = tmp_path / "tasks"
+    write_jsonl(folder / "tasks.jsonl", [task(1, good), task(2, broken)])
+    (folder / "source.json").write_text(f'{{"repo": "acme/oldlib", "clone_path": "{repo}", "source": "test"}}')
+    runtime = DockerRuntime(docker_client)
+    summary = build_tasks_dir(folder, runtime=runtime, options=BuildOptions(jobs=2))
+    assert (summary.ok, summary.failed) == (1, 1)
+    by_id = {task.instance_id: task for task in read_tasks(folder / "tasks.jsonl")}
+    ok, failed = by_id["acme__oldlib-1"].env_spec, by_id["acme__oldlib-2"].env_spec
+    assert ok.status == "env_ok" and ok.python == "3.9"
+    with runtime.start(by_id["acme__oldlib-1"]) as sandbox:
+        assert sandbox.exec("python --version").output.startswith("Python 3.9")
+        assert sandbox.exec("python -m pytest -q -p no:cacheprovider").exit_code == 0
+    assert failed.status == "env_failed"
+    assert "image build failed" in failed.error
+    assert "broken on purpose" in Path(failed.log_path).read_text()
