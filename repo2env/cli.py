@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -357,6 +358,8 @@ def pipeline() -> None:
 
 def main() -> None:
     """Console entry point: user errors become one line on stderr and a non-zero exit."""
+    # SIGTERM (a killed job, a CI timeout) unwinds like Ctrl-C, so every sandbox is removed.
+    signal.signal(signal.SIGTERM, lambda signum, frame: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         exit_code = cli.main(standalone_mode=False)
     except click.exceptions.Abort:

@@ -140,3 +140,55 @@ def test_old_python_good_and_broken_installs_in_one_batch(docker_client, tmp_pat
     assert failed.status == "env_failed"
     assert "image build failed" in failed.error
     assert "broken on purpose" in Path(failed.log_path).read_text()
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_interrupted_run_leaves_no_container(built_demo, docker_client, signal_name):
+    import signal as signals
+
+    folder, tasks = built_demo
+    task = next(iter(tasks.values()))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "repo2env", "run", "--task", task.instance_id, "--from", str(folder), "--", "sleep 60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    label = {"label": [f"repo2env.instance_id={task.instance_id}"]}
+    deadline = time.monotonic() + 30
+    while not docker_client.containers.list(all=True, filters=label) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert docker_client.containers.list(all=True, filters=label), "the sandbox never started"
+    process.send_signal(getattr(signals, signal_name))
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode != 0
+    assert "Traceback" not in stderr
+    assert docker_client.containers.list(all=True, filters=label) == []
+
+
+def test_images_gc_removes_only_unreferenced_task_images(built_demo, docker_client, demo_repo, tmp_path):
+    from repo2env.runtime.images import ImageStore, task_image_tag
+    from repo2env.runtime.snapshot import make_snapshot
+
+    _, tasks = built_demo
+    store = ImageStore(docker_client)
+    keep = {task.env_spec.image for task in tasks.values()}
+    model = next(iter(tasks.values()))
+    orphan = model.model_copy(update={"instance_id": "repo2env-demo__textkit-999", "pull_number": 999})
+    sha = make_snapshot(demo_repo.path, orphan.base_commit, tmp_path / "snapshot")
+    store.ensure_task(orphan, model.env_spec.env_image, tmp_path / "snapshot", sha, log_path=tmp_path / "log")
+    orphan_tag = task_image_tag(orphan)
+
+    would = store.gc(keep_tags=keep, dry_run=True)
+    assert orphan_tag in would
+    assert not set(would) & keep and model.env_spec.env_image not in would
+    assert store.find(orphan_tag) is not None, "a dry run removes nothing"
+    store.gc(keep_tags=keep)
+    assert store.find(orphan_tag) is None
+    assert all(store.find(tag) is not None for tag in keep | {model.env_spec.env_image})
+
+
+def test_build_without_an_engine_is_a_one_line_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "repo2env", "build"], capture_output=True, text=True, cwd=tmp_path,
+                            env={**__import__("os").environ, "DOCKER_HOST": "unix:///nonexistent.sock"}, timeout=60)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: no Docker engine answers")
