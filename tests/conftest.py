@@ -65,3 +65,23 @@ def built_demo(docker_client, demo_repo, tmp_path_factory):
     summary = build_tasks_dir(folder, runtime=DockerRuntime(docker_client), options=BuildOptions(jobs=2))
     assert summary.failed == 0, summary.failures
     return folder, {task.pull_number: task for task in read_tasks(folder / "tasks.jsonl")}
+
+
+@pytest.fixture(scope="session")
+def graded_demo(built_demo, demo_repo):
+    """Built demo tasks with FAIL_TO_PASS / PASS_TO_PASS set from the demo's declared ground truth
+    (what validation derives), ready for the grader: {pull number: Task}."""
+    truth = {pull.number: pull for pull in demo_repo.pulls}
+    _, tasks = built_demo
+    return {number: task.model_copy(update={"FAIL_TO_PASS": list(truth[number].fail_to_pass),
+                                            "PASS_TO_PASS": list(truth[number].pass_to_pass)})
+            for number, task in tasks.items()}
+
+
+@pytest.fixture(scope="session")
+def grader(docker_client, tmp_path_factory):
+    """A Grader on the session's engine, logging under a temp folder."""
+    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.verify.grader import Grader
+
+    return Grader(DockerRuntime(docker_client), tmp_path_factory.mktemp("grades"), timeout_s=120)

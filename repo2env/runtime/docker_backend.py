@@ -15,6 +15,7 @@ import tarfile
 import threading
 import time
 import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import PurePosixPath
 
 import docker
@@ -31,6 +32,8 @@ SANDBOX_LABEL = "repo2env.sandbox"
 _STREAM_GRACE_S = 5.0
 
 _open_sandboxes: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+_removal_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-remove")
+_pending_removals: list[Future] = []
 
 
 def connect_docker(timeout: float = 10.0) -> docker.DockerClient:
@@ -219,11 +222,21 @@ class DockerSandbox:
         if not self.container.put_archive(str(target.parent), archive.getvalue()):
             raise FileNotFoundError(str(target.parent))
 
-    def close(self) -> None:
-        """Remove the container (killing everything in it). Safe to call twice."""
+    def close(self, *, wait: bool = True) -> None:
+        """Remove the container (killing everything in it). Safe to call twice.
+
+        ``wait=False`` hands the removal to a background thread (a grader need not wait for it);
+        interpreter exit still waits for every pending removal."""
         if self._closed:
             return
         self._closed = True
+        if wait:
+            self._remove()
+        else:
+            _pending_removals[:] = [future for future in _pending_removals if not future.done()]
+            _pending_removals.append(_removal_pool.submit(self._remove))
+
+    def _remove(self) -> None:
         try:
             self.container.remove(force=True)
         except docker.errors.NotFound:
@@ -246,6 +259,8 @@ class DockerSandbox:
 
 @atexit.register
 def _close_leftover_sandboxes() -> None:
+    for future in _pending_removals:
+        future.result()
     for sandbox in list(_open_sandboxes):
         try:
             sandbox.close()

@@ -1,0 +1,1 @@
+"""The hidden verifier: grade an agent's patch with the PR's tests, which never enter its sandbox."""

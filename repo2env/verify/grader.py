@@ -1,0 +1,230 @@
+"""Grading: an agent's patch, a fresh sandbox of the task's image, the PR's hidden tests, a reward.
+
+The hidden tests (``task.test_patch``) exist only on the host and in the grading sandbox, which
+is started fresh from the task image for each grading. Inside it, one script (one ``exec``):
+
+1. applies the filtered agent patch (test files and test configuration dropped, see
+   :mod:`repo2env.verify.filtering`); a patch that does not apply scores 0;
+2. reverts anything else that changed outside the accepted paths, and restores pyproject's pytest
+   sections to the snapshot's;
+3. applies ``test_patch`` and runs exactly FAIL_TO_PASS + PASS_TO_PASS, network off, under a
+   timeout, writing JUnit XML to a random path.
+
+Outcomes come from that XML, cross-checked with pytest's exit status; whatever is missing, errored,
+skipped or unreadable counts as failed. Every grading keeps its output, XML, applied diff and
+result under its log folder, and :func:`rescore` re-reads them without running anything.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+import shlex
+import tarfile
+import time
+from pathlib import Path
+
+from repo2env.errors import InputError
+from repo2env.jsonl import write_json
+from repo2env.models import GradeResult, Task, TestStatus
+from repo2env.runtime.bootstrap import AGENT_UID
+from repo2env.runtime.docker_backend import DockerRuntime
+from repo2env.runtime.sandbox import SandboxLimits
+from repo2env.verify.filtering import filter_patch, runner_references
+from repo2env.verify.junit import outcomes_for
+from repo2env.verify.reward import RewardMode, score
+
+DEFAULT_TIMEOUT_S = 900.0
+_APPLY_FAILED, _TEST_PATCH_FAILED = 90, 91
+
+# Runs inside the grading sandbox with `python -I -S` (no site, no .pth, no cwd on sys.path), so
+# nothing from the agent's patch runs before the tests do.
+_RESTORE_SCRIPT = r'''
+import os, subprocess, sys
+allowed = set(open(sys.argv[1], encoding="utf-8").read().split("\0")) - {""}
+status = subprocess.run(["git", "status", "--porcelain", "-z", "-uall", "--no-renames"], capture_output=True,
+                        check=True).stdout.decode("utf-8", "surrogateescape").split("\0")
+for entry in filter(None, status):
+    path = entry[3:]
+    if path in allowed:
+        continue
+    tracked = subprocess.run(["git", "cat-file", "-e", "HEAD:" + path], capture_output=True).returncode == 0
+    if tracked:
+        subprocess.run(["git", "checkout", "HEAD", "--", path], check=True)
+    elif os.path.lexists(path):
+        os.remove(path)
+    print("restored" if tracked else "removed", path)
+
+def sections(text):
+    parts, current = [], ["", []]
+    for line in text.splitlines(keepends=True):
+        if line.startswith("["):
+            parts.append(current)
+            current = [line.strip().strip("[]").strip(), [line]]
+        else:
+            current[1].append(line)
+    parts.append(current)
+    return parts
+
+def is_pytest(header):
+    return header == "tool.pytest" or header.startswith(("tool.pytest.", "tool.pytest]"))
+
+if os.path.exists("pyproject.toml"):
+    original = subprocess.run(["git", "show", "HEAD:pyproject.toml"], capture_output=True)
+    if original.returncode == 0:
+        current_text = open("pyproject.toml", encoding="utf-8").read()
+        kept = [part for part in sections(current_text) if not is_pytest(part[0])]
+        restored = [part for part in sections(original.stdout.decode("utf-8")) if is_pytest(part[0])]
+        text = "".join("".join(lines) for _, lines in kept)
+        if restored:
+            text = text.rstrip("\n") + "\n\n" + "".join("".join(lines) for _, lines in restored)
+        if text != current_text:
+            open("pyproject.toml", "w", encoding="utf-8").write(text)
+            print("restored pytest sections of pyproject.toml")
+'''
+
+
+class Grader:
+    """Grades patches for tasks on one runtime; logs go under ``logs_root``."""
+
+    def __init__(self, runtime: DockerRuntime, logs_root: Path, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 limits: SandboxLimits | None = None) -> None:
+        self.runtime = runtime
+        self.logs_root = Path(logs_root)
+        self.timeout_s = timeout_s
+        self.limits = limits or SandboxLimits(exec_timeout_s=timeout_s + 60, output_cap_bytes=2_000_000)
+
+    def grade(self, task: Task, patch: str, *, mode: RewardMode = "graded", run_name: str | None = None) -> GradeResult:
+        """Grade ``patch`` (a git diff against the task's snapshot) for ``task``."""
+        test_ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS]))
+        if not task.FAIL_TO_PASS:
+            raise InputError(f"task {task.instance_id} has no FAIL_TO_PASS tests yet",
+                             hint="run 'repo2env validate' first: it derives them")
+        run_dir = self.logs_root / task.instance_id / (run_name or time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        filtered = filter_patch(patch)
+        (run_dir / "submitted.diff").write_text(patch)
+        (run_dir / "applied.diff").write_text(filtered.patch)
+        base = GradeResult(instance_id=task.instance_id, mode=mode, filtered_paths=list(filtered.dropped_paths),
+                           log_dir=str(run_dir))
+        tampering = set(filtered.suspicious) - runner_references(task.patch)
+        if tampering:
+            return self._finish(task, base.model_copy(update={
+                "error": f"the patch reaches into the test runner ({', '.join(sorted(tampering))})",
+                "tests": {test_id: TestStatus.MISSING for test_id in test_ids}}), run_dir, started)
+
+        inputs = f"/tmp/repo2env-grade-{secrets.token_hex(8)}"
+        junit_dir = f"/tmp/repo2env-junit-{secrets.token_hex(8)}"
+        junit_path = f"{junit_dir}/{secrets.token_hex(8)}.xml"
+        script = _grading_script(task, test_ids, inputs, junit_path, self.timeout_s)
+        sandbox = self.runtime.start(task, limits=self.limits)
+        try:
+            sandbox.container.put_archive("/tmp", _inputs_archive(inputs, junit_dir, {
+                "agent.diff": filtered.patch, "test.diff": task.test_patch, "grade.sh": script,
+                "restore.py": _RESTORE_SCRIPT, "allowed": "\0".join(filtered.kept_paths),
+            }))
+            result = sandbox.exec(["/bin/bash", f"{inputs}/grade.sh"], timeout=self.timeout_s + 30, workdir="/testbed")
+            xml_text = _read_optional(sandbox, junit_path)
+        except BaseException:
+            sandbox.close()
+            raise
+        sandbox.close(wait=False)  # the result does not wait for the container's removal
+        (run_dir / "test_output.txt").write_text(result.output)
+        if xml_text is not None:
+            (run_dir / "junit.xml").write_text(xml_text)
+        base = base.model_copy(update={"pytest_exit": result.exit_code})
+        if result.exit_code == _APPLY_FAILED:
+            return self._finish(task, base.model_copy(update={
+                "patch_applied": False, "error": "the patch does not apply to the snapshot",
+                "tests": {test_id: TestStatus.MISSING for test_id in test_ids}}), run_dir, started)
+        if result.exit_code == _TEST_PATCH_FAILED:
+            return self._finish(task, base.model_copy(update={
+                "error": "the hidden tests do not apply on top of this patch",
+                "tests": {test_id: TestStatus.MISSING for test_id in test_ids}}), run_dir, started)
+        outcomes, error = outcomes_for(test_ids, xml_text)
+        if result.timed_out:
+            error = f"the tests timed out after {self.timeout_s:.0f} s"
+        elif error is None and result.exit_code != 0 and all(s == TestStatus.PASSED for s in outcomes.values()):
+            # The report says all passed, the runner says otherwise: trust neither.
+            error = f"pytest exited with status {result.exit_code} although its report shows every test passing"
+            outcomes = {test_id: TestStatus.ERROR for test_id in test_ids}
+        return self._finish(task, base.model_copy(update={"tests": outcomes, "error": error}), run_dir, started)
+
+    def _finish(self, task: Task, result: GradeResult, run_dir: Path, started: float) -> GradeResult:
+        parts = score(result.tests, task.FAIL_TO_PASS, task.PASS_TO_PASS, result.mode)
+        final = result.model_copy(update={
+            "reward": parts.reward, "f2p_rate": parts.f2p_rate, "p2p_rate": parts.p2p_rate,
+            "resolved": parts.resolved, "duration_s": round(time.monotonic() - started, 3),
+        })
+        write_json(run_dir / "result.json", final)
+        return final
+
+
+def rescore(run_dir: Path, task: Task, mode: RewardMode) -> GradeResult:
+    """Re-read a grading's logs and score them under ``mode``, running nothing."""
+    result_path = Path(run_dir) / "result.json"
+    if not result_path.is_file():
+        raise InputError(f"no result.json in {run_dir}")
+    stored = GradeResult.model_validate_json(result_path.read_text())
+    junit = Path(run_dir) / "junit.xml"
+    tests = stored.tests
+    if junit.is_file() and stored.error is None:
+        tests, _ = outcomes_for(list(stored.tests), junit.read_text())
+    parts = score(tests, task.FAIL_TO_PASS, task.PASS_TO_PASS, mode)
+    return stored.model_copy(update={"mode": mode, "tests": tests, "reward": parts.reward, "f2p_rate": parts.f2p_rate,
+                                     "p2p_rate": parts.p2p_rate, "resolved": parts.resolved})
+
+
+def _grading_script(task: Task, test_ids: list[str], inputs: str, junit_path: str, timeout_s: float) -> str:
+    test_cmd = (task.env_spec.test_cmd if task.env_spec and task.env_spec.test_cmd else "python -m pytest -rA")
+    ids = " ".join(shlex.quote(test_id) for test_id in test_ids)
+    return f"""set -u
+cd /testbed
+export PYTHONDONTWRITEBYTECODE=1 PYTEST_ADDOPTS= PYTHONPATH=
+if [ -s {inputs}/agent.diff ]; then
+  git apply --whitespace=nowarn --binary {inputs}/agent.diff || exit {_APPLY_FAILED}
+fi
+/usr/bin/python3 -I -S {inputs}/restore.py {inputs}/allowed || exit {_APPLY_FAILED}
+git apply --whitespace=nowarn --binary {inputs}/test.diff || exit {_TEST_PATCH_FAILED}
+timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider --junitxml={junit_path} -o junit_family=xunit2 {ids}
+"""
+
+
+def _inputs_archive(inputs: str, junit_dir: str, files: dict[str, str]) -> bytes:
+    """A tar for /tmp: the inputs folder (root's, read-only to the agent) and the JUnit folder (the
+    agent's, because pytest runs as the agent)."""
+    archive = io.BytesIO()
+    now = int(time.time())
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for name, uid, mode in ((inputs.removeprefix("/tmp/"), 0, 0o755), (junit_dir.removeprefix("/tmp/"), AGENT_UID, 0o700)):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, uid, uid, now
+            tar.addfile(info)
+        for name, text in files.items():
+            payload = text.encode("utf-8")
+            info = tarfile.TarInfo(f"{inputs.removeprefix('/tmp/')}/{name}")
+            info.size, info.mode, info.mtime = len(payload), 0o644, now
+            tar.addfile(info, io.BytesIO(payload))
+    return archive.getvalue()
+
+
+def _read_optional(sandbox, path: str) -> str | None:
+    try:
+        return sandbox.read_file(path)
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+
+
+def load_predictions(path: Path) -> list[dict]:
+    """SWE-bench predictions: JSONL (or a JSON list) of {instance_id, model_name_or_path, model_patch}."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        rows = json.loads(text) if text.lstrip().startswith("[") else [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON lines ({exc.msg}, line {exc.lineno})") from None
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict) or "instance_id" not in row or "model_patch" not in row:
+            raise InputError(f"{path}: prediction {number} needs instance_id and model_patch")
+    return rows
