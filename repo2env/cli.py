@@ -14,10 +14,10 @@ from rich.console import Console
 from rich.table import Table
 
 from repo2env import __version__
-from repo2env.errors import NotImplementedYetError, Repo2EnvError
+from repo2env.errors import InputError, NotImplementedYetError, Repo2EnvError
 
-console = Console(stderr=True)
-stdout = Console()
+console = Console(stderr=True, soft_wrap=True)
+stdout = Console(soft_wrap=True)
 
 
 class _Group(click.Group):
@@ -332,10 +332,56 @@ def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> N
     console.print(f"{verb} {len(removed)} images; kept {len(keep)} task images in use")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def grade() -> None:
-    """Grade a patch with the hidden verifier (not implemented yet)."""
-    _not_built("grade", "planned: the hidden verifier")
+@cli.command()
+@click.option("--task", "instance_id", help="Task id (owner__name-PR); with --patch.")
+@click.option("--patch", "patch_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="The agent's diff against the task's snapshot ('-' for stdin).")
+@click.option("--predictions", type=click.Path(dir_okay=False, path_type=Path),
+              help="SWE-bench predictions (JSONL of instance_id, model_name_or_path, model_patch).")
+@_from_option
+@click.option("--mode", type=click.Choice(["graded", "binary", "f2p"]), default="graded", show_default=True,
+              help="graded = f2p_rate x p2p_rate; binary = resolved; f2p = f2p_rate.")
+@click.option("--timeout", type=float, default=900, show_default=True, help="Seconds for the hidden tests.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write every GradeResult as JSONL here [default: grades.jsonl in the task folder].")
+@click.option("--json", "as_json", is_flag=True, help="Print the result(s) as JSON on stdout.")
+def grade(instance_id: str | None, patch_path: Path | None, predictions: Path | None, from_dirs: tuple[Path, ...],
+          mode: str, timeout: float, out_path: Path | None, as_json: bool) -> None:
+    """Grade a patch (or SWE-bench predictions) with the hidden verifier: the PR's tests, run in a
+    fresh sandbox the agent never saw, after dropping the patch's changes to tests and test config."""
+    from repo2env.jsonl import append_jsonl, find_task
+    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.verify.grader import Grader, load_predictions
+
+    if bool(predictions) == bool(instance_id or patch_path):
+        raise InputError("give either --task with --patch, or --predictions")
+    if instance_id and not patch_path:
+        raise InputError("--task needs --patch FILE (use '-' for stdin)")
+    if predictions:
+        jobs = [(row["instance_id"], row.get("model_patch") or "") for row in load_predictions(predictions)]
+    else:
+        if str(patch_path) != "-" and not patch_path.is_file():
+            raise InputError(f"no patch file at {patch_path}")
+        jobs = [(instance_id, sys.stdin.read() if str(patch_path) == "-" else patch_path.read_text())]
+    tasks_files = [folder / "tasks.jsonl" for folder in _tasks_dirs(from_dirs)]
+    runtime = DockerRuntime()
+    results = []
+    for job_id, patch in jobs:
+        task, tasks_path = find_task(tasks_files, job_id)
+        grader = Grader(runtime, tasks_path.parent / "logs" / "grades", timeout_s=timeout)
+        result = grader.grade(task, patch, mode=mode)
+        results.append(result)
+        append_jsonl(out_path or tasks_path.parent / "grades.jsonl", [result])
+        flag = "[green]resolved[/]" if result.resolved else ("[red]error[/]" if result.error else "")
+        console.print(f"{job_id}: reward {result.reward:.3f} (f2p {result.f2p_rate:.2f}, p2p {result.p2p_rate:.2f}) "
+                      f"{flag} {result.error or ''}", highlight=False)
+        if result.filtered_paths:
+            console.print(f"  dropped from the patch (tests / test config): {', '.join(result.filtered_paths)}",
+                          highlight=False)
+        console.print(f"  logs: {result.log_dir}", highlight=False)
+    if as_json:
+        payload = [result.model_dump(mode="json") for result in results]
+        stdout.print_json(json.dumps(payload[0] if len(payload) == 1 and not predictions else payload))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

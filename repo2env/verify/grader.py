@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import secrets
 import shlex
 import tarfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from repo2env.errors import InputError
@@ -37,6 +39,8 @@ from repo2env.verify.reward import RewardMode, score
 
 DEFAULT_TIMEOUT_S = 900.0
 _APPLY_FAILED, _TEST_PATCH_FAILED = 90, 91
+_TRAILER = "REPO2ENV-GRADE-TRAILER"
+_OUTPUT_TAIL_BYTES = 200_000
 
 # Runs inside the grading sandbox with `python -I -S` (no site, no .pth, no cwd on sys.path), so
 # nothing from the agent's patch runs before the tests do.
@@ -89,11 +93,47 @@ class Grader:
     """Grades patches for tasks on one runtime; logs go under ``logs_root``."""
 
     def __init__(self, runtime: DockerRuntime, logs_root: Path, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 limits: SandboxLimits | None = None) -> None:
+                 limits: SandboxLimits | None = None, keep_warm: bool = False) -> None:
+        """``keep_warm``: after each grading, start the next sandbox of the same image in the
+        background, so that repeated gradings of a task (validation) skip the container start. A
+        spare is never used before it is handed to one grading, so it is as fresh as a new one."""
         self.runtime = runtime
         self.logs_root = Path(logs_root)
         self.timeout_s = timeout_s
-        self.limits = limits or SandboxLimits(exec_timeout_s=timeout_s + 60, output_cap_bytes=2_000_000)
+        self.limits = limits or SandboxLimits(exec_timeout_s=timeout_s + 60, output_cap_bytes=50_000_000)
+        self.keep_warm = keep_warm
+        self._spares: dict[str, Future] = {}
+        self._spare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repo2env-spare") if keep_warm else None
+
+    def _fresh_sandbox(self, task: Task):
+        image = task.env_spec.image if task.env_spec else None
+        spare = self._spares.pop(image, None) if image else None
+        sandbox = None
+        if spare is not None:
+            try:
+                sandbox = spare.result()
+            except Exception:  # noqa: BLE001 - a failed spare just means a cold start
+                sandbox = None
+        if sandbox is None:
+            sandbox = self.runtime.start(task, limits=self.limits)
+        if self._spare_pool is not None and image:
+            self._spares[image] = self._spare_pool.submit(self.runtime.start, task, limits=self.limits)
+        return sandbox
+
+    def close(self) -> None:
+        """Remove any spare sandboxes."""
+        spares, self._spares = list(self._spares.values()), {}
+        for spare in spares:
+            try:
+                spare.result().close()
+            except Exception:  # noqa: BLE001 - a spare that never started needs no removal
+                pass
+
+    def __enter__(self) -> Grader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def grade(self, task: Task, patch: str, *, mode: RewardMode = "graded", run_name: str | None = None) -> GradeResult:
         """Grade ``patch`` (a git diff against the task's snapshot) for ``task``."""
@@ -119,36 +159,39 @@ class Grader:
         junit_dir = f"/tmp/repo2env-junit-{secrets.token_hex(8)}"
         junit_path = f"{junit_dir}/{secrets.token_hex(8)}.xml"
         script = _grading_script(task, test_ids, inputs, junit_path, self.timeout_s)
-        sandbox = self.runtime.start(task, limits=self.limits)
+        sandbox = self._fresh_sandbox(task)
         try:
             sandbox.container.put_archive("/tmp", _inputs_archive(inputs, junit_dir, {
                 "agent.diff": filtered.patch, "test.diff": task.test_patch, "grade.sh": script,
                 "restore.py": _RESTORE_SCRIPT, "allowed": "\0".join(filtered.kept_paths),
             }))
             result = sandbox.exec(["/bin/bash", f"{inputs}/grade.sh"], timeout=self.timeout_s + 30, workdir="/testbed")
-            xml_text = _read_optional(sandbox, junit_path)
         except BaseException:
             sandbox.close()
             raise
         sandbox.close(wait=False)  # the result does not wait for the container's removal
-        (run_dir / "test_output.txt").write_text(result.output)
+        parsed = _parse_trailer(result.output)
+        if parsed is None:
+            (run_dir / "test_output.txt").write_text(result.output)
+            failure = {
+                _APPLY_FAILED: ("the patch does not apply to the snapshot", False),
+                _TEST_PATCH_FAILED: ("the hidden tests do not apply on top of this patch", True),
+            }.get(result.exit_code, (f"the grading script did not finish (exit {result.exit_code}"
+                                     f"{', timed out' if result.timed_out else ''})", True))
+            return self._finish(task, base.model_copy(update={
+                "patch_applied": failure[1], "error": failure[0], "pytest_exit": result.exit_code,
+                "tests": {test_id: TestStatus.MISSING for test_id in test_ids}}), run_dir, started)
+        pytest_exit, xml_text, test_output = parsed
+        (run_dir / "test_output.txt").write_text(test_output)
         if xml_text is not None:
             (run_dir / "junit.xml").write_text(xml_text)
-        base = base.model_copy(update={"pytest_exit": result.exit_code})
-        if result.exit_code == _APPLY_FAILED:
-            return self._finish(task, base.model_copy(update={
-                "patch_applied": False, "error": "the patch does not apply to the snapshot",
-                "tests": {test_id: TestStatus.MISSING for test_id in test_ids}}), run_dir, started)
-        if result.exit_code == _TEST_PATCH_FAILED:
-            return self._finish(task, base.model_copy(update={
-                "error": "the hidden tests do not apply on top of this patch",
-                "tests": {test_id: TestStatus.MISSING for test_id in test_ids}}), run_dir, started)
+        base = base.model_copy(update={"pytest_exit": pytest_exit})
         outcomes, error = outcomes_for(test_ids, xml_text)
-        if result.timed_out:
+        if pytest_exit in (124, 137):
             error = f"the tests timed out after {self.timeout_s:.0f} s"
-        elif error is None and result.exit_code != 0 and all(s == TestStatus.PASSED for s in outcomes.values()):
+        elif error is None and pytest_exit != 0 and all(s == TestStatus.PASSED for s in outcomes.values()):
             # The report says all passed, the runner says otherwise: trust neither.
-            error = f"pytest exited with status {result.exit_code} although its report shows every test passing"
+            error = f"pytest exited with status {pytest_exit} although its report shows every test passing"
             outcomes = {test_id: TestStatus.ERROR for test_id in test_ids}
         return self._finish(task, base.model_copy(update={"tests": outcomes, "error": error}), run_dir, started)
 
@@ -180,6 +223,7 @@ def rescore(run_dir: Path, task: Task, mode: RewardMode) -> GradeResult:
 def _grading_script(task: Task, test_ids: list[str], inputs: str, junit_path: str, timeout_s: float) -> str:
     test_cmd = (task.env_spec.test_cmd if task.env_spec and task.env_spec.test_cmd else "python -m pytest -rA")
     ids = " ".join(shlex.quote(test_id) for test_id in test_ids)
+    output = f"{junit_path}.out"
     return f"""set -u
 cd /testbed
 export PYTHONDONTWRITEBYTECODE=1 PYTEST_ADDOPTS= PYTHONPATH=
@@ -188,8 +232,35 @@ if [ -s {inputs}/agent.diff ]; then
 fi
 /usr/bin/python3 -I -S {inputs}/restore.py {inputs}/allowed || exit {_APPLY_FAILED}
 git apply --whitespace=nowarn --binary {inputs}/test.diff || exit {_TEST_PATCH_FAILED}
-timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider --junitxml={junit_path} -o junit_family=xunit2 {ids}
+timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
+  >{output} 2>&1 </dev/null
+status=$?
+# Nothing the tests started may outlive them and touch the report: kill every other process of
+# this user (this shell is spared), then print the output's tail, the report and, last, a trailer
+# no test process can write after.
+kill -9 -1 2>/dev/null
+tail -c {_OUTPUT_TAIL_BYTES} {output}
+if [ -f {junit_path} ]; then size=$(stat -c %s {junit_path}); cat {junit_path}; else size=-1; fi
+printf '\\n{_TRAILER} %03d %012d\\n' "$status" "$size"
 """
+
+
+def _parse_trailer(output: str) -> tuple[int, str | None, str] | None:
+    """(pytest exit status, JUnit XML or None, test output) from the script's output, or None when
+    the trailer is missing (the script did not finish)."""
+    raw = output.encode("utf-8", errors="surrogateescape")
+    trailer_length = len(_TRAILER) + 1 + 3 + 1 + 12 + 2
+    tail = raw[-trailer_length:].decode("ascii", errors="replace")
+    match = re.fullmatch(rf"\n{re.escape(_TRAILER)} (\d{{3}}) (-?\d{{11,12}})\n", tail)
+    if match is None:
+        return None
+    status, size = int(match.group(1)), int(match.group(2))
+    body = raw[:-trailer_length]
+    if size < 0:
+        return status, None, body.decode("utf-8", errors="replace")
+    if size > len(body):
+        return None
+    return status, body[len(body) - size:].decode("utf-8", errors="replace"), body[:len(body) - size].decode("utf-8", errors="replace")
 
 
 def _inputs_archive(inputs: str, junit_dir: str, files: dict[str, str]) -> bytes:
@@ -208,13 +279,6 @@ def _inputs_archive(inputs: str, junit_dir: str, files: dict[str, str]) -> bytes
             info.size, info.mode, info.mtime = len(payload), 0o644, now
             tar.addfile(info, io.BytesIO(payload))
     return archive.getvalue()
-
-
-def _read_optional(sandbox, path: str) -> str | None:
-    try:
-        return sandbox.read_file(path)
-    except (FileNotFoundError, IsADirectoryError):
-        return None
 
 
 def load_predictions(path: Path) -> list[dict]:

@@ -1,0 +1,74 @@
+"""Grading cost against the bare cost of the same tests, per demo task.
+
+Target (issue: hidden verifier): grading <= 1.3 x the bare test time + 0.5 s, where "bare" is
+running the same test ids in an already running sandbox that already has the gold patch and the
+tests applied. Grading = fresh sandbox + filter/apply/restore + hidden tests + reading JUnit.
+"""
+
+from __future__ import annotations
+
+import shlex
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from repo2env.demo import build_demo
+from repo2env.jsonl import read_tasks
+from repo2env.mine.git import GitSource
+from repo2env.mine.miner import mine
+from repo2env.runtime.build import BuildOptions, build_tasks_dir
+from repo2env.runtime.docker_backend import DockerRuntime
+from repo2env.verify.grader import Grader
+
+REPEATS = 3
+
+
+def main() -> None:
+    runtime = DockerRuntime()
+    with tempfile.TemporaryDirectory(prefix="repo2env-bench-grade-") as scratch:
+        root = Path(scratch)
+        demo = build_demo(root / "demo")
+        mine(GitSource(demo.path, issues_path=demo.issues_path), root / "tasks")
+        build_tasks_dir(root / "tasks", runtime=runtime, options=BuildOptions(jobs=2))
+        truth = {pull.number: pull for pull in demo.pulls}
+        grader = Grader(runtime, root / "logs", timeout_s=300)
+        warm_grader = Grader(runtime, root / "logs", timeout_s=300, keep_warm=True)
+        rows = []
+        for task in read_tasks(root / "tasks" / "tasks.jsonl"):
+            task = task.model_copy(update={"FAIL_TO_PASS": list(truth[task.pull_number].fail_to_pass),
+                                           "PASS_TO_PASS": list(truth[task.pull_number].pass_to_pass)})
+            ids = " ".join(shlex.quote(test_id) for test_id in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
+            with runtime.start(task) as sandbox:
+                sandbox.write_file("/tmp/gold.diff", task.patch)
+                sandbox.write_file("/tmp/tests.diff", task.test_patch)
+                sandbox.exec("git apply /tmp/gold.diff && git apply /tmp/tests.diff", workdir="/testbed")
+                bare = []
+                for _ in range(REPEATS):
+                    began = time.perf_counter()
+                    sandbox.exec(f"{task.env_spec.test_cmd} -p no:cacheprovider --junitxml=/tmp/j.xml {ids}",
+                                 workdir="/testbed")
+                    bare.append(time.perf_counter() - began)
+            cold, warm = [], []
+            for _ in range(REPEATS):
+                for timings, which in ((cold, grader), (warm, warm_grader)):
+                    began = time.perf_counter()
+                    result = which.grade(task, task.patch)
+                    timings.append(time.perf_counter() - began)
+                    assert result.reward == 1.0, result
+                    time.sleep(0.5)  # let the spare come up, as between an agent's rollouts
+            warm = warm[1:]  # the first warm grading had no spare yet
+            bare_s, grade_s, warm_s = statistics.median(bare), statistics.median(cold), statistics.median(warm)
+            budget = 1.3 * bare_s + 0.5
+            rows.append((task.instance_id, bare_s, grade_s, budget))
+            print(f"{task.instance_id}: bare {bare_s:.2f} s, grading {grade_s:.2f} s cold / {warm_s:.2f} s with a "
+                  f"warm spare, budget {budget:.2f} s ({'ok' if grade_s <= budget else 'OVER'} cold)")
+        warm_grader.close()
+        over = sum(grade > budget for _, _, grade, budget in rows)
+        overhead = statistics.median(grade - bare for _, bare, grade, _ in rows)
+        print(f"grading (cold): median overhead over bare tests {overhead:.2f} s; {len(rows) - over}/{len(rows)} "
+              f"tasks within 1.3 x bare + 0.5 s")
+
+
+if __name__ == "__main__":
+    main()
