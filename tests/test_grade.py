@@ -1,0 +1,90 @@
+"""Grading the demo tasks on real containers: rewards, partial credit, modes, logs, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from repo2env.jsonl import write_jsonl
+from repo2env.verify.grader import rescore
+
+pytestmark = pytest.mark.docker
+
+
+def test_gold_null_and_partial_fixes(graded_demo, grader, demo_repo):
+    for pull in demo_repo.pulls:
+        if not pull.partial_fixes:
+            continue
+        task = graded_demo[pull.number]
+        gold = grader.grade(task, task.patch)
+        assert (gold.reward, gold.resolved, gold.error) == (1.0, True, None)
+        empty = grader.grade(task, "")
+        assert (empty.reward, empty.f2p_rate, empty.p2p_rate) == (0.0, 0.0, 1.0)
+        for partial in pull.partial_fixes:
+            result = grader.grade(task, partial.patch)
+            expected = len(partial.passes) / len(task.FAIL_TO_PASS)
+            assert result.reward == pytest.approx(expected, abs=1e-6), partial.name
+            assert {test for test, status in result.tests.items() if status == "passed"} >= set(partial.passes)
+
+
+def test_modes_and_rescoring_from_logs(graded_demo, grader, demo_repo):
+    pull = next(p for p in demo_repo.pulls if p.partial_fixes)
+    task = graded_demo[pull.number]
+    partial = pull.partial_fixes[0]
+    graded = grader.grade(task, partial.patch, mode="graded")
+    run_dir = Path(graded.log_dir)
+    for name in ("submitted.diff", "applied.diff", "test_output.txt", "junit.xml", "result.json"):
+        assert (run_dir / name).is_file(), name
+    assert 0 < graded.reward < 1
+    binary = rescore(run_dir, task, "binary")
+    assert binary.reward == 0.0 and binary.mode == "binary"
+    f2p = rescore(run_dir, task, "f2p")
+    assert f2p.reward == graded.f2p_rate
+    again = rescore(run_dir, task, "graded")
+    assert again.reward == graded.reward and again.tests == graded.tests
+
+
+def test_unappliable_patch_scores_zero_with_the_reason(graded_demo, grader):
+    task = next(iter(graded_demo.values()))
+    bogus = ("diff --git a/src/textkit/slug.py b/src/textkit/slug.py\n--- a/src/textkit/slug.py\n"
+             "+++ b/src/textkit/slug.py\n@@ -1,3 +1,3 @@\n-this line is not there\n+nor this\n context\n")
+    result = grader.grade(task, bogus)
+    assert result.reward == 0.0 and not result.patch_applied
+    assert "does not apply" in result.error
+
+
+def test_test_changes_in_a_patch_are_dropped_and_reported(graded_demo, grader):
+    task = next(iter(graded_demo.values()))
+    result = grader.grade(task, task.patch + task.test_patch)
+    assert result.reward == 1.0
+    assert result.filtered_paths and all(path.startswith("tests/") for path in result.filtered_paths)
+
+
+def test_grade_cli_with_a_patch_and_with_predictions(graded_demo, built_demo, tmp_path):
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    tasks = list(graded_demo.values())
+    write_jsonl(folder / "tasks.jsonl", tasks)
+    (folder / "source.json").write_text((built_demo[0] / "source.json").read_text())
+    patch_file = tmp_path / "gold.diff"
+    patch_file.write_text(tasks[0].patch)
+    one = subprocess.run([sys.executable, "-m", "repo2env", "grade", "--task", tasks[0].instance_id, "--patch",
+                          str(patch_file), "--from", str(folder), "--json"], capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr
+    assert json.loads(one.stdout)["reward"] == 1.0
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_text("".join(json.dumps({"instance_id": task.instance_id, "model_name_or_path": "m",
+                                               "model_patch": patch}) + "\n"
+                                   for task, patch in ((tasks[0], tasks[0].patch), (tasks[1], ""))))
+    many = subprocess.run([sys.executable, "-m", "repo2env", "grade", "--predictions", str(predictions), "--from",
+                           str(folder), "--json", "--mode", "binary"], capture_output=True, text=True, timeout=300)
+    assert many.returncode == 0, many.stderr
+    assert [row["reward"] for row in json.loads(many.stdout)] == [1.0, 0.0]
+    assert len((folder / "grades.jsonl").read_text().splitlines()) == 3
+    missing = subprocess.run([sys.executable, "-m", "repo2env", "grade", "--task", tasks[0].instance_id, "--patch",
+                              str(tmp_path / "nope.diff"), "--from", str(folder)], capture_output=True, text=True)
+    assert missing.returncode == 1 and missing.stderr.startswith("error: no patch file")

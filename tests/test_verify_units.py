@@ -1,0 +1,109 @@
+"""The verifier's pure parts: what of a patch is accepted, JUnit reading, reward arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from repo2env.models import TestStatus
+from repo2env.verify.filtering import filter_patch, is_protected_path
+from repo2env.verify.grader import _TRAILER, _parse_trailer
+from repo2env.verify.junit import junit_key, outcomes_for, parse_junit
+from repo2env.verify.reward import score
+
+
+def file_diff(path: str, added: str = "x = 1") -> str:
+    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\nindex 0000000..1111111\n--- /dev/null\n"
+            f"+++ b/{path}\n@@ -0,0 +1 @@\n+{added}\n")
+
+
+@pytest.mark.parametrize(("path", "protected"), [
+    ("src/pkg/core.py", False), ("pkg/utils/testing_helpers.py", False), ("src/_pytest/main.py", False),
+    ("pyproject.toml", False), ("README.md", False),
+    ("tests/test_core.py", True), ("tests/data/fixture.json", True), ("test_core.py", True),
+    ("conftest.py", True), ("src/conftest.py", True), ("pytest.ini", True), ("tox.ini", True), ("setup.cfg", True),
+    ("sitecustomize.py", True), ("src/usercustomize.py", True), ("src/hack.pth", True),
+    ("pkg/__pycache__/core.cpython-311.pyc", True), (".git/config", True), ("../escape.py", True),
+])
+def test_protected_paths(path, protected):
+    assert is_protected_path(path) is protected
+
+
+def test_filter_keeps_source_and_reports_dropped_paths():
+    patch = file_diff("src/pkg/core.py") + file_diff("tests/test_core.py") + file_diff("conftest.py")
+    filtered = filter_patch(patch)
+    assert filtered.kept_paths == ("src/pkg/core.py",)
+    assert set(filtered.dropped_paths) == {"tests/test_core.py", "conftest.py"}
+    assert filtered.patch == file_diff("src/pkg/core.py")
+    assert filtered.suspicious == ()
+
+
+def test_a_rename_into_a_test_path_is_dropped_whole():
+    patch = ("diff --git a/src/pkg/core.py b/tests/core.py\nsimilarity index 100%\nrename from src/pkg/core.py\n"
+             "rename to tests/core.py\n")
+    filtered = filter_patch(patch)
+    assert filtered.patch == "" and "tests/core.py" in filtered.dropped_paths
+
+
+@pytest.mark.parametrize("line", [
+    "import _pytest.runner", "def pytest_runtest_makereport(item, call):", "atexit.register(rewrite)",
+    "os._exit(0)", "open('/tmp/junit.xml', 'w')", "sys.modules['pytest'].main = None",
+])
+def test_runner_tampering_is_flagged(line):
+    assert filter_patch(file_diff("src/pkg/core.py", line)).suspicious
+
+
+def test_junit_keys_follow_pytest_naming():
+    assert junit_key("tests/test_a.py::test_y") == ("tests.test_a", "test_y")
+    assert junit_key("tests/test_a.py::TestX::test_y[1-a b]") == ("tests.test_a.TestX", "test_y[1-a b]")
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="tests.test_a" name="test_pass" time="0.01"/>
+<testcase classname="tests.test_a" name="test_fail"><failure message="assert 1 == 2">...</failure></testcase>
+<testcase classname="tests.test_a" name="test_skip"><skipped message="no">...</skipped></testcase>
+<testcase classname="tests.test_a" name="test_xfail"><skipped type="pytest.xfail" message="x"/></testcase>
+<testcase classname="tests.test_a.TestK" name="test_teardown"/>
+<testcase classname="tests.test_a.TestK" name="test_teardown"><error message="teardown failed"/></testcase>
+</testsuite></testsuites>"""
+
+
+def test_junit_outcomes_fail_closed():
+    ids = ["tests/test_a.py::test_pass", "tests/test_a.py::test_fail", "tests/test_a.py::test_skip",
+           "tests/test_a.py::test_xfail", "tests/test_a.py::TestK::test_teardown", "tests/test_a.py::test_absent"]
+    outcomes, error = outcomes_for(ids, JUNIT)
+    assert error is None
+    assert [outcomes[test_id] for test_id in ids] == [
+        TestStatus.PASSED, TestStatus.FAILED, TestStatus.SKIPPED, TestStatus.SKIPPED, TestStatus.ERROR,
+        TestStatus.MISSING]
+    for broken in (None, "", "<testsuites><testcase", "not xml at all"):
+        outcomes, error = outcomes_for(ids[:1], broken)
+        assert outcomes == {ids[0]: TestStatus.MISSING} and error
+    assert len(parse_junit(JUNIT)) == 5
+
+
+def test_rewards_by_mode():
+    f2p, p2p = ["a", "b", "c", "d"], ["e", "f"]
+    outcomes = {"a": TestStatus.PASSED, "b": TestStatus.PASSED, "c": TestStatus.FAILED, "e": TestStatus.PASSED,
+                "f": TestStatus.PASSED}
+    assert score(outcomes, f2p, p2p, "graded").reward == 0.5
+    assert score(outcomes, f2p, p2p, "f2p").reward == 0.5
+    assert score(outcomes, f2p, p2p, "binary").reward == 0.0
+    broken_old = {**outcomes, "f": TestStatus.FAILED}
+    assert score(broken_old, f2p, p2p, "graded").reward == 0.25, "breaking old tests costs"
+    assert score(broken_old, f2p, p2p, "f2p").reward == 0.5
+    everything = {test_id: TestStatus.PASSED for test_id in f2p + p2p}
+    full = score(everything, f2p, p2p, "binary")
+    assert full.reward == 1.0 and full.resolved
+    assert score(everything, [], p2p, "graded").reward == 0.0, "no F2P test: nothing to earn"
+    with pytest.raises(ValueError):
+        score(everything, f2p, p2p, "lenient")
+
+
+def test_trailer_is_read_from_the_very_end_only():
+    junit = "<testsuites/>"
+    honest = f"test output\n{junit}\n{_TRAILER} 000 {len(junit):012d}\n"
+    assert _parse_trailer(honest) == (0, junit, "test output\n")
+    forged_early = f"\n{_TRAILER} 000 000000000013\n<testsuites/>" + honest.replace("000 ", "001 ", 1)
+    assert _parse_trailer(forged_early)[0] == 1, "only the last line counts"
+    assert _parse_trailer("output cut short by the cap") is None
+    assert _parse_trailer(f"x\n{_TRAILER} 124 -00000000001\n") == (124, None, "x")
