@@ -32,8 +32,11 @@ demo: base-image
 test: base-image
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-validate: install
-	$(BIN)/repo2env validate generated/demo
+## Validate what is in generated/ (the demo, mined and built first if missing), default policy.
+validate: base-image
+	@test -f generated/demo/tasks/tasks.jsonl || $(BIN)/repo2env demo run --out generated/demo
+	$(BIN)/repo2env validate generated
+	@for summary in $$(find generated -name summary.md); do echo; cat $$summary; done
 
 bench: install
 	@for script in benchmarks/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

@@ -384,10 +384,66 @@ def grade(instance_id: str | None, patch_path: Path | None, predictions: Path | 
         stdout.print_json(json.dumps(payload[0] if len(payload) == 1 and not predictions else payload))
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def validate() -> None:
-    """Validate environments with reference rollouts (not implemented yet)."""
-    _not_built("validate", "planned: validation")
+@cli.command()
+@click.argument("roots", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
+@_from_option
+@click.option("--policy-file", default="default", show_default=True,
+              help="Acceptance policy: a name in validators/ (default, strict) or a YAML path.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Tasks in parallel.")
+@click.option("--task", "instance_ids", multiple=True, help="Only this task id (repeatable).")
+@click.option("--force", is_flag=True, help="Validate again tasks that already have a record.")
+@click.option("--policy", "policy_url", metavar="URL",
+              help="OpenAI-compatible endpoint (…/v1) for policy rollouts: vLLM, TGI or a hosted API.")
+@click.option("--model", help="Model name for --policy.")
+@click.option("-k", "policy_k", type=click.IntRange(min=0), default=0, help="Policy rollouts per task (with --policy).")
+def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: str, jobs: int,
+             instance_ids: tuple[str, ...], force: bool, policy_url: str | None, model: str | None, policy_k: int) -> None:
+    """Keep only environments whose rewards are right, stable and varied.
+
+    Per task: derive FAIL_TO_PASS / PASS_TO_PASS (each test run several times, shuffled, flaky ones
+    excluded), grade the gold patch, the empty patch, partial fixes and near misses (and K policy
+    rollouts with --policy), and judge with the acceptance policy. Writes validation.jsonl,
+    summary.md and validation.png next to each tasks.jsonl. ROOTS are searched for tasks.jsonl
+    (default: generated/). Re-runs resume.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from repo2env.jsonl import read_task_ids
+    from repo2env.runtime.build import tasks_dirs
+    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.validate.acceptance import load_acceptance_policy
+    from repo2env.validate.run import validate_dir
+
+    policy = load_acceptance_policy(policy_file)
+    if bool(policy_url) != bool(model):
+        raise InputError("--policy and --model go together")
+    runner = None
+    if policy_url:
+        from repo2env.validate.policy import PolicyClient
+
+        client = PolicyClient(policy_url, model)
+        runner = client.rollouts
+    folders = list(from_dirs)
+    for root in roots:
+        folders += tasks_dirs(root, [])
+    folders = folders or tasks_dirs(Path("generated"), [])
+    runtime = DockerRuntime()
+    for folder in dict.fromkeys(folders):
+        total = len(read_task_ids(folder / "tasks.jsonl"))
+        with Progress(TextColumn("[bold]validate[/] {task.description}"), BarColumn(bar_width=None),
+                      MofNCompleteColumn(), TextColumn("{task.fields[last]}"), TimeElapsedColumn(),
+                      console=console) as bar:
+            bar_id = bar.add_task(str(folder), total=total, last="")
+            summary = validate_dir(
+                folder, runtime, policy, jobs=jobs, policy_runner=runner, policy_k=policy_k, force=force,
+                instance_ids=frozenset(instance_ids),
+                progress=lambda record, bar_id=bar_id: bar.update(
+                    bar_id, advance=1, last=f"{record.instance_id}: {record.verdict} {' '.join(record.reasons)}"),
+            )
+            bar.update(bar_id, completed=total)
+        console.print(f"{folder}: {summary.accepted}/{len(summary.records)} accepted this run "
+                      f"({summary.skipped} already validated); summary: {folder / 'summary.md'}; "
+                      f"figure: {folder / 'validation.png'}")
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -99,6 +99,7 @@ class GradeResult(_Schema):
     pytest_exit: int | None = None
     log_dir: str | None = None
     duration_s: float = 0.0
+    tests_duration_s: float = Field(0.0, description="Wall time of the grading script in the sandbox (tests included).")
 
 
 RolloutKind = Literal["gold", "null", "partial", "near_miss", "policy"]
@@ -127,6 +128,30 @@ class ValidationReport(_Schema):
     distinct_rewards: int | None = None
     partial_credit: bool | None = None
     leak_flagged: bool = False
+
+
+class ValidationRecord(_Schema):
+    """One line of validation.jsonl: a task's verdict with its evidence and what it cost."""
+
+    instance_id: str
+    repo: str
+    verdict: Literal["accepted", "rejected"]
+    reasons: list[str] = Field(default_factory=list)
+    policy: str
+    FAIL_TO_PASS: list[str] = Field(default_factory=list)
+    PASS_TO_PASS: list[str] = Field(default_factory=list)
+    flaky_tests: dict[str, float] = Field(default_factory=dict)
+    rewards: dict[str, list[float]] = Field(default_factory=dict, description="rollout kind -> rewards")
+    reward_mean: float | None = None
+    reward_spread: float | None = None
+    distinct_rewards: int | None = None
+    partial_credit: bool | None = None
+    leak_score: float = 0.0
+    leak_flagged: bool = False
+    policy_pass_rate: float | None = None
+    wall_s: float = 0.0
+    tests_s: float = Field(0.0, description="Time inside test runs (derivation and gradings).")
+    error: str | None = None
 
 
 class Task(_Schema):

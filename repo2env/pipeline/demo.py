@@ -12,9 +12,13 @@ from pathlib import Path
 from repo2env.demo import build_demo
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
+from repo2env.runtime.build import BuildOptions, build_tasks_dir
+from repo2env.runtime.docker_backend import DockerRuntime
+from repo2env.validate.acceptance import load_acceptance_policy
+from repo2env.validate.run import read_records, validate_dir
 
 #: Stages of the pipeline that have no implementation yet, in pipeline order.
-NOT_BUILT = ("build", "validate", "publish", "train")
+NOT_BUILT = ("publish", "train")
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,26 @@ def run_demo(out_dir: Path, *, progress: Callable[[str], None] = lambda message:
         f"({funnel.counts.get('already_mined', 0)} already mined); rejected: {reasons or 'none'}; "
         f"-> {result.tasks_path}",
     ))
+    tasks_dir = out_dir / "tasks"
+    runtime = DockerRuntime()
+    progress("building environments (env image + task images)")
+    built = build_tasks_dir(tasks_dir, runtime=runtime, options=BuildOptions(jobs=2))
+    report.stages.append(StageReport(
+        "build", "done" if built.ok else "failed",
+        f"{built.ok} env_ok ({built.reused} reused), {built.failed} env_failed; "
+        f"{len(built.env_images)} env image(s) shared by {built.ok} tasks"))
+    progress("validating with reference rollouts (default policy)")
+    validated = validate_dir(tasks_dir, runtime, load_acceptance_policy("default"), jobs=1)
+    records = read_records(tasks_dir / "validation.jsonl")
+    accepted = sum(record.verdict == "accepted" for record in records)
+    reasons = ", ".join(sorted({f"{record.instance_id.rsplit('-', 1)[1]}: {'+'.join(record.reasons)}"
+                                for record in records if record.reasons}))
+    report.stages.append(StageReport(
+        "validate", "done",
+        f"{accepted}/{len(records)} accepted ({validated.skipped} already validated)"
+        f"{'; rejected PR ' + reasons if reasons else ''}; -> {tasks_dir / 'summary.md'}"))
     for stage in NOT_BUILT:
         where = "repo2env.envs.RepoEnv for TRL" if stage == "train" else f"'repo2env {stage}' exits with status 2 for now"
         report.stages.append(StageReport(stage, "not built yet", where))
     return report
+

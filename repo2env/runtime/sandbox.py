@@ -41,6 +41,10 @@ class Sandbox(Protocol):
         """Create or replace ``path`` inside the sandbox, owned by the sandbox user."""
         ...
 
+    def diff(self) -> str:
+        """The change made in the sandbox against its snapshot, as a git patch."""
+        ...
+
     def close(self) -> None:
         """Destroy the sandbox and everything in it. Idempotent."""
         ...

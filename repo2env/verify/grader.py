@@ -47,18 +47,54 @@ _OUTPUT_TAIL_BYTES = 200_000
 _RESTORE_SCRIPT = r'''
 import os, subprocess, sys
 allowed = set(open(sys.argv[1], encoding="utf-8").read().split("\0")) - {""}
-status = subprocess.run(["git", "status", "--porcelain", "-z", "-uall", "--no-renames"], capture_output=True,
-                        check=True).stdout.decode("utf-8", "surrogateescape").split("\0")
-for entry in filter(None, status):
-    path = entry[3:]
-    if path in allowed:
-        continue
-    tracked = subprocess.run(["git", "cat-file", "-e", "HEAD:" + path], capture_output=True).returncode == 0
-    if tracked:
+agent_diff = os.path.join(os.path.dirname(sys.argv[1]), "agent.diff")
+
+def git_output(*args):
+    return subprocess.run(["git", *args], capture_output=True, check=True).stdout.decode("utf-8", "surrogateescape")
+
+def tracked(path):
+    return subprocess.run(["git", "cat-file", "-e", "HEAD:" + path], capture_output=True).returncode == 0
+
+def revert(path, reason=""):
+    if tracked(path):
         subprocess.run(["git", "checkout", "HEAD", "--", path], check=True)
+        print("restored", path + reason)
     elif os.path.lexists(path):
         os.remove(path)
-    print("restored" if tracked else "removed", path)
+        print("removed", path + reason)
+
+changed = [entry[3:] for entry in git_output("status", "--porcelain", "-z", "-uall", "--no-renames").split("\0") if entry]
+# git status leaves out what a .gitignore matches (and the patch may extend .gitignore), and the
+# filter's reading of a file header (C-quoted, or a plain diff after a hunk) may not be git's: also
+# take every path that git apply itself says the patch touched.
+if os.path.getsize(agent_diff):
+    records = git_output("apply", "--numstat", "-z", agent_diff).split("\0")
+    while records:
+        fields = records.pop(0).split("\t", 2)
+        if len(fields) == 3:
+            changed.extend([fields[2]] if fields[2] else [records.pop(0), records.pop(0)])  # a rename: old, new
+for path in dict.fromkeys(changed):
+    if path not in allowed:
+        revert(path)
+
+# `python -m pytest` puts the working directory first on sys.path, so a top-level module the patch
+# adds there would be imported in place of the installed module of that name: pytest itself, one of
+# its plugins, the standard library. The tests' interpreter says which names it finds outside.
+new_modules = {}
+for path in sorted(allowed):
+    top = path.split("/", 1)[0]
+    name = top.split(".", 1)[0]
+    if name.isidentifier() and os.path.lexists(path) and not tracked(top):
+        new_modules.setdefault(name, []).append(path)
+if new_modules:
+    lookup = ("import importlib.machinery as m, os, sys\nhere = os.getcwd() + os.sep\n"
+              "path = [p for p in sys.path if os.path.isabs(p) and not (p + os.sep).startswith(here)]\n"
+              "print(*[n for n in sys.argv[1:] if n in sys.builtin_module_names or m.PathFinder.find_spec(n, path)])")
+    found = subprocess.run(["python", "-I", "-c", lookup, *new_modules], capture_output=True, text=True)
+    # When the interpreter cannot tell, every new top-level module counts as shadowing.
+    for name in (found.stdout.split() if found.returncode == 0 else new_modules):
+        for path in new_modules[name]:
+            revert(path, " (it would shadow the installed module " + name + ")")
 
 def sections(text):
     parts, current = [], ["", []]
@@ -76,16 +112,22 @@ def is_pytest(header):
 
 if os.path.exists("pyproject.toml"):
     original = subprocess.run(["git", "show", "HEAD:pyproject.toml"], capture_output=True)
-    if original.returncode == 0:
-        current_text = open("pyproject.toml", encoding="utf-8").read()
-        kept = [part for part in sections(current_text) if not is_pytest(part[0])]
-        restored = [part for part in sections(original.stdout.decode("utf-8")) if is_pytest(part[0])]
-        text = "".join("".join(lines) for _, lines in kept)
-        if restored:
-            text = text.rstrip("\n") + "\n\n" + "".join("".join(lines) for _, lines in restored)
-        if text != current_text:
-            open("pyproject.toml", "w", encoding="utf-8").write(text)
-            print("restored pytest sections of pyproject.toml")
+    original_text = original.stdout.decode("utf-8") if original.returncode == 0 else ""
+    current_text = open("pyproject.toml", encoding="utf-8").read()
+    kept = [part for part in sections(current_text) if not is_pytest(part[0])]
+    restored = [part for part in sections(original_text) if is_pytest(part[0])]
+    text = "".join("".join(lines) for _, lines in kept)
+    if restored:
+        text = text.rstrip("\n") + "\n\n" + "".join("".join(lines) for _, lines in restored)
+    # TOML has other spellings of pytest's table: a dotted key under [tool], an inline table, an
+    # indented, spaced, quoted or escaped header. A new line that still mentions pytest, or holds an
+    # escape, sends the whole file back to the snapshot's.
+    added = set(text.splitlines()) - set(original_text.splitlines())
+    if any("pytest" in line.lower() or "\\" in line for line in added):
+        revert("pyproject.toml", " (it configures pytest)")
+    elif text != current_text:
+        open("pyproject.toml", "w", encoding="utf-8").write(text)
+        print("restored pytest sections of pyproject.toml")
 '''
 
 
@@ -166,18 +208,25 @@ class Grader:
                 "restore.py": _RESTORE_SCRIPT, "allowed": "\0".join(filtered.kept_paths),
             }))
             result = sandbox.exec(["/bin/bash", f"{inputs}/grade.sh"], timeout=self.timeout_s + 30, workdir="/testbed")
+            base = base.model_copy(update={"tests_duration_s": round(result.duration_s, 3)})
         except BaseException:
             sandbox.close()
             raise
         sandbox.close(wait=False)  # the result does not wait for the container's removal
         parsed = _parse_trailer(result.output)
+        if result.exit_code != 0 or result.truncated:
+            # The tests' processes can write into this output too (through /proc/<pid>/fd/1), then
+            # kill the script or fill the output cap: a trailer is the script's own only when the
+            # script ran to its end and nothing was cut.
+            parsed = None
         if parsed is None:
             (run_dir / "test_output.txt").write_text(result.output)
             failure = {
                 _APPLY_FAILED: ("the patch does not apply to the snapshot", False),
                 _TEST_PATCH_FAILED: ("the hidden tests do not apply on top of this patch", True),
             }.get(result.exit_code, (f"the grading script did not finish (exit {result.exit_code}"
-                                     f"{', timed out' if result.timed_out else ''})", True))
+                                     f"{', timed out' if result.timed_out else ''}"
+                                     f"{', output over the cap' if result.truncated else ''})", True))
             return self._finish(task, base.model_copy(update={
                 "patch_applied": failure[1], "error": failure[0], "pytest_exit": result.exit_code,
                 "tests": {test_id: TestStatus.MISSING for test_id in test_ids}}), run_dir, started)
@@ -235,10 +284,16 @@ git apply --whitespace=nowarn --binary {inputs}/test.diff || exit {_TEST_PATCH_F
 timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
   >{output} 2>&1 </dev/null
 status=$?
-# Nothing the tests started may outlive them and touch the report: kill every other process of
-# this user (this shell is spared), then print the output's tail, the report and, last, a trailer
-# no test process can write after.
-kill -9 -1 2>/dev/null
+# Nothing the tests started may outlive them and touch the report or this script's output: stop
+# every other process of this user at once (kill -1 cannot race a fork), kill all of them but this
+# shell's ancestors (the exec's wrappers, which must see this script end well: the grader trusts
+# the trailer only then), and let the ancestors go on. Builtins only: a fork bomb may have used up
+# the pids. Then print the output's tail, the report and, last, the trailer.
+kill -STOP -1 2>/dev/null
+spare=" $$ " pid=$PPID
+while [ "$pid" -gt 0 ] && read -r stat </proc/$pid/stat; do spare+="$pid "; stat=${{stat##*) }}; set -- $stat; pid=$2; done
+for dir in /proc/[0-9]*; do case "$spare" in *" ${{dir#/proc/}} "*) ;; *) kill -9 "${{dir#/proc/}}" 2>/dev/null;; esac; done
+for pid in $spare; do kill -CONT "$pid" 2>/dev/null; done
 tail -c {_OUTPUT_TAIL_BYTES} {output}
 if [ -f {junit_path} ]; then size=$(stat -c %s {junit_path}); cat {junit_path}; else size=-1; fi
 printf '\\n{_TRAILER} %03d %012d\\n' "$status" "$size"

@@ -1,0 +1,1 @@
+"""Validate a task before it ships: reference rollouts and the patches they grade."""

@@ -1,0 +1,126 @@
+"""Acceptance policies (``validators/*.yaml``) and the verdict they give on a task's evidence.
+
+The verdict is a pure function of the evidence (derived tests, graded rollouts), so it can be
+re-computed under another policy without running anything again.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from repo2env.errors import InputError
+from repo2env.models import RolloutResult, ValidationReport
+
+VALIDATORS_DIR = Path(__file__).resolve().parents[2] / "validators"
+RolloutKindName = Literal["gold", "null", "partial", "near_miss", "policy"]
+
+
+class AcceptancePolicy(BaseModel):
+    """What validation runs and what it demands of a task. Loaded from ``validators/<name>.yaml``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "default"
+    description: str = ""
+    reruns: int = Field(3, ge=1, description="Runs of every test per state (before/after the fix).")
+    hash_seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1,
+                                  description="PYTHONHASHSEED per run, cycled; run order is shuffled per run.")
+    whole_suite_p2p: bool = Field(False, description="PASS_TO_PASS from the whole suite.")
+    gold_runs: int = Field(2, ge=1, description="Gradings of the gold patch; each must score 1.0.")
+    null_runs: int = Field(1, ge=1, description="Gradings of the empty patch; each must score <= null_floor.")
+    null_floor: float = Field(0.0, ge=0.0, le=1.0)
+    partial_limit: int = Field(4, ge=0, description="Proper subsets of the gold hunks to grade.")
+    near_miss_limit: int = Field(4, ge=0, description="libcst mutations of the gold patch to grade.")
+    required_rollouts: list[RolloutKindName] = Field(default_factory=lambda: ["gold", "null"])
+    require_partial_credit: bool = Field(False, description="Reject unless some variant scores strictly in (0, 1).")
+    max_flaky_fraction: float = Field(0.5, ge=0.0, le=1.0,
+                                      description="Reject when more of the would-be F2P tests than this are flaky.")
+    leak_threshold: float = Field(0.5, ge=0.0, le=1.0, description="Flag tasks with leak_score at or above this.")
+    reject_leaky: bool = False
+    policy_k: int = Field(0, ge=0, description="Policy rollouts per task when a policy endpoint is given.")
+    learnable_band: tuple[float, float] = (0.0, 1.0)
+    require_learnable: bool = Field(False, description="With a policy: pass rate strictly inside the band.")
+    timeout_s: float = Field(600.0, gt=0)
+
+
+def load_acceptance_policy(name_or_path: str | Path) -> AcceptancePolicy:
+    """A policy by name (``default``, ``strict``: files in validators/) or by path to a YAML file."""
+    path = Path(name_or_path)
+    if not path.suffix and not path.exists():
+        path = VALIDATORS_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in VALIDATORS_DIR.glob("*.yaml"))) or "none"
+        raise InputError(f"no acceptance policy {name_or_path}", hint=f"known: {known}; or pass a YAML file path")
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML ({exc})") from None
+    try:
+        return AcceptancePolicy.model_validate(document)
+    except ValidationError as exc:
+        problems = "; ".join(f"field '{'.'.join(map(str, error['loc']))}': {error['msg']}" for error in exc.errors())
+        raise InputError(f"{path}: {problems}") from None
+
+
+def judge(policy: AcceptancePolicy, *, fail_to_pass: list[str], flaky: dict[str, float],
+          rollouts: list[RolloutResult], leak_score: float, derive_error: str | None = None,
+          env_ok: bool = True) -> ValidationReport:
+    """The verdict and its statistics, from the evidence."""
+    reasons: list[str] = []
+    by_kind: dict[str, list[float]] = {}
+    for rollout in rollouts:
+        by_kind.setdefault(rollout.kind, []).append(rollout.reward)
+    if not env_ok:
+        reasons.append("env_failed")
+    elif derive_error:
+        reasons.append("grading_error")
+    else:
+        would_be_f2p = len(fail_to_pass) + len(flaky)
+        if not fail_to_pass:
+            reasons.append("no_f2p")
+        elif would_be_f2p and len(flaky) / would_be_f2p > policy.max_flaky_fraction:
+            reasons.append("f2p_flaky")
+        gold = by_kind.get("gold", [])
+        if any(rollout.grade and rollout.grade.error and rollout.kind in ("gold", "null") for rollout in rollouts):
+            reasons.append("grading_error")
+        if gold and fail_to_pass:
+            if all(reward < 1.0 for reward in gold):
+                reasons.append("gold_fails")
+            elif any(reward < 1.0 for reward in gold):
+                reasons.append("gold_flaky")
+        if any(reward > policy.null_floor for reward in by_kind.get("null", [])):
+            reasons.append("null_passes")
+        for kind in policy.required_rollouts:
+            if kind not in by_kind and not (kind == "policy" and policy.policy_k == 0):
+                reasons.append(f"missing_{kind}_rollouts")
+    variants = by_kind.get("partial", []) + by_kind.get("near_miss", [])
+    partial_credit = any(0.0 < reward < 1.0 for reward in variants)
+    if policy.require_partial_credit and not partial_credit and not reasons:
+        reasons.append("no_partial_credit")
+    leak_flagged = leak_score >= policy.leak_threshold
+    if leak_flagged and policy.reject_leaky:
+        reasons.append("leaky_statement")
+    policy_rewards = by_kind.get("policy", [])
+    if policy_rewards and policy.require_learnable:
+        pass_rate = sum(reward == 1.0 for reward in policy_rewards) / len(policy_rewards)
+        low, high = policy.learnable_band
+        if not (low < pass_rate < high and max(policy_rewards) > min(policy_rewards)):
+            reasons.append("not_learnable")
+    rewards = [rollout.reward for rollout in rollouts]
+    return ValidationReport(
+        verdict="rejected" if reasons else "accepted",
+        reasons=list(dict.fromkeys(reasons)),
+        policy=policy.name,
+        rollouts=rollouts,
+        flaky_tests=flaky,
+        reward_mean=round(statistics.fmean(rewards), 4) if rewards else None,
+        reward_spread=round(statistics.pstdev(rewards), 4) if len(rewards) > 1 else 0.0 if rewards else None,
+        distinct_rewards=len({round(reward, 6) for reward in rewards}) if rewards else None,
+        partial_credit=partial_credit,
+        leak_flagged=leak_flagged,
+    )

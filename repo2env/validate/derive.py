@@ -1,0 +1,138 @@
+"""Deriving FAIL_TO_PASS and PASS_TO_PASS by running the tests, and catching flaky ones.
+
+Two states of the task's snapshot, each in its own sandbox: *before* (base + test_patch) and
+*after* (base + gold patch + test_patch). Every test id that the after state collects from the
+files the test patch touches (or the whole suite, on request) runs ``runs`` times per state, each
+run in a new shuffled order under its own ``PYTHONHASHSEED``. F2P: never passes before, always
+passes after. P2P: always passes in both. A test whose outcome changes between identical runs is
+flaky: it gets a flip rate and is in neither list.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shlex
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repo2env.models import Task, TestStatus
+from repo2env.runtime.docker_backend import DockerRuntime, DockerSandbox
+from repo2env.runtime.sandbox import SandboxLimits
+from repo2env.verify.filtering import is_protected_path
+from repo2env.verify.junit import outcomes_for
+
+_JUNIT = "/tmp/repo2env-derive.xml"
+_MARKER = "===REPO2ENV-DERIVE-JUNIT==="
+
+
+@dataclass
+class Derivation:
+    """What running the tests before and after the fix showed."""
+
+    fail_to_pass: list[str] = field(default_factory=list)
+    pass_to_pass: list[str] = field(default_factory=list)
+    flaky: dict[str, float] = field(default_factory=dict)
+    before: dict[str, list[str]] = field(default_factory=dict)
+    after: dict[str, list[str]] = field(default_factory=dict)
+    files_before: dict[str, str] = field(default_factory=dict)
+    files_after: dict[str, str] = field(default_factory=dict)
+    test_seconds: float = 0.0
+    error: str | None = None
+
+
+def derive_tests(task: Task, runtime: DockerRuntime, *, runs: int = 3, hash_seeds: tuple[int, ...] = (0, 1, 2),
+                 whole_suite: bool = False, timeout_s: float = 600.0, log_dir: Path | None = None) -> Derivation:
+    """Run the PR's tests ``runs`` times before and after its fix; classify every test id."""
+    derivation = Derivation()
+    test_files = [path for path in _patch_paths(task.test_patch) if path.endswith(".py") and is_protected_path(path)
+                  and not path.endswith("conftest.py")]
+    source_files = [path for path in _patch_paths(task.patch) if path.endswith(".py")]
+    limits = SandboxLimits(exec_timeout_s=timeout_s + 60, output_cap_bytes=20_000_000)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        # Both states' sandboxes start at once: a container start is mostly waiting on the engine.
+        starting = [pool.submit(runtime.start, task, limits=limits) for _ in range(2)]
+        sandboxes = [future.result() for future in starting]
+    with sandboxes[0] as before, sandboxes[1] as after:
+        derivation.files_before = _read_files(before, source_files)
+        for sandbox, patches in ((before, [task.test_patch]), (after, [task.patch, task.test_patch])):
+            for index, patch in enumerate(patches):
+                sandbox.write_file(f"/tmp/repo2env-patch-{index}.diff", patch)
+            applied = sandbox.exec(" && ".join(f"git apply --whitespace=nowarn /tmp/repo2env-patch-{index}.diff"
+                                               for index in range(len(patches))), workdir="/testbed", timeout=60)
+            if applied.exit_code != 0:
+                derivation.error = f"a patch does not apply: {applied.output.strip()[-300:]}"
+                return derivation
+        derivation.files_after = _read_files(after, source_files)
+        targets = "" if whole_suite else " ".join(shlex.quote(path) for path in test_files)
+        began = time.monotonic()
+        collected = after.exec(f"python -m pytest --collect-only -q -p no:cacheprovider {targets}",
+                               workdir="/testbed", timeout=timeout_s)
+        derivation.test_seconds += time.monotonic() - began
+        test_ids = [line.strip() for line in collected.output.splitlines() if "::" in line and not line.startswith(" ")]
+        if log_dir:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            (log_dir / "collect.txt").write_text(collected.output)
+        if not test_ids:
+            derivation.error = f"no test collected after the fix (exit {collected.exit_code})"
+            return derivation
+        test_cmd = task.env_spec.test_cmd if task.env_spec else "python -m pytest -rA"
+        for name, sandbox, record in (("before", before, derivation.before), ("after", after, derivation.after)):
+            for run in range(runs):
+                seed = hash_seeds[run % len(hash_seeds)]
+                order = list(test_ids)
+                random.Random(seed * 7919 + run).shuffle(order)
+                command = (f"PYTHONHASHSEED={seed} timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider "
+                           f"--continue-on-collection-errors --junitxml={_JUNIT} -o junit_family=xunit2 "
+                           + " ".join(shlex.quote(test_id) for test_id in order))
+                # One exec per run: the report comes back after a marker (the gold patch and the
+                # PR's tests are trusted here; no agent code runs in derivation).
+                began = time.monotonic()
+                result = sandbox.exec(f"rm -f {_JUNIT}; {command}; printf '\\n{_MARKER}\\n'; cat {_JUNIT} 2>/dev/null",
+                                      workdir="/testbed", timeout=timeout_s + 30)
+                derivation.test_seconds += time.monotonic() - began
+                output, _, xml = result.output.rpartition(f"\n{_MARKER}\n")
+                outcomes, _ = outcomes_for(test_ids, xml if output else None)
+                result = result.model_copy(update={"output": output})
+                for test_id, status in outcomes.items():
+                    record.setdefault(test_id, []).append(status.value)
+                if log_dir:
+                    (log_dir / f"{name}-{run}.txt").write_text(f"$ {command}\n{result.output}")
+    _classify(derivation, test_ids)
+    return derivation
+
+
+def _classify(derivation: Derivation, test_ids: list[str]) -> None:
+    passed = TestStatus.PASSED.value
+    for test_id in test_ids:
+        before, after = derivation.before[test_id], derivation.after[test_id]
+        flips = [min(outcomes.count(passed), len(outcomes) - outcomes.count(passed)) / len(outcomes)
+                 for outcomes in (before, after)]
+        if max(flips) > 0:
+            derivation.flaky[test_id] = round(max(flips), 3)
+        elif all(status != passed for status in before) and all(status == passed for status in after):
+            derivation.fail_to_pass.append(test_id)
+        elif all(status == passed for status in before + after):
+            derivation.pass_to_pass.append(test_id)
+
+
+def _patch_paths(patch: str) -> list[str]:
+    return re.findall(r"^diff --git a/\S+ b/(\S+)$", patch, flags=re.MULTILINE)
+
+
+def _read_files(sandbox: DockerSandbox, paths: list[str]) -> dict[str, str]:
+    contents = {}
+    for path in paths:
+        text = _read_optional(sandbox, f"/testbed/{path}")
+        if text is not None:
+            contents[path] = text
+    return contents
+
+
+def _read_optional(sandbox: DockerSandbox, path: str) -> str | None:
+    try:
+        return sandbox.read_file(path)
+    except (FileNotFoundError, IsADirectoryError):
+        return None

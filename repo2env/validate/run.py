@@ -1,0 +1,145 @@
+"""``repo2env validate``: per task, derive the tests, grade reference rollouts, judge, and report.
+
+For each task of a tasks folder: derive FAIL_TO_PASS / PASS_TO_PASS (catching flaky tests), then
+grade with the hidden verifier the gold patch (must be 1.0 every time), the empty patch (must be
+0), partial fixes (subsets of the gold hunks) and near misses (libcst mutations of the gold
+patch), plus K policy rollouts when a policy endpoint is given; the acceptance policy judges.
+Results: ``validation.jsonl`` (one record per task, appended as each finishes, so a re-run resumes),
+``tasks.jsonl`` updated with the tests and the verdict, ``summary.md`` and ``validation.png``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repo2env.jsonl import append_jsonl, read_tasks, write_jsonl
+from repo2env.models import RolloutResult, Task, ValidationRecord
+from repo2env.runtime.docker_backend import DockerRuntime
+from repo2env.validate.acceptance import AcceptancePolicy, judge
+from repo2env.validate.derive import derive_tests
+from repo2env.validate.report import write_figure, write_summary
+from repo2env.verify.grader import Grader
+
+#: A policy-rollout runner: (task, runtime, grader, k, seed) -> graded policy rollouts.
+PolicyRunner = Callable[[Task, DockerRuntime, Grader, int, int], list[RolloutResult]]
+
+
+@dataclass
+class ValidationSummary:
+    """What a validate run produced."""
+
+    tasks_dir: Path
+    records: list[ValidationRecord] = field(default_factory=list)
+    skipped: int = 0
+
+    @property
+    def accepted(self) -> int:
+        return sum(record.verdict == "accepted" for record in self.records)
+
+
+def validate_dir(tasks_dir: Path, runtime: DockerRuntime, policy: AcceptancePolicy, *, jobs: int = 1,
+                 policy_runner: PolicyRunner | None = None, policy_k: int = 0, force: bool = False,
+                 instance_ids: frozenset[str] = frozenset(),
+                 progress: Callable[[ValidationRecord], None] | None = None) -> ValidationSummary:
+    """Validate every task of ``tasks_dir`` (resuming: tasks already in validation.jsonl are skipped)."""
+    tasks_path, records_path = tasks_dir / "tasks.jsonl", tasks_dir / "validation.jsonl"
+    tasks = read_tasks(tasks_path)
+    done = {record.instance_id: record for record in read_records(records_path)} if not force else {}
+    if force:
+        records_path.unlink(missing_ok=True)
+    summary = ValidationSummary(tasks_dir=tasks_dir)
+    todo = [task for task in tasks if (not instance_ids or task.instance_id in instance_ids)
+            and task.instance_id not in done]
+    summary.skipped = len(tasks) - len(todo)
+    by_id = {task.instance_id: task for task in tasks}
+    logs_dir = tasks_dir / "logs" / "validate"
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(validate_task, task, runtime, policy, logs_dir=logs_dir / task.instance_id,
+                               policy_runner=policy_runner, policy_k=policy_k) for task in todo]
+        for future in as_completed(futures):
+            task, record = future.result()
+            by_id[task.instance_id] = task
+            append_jsonl(records_path, [record])
+            write_jsonl(tasks_path, by_id.values())
+            summary.records.append(record)
+            if progress:
+                progress(record)
+    all_records = list(read_records(records_path))
+    write_summary(tasks_dir / "summary.md", all_records, policy=policy, funnel_path=tasks_dir / "funnel.json",
+                  total_tasks=len(tasks))
+    write_figure(tasks_dir / "validation.png", all_records)
+    return summary
+
+
+def validate_task(task: Task, runtime: DockerRuntime, policy: AcceptancePolicy, *, logs_dir: Path,
+                  policy_runner: PolicyRunner | None = None, policy_k: int = 0) -> tuple[Task, ValidationRecord]:
+    """Validate one task; returns it with tests and verdict filled in, and its record."""
+    started = time.monotonic()
+    env_ok = bool(task.env_spec and task.env_spec.status == "env_ok")
+    derivation = None
+    rollouts: list[RolloutResult] = []
+    tests_s = 0.0
+    if env_ok:
+        derivation = derive_tests(task, runtime, runs=policy.reruns, hash_seeds=tuple(policy.hash_seeds),
+                                  whole_suite=policy.whole_suite_p2p, timeout_s=policy.timeout_s,
+                                  log_dir=logs_dir / "derive")
+        tests_s += derivation.test_seconds
+        task = task.model_copy(update={"FAIL_TO_PASS": derivation.fail_to_pass, "PASS_TO_PASS": derivation.pass_to_pass})
+        if derivation.error is None and derivation.fail_to_pass:
+            rollouts, grading_s = _reference_rollouts(task, runtime, policy, derivation, logs_dir,
+                                                      policy_runner=policy_runner, policy_k=policy_k)
+            tests_s += grading_s
+    report = judge(policy, fail_to_pass=task.FAIL_TO_PASS, flaky=derivation.flaky if derivation else {},
+                   rollouts=rollouts, leak_score=task.leak_score,
+                   derive_error=derivation.error if derivation else None, env_ok=env_ok)
+    rewards: dict[str, list[float]] = {}
+    for rollout in rollouts:
+        rewards.setdefault(rollout.kind, []).append(rollout.reward)
+    policy_rewards = rewards.get("policy")
+    record = ValidationRecord(
+        instance_id=task.instance_id, repo=task.repo, verdict=report.verdict, reasons=report.reasons,
+        policy=policy.name, FAIL_TO_PASS=task.FAIL_TO_PASS, PASS_TO_PASS=task.PASS_TO_PASS,
+        flaky_tests=report.flaky_tests, rewards=rewards, reward_mean=report.reward_mean,
+        reward_spread=report.reward_spread, distinct_rewards=report.distinct_rewards,
+        partial_credit=report.partial_credit, leak_score=task.leak_score, leak_flagged=report.leak_flagged,
+        policy_pass_rate=(sum(r == 1.0 for r in policy_rewards) / len(policy_rewards)) if policy_rewards else None,
+        wall_s=round(time.monotonic() - started, 3), tests_s=round(tests_s, 3),
+        error=(derivation.error if derivation else (task.env_spec.error if task.env_spec else "not built")),
+    )
+    return task.model_copy(update={"validation": report}), record
+
+
+def _reference_rollouts(task: Task, runtime: DockerRuntime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,
+                        policy_runner: PolicyRunner | None, policy_k: int) -> tuple[list[RolloutResult], float]:
+    from repo2env.validate.variants import near_misses, partial_fixes
+
+    plan: list[tuple[str, str, str]] = [("gold", f"gold-{i}", task.patch) for i in range(policy.gold_runs)]
+    plan += [("null", f"null-{i}", "") for i in range(policy.null_runs)]
+    plan += [("partial", variant.name, variant.patch) for variant in partial_fixes(task.patch, limit=policy.partial_limit)]
+    plan += [("near_miss", variant.name, variant.patch)
+             for variant in near_misses(derivation.files_before, derivation.files_after, limit=policy.near_miss_limit)]
+    rollouts: list[RolloutResult] = []
+    grading_s = 0.0
+    with Grader(runtime, logs_dir / "grades", timeout_s=policy.timeout_s, keep_warm=True) as grader:
+        for kind, name, patch in plan:
+            result = grader.grade(task, patch, run_name=name)
+            grading_s += result.tests_duration_s
+            rollouts.append(RolloutResult(kind=kind, name=name, reward=result.reward, resolved=result.resolved,
+                                          grade=result))
+        k = policy_k or policy.policy_k
+        if policy_runner is not None and k:
+            for rollout in policy_runner(task, runtime, grader, k, 0):
+                grading_s += rollout.grade.tests_duration_s if rollout.grade else 0.0
+                rollouts.append(rollout)
+    return rollouts, grading_s
+
+
+def read_records(path: Path) -> list[ValidationRecord]:
+    """The records of a validation.jsonl (none when it does not exist)."""
+    if not path.is_file():
+        return []
+    return [ValidationRecord.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
