@@ -95,7 +95,7 @@ def judge(policy: AcceptancePolicy, *, fail_to_pass: list[str], flaky: dict[str,
                 reasons.append("gold_flaky")
         if any(reward > policy.null_floor for reward in by_kind.get("null", [])):
             reasons.append("null_passes")
-        for kind in policy.required_rollouts:
+        for kind in policy.required_rollouts if fail_to_pass else ():  # without F2P nothing was rolled out
             if kind not in by_kind and not (kind == "policy" and policy.policy_k == 0):
                 reasons.append(f"missing_{kind}_rollouts")
     variants = by_kind.get("partial", []) + by_kind.get("near_miss", [])
