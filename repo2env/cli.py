@@ -396,8 +396,10 @@ def grade(instance_id: str | None, patch_path: Path | None, predictions: Path | 
               help="OpenAI-compatible endpoint (…/v1) for policy rollouts: vLLM, TGI or a hosted API.")
 @click.option("--model", help="Model name for --policy.")
 @click.option("-k", "policy_k", type=click.IntRange(min=0), default=0, help="Policy rollouts per task (with --policy).")
+@click.option("--whole-suite", is_flag=True, help="Derive PASS_TO_PASS from the whole test suite.")
 def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: str, jobs: int,
-             instance_ids: tuple[str, ...], force: bool, policy_url: str | None, model: str | None, policy_k: int) -> None:
+             instance_ids: tuple[str, ...], force: bool, policy_url: str | None, model: str | None, policy_k: int,
+             whole_suite: bool) -> None:
     """Keep only environments whose rewards are right, stable and varied.
 
     Per task: derive FAIL_TO_PASS / PASS_TO_PASS (each test run several times, shuffled, flaky ones
@@ -415,6 +417,8 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     from repo2env.validate.run import validate_dir
 
     policy = load_acceptance_policy(policy_file)
+    if whole_suite:
+        policy = policy.model_copy(update={"whole_suite_p2p": True})
     if bool(policy_url) != bool(model):
         raise InputError("--policy and --model go together")
     runner = None

@@ -149,3 +149,29 @@ def test_policy_files_load_and_errors_name_the_field(tmp_path):
     with pytest.raises(InputError, match="no acceptance policy"):
         load_acceptance_policy("lenient")
     assert json.loads(AcceptancePolicy().model_dump_json())["name"] == "default"
+
+
+@pytest.mark.docker
+def test_policy_rollouts_through_the_cli_make_a_task_learnable(validated, tmp_path):
+    """`repo2env validate --policy URL --model M -k 4` against a scripted OpenAI-compatible server."""
+    import subprocess
+    import sys
+
+    from scripted_llm import ScriptedLLM, gold_script, nothing_script
+
+    folder, _ = validated
+    task = read_tasks(folder / "tasks.jsonl")[0]
+    write_jsonl(tmp_path / "tasks.jsonl", [task.model_copy(update={"validation": None})])
+    policy = tmp_path / "learnable.yaml"
+    policy.write_text("name: learnable\ngold_runs: 1\npartial_limit: 1\nnear_miss_limit: 1\n"
+                      "required_rollouts: [gold, \"null\", policy]\nrequire_learnable: true\n")
+    scripts = {"gold": gold_script(task), "nothing": nothing_script()}
+    with ScriptedLLM(scripts, schedule=["gold", "nothing", "gold", "nothing"]) as server:
+        result = subprocess.run([sys.executable, "-m", "repo2env", "validate", "--from", str(tmp_path),
+                                 "--policy-file", str(policy), "--policy", server.url, "--model", "scripted",
+                                 "-k", "4"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    record = read_records(tmp_path / "validation.jsonl")[0]
+    assert record.rewards["policy"] == [1.0, 0.0, 1.0, 0.0]
+    assert record.policy_pass_rate == 0.5 and record.verdict == "accepted"
+    assert (tmp_path / "validation.png").stat().st_size > 0
