@@ -1,12 +1,14 @@
 """What of an agent's patch the grader accepts: changes to the code, never to the tests or their setup.
 
 Dropped (and reported): files on test paths (the split's own rule), test configuration
-(``conftest.py`` anywhere, ``pytest.ini``, ``tox.ini``, ``setup.cfg``, ``noxfile.py``), and files that
-Python or pytest load by themselves (``sitecustomize.py``, ``usercustomize.py``, ``*.pth``,
-``__pycache__``/``.pyc``). ``pyproject.toml`` is kept, but its pytest sections are restored inside
-the grading sandbox. Added lines that reach into the test runner (pytest internals, its hooks,
-JUnit output, exiting the interpreter) are listed as ``suspicious``: the grader scores such a
-patch 0 unless the task's own fix does the same (a pytest plugin's repository, say).
+(``conftest.py`` anywhere, ``pytest.ini``, ``.pytest.ini``, ``tox.ini``, ``setup.cfg``, ``noxfile.py``),
+and files that Python or pytest load by themselves (``sitecustomize.py``, ``usercustomize.py``,
+``*.pth``, ``__pycache__``/``.pyc``, and package metadata in ``*.dist-info``/``*.egg-info``, whose
+``pytest11`` entry points pytest loads as plugins). ``pyproject.toml`` is kept, but its pytest
+sections are restored inside the grading sandbox. Added lines that reach into the test runner
+(pytest internals, its hooks, JUnit output, exiting the interpreter) are listed as ``suspicious``:
+the grader scores such a patch 0 unless the task's own fix does the same (a pytest plugin's
+repository, say).
 """
 
 from __future__ import annotations
@@ -17,8 +19,12 @@ from pathlib import PurePosixPath
 
 from repo2env.mine.split import classify_path
 
-_TEST_CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "noxfile.py",
+# pytest reads `.pytest.ini` before pyproject.toml, so it would override the restored pytest sections.
+_TEST_CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "noxfile.py",
                                 "sitecustomize.py", "usercustomize.py"})
+# Any `*.dist-info`/`*.egg-info` on sys.path (the repository's root, an editable install's src/) is
+# package metadata to importlib, and pytest loads the plugins its entry_points.txt declares.
+_METADATA_SUFFIXES = (".dist-info", ".egg-info")
 _RUNNER_TAMPERING = re.compile(
     r"_pytest|pytest_(?:runtest|collect|report|configure|sessionfinish|sessionstart|unconfigure|plugin)"
     r"|junit|PYTEST_|sys\.modules\[\s*['\"]pytest|os\._exit|atexit|faulthandler|sys\.settrace|sys\.setprofile"
@@ -41,7 +47,8 @@ def is_protected_path(path: str) -> bool:
     name = PurePosixPath(path).name
     parts = PurePosixPath(path).parts
     return (classify_path(path) == "test" or name in _TEST_CONFIG_NAMES or name.endswith((".pth", ".pyc"))
-            or "__pycache__" in parts or ".git" in parts or path.startswith("/") or ".." in parts)
+            or "__pycache__" in parts or ".git" in parts or path.startswith("/") or ".." in parts
+            or any(part.endswith(_METADATA_SUFFIXES) for part in parts[:-1]))
 
 
 def filter_patch(patch: str) -> FilteredPatch:
