@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import shlex
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from repo2env.demo import build_demo
 from repo2env.jsonl import read_tasks
-from repo2env.mine.git import GitSource
-from repo2env.mine.miner import mine
-from repo2env.runtime.build import BuildOptions, build_tasks_dir
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.verify.grader import Grader
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from demo_tasks import built_demo_tasks  # noqa: E402
 
 REPEATS = 3
 
@@ -28,14 +28,12 @@ def main() -> None:
     runtime = DockerRuntime()
     with tempfile.TemporaryDirectory(prefix="repo2env-bench-grade-") as scratch:
         root = Path(scratch)
-        demo = build_demo(root / "demo")
-        mine(GitSource(demo.path, issues_path=demo.issues_path), root / "tasks")
-        build_tasks_dir(root / "tasks", runtime=runtime, options=BuildOptions(jobs=2))
+        demo, tasks_dir, _ = built_demo_tasks(root, runtime)
         truth = {pull.number: pull for pull in demo.pulls}
         grader = Grader(runtime, root / "logs", timeout_s=300)
         warm_grader = Grader(runtime, root / "logs", timeout_s=300, keep_warm=True)
         rows = []
-        for task in read_tasks(root / "tasks" / "tasks.jsonl"):
+        for task in read_tasks(tasks_dir / "tasks.jsonl"):
             task = task.model_copy(update={"FAIL_TO_PASS": list(truth[task.pull_number].fail_to_pass),
                                            "PASS_TO_PASS": list(truth[task.pull_number].pass_to_pass)})
             ids = " ".join(shlex.quote(test_id) for test_id in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS])

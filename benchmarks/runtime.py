@@ -12,18 +12,21 @@ from __future__ import annotations
 import io
 import os
 import statistics
+import sys
 import tarfile
 import tempfile
 import time
 from pathlib import Path
 
-from repo2env.demo import build_demo
 from repo2env.jsonl import read_tasks
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
 from repo2env.runtime.build import BuildOptions, build_tasks_dir
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.snapshot import make_snapshot
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from demo_tasks import built_demo_tasks  # noqa: E402
 
 STARTS = 30
 EXECS = 100
@@ -135,12 +138,10 @@ def main() -> None:
     runtime = DockerRuntime()
     with tempfile.TemporaryDirectory(prefix="repo2env-bench-rt-") as scratch:
         root = Path(scratch)
-        demo = build_demo(root / "demo")
-        mine(GitSource(demo.path, issues_path=demo.issues_path), root / "demo-tasks")
         began = time.perf_counter()
-        summary = build_tasks_dir(root / "demo-tasks", runtime=runtime, options=BuildOptions(jobs=2))
+        _, tasks_dir, summary = built_demo_tasks(root, runtime)
         print(f"[demo] built {summary.ok} tasks ({summary.reused} reused) in {time.perf_counter() - began:.1f} s")
-        measure("demo", root / "demo-tasks", runtime)
+        measure("demo", tasks_dir, runtime)
         clone = os.environ.get("REPO2ENV_BENCH_CLONE")
         if clone:
             name = Path(clone).name

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-from repo2env.demo import build_demo
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
 from repo2env.runtime.build import BuildOptions, build_tasks_dir
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.validate.acceptance import load_acceptance_policy
 from repo2env.validate.run import validate_dir
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from demo_tasks import built_demo_tasks  # noqa: E402
 
 
 def report(label: str, folder: Path, runtime: DockerRuntime, mined: int) -> None:
@@ -45,10 +48,8 @@ def main() -> None:
     runtime = DockerRuntime()
     with tempfile.TemporaryDirectory(prefix="repo2env-bench-validate-") as scratch:
         root = Path(scratch)
-        demo = build_demo(root / "demo")
-        mined = mine(GitSource(demo.path, issues_path=demo.issues_path), root / "demo-tasks")
-        build_tasks_dir(root / "demo-tasks", runtime=runtime, options=BuildOptions(jobs=2))
-        report("demo", root / "demo-tasks", runtime, len(mined.new_tasks))
+        _, tasks_dir, built = built_demo_tasks(root, runtime)
+        report("demo", tasks_dir, runtime, built.ok + built.failed)
         limit = int(os.environ.get("REPO2ENV_BENCH_LIMIT", "8"))
         for clone in filter(None, os.environ.get("REPO2ENV_BENCH_CLONES", "").split(":")):
             name = Path(clone).parent.name if Path(clone).name == "repo" else Path(clone).name
