@@ -24,6 +24,10 @@ from repo2env.validate.derive import derive_tests
 from repo2env.validate.report import write_figure, write_summary
 from repo2env.verify.grader import Grader
 
+#: Variants (partial fixes, near misses) get this many times the gold grading's time, at least the floor.
+VARIANT_TIMEOUT_FACTOR = 10.0
+VARIANT_TIMEOUT_FLOOR_S = 60.0
+
 #: A policy-rollout runner: (task, runtime, grader, k, seed) -> graded policy rollouts.
 PolicyRunner = Callable[[Task, DockerRuntime, Grader, int, int], list[RolloutResult]]
 
@@ -117,19 +121,31 @@ def _reference_rollouts(task: Task, runtime: DockerRuntime, policy: AcceptancePo
                         policy_runner: PolicyRunner | None, policy_k: int) -> tuple[list[RolloutResult], float]:
     from repo2env.validate.variants import near_misses, partial_fixes
 
-    plan: list[tuple[str, str, str]] = [("gold", f"gold-{i}", task.patch) for i in range(policy.gold_runs)]
-    plan += [("null", f"null-{i}", "") for i in range(policy.null_runs)]
-    plan += [("partial", variant.name, variant.patch) for variant in partial_fixes(task.patch, limit=policy.partial_limit)]
-    plan += [("near_miss", variant.name, variant.patch)
-             for variant in near_misses(derivation.files_before, derivation.files_after, limit=policy.near_miss_limit)]
+    references = [("gold", f"gold-{i}", task.patch) for i in range(policy.gold_runs)]
+    # The unfixed code can hang on the new tests just as a mutated fix can: null runs with the variants.
+    variants = [("null", f"null-{i}", "") for i in range(policy.null_runs)]
+    variants += [("partial", variant.name, variant.patch) for variant in partial_fixes(task.patch, limit=policy.partial_limit)]
+    variants += [("near_miss", variant.name, variant.patch)
+                 for variant in near_misses(derivation.files_before, derivation.files_after, limit=policy.near_miss_limit)]
     rollouts: list[RolloutResult] = []
     grading_s = 0.0
-    with Grader(runtime, logs_dir / "grades", timeout_s=policy.timeout_s, keep_warm=True) as grader:
+
+    def grade_all(grader: Grader, plan: list[tuple[str, str, str]]) -> None:
+        nonlocal grading_s
         for kind, name, patch in plan:
             result = grader.grade(task, patch, run_name=name)
             grading_s += result.tests_duration_s
             rollouts.append(RolloutResult(kind=kind, name=name, reward=result.reward, resolved=result.resolved,
                                           grade=result))
+
+    with Grader(runtime, logs_dir / "grades", timeout_s=policy.timeout_s, keep_warm=True) as grader:
+        grade_all(grader, references)
+        # A mutated fix can hang where the gold one finishes (a loop that no longer ends): null and
+        # variants get a timeout scaled from the gold gradings instead of the policy's full one.
+        gold_seconds = max((r.grade.tests_duration_s for r in rollouts if r.kind == "gold" and r.grade), default=0.0)
+        variant_timeout = min(policy.timeout_s, max(VARIANT_TIMEOUT_FLOOR_S, VARIANT_TIMEOUT_FACTOR * gold_seconds))
+        with Grader(runtime, logs_dir / "grades", timeout_s=variant_timeout, keep_warm=True) as variant_grader:
+            grade_all(variant_grader, variants)
         k = policy_k or policy.policy_k
         if policy_runner is not None and k:
             for rollout in policy_runner(task, runtime, grader, k, 0):
