@@ -204,3 +204,10 @@ def test_demo_mined_through_the_github_api_matches_local_history(demo_repo, mine
             assert rejected[pull.number] == pull.expected_bucket
     if not graphql:  # GraphQL lists merged PRs only
         assert rejected[next(p.number for p in demo_repo.pulls if p.expected_bucket == "not_merged")] == "not_merged"
+
+
+def test_limit_counts_only_what_was_written(demo_repo, tmp_path):
+    result = mine(GitSource(demo_repo.path, issues_path=demo_repo.issues_path), tmp_path, MineOptions(limit=3))
+    written = read_tasks(result.tasks_path)
+    assert len(written) == result.funnel.counts["kept"] == 3
+    assert result.funnel.counts["applies"] == 3 + result.funnel.counts.get("over_limit", 0)

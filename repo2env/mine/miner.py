@@ -92,7 +92,10 @@ def mine(source: Source, out_dir: Path, options: MineOptions = MineOptions(), *,
         located, in_flight = in_flight.result(), None
         kept = _finish_batch(located, history, funnel, options, source.repo)
         room = None if options.limit is None else max(0, options.limit - len(result.new_tasks))
-        kept = kept if room is None else kept[:room]
+        if room is not None and len(kept) > room:
+            funnel.count("over_limit", len(kept) - room)
+            kept = kept[:room]
+        funnel.count("kept", len(kept))
         append_jsonl(tasks_path, kept)
         result.new_tasks.extend(kept)
 
@@ -210,7 +213,6 @@ def _finish_batch(located: Sequence[Located], history: GitHistory, funnel: Funne
             continue
         funnel.count("applies")
         kept.append(_make_task(pull, issues, base, parts, versions[base], repo))
-        funnel.count("kept")
     return kept
 
 
