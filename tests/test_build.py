@@ -153,15 +153,22 @@ def test_interrupted_run_leaves_no_container(built_demo, docker_client, signal_n
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     label = {"label": [f"repo2env.instance_id={task.instance_id}"]}
+    # Only the container this command starts counts: others with the same label may come and go
+    # (a concurrent run on the same engine), so it is told apart by not existing beforehand.
+    before = {container.id for container in docker_client.containers.list(all=True, filters=label)}
     deadline = time.monotonic() + 30
-    while not docker_client.containers.list(all=True, filters=label) and time.monotonic() < deadline:
+    ours: list[str] = []
+    while not ours and time.monotonic() < deadline:
+        ours = [c.id for c in docker_client.containers.list(all=True, filters=label) if c.id not in before]
         time.sleep(0.2)
-    assert docker_client.containers.list(all=True, filters=label), "the sandbox never started"
+    assert ours, "the sandbox never started"
+    time.sleep(1)  # let the command get under way inside it
     process.send_signal(getattr(signals, signal_name))
     _, stderr = process.communicate(timeout=30)
     assert process.returncode != 0
     assert "Traceback" not in stderr
-    assert docker_client.containers.list(all=True, filters=label) == []
+    remaining = {container.id for container in docker_client.containers.list(all=True, filters=label)}
+    assert not set(ours) & remaining, "the interrupted command's sandbox outlived it"
 
 
 def test_images_gc_removes_only_unreferenced_task_images(built_demo, docker_client, demo_repo, tmp_path):
