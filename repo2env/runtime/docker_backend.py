@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import io
+import secrets
 import shlex
 import tarfile
 import threading
@@ -70,9 +71,13 @@ class DockerRuntime:
                     labels: dict[str, str] | None = None, workdir: str = "/testbed") -> DockerSandbox:
         """Start a locked-down container from ``image``, ready for its first command."""
         limits = limits or self.limits
+        # A known name lets an interrupted start (Ctrl-C between the engine creating the container
+        # and this call returning) find and remove what it created.
+        name = f"repo2env-{secrets.token_hex(6)}"
         try:
             container = self.client.containers.run(
                 image,
+                name=name,
                 command=["sleep", "infinity"],
                 detach=True,
                 init=True,
@@ -95,8 +100,18 @@ class DockerRuntime:
                 f"image {image} does not exist", hint="run 'repo2env runtime bootstrap' (or 'repo2env build')"
             ) from None
         except docker.errors.APIError as exc:
+            self._remove_by_name(name)
             raise DockerUnavailableError(f"Docker could not start a sandbox from {image}: {_short(exc)}") from None
+        except BaseException:
+            self._remove_by_name(name)
+            raise
         return DockerSandbox(self.client, container, limits)
+
+    def _remove_by_name(self, name: str) -> None:
+        try:
+            self.client.api.remove_container(name, force=True)
+        except docker.errors.DockerException:
+            pass  # never created, or already gone
 
 
 class DockerSandbox:
