@@ -199,3 +199,22 @@ def test_build_without_an_engine_is_a_one_line_error(tmp_path):
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert result.stderr.startswith("error: no Docker engine answers")
+
+
+def test_image_namespace_names_env_and_task_images(monkeypatch):
+    from repo2env.errors import InputError
+    from repo2env.models import EnvSpec, Task
+    from repo2env.runtime.images import env_image_tag, task_image_tag
+
+    spec = EnvSpec(python="3.11", install=["pip install -e ."], test_cmd="pytest")
+    task = Task(instance_id="Owner__Name-7", repo="Owner/Name", pull_number=7, base_commit="a" * 40, patch="",
+                test_patch="", problem_statement="", created_at="2024-01-01T00:00:00Z")
+    monkeypatch.delenv("REPO2ENV_IMAGE_NAMESPACE", raising=False)
+    assert env_image_tag(spec).startswith("repo2env/env:py3.11-")
+    assert task_image_tag(task) == "repo2env/task:owner__name-7"
+    monkeypatch.setenv("REPO2ENV_IMAGE_NAMESPACE", "ci-42/repo2env")
+    assert env_image_tag(spec).startswith("ci-42/repo2env/env:py3.11-")
+    assert task_image_tag(task) == "ci-42/repo2env/task:owner__name-7"
+    monkeypatch.setenv("REPO2ENV_IMAGE_NAMESPACE", "Not A Name!")
+    with pytest.raises(InputError):
+        task_image_tag(task)

@@ -9,6 +9,7 @@ carries labels (kind, repo, commit, spec hash, repo2env version) for ``images ls
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -21,14 +22,24 @@ import docker
 import docker.errors
 
 from repo2env import __version__
-from repo2env.errors import BuildError, DockerUnavailableError
+from repo2env.errors import BuildError, DockerUnavailableError, InputError
 from repo2env.models import EnvSpec, Task
 from repo2env.runtime.bootstrap import AGENT_UID, base_image_tag
 from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
 
-ENV_REPOSITORY = "repo2env/env"
-TASK_REPOSITORY = "repo2env/task"
 KIND_LABEL = "repo2env.kind"
+NAMESPACE_LABEL = "repo2env.namespace"
+
+
+def image_namespace() -> str:
+    """The Docker repository prefix for env and task images: ``REPO2ENV_IMAGE_NAMESPACE``, default
+    ``repo2env``. Separate namespaces on one engine (two checkouts, two CI jobs, two users) never
+    overwrite or garbage-collect each other's env and task images; base images are shared."""
+    namespace = os.environ.get("REPO2ENV_IMAGE_NAMESPACE", "").strip().lower() or "repo2env"
+    if not re.fullmatch(r"[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*", namespace):
+        raise InputError(f"REPO2ENV_IMAGE_NAMESPACE={namespace!r} is not a Docker repository name",
+                         hint="use lower-case letters, digits, '.', '_', '-' and '/'")
+    return namespace
 
 _env_locks: dict[str, threading.Lock] = {}
 _env_locks_guard = threading.Lock()
@@ -46,12 +57,12 @@ class BuiltImage:
 
 def env_image_tag(spec: EnvSpec) -> str:
     """``repo2env/env:py3.11-<spec hash>``."""
-    return f"{ENV_REPOSITORY}:py{spec.python}-{spec.spec_hash()}"
+    return f"{image_namespace()}/env:py{spec.python}-{spec.spec_hash()}"
 
 
 def task_image_tag(task: Task) -> str:
     """``repo2env/task:<instance id>`` (lower-cased, as Docker tags must be)."""
-    return f"{TASK_REPOSITORY}:{re.sub(r'[^a-z0-9_.-]', '-', task.instance_id.lower())[:128]}"
+    return f"{image_namespace()}/task:{re.sub(r'[^a-z0-9_.-]', '-', task.instance_id.lower())[:128]}"
 
 
 class ImageStore:
@@ -83,7 +94,7 @@ class ImageStore:
             if self.find(base_image_tag(spec.python)) is None:
                 raise BuildError(f"base image {base_image_tag(spec.python)} is missing",
                                  hint=f"run 'repo2env runtime bootstrap --python {spec.python}'")
-            labels = {KIND_LABEL: "env", "repo2env.repo": repo, "repo2env.spec_hash": spec.spec_hash(),
+            labels = {KIND_LABEL: "env", NAMESPACE_LABEL: image_namespace(), "repo2env.repo": repo, "repo2env.spec_hash": spec.spec_hash(),
                       "repo2env.python": spec.python, "repo2env.version": __version__}
             image = self._build(_env_dockerfile(spec, self.access), snapshot_dir, tag, labels, log_path,
                                 buildargs=self._index_args())
@@ -99,7 +110,7 @@ class ImageStore:
             labels = existing.labels or {}
             if labels.get("repo2env.snapshot") == snapshot_sha and labels.get("repo2env.env_id") == env.id:
                 return BuiltImage(tag, existing.id, built=False, size_bytes=existing.attrs.get("Size", 0))
-        labels = {KIND_LABEL: "task", "repo2env.repo": task.repo, "repo2env.instance_id": task.instance_id,
+        labels = {KIND_LABEL: "task", NAMESPACE_LABEL: image_namespace(), "repo2env.repo": task.repo, "repo2env.instance_id": task.instance_id,
                   "repo2env.commit": task.base_commit, "repo2env.snapshot": snapshot_sha,
                   "repo2env.env_image": env_tag, "repo2env.env_id": env.id if env else "",
                   "repo2env.version": __version__}
@@ -156,7 +167,9 @@ class ImageStore:
     def gc(self, *, keep_tags: set[str], dry_run: bool = False) -> list[str]:
         """Remove task and env images whose tags are not in ``keep_tags`` (and env images no kept task
         uses), plus dangling leftovers of earlier builds; base images stay. Returns what was removed."""
-        images = self.client.images.list(filters={"label": KIND_LABEL})
+        # Only this namespace's env and task images: another checkout's are not ours to remove.
+        images = [image for image in self.client.images.list(filters={"label": KIND_LABEL})
+                  if (image.labels or {}).get(NAMESPACE_LABEL, "repo2env") == image_namespace()]
         kept_envs = {(image.labels or {}).get("repo2env.env_image") for image in images
                      if (image.labels or {}).get(KIND_LABEL) == "task" and set(image.tags) & keep_tags}
         doomed = []
