@@ -171,7 +171,11 @@ class Task(_Schema):
     hints_text: str = ""
     leak_score: float = Field(0.0, ge=0.0, le=1.0, description="How much of the fix the issue text gave away.")
     created_at: str = Field(description="ISO 8601 time the PR was created.")
-    version: str = ""
+    version: str = Field("", description="The project's X.Y version at base_commit, as SWE-bench groups tasks.")
+    scm_version: str = Field(
+        "", description="The full version at base_commit as setuptools-scm/hatch-vcs compute it from the whole "
+        "history (git describe: '8.1.4.dev12+g1a2b3c4d'), '' without tags. The snapshot has no tags, so builds "
+        "pass it on (SETUPTOOLS_SCM_PRETEND_VERSION).")
     environment_setup_commit: str | None = None
     FAIL_TO_PASS: list[str] = Field(default_factory=list)
     PASS_TO_PASS: list[str] = Field(default_factory=list)
