@@ -34,6 +34,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version as PackageVersion
 
 from repo2env.models import EnvSpec
+from repo2env.settings import load_yaml_text
 
 if TYPE_CHECKING:
     from repo2env.runtime.overrides import EnvOverride
@@ -123,26 +124,6 @@ class DictRepoFiles(dict[str, str]):
     def listing(self) -> list[str]:
         """All paths, sorted."""
         return sorted(self)
-
-
-class _VersionTextLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """A safe YAML loader that keeps floats and dates as the text they were written as."""
-
-
-# YAML 1.1 reads `python-version: 3.10` as the float 3.1, and `date_pin: 2021-03-01` as a date.
-_VersionTextLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers
-            if tag not in ("tag:yaml.org,2002:float", "tag:yaml.org,2002:timestamp")]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def load_yaml_text(text: str) -> Any:
-    """Parse YAML safely, keeping version numbers and dates as strings (``3.10`` stays ``"3.10"``).
-
-    Raises ``yaml.YAMLError`` on malformed input.
-    """
-    return yaml.load(text, Loader=_VersionTextLoader)
 
 
 @dataclass

@@ -10,13 +10,11 @@ import statistics
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from repo2env.errors import InputError
 from repo2env.models import RolloutResult, ValidationReport
+from repo2env.settings import find_settings_file, read_yaml_file, validate_settings
 
-VALIDATORS_DIR = Path(__file__).resolve().parents[2] / "validators"
 RolloutKindName = Literal["gold", "null", "partial", "near_miss", "policy"]
 
 
@@ -49,22 +47,10 @@ class AcceptancePolicy(BaseModel):
 
 
 def load_acceptance_policy(name_or_path: str | Path) -> AcceptancePolicy:
-    """A policy by name (``default``, ``strict``: files in validators/) or by path to a YAML file."""
-    path = Path(name_or_path)
-    if not path.suffix and not path.exists():
-        path = VALIDATORS_DIR / f"{name_or_path}.yaml"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in VALIDATORS_DIR.glob("*.yaml"))) or "none"
-        raise InputError(f"no acceptance policy {name_or_path}", hint=f"known: {known}; or pass a YAML file path")
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML ({exc})") from None
-    try:
-        return AcceptancePolicy.model_validate(document)
-    except ValidationError as exc:
-        problems = "; ".join(f"field '{'.'.join(map(str, error['loc']))}': {error['msg']}" for error in exc.errors())
-        raise InputError(f"{path}: {problems}") from None
+    """A policy by name (``default``, ``strict``: validators/ shipped with the package) or by path
+    to a YAML file."""
+    path = find_settings_file("validators", name_or_path, what="acceptance policy")
+    return validate_settings(AcceptancePolicy, read_yaml_file(path, what="acceptance policy"), where=str(path))
 
 
 def judge(policy: AcceptancePolicy, *, fail_to_pass: list[str], flaky: dict[str, float],
