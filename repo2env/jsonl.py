@@ -2,15 +2,20 @@
 
 Writes never leave a half-written file: JSON files are written to a temporary file and renamed;
 JSONL lines are appended whole (one ``write`` per line, flushed), so an interrupted run leaves
-only complete rows and a re-run can resume from them.
+only complete rows and a re-run can resume from them. Every write to a file happens under an
+exclusive lock on a lock file beside it (``.NAME.lock``), and rows are updated by re-reading the
+file under that lock, so two runs on the same folder never lose each other's results.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +59,31 @@ def read_task_ids(path: str | os.PathLike[str]) -> set[str]:
     return ids
 
 
+_thread_locks: dict[Path, threading.Lock] = {}
+_thread_locks_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def locked(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold the exclusive lock of ``path`` (other processes: ``flock`` on ``.NAME.lock`` beside it;
+    other threads of this process: a lock per path, as flock does not exclude them)."""
+    path = Path(path).absolute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _thread_locks_guard:
+        thread_lock = _thread_locks.setdefault(path, threading.Lock())
+    with thread_lock, open(path.parent / f".{path.name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def append_jsonl(path: str | os.PathLike[str], rows: Iterable[BaseModel]) -> int:
     """Append models as JSONL lines, each written whole and flushed; returns how many."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     written = 0
-    with path.open("a", encoding="utf-8") as handle:
+    with locked(path), path.open("a", encoding="utf-8") as handle:
         for row in rows:
             handle.write(row.model_dump_json() + "\n")
             handle.flush()
@@ -70,8 +94,32 @@ def append_jsonl(path: str | os.PathLike[str], rows: Iterable[BaseModel]) -> int
 def write_jsonl(path: str | os.PathLike[str], rows: Iterable[BaseModel]) -> int:
     """Replace a JSONL file atomically with these rows; returns how many."""
     lines = [row.model_dump_json() + "\n" for row in rows]
-    _atomic_write(Path(path), "".join(lines))
+    with locked(path):
+        _atomic_write(Path(path), "".join(lines))
     return len(lines)
+
+
+def update_tasks(path: str | os.PathLike[str], tasks: Iterable[Task]) -> None:
+    """Put these tasks into a tasks.jsonl in place of the rows with the same ``instance_id`` (new
+    ones at the end), re-reading the file under its lock: rows another run wrote meanwhile stay."""
+    updates = {task.instance_id: task for task in tasks}
+    path = Path(path)
+    with locked(path):
+        current = read_tasks(path) if path.is_file() else []
+        rows = [updates.pop(task.instance_id, task) for task in current] + list(updates.values())
+        _atomic_write(path, "".join(row.model_dump_json() + "\n" for row in rows))
+
+
+def drop_rows(path: str | os.PathLike[str], keep: Callable[[dict[str, Any]], bool]) -> int:
+    """Rewrite a JSONL file without the rows ``keep`` refuses (under its lock); returns how many went."""
+    path = Path(path)
+    with locked(path):
+        if not path.is_file():
+            return 0
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True) if line.strip()]
+        kept = [line for line in lines if keep(json.loads(line))]
+        _atomic_write(path, "".join(kept))
+    return len(lines) - len(kept)
 
 
 def write_json(path: str | os.PathLike[str], payload: BaseModel | dict[str, Any] | list[Any]) -> None:
@@ -80,7 +128,8 @@ def write_json(path: str | os.PathLike[str], payload: BaseModel | dict[str, Any]
         text = payload.model_dump_json(indent=2)
     else:
         text = json.dumps(payload, indent=2, sort_keys=False)
-    _atomic_write(Path(path), text + "\n")
+    with locked(path):
+        _atomic_write(Path(path), text + "\n")
 
 
 def _atomic_write(path: Path, text: str) -> None:

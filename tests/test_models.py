@@ -115,3 +115,50 @@ def test_funnel_counts_and_reasons(tmp_path):
     assert funnel.counts["rejected:no_linked_issue"] == 2
     write_json(tmp_path / "funnel.json", funnel)
     assert Funnel.model_validate_json((tmp_path / "funnel.json").read_text()) == funnel
+
+
+def _concurrent_writer(path: str, worker: int, rounds: int) -> None:
+    """One process of the lost-update test: updates its own rows many times."""
+    from repo2env.jsonl import update_tasks
+    from repo2env.models import EnvSpec as Spec
+
+    base = read_tasks(path)
+    mine = [task for task in base if task.pull_number % 4 == worker]
+    for round_number in range(rounds):
+        update_tasks(path, [task.model_copy(update={"env_spec": Spec(rung=f"w{worker}-r{round_number}")})
+                            for task in mine])
+        # A row of its own, once: a rewrite from a stale read would lose it for good.
+        number = 1000 + 100 * worker + round_number
+        update_tasks(path, [base[0].model_copy(update={"pull_number": number, "instance_id": f"acme__widgets-{number}"})])
+
+
+def test_concurrent_runs_on_one_tasks_file_lose_nothing(tmp_path):
+    """Four processes (as four `build`/`validate` runs on one folder) each rewrite their own rows
+    while the others do: every row ends with its own writer's last update, none lost or doubled."""
+    import multiprocessing
+
+    path = tmp_path / "tasks.jsonl"
+    write_jsonl(path, [make_task(pull_number=number, instance_id=f"acme__widgets-{number}") for number in range(1, 41)])
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_concurrent_writer, args=(str(path), worker, 25)) for worker in range(4)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(timeout=120)
+        assert process.exitcode == 0
+    tasks = read_tasks(path)
+    added = [1000 + 100 * worker + number for worker in range(4) for number in range(25)]
+    assert sorted(task.pull_number for task in tasks) == list(range(1, 41)) + added
+    assert all(task.env_spec and task.env_spec.rung == f"w{task.pull_number % 4}-r24" for task in tasks
+               if task.pull_number <= 40)
+    assert not list(tmp_path.glob(".tasks.jsonl.*[!k]")), "no temporary file left behind"
+
+
+def test_drop_rows_keeps_the_others(tmp_path):
+    from repo2env.jsonl import drop_rows
+
+    path = tmp_path / "tasks.jsonl"
+    write_jsonl(path, [make_task(pull_number=number, instance_id=f"acme__widgets-{number}") for number in (1, 2, 3)])
+    assert drop_rows(path, lambda row: row["pull_number"] != 2) == 1
+    assert [task.pull_number for task in read_tasks(path)] == [1, 3]
+    assert drop_rows(tmp_path / "absent.jsonl", lambda row: False) == 0

@@ -202,3 +202,20 @@ def test_policies_ship_as_package_data_and_load_from_an_installed_wheel(tmp_path
     assert result.returncode == 0, result.stderr
     where, name = result.stdout.split()
     assert where.startswith(str(unpacked)) and name == "strict"
+
+
+@pytest.mark.docker
+def test_force_with_a_task_revalidates_that_task_only(validated, docker_client, tmp_path):
+    from repo2env.runtime.docker_backend import DockerRuntime
+
+    source, _ = validated
+    for name in ("tasks.jsonl", "source.json", "funnel.json", "validation.jsonl"):
+        shutil.copy(source / name, tmp_path / name)
+    before = {record.instance_id: record for record in read_records(tmp_path / "validation.jsonl")}
+    target = sorted(before)[0]
+    summary = validate_dir(tmp_path, DockerRuntime(docker_client), QUICK, force=True, instance_ids=frozenset({target}))
+    assert [record.instance_id for record in summary.records] == [target]
+    after = {record.instance_id: record for record in read_records(tmp_path / "validation.jsonl")}
+    assert set(after) == set(before), "the other tasks' records stay"
+    assert all(after[name] == before[name] for name in before if name != target)
+    assert after[target].wall_s != before[target].wall_s, "the target was validated again"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repo2env.errors import BuildError, DockerUnavailableError, InputError, Repo2EnvError
-from repo2env.jsonl import read_tasks, write_jsonl
+from repo2env.jsonl import read_tasks, update_tasks
 from repo2env.mine.split import classify_path
 from repo2env.models import EnvSpec, Task
 from repo2env.runtime.docker_backend import DockerRuntime
@@ -86,7 +86,6 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOp
     store = ImageStore(runtime.client)
     summary = BuildSummary(tasks_path=tasks_path)
     selected = [task for task in tasks if not options.instance_ids or task.instance_id in options.instance_ids]
-    by_id = {task.instance_id: task for task in tasks}
     logs_dir = tasks_dir / "logs" / "build"
 
     def one(task: Task) -> tuple[Task, EnvSpec, bool]:
@@ -102,10 +101,10 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOp
         try:
             for future in as_completed(futures):
                 task, spec, reused = future.result()
-                by_id[task.instance_id] = task.model_copy(update={"env_spec": spec})
                 _tally(summary, task, spec, reused)
-                # Written after every task: an interrupted build keeps what it finished.
-                write_jsonl(tasks_path, by_id.values())
+                # Written after every task (only its row, under the file's lock): an interrupted
+                # build keeps what it finished, and a concurrent run's rows stay.
+                update_tasks(tasks_path, [task.model_copy(update={"env_spec": spec})])
                 if progress:
                     progress(task, spec)
         except BaseException:

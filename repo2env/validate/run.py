@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repo2env.jsonl import append_jsonl, read_tasks, write_jsonl
+from repo2env.jsonl import append_jsonl, drop_rows, read_tasks, update_tasks
 from repo2env.models import RolloutResult, Task, ValidationRecord
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.validate.acceptance import AcceptancePolicy, judge
@@ -52,23 +52,23 @@ def validate_dir(tasks_dir: Path, runtime: DockerRuntime, policy: AcceptancePoli
     """Validate every task of ``tasks_dir`` (resuming: tasks already in validation.jsonl are skipped)."""
     tasks_path, records_path = tasks_dir / "tasks.jsonl", tasks_dir / "validation.jsonl"
     tasks = read_tasks(tasks_path)
-    done = {record.instance_id: record for record in read_records(records_path)} if not force else {}
+    selected = [task for task in tasks if not instance_ids or task.instance_id in instance_ids]
     if force:
-        records_path.unlink(missing_ok=True)
+        # Only the selected tasks' records go: `--force --task ID` re-validates that task alone.
+        forced = {task.instance_id for task in selected}
+        drop_rows(records_path, lambda row: row.get("instance_id") not in forced)
+    done = {record.instance_id for record in read_records(records_path)}
     summary = ValidationSummary(tasks_dir=tasks_dir)
-    todo = [task for task in tasks if (not instance_ids or task.instance_id in instance_ids)
-            and task.instance_id not in done]
+    todo = [task for task in selected if task.instance_id not in done]
     summary.skipped = len(tasks) - len(todo)
-    by_id = {task.instance_id: task for task in tasks}
     logs_dir = tasks_dir / "logs" / "validate"
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = [pool.submit(validate_task, task, runtime, policy, logs_dir=logs_dir / task.instance_id,
                                policy_runner=policy_runner, policy_k=policy_k) for task in todo]
         for future in as_completed(futures):
             task, record = future.result()
-            by_id[task.instance_id] = task
             append_jsonl(records_path, [record])
-            write_jsonl(tasks_path, by_id.values())
+            update_tasks(tasks_path, [task])
             summary.records.append(record)
             if progress:
                 progress(record)
