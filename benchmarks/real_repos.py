@@ -38,9 +38,10 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
+from repo2env.jsonl import REPOSITORY_FILE as SOURCE_FILE
 from repo2env.jsonl import read_tasks, write_jsonl
 from repo2env.mine.git import GitSource
-from repo2env.mine.miner import SOURCE_FILE, MineOptions, mine
+from repo2env.mine.miner import MineOptions, mine
 from repo2env.models import Task
 
 PROJECT = Path(__file__).resolve().parents[1]

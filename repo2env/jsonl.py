@@ -19,10 +19,13 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from repo2env.errors import InputError, TaskFormatError
-from repo2env.models import Task
+from repo2env.models import RepositoryRecord, Task
+
+#: The repository record of a tasks folder, beside its tasks.jsonl.
+REPOSITORY_FILE = "source.json"
 
 
 def iter_tasks(path: str | os.PathLike[str]) -> Iterator[Task]:
@@ -142,6 +145,26 @@ def _atomic_write(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_repository_record(folder: Path, record: RepositoryRecord) -> None:
+    """Record where ``folder``'s repository lives (atomically)."""
+    write_json(folder / REPOSITORY_FILE, record)
+
+
+def read_repository_record(folder: Path) -> RepositoryRecord:
+    """The repository record of a tasks folder, its clone checked to exist; InputError saying what to do."""
+    path = folder / REPOSITORY_FILE
+    if not path.is_file():
+        raise InputError(f"{path} is missing", hint="re-run 'repo2env mine' for this repository (it records the clone)")
+    try:
+        record = RepositoryRecord.model_validate_json(path.read_bytes())
+    except ValidationError as exc:
+        raise InputError(f"{path}: not a repository record ({exc.errors()[0]['msg']})",
+                         hint="re-run 'repo2env mine' for this repository") from None
+    if not Path(record.clone_path).exists():
+        raise InputError(f"the clone {record.clone_path} recorded in {path} is gone", hint="re-run 'repo2env mine'")
+    return record
 
 
 def find_task(tasks_files: Iterable[Path], instance_id: str) -> tuple[Task, Path]:

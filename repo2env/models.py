@@ -282,6 +282,15 @@ class Rejection(_Schema):
     detail: str = ""
 
 
+class RepositoryRecord(_Schema):
+    """Where a tasks folder's repository lives: written by ``mine`` (``source.json``), read by the
+    stages that need the code (``build``)."""
+
+    repo: str = Field(description="owner/name.")
+    clone_path: str = Field(description="A local clone (bare or not) with the full history.")
+    source: str = Field("", description="The mining source kind (GitSource, GitHubSource).")
+
+
 class Funnel(BaseModel):
     """How many items reached each step of a stage, and why the others were dropped."""
 

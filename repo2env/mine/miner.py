@@ -15,17 +15,16 @@ from datetime import datetime
 from pathlib import Path
 
 from repo2env.errors import PatchError
-from repo2env.jsonl import append_jsonl, read_task_ids, write_json
+from repo2env.jsonl import append_jsonl, read_task_ids, write_json, write_repository_record
 from repo2env.mine.history import GitHistory
 from repo2env.mine.leaks import strip_leaks
 from repo2env.mine.linking import pr_closing_refs
 from repo2env.mine.source import Issue, PullRequest, Source
 from repo2env.mine.split import SplitDiff, split_diff
-from repo2env.models import Funnel, Task
+from repo2env.models import Funnel, RepositoryRecord, Task
 
 STAGE = "mine"
 #: Written next to tasks.jsonl: the repository and where its clone lives.
-SOURCE_FILE = "source.json"
 _BATCH = 256
 
 #: Funnel steps, in order; each PR that is not kept is counted under exactly one rejection reason.
@@ -77,8 +76,8 @@ def mine(source: Source, out_dir: Path, options: MineOptions = MineOptions(), *,
     out_dir.mkdir(parents=True, exist_ok=True)
     tasks_path.touch()  # no qualifying PR is a result too: an empty tasks.jsonl
     # Later stages (build) need the code: say where the clone is.
-    write_json(out_dir / SOURCE_FILE, {"repo": source.repo, "clone_path": str(history.path.resolve()),
-                                       "source": type(source).__name__})
+    write_repository_record(out_dir, RepositoryRecord(repo=source.repo, clone_path=str(history.path.resolve()),
+                                                      source=type(source).__name__))
     batch: list[tuple[PullRequest, list[Issue]]] = []
     # Git works on the next batch's diffs (one process, the other core) while Python splits and
     # checks the previous one.

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repo2env.errors import BuildError, DockerUnavailableError, InputError, Repo2EnvError
-from repo2env.jsonl import read_tasks, update_tasks
+from repo2env.jsonl import read_repository_record, read_tasks, update_tasks
 from repo2env.mine.split import classify_path
 from repo2env.models import EnvSpec, Task
 from repo2env.runtime.docker_backend import DockerRuntime
@@ -63,18 +63,8 @@ Progress = Callable[[Task, EnvSpec], None]
 
 
 def read_source_clone(tasks_dir: Path) -> Path:
-    """Where the repository of a tasks folder lives (``source.json``, written by ``mine``)."""
-    import json
-
-    from repo2env.mine.miner import SOURCE_FILE
-
-    path = tasks_dir / SOURCE_FILE
-    if not path.is_file():
-        raise InputError(f"{path} is missing", hint="re-run 'repo2env mine' for this repository (it records the clone)")
-    clone = Path(json.loads(path.read_text())["clone_path"])
-    if not clone.exists():
-        raise InputError(f"the clone {clone} recorded in {path} is gone", hint="re-run 'repo2env mine'")
-    return clone
+    """Where the repository of a tasks folder lives (its repository record, written by ``mine``)."""
+    return Path(read_repository_record(tasks_dir).clone_path)
 
 
 def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOptions = BuildOptions(),
