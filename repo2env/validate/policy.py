@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import requests
 
+from repo2env.envs.instruction import agent_messages
 from repo2env.envs.tools import AgentTools, tool_schemas
 from repo2env.errors import PatchError
 from repo2env.jsonl import write_json
@@ -30,19 +31,6 @@ from repo2env.runtime.sandbox import Sandbox
 if TYPE_CHECKING:
     from repo2env.runtime.docker_backend import DockerRuntime
     from repo2env.verify.grader import Grader
-
-SYSTEM_PROMPT = """You are a software engineer working in a Linux sandbox without network access.
-A Python repository is checked out at /testbed. Use the tools to explore it, edit its files and run its tests.
-When the issue is fixed, answer with a short summary and no tool call: that ends your work.
-Your change is judged by tests you cannot see, so fix the cause described in the issue rather than a symptom."""
-
-USER_TEMPLATE = """Resolve the following issue in the repository at /testbed.
-
-<issue>
-{problem_statement}
-</issue>
-
-Edit the repository's files to fix it, then stop."""
 
 #: Seconds a Retry-After header may make the client wait, at most.
 _MAX_RETRY_WAIT_S = 30.0
@@ -103,10 +91,7 @@ class PolicyClient:
         Failures of the sandbox itself (the engine gone) raise; they are not the policy's doing.
         """
         tools = AgentTools(sandbox)
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": USER_TEMPLATE.format(problem_statement=task.problem_statement.strip())},
-        ]
+        messages: list[dict[str, Any]] = list(agent_messages(task))
         turns = calls = 0
         finished = "max_turns"
         with requests.Session() as session:
