@@ -114,8 +114,7 @@ class ImageStore:
                   "repo2env.commit": task.base_commit, "repo2env.snapshot": snapshot_sha,
                   "repo2env.env_image": env_tag, "repo2env.env_id": env.id if env else "",
                   "repo2env.version": __version__}
-        dockerfile = f"FROM {env_tag}\nCOPY --chown={AGENT_UID}:{AGENT_UID} snapshot/ /testbed/\nUSER root\nWORKDIR /testbed\n"
-        image = self._build(dockerfile, snapshot_dir, tag, labels, log_path)
+        image = self._build(task_dockerfile(env_tag), snapshot_dir, tag, labels, log_path)
         return BuiltImage(tag, image.id, built=True, size_bytes=image.attrs.get("Size", 0))
 
     def _index_args(self) -> dict[str, str]:
@@ -193,6 +192,22 @@ class ImageStore:
         if not dry_run:
             self.client.images.prune(filters={"dangling": True})
         return removed
+
+
+def task_dockerfile(env_tag: str) -> str:
+    """The task layer: the env image plus the snapshot (the build context's ``snapshot/``)."""
+    return f"FROM {env_tag}\nCOPY --chown={AGENT_UID}:{AGENT_UID} snapshot/ /testbed/\nUSER root\nWORKDIR /testbed\n"
+
+
+def layer_dockerfiles(task: Task, access: PackageAccess | None = None) -> dict[str, str]:
+    """The Dockerfile text of a built task's env and task layers (as published with the dataset);
+    the base layer is named by its tag (it is built by ``repo2env runtime bootstrap``)."""
+    spec = task.env_spec
+    if spec is None or spec.status != "env_ok" or not spec.env_image:
+        return {}
+    return {"base": base_image_tag(spec.python),
+            "env": _env_dockerfile(spec, access or PackageAccess.from_environment()),
+            "task": task_dockerfile(spec.env_image)}
 
 
 def _env_dockerfile(spec: EnvSpec, access: PackageAccess) -> str:

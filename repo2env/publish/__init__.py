@@ -1,0 +1,1 @@
+"""Publishing: validated tasks -> an environment dataset (a folder or the Hugging Face Hub)."""

@@ -1,0 +1,81 @@
+"""The dataset card (README.md with YAML metadata) of a published environment dataset: pure text."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import yaml
+
+TAGS = ["repo2env", "reinforcement-learning", "code", "swe-bench", "software-engineering", "agents", "grpo"]
+
+
+def _size_category(rows: int) -> str:
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
+        if rows < limit:
+            return label
+    return "100K<n<1M"
+
+
+def dataset_card(*, name: str, splits: Mapping[str, int], repos: Mapping[str, Mapping[str, int]], license_id: str,
+                 figures: Sequence[str], harbor_tasks: int, json_lists: bool) -> str:
+    """README.md of the dataset: metadata (``configs:`` points at ``data/`` so the ``tasks/`` tree is
+    not read as data), what a row holds, the funnel per repository, figures and snippets."""
+    metadata = {
+        "license": license_id,
+        "pretty_name": name,
+        "tags": TAGS,
+        "task_categories": ["text-generation"],
+        "size_categories": [_size_category(sum(splits.values()))],
+        "configs": [{"config_name": "default",
+                     "data_files": [{"split": split, "path": f"data/{split}-*.parquet"} for split in splits]}],
+    }
+    repo_id = name if "/" in name else f"ORG/{name}"
+    total = sum(splits.values())
+    lines = ["---", yaml.safe_dump(metadata, sort_keys=False).strip(), "---", "", f"# {name}", "",
+             f"{total} RL environments for coding agents made by repo2env from merged pull "
+             "requests: each row is one task, with the linked issue as the instruction, the repository at the "
+             "PR's base commit (a Docker image with no git history) as the world, and the fraction of the PR's "
+             "own hidden tests that pass as the reward. Every environment was validated with reference "
+             "rollouts (the gold patch scores 1.0 every time, the empty patch 0, partial fixes in between).",
+             "", "## Splits", "", "| split | rows |", "|---|---|"]
+    lines += [f"| {split} | {count} |" for split, count in splits.items()]
+    lines += ["", "## Funnel per repository", "",
+              "| repository | mined | built | validated | accepted | published |", "|---|---|---|---|---|---|"]
+    for repo, counts in sorted(repos.items()):
+        lines.append(f"| {repo} | {counts.get('mined', 0)} | {counts.get('built', 0)} | {counts.get('validated', 0)} "
+                     f"| {counts.get('accepted', 0)} | {counts.get('published', 0)} |")
+    if figures:
+        lines += ["", "## Rewards of the reference rollouts", ""]
+        lines += [f"![rewards by rollout kind]({figure})" for figure in figures]
+    lists = "JSON strings (as SWE-bench stores them)" if json_lists else "lists of strings"
+    lines += ["", "## Columns", "",
+              "- `prompt`: the conversation an episode starts from (system + user), as TRL's GRPO trainer takes it.",
+              "- SWE-bench fields: `instance_id`, `repo`, `base_commit`, `patch` (the gold fix), `test_patch` "
+              "(the hidden tests), `problem_statement`, `hints_text`, `created_at`, `version`, "
+              f"`environment_setup_commit`, `FAIL_TO_PASS` and `PASS_TO_PASS` ({lists}).",
+              "- The environment: `image`, `image_digest`, `env_image`, `python`, `test_cmd`, `env_spec` (JSON), "
+              "`dockerfiles` (JSON: the Dockerfile of each layer).",
+              "- Validation: `verdict`, `reasons`, `reward_gold`, `reward_null`, `reward_mean`, `distinct_rewards`, "
+              "`partial_credit`, `policy_pass_rate`, `validation` (JSON: rewards per rollout kind, flaky tests).",
+              "", "## Use it", "", "TRL (GRPO with the environment's tools and hidden-test reward):", "", "```python",
+              "from datasets import load_dataset",
+              f'dataset = load_dataset("{repo_id}", split="train")',
+              "# repo2env pull makes the images runnable here; RepoEnv starts a task's sandbox on reset(**row)",
+              "from repo2env.envs import RepoEnv",
+              "from trl import GRPOConfig, GRPOTrainer",
+              "trainer = GRPOTrainer(model=MODEL, train_dataset=dataset, environment_factory=RepoEnv,",
+              "                      args=GRPOConfig(num_generations=4, max_tool_calling_iterations=20))",
+              "```", "", "SWE-bench tooling (the rows carry its instance fields):", "", "```python",
+              "from datasets import load_dataset",
+              f'instances = load_dataset("{repo_id}", split="train").select_columns(',
+              '    ["instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement",',
+              '     "version", "FAIL_TO_PASS", "PASS_TO_PASS", "environment_setup_commit", "created_at", "hints_text"])',
+              "```", ""]
+    if harbor_tasks:
+        lines += [f"Harbor: `tasks/<instance_id>/` holds {harbor_tasks} Harbor task folders (`instruction.md`, "
+                  "`task.toml`, `environment/Dockerfile`, `tests/test.sh` = the hidden verifier, "
+                  "`solution/solve.sh` = the gold patch):", "", "```bash",
+                  f"huggingface-cli download {repo_id} --repo-type dataset --include 'tasks/*' --local-dir ds",
+                  "harbor run -p ds/tasks/INSTANCE_ID", "```", ""]
+    lines += ["`manifest.json` lists every file with its sha256.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,194 @@
+"""``repo2env publish``: validated tasks -> a dataset tree (parquet, card, figure, manifest).
+
+The tree is the same whether it lands in a folder or on the Hugging Face Hub::
+
+    README.md                 dataset card (YAML metadata; ``configs:`` points at data/)
+    data/<split>-00000-of-00001.parquet
+    figures/validation.png    reward distributions of the reference rollouts (all published tasks)
+    manifest.json             every other file with its size and sha256
+
+A folder target is written next to itself and renamed into place, so after an interruption it is
+either complete or absent; an existing target with other content is refused unless ``overwrite``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+from repo2env import __version__
+from repo2env.errors import InputError
+from repo2env.jsonl import read_tasks
+from repo2env.models import Task, ValidationRecord
+from repo2env.publish.card import dataset_card
+from repo2env.publish.rows import dataset_row
+
+MANIFEST = "manifest.json"
+
+#: Extra writers of the tree (e.g. Harbor task folders): (tasks, tree root) -> files written.
+TreeWriter = Callable[[Sequence[Task], Path], int]
+
+
+@dataclass(frozen=True)
+class PublishOptions:
+    """What goes into the dataset and how."""
+
+    name: str = "repo2env-environments"
+    split_by_date: date | None = None
+    include_rejected: bool = False
+    json_lists: bool = False
+    license_id: str = "other"
+
+
+@dataclass
+class PublishSummary:
+    """What a publish wrote."""
+
+    target: str
+    splits: dict[str, int] = field(default_factory=dict)
+    left_out: Counter = field(default_factory=Counter)  # reason -> tasks not published
+    files: int = 0
+    harbor_tasks: int = 0
+
+    @property
+    def rows(self) -> int:
+        return sum(self.splits.values())
+
+
+def select_tasks(folders: Sequence[Path], *, include_rejected: bool) -> tuple[list[Task], Counter, dict[str, Counter]]:
+    """The tasks to publish from these task folders, what was left out and why, and per-repo counts.
+
+    Tasks never validated are refused (an InputError naming them) unless ``include_rejected``:
+    publishing them would ship environments nobody checked.
+    """
+    chosen: list[Task] = []
+    left_out: Counter = Counter()
+    per_repo: dict[str, Counter] = {}
+    unvalidated: list[str] = []
+    for folder in folders:
+        for task in read_tasks(folder / "tasks.jsonl"):
+            counts = per_repo.setdefault(task.repo, Counter())
+            counts["mined"] += 1
+            built = bool(task.env_spec and task.env_spec.status == "env_ok")
+            counts["built"] += built
+            verdict = task.validation.verdict if task.validation else "pending"
+            counts["validated"] += verdict != "pending"
+            counts["accepted"] += verdict == "accepted"
+            if verdict == "pending":
+                unvalidated.append(task.instance_id)
+            if not built:
+                left_out["env_failed" if task.env_spec else "not_built"] += 1
+            elif verdict == "accepted" or include_rejected:
+                chosen.append(task)
+                counts["published"] += 1
+            else:
+                left_out[verdict if verdict == "pending" else "rejected"] += 1
+    if unvalidated and not include_rejected:
+        shown = ", ".join(unvalidated[:5]) + (f" and {len(unvalidated) - 5} more" if len(unvalidated) > 5 else "")
+        raise InputError(f"{len(unvalidated)} task(s) were never validated: {shown}",
+                         hint="run 'repo2env validate' first, or pass --include-rejected to publish them anyway")
+    if not chosen:
+        raise InputError("no task to publish (none is built and accepted)",
+                         hint="run 'repo2env build' and 'repo2env validate', or pass --include-rejected")
+    chosen.sort(key=lambda task: (task.created_at, task.instance_id))
+    return chosen, left_out, per_repo
+
+
+def split_name(task: Task, cutoff: date | None) -> str:
+    """``train`` before the cutoff date, ``test`` on or after it; all ``train`` without one."""
+    if cutoff is None:
+        return "train"
+    created = datetime.fromisoformat(task.created_at.replace("Z", "+00:00")).astimezone(UTC).date()
+    return "train" if created < cutoff else "test"
+
+
+def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
+               extra_writers: Sequence[TreeWriter] = ()) -> PublishSummary:
+    """Write the dataset tree of the chosen tasks under ``root`` (an empty folder)."""
+    from datasets import Dataset
+
+    from repo2env.runtime.images import layer_dockerfiles
+    from repo2env.validate.report import write_figure
+    from repo2env.validate.run import read_records
+
+    tasks, left_out, per_repo = select_tasks(folders, include_rejected=options.include_rejected)
+    summary = PublishSummary(target=str(root), left_out=left_out)
+    by_split: dict[str, list[dict]] = {}
+    for task in tasks:
+        by_split.setdefault(split_name(task, options.split_by_date), []).append(
+            dataset_row(task, layer_dockerfiles(task), json_lists=options.json_lists))
+    (root / "data").mkdir(parents=True)
+    for split, rows in sorted(by_split.items(), key=lambda item: item[0] != "train"):
+        Dataset.from_list(rows).to_parquet(str(root / "data" / f"{split}-00000-of-00001.parquet"))
+        summary.splits[split] = len(rows)
+    published = {task.instance_id for task in tasks}
+    records: list[ValidationRecord] = [record for folder in folders for record in read_records(folder / "validation.jsonl")
+                                       if record.instance_id in published]
+    figures = []
+    if records:
+        (root / "figures").mkdir()
+        write_figure(root / "figures" / "validation.png", records)
+        figures.append("figures/validation.png")
+    for writer in extra_writers:
+        summary.harbor_tasks += writer(tasks, root)
+    (root / "README.md").write_text(dataset_card(
+        name=options.name, splits=summary.splits, repos={repo: dict(counts) for repo, counts in per_repo.items()},
+        license_id=options.license_id, figures=figures, harbor_tasks=summary.harbor_tasks,
+        json_lists=options.json_lists))
+    summary.files = write_manifest(root, tasks=len(tasks))
+    return summary
+
+
+def write_manifest(root: Path, *, tasks: int) -> int:
+    """``manifest.json``: every file of the tree but itself, with size and sha256; returns the count."""
+    files = {}
+    for path in sorted(path for path in root.rglob("*") if path.is_file() and path.name != MANIFEST):
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        files[path.relative_to(root).as_posix()] = {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+    (root / MANIFEST).write_text(json.dumps({"generator": f"repo2env {__version__}", "tasks": tasks,
+                                             "created": datetime.now(UTC).isoformat(timespec="seconds"),
+                                             "files": files}, indent=2) + "\n")
+    return len(files) + 1
+
+
+def verify_manifest(root: Path) -> list[str]:
+    """The files of a published tree whose content does not match its manifest (empty: intact)."""
+    manifest = json.loads((root / MANIFEST).read_text())
+    problems = []
+    for name, entry in manifest["files"].items():
+        path = root / name
+        if not path.is_file():
+            problems.append(f"{name}: missing")
+        elif hashlib.sha256(path.read_bytes()).hexdigest() != entry["sha256"]:
+            problems.append(f"{name}: sha256 differs")
+    return problems
+
+
+def publish_to_folder(folders: Sequence[Path], target: Path, options: PublishOptions, *, overwrite: bool = False,
+                      extra_writers: Sequence[TreeWriter] = ()) -> PublishSummary:
+    """Write the dataset tree to ``target``: complete or absent, never half-written."""
+    target = target.absolute()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:
+        raise InputError(f"{target} exists and is not empty", hint="choose another target, or pass --overwrite")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    try:
+        summary = write_tree(folders, staging / "tree", options, extra_writers=extra_writers)
+        if target.exists():
+            os.replace(target, staging / "previous")  # removed with the staging folder
+        os.replace(staging / "tree", target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    summary.target = str(target)
+    return summary

@@ -1,0 +1,93 @@
+"""A task as a row of the published dataset, and back: pure functions, no I/O.
+
+One row carries what three kinds of users read: a conversational ``prompt`` column that TRL's GRPO
+trainer uses as is, the SWE-bench instance fields (so SWE-bench tooling loads the rows), and what
+repo2env itself needs to run the environment again without re-deriving anything (the EnvSpec and
+the Dockerfile text of each image layer) together with the validation evidence. Nested records
+travel as JSON strings, so every row has the same Arrow schema whatever the record holds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from repo2env.envs.instruction import agent_messages
+from repo2env.errors import TaskFormatError
+from repo2env.models import EnvSpec, Task, ValidationReport
+
+#: Columns holding a JSON document (decoded by :func:`task_from_row`).
+JSON_COLUMNS = ("env_spec", "validation", "dockerfiles")
+
+
+def dataset_row(task: Task, dockerfiles: Mapping[str, str] | None = None, *, json_lists: bool = False) -> dict[str, Any]:
+    """The published row of ``task``. ``json_lists``: FAIL_TO_PASS / PASS_TO_PASS as JSON strings,
+    as SWE-bench's own datasets store them."""
+    spec = task.env_spec or EnvSpec()
+    report = task.validation or ValidationReport()
+    rewards: dict[str, list[float]] = {}
+    for rollout in report.rollouts:
+        rewards.setdefault(rollout.kind, []).append(rollout.reward)
+    policy_rewards = rewards.get("policy")
+    row: dict[str, Any] = {
+        "prompt": agent_messages(task),
+        **task.to_swebench_row(json_lists=json_lists),
+        "pull_number": task.pull_number,
+        "issue_numbers": list(task.issue_numbers),
+        "merge_commit": task.merge_commit or "",
+        "scm_version": task.scm_version,
+        "leak_score": task.leak_score,
+        "image": spec.image or "",
+        "image_digest": spec.image_digest or "",
+        "env_image": spec.env_image or "",
+        "python": spec.python,
+        "test_cmd": spec.test_cmd,
+        "env_spec": spec.model_dump_json(exclude={"log_path"}),
+        "dockerfiles": json.dumps(dict(dockerfiles or {}), sort_keys=True),
+        "verdict": report.verdict,
+        "reasons": list(report.reasons),
+        "reward_gold": _mean(rewards.get("gold")),
+        "reward_null": _mean(rewards.get("null")),
+        "reward_mean": report.reward_mean,
+        "distinct_rewards": report.distinct_rewards,
+        "partial_credit": bool(report.partial_credit),
+        "policy_pass_rate": (sum(reward == 1.0 for reward in policy_rewards) / len(policy_rewards))
+        if policy_rewards else None,
+        "validation": json.dumps({
+            "verdict": report.verdict, "reasons": report.reasons, "policy": report.policy,
+            "rewards": rewards, "flaky_tests": report.flaky_tests, "reward_mean": report.reward_mean,
+            "reward_spread": report.reward_spread, "distinct_rewards": report.distinct_rewards,
+            "partial_credit": report.partial_credit, "leak_flagged": report.leak_flagged,
+        }, sort_keys=True),
+    }
+    return row
+
+
+def task_from_row(row: Mapping[str, Any], *, where: str = "row") -> Task:
+    """The :class:`Task` a published row describes (rollout details and local log paths are not
+    published, so ``validation`` comes back with the verdict and figures only)."""
+    try:
+        spec = EnvSpec.model_validate_json(row["env_spec"]) if row.get("env_spec") else None
+        validation = json.loads(row["validation"]) if row.get("validation") else {}
+    except (ValueError, TypeError) as exc:
+        raise TaskFormatError(f"{where}: a JSON column does not parse ({exc})") from None
+    fields = {name: row[name] for name in (
+        "instance_id", "repo", "pull_number", "issue_numbers", "base_commit", "merge_commit", "patch", "test_patch",
+        "problem_statement", "hints_text", "created_at", "version", "scm_version", "environment_setup_commit",
+        "FAIL_TO_PASS", "PASS_TO_PASS", "leak_score") if name in row and row[name] is not None}
+    fields["merge_commit"] = fields.get("merge_commit") or None
+    if spec is not None:
+        fields["env_spec"] = spec
+    if validation:
+        fields["validation"] = ValidationReport(
+            verdict=validation.get("verdict", "pending"), reasons=validation.get("reasons", []),
+            policy=validation.get("policy"), flaky_tests=validation.get("flaky_tests", {}),
+            reward_mean=validation.get("reward_mean"), reward_spread=validation.get("reward_spread"),
+            distinct_rewards=validation.get("distinct_rewards"), partial_credit=validation.get("partial_credit"),
+            leak_flagged=bool(validation.get("leak_flagged")))
+    return Task.from_row(fields, where=where)
+
+
+def _mean(values: list[float] | None) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
