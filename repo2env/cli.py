@@ -23,7 +23,8 @@ stdout = Console(soft_wrap=True)
 class _Group(click.Group):
     """Lists commands in the pipeline's order, then in the order they were added."""
 
-    order = ("mine", "build", "run", "grade", "validate", "publish", "pipeline", "demo", "doctor", "runtime", "images")
+    order = ("mine", "build", "run", "grade", "validate", "publish", "import", "export", "pipeline", "demo", "doctor",
+             "runtime", "images")
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         ranked = {name: index for index, name in enumerate(self.order)}
@@ -450,10 +451,105 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
                       f"figure: {folder / 'validation.png'}")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def publish() -> None:
-    """Publish environments as a dataset (not implemented yet)."""
-    _not_built("publish", "planned: publishing")
+@cli.command()
+@_from_option
+@click.option("--to", "target", required=True, metavar="hf://ORG/NAME|DIR",
+              help="A Hugging Face Hub dataset repository (hf://org/name) or a local folder.")
+@click.option("--name", help="The dataset's pretty name in its card [default: the Hub repo id or the folder name].")
+@click.option("--split-by-date", type=click.DateTime(formats=["%Y-%m-%d"]), metavar="YYYY-MM-DD",
+              help="Tasks created before this day go to 'train', the others to 'test'.")
+@click.option("--include-rejected", is_flag=True, help="Publish rejected and never-validated tasks too.")
+@click.option("--json-lists", is_flag=True, help="FAIL_TO_PASS / PASS_TO_PASS as JSON strings (SWE-bench's style).")
+@click.option("--license", "license_id", default="other", show_default=True, help="License id for the card.")
+@click.option("--overwrite", is_flag=True, help="Replace a target that already has content.")
+@click.option("--private", is_flag=True, help="Hub: create the repository private.")
+@click.option("--revision", help="Hub: the branch to commit to (created when missing).")
+@click.option("--create-pr", is_flag=True, help="Hub: open a pull request instead of committing to the branch.")
+@click.option("--token", envvar="HF_TOKEN", help="Hub token [env: HF_TOKEN; else the stored login].")
+@click.option("--hub-url", envvar="HF_ENDPOINT", help="Hub endpoint [env: HF_ENDPOINT; default: the public Hub].")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by_date: datetime | None,
+            include_rejected: bool, json_lists: bool, license_id: str, overwrite: bool, private: bool,
+            revision: str | None, create_pr: bool, token: str | None, hub_url: str | None, as_json: bool) -> None:
+    """Publish validated environments as a dataset: parquet rows (a TRL-ready `prompt` column, the
+    SWE-bench fields, the environment, the validation figures), a dataset card and a manifest.
+
+    Only accepted tasks are published; tasks never validated are refused unless --include-rejected.
+    A folder target is complete or absent after an interruption.
+    """
+    from repo2env.publish.dataset import PublishOptions, publish_to_folder
+    from repo2env.publish.hub import HubTarget, parse_target
+
+    destination = parse_target(target)
+    folders = _tasks_dirs(from_dirs)
+    default_name = destination.repo_id if isinstance(destination, HubTarget) else Path(destination).name
+    options = PublishOptions(name=name or default_name, split_by_date=split_by_date.date() if split_by_date else None,
+                             include_rejected=include_rejected, json_lists=json_lists, license_id=license_id)
+    with console.status("writing the dataset"):
+        if isinstance(destination, HubTarget):
+            _not_built("publish --to hf://", "the Hub upload lands next; publish to a folder for now")
+        summary = publish_to_folder(folders, destination, options, overwrite=overwrite)
+    if as_json:
+        stdout.print_json(json.dumps({"target": summary.target, "splits": summary.splits, "rows": summary.rows,
+                                      "left_out": dict(summary.left_out), "files": summary.files,
+                                      "harbor_tasks": summary.harbor_tasks}))
+        return
+    splits = ", ".join(f"{split} {count}" for split, count in summary.splits.items())
+    left = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.left_out.items()))
+    console.print(f"published {summary.rows} environments ({splits}) to {summary.target}; "
+                  f"{summary.files} files with checksums in manifest.json"
+                  f"{'; left out: ' + left if left else ''}", highlight=False)
+
+
+@cli.group("import", cls=_Group)
+def import_group() -> None:
+    """Bring tasks made elsewhere into repo2env (to build, validate and train on them here)."""
+
+
+@import_group.command("swebench")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out_root", type=click.Path(file_okay=False, path_type=Path), default=Path("generated"),
+              show_default=True, help="Root of the task folders (one per repository: OUT/owner__name/).")
+@click.option("--clone", "clones", multiple=True, metavar="OWNER/NAME=PATH",
+              help="A local clone (full history) of a repository the rows name; repeatable. Needed by build.")
+def import_swebench_command(path: Path, out_root: Path, clones: tuple[str, ...]) -> None:
+    """Import SWE-bench-format rows (SWE-bench, SWE-Gym, SWE-rebench; JSON, JSONL or parquet).
+
+    Their FAIL_TO_PASS / PASS_TO_PASS are kept as declared; 'repo2env validate' re-derives them with
+    our runtime and reports the difference in validation.jsonl (declared_differences).
+    """
+    from repo2env.publish.swebench import import_swebench
+
+    mapping = {}
+    for item in clones:
+        repo, separator, location = item.partition("=")
+        if not separator or "/" not in repo or not location:
+            raise InputError(f"--clone {item!r}: expected OWNER/NAME=PATH")
+        mapping[repo] = location
+    summary = import_swebench(path, out_root, mapping)
+    for repo, folder in summary.folders.items():
+        console.print(f"{repo}: {summary.tasks[repo]} tasks -> {folder / 'tasks.jsonl'}", highlight=False)
+    if summary.missing_clones:
+        console.print(f"[yellow]no clone recorded for[/] {', '.join(summary.missing_clones)}: pass --clone "
+                      "OWNER/NAME=PATH (or mine the repository) before 'repo2env build'", highlight=False)
+
+
+@cli.group("export", cls=_Group)
+def export_group() -> None:
+    """Write validated tasks in one format of the field."""
+
+
+@export_group.command("swebench")
+@_from_option
+@click.argument("out_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--lists", is_flag=True, help="FAIL_TO_PASS / PASS_TO_PASS as lists, not JSON strings.")
+@click.option("--include-rejected", is_flag=True, help="Export tasks that were not accepted too.")
+def export_swebench_command(from_dirs: tuple[Path, ...], out_path: Path, lists: bool, include_rejected: bool) -> None:
+    """Write accepted tasks as SWE-bench instances (JSONL) to OUT_PATH."""
+    from repo2env.publish.swebench import export_swebench
+
+    count = export_swebench(_tasks_dirs(from_dirs), out_path, json_lists=not lists, accepted_only=not include_rejected)
+    console.print(f"{count} SWE-bench instances -> {out_path}", highlight=False)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

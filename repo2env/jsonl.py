@@ -102,6 +102,14 @@ def write_jsonl(path: str | os.PathLike[str], rows: Iterable[BaseModel]) -> int:
     return len(lines)
 
 
+def write_json_lines(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> int:
+    """Replace a JSONL file atomically with these plain records (an export format); returns how many."""
+    lines = [json.dumps(row, ensure_ascii=False) + "\n" for row in rows]
+    with locked(path):
+        _atomic_write(Path(path), "".join(lines))
+    return len(lines)
+
+
 def update_tasks(path: str | os.PathLike[str], tasks: Iterable[Task]) -> None:
     """Put these tasks into a tasks.jsonl in place of the rows with the same ``instance_id`` (new
     ones at the end), re-reading the file under its lock: rows another run wrote meanwhile stay."""

@@ -148,6 +148,9 @@ class ValidationRecord(_Schema):
     partial_credit: bool | None = None
     leak_score: float = 0.0
     leak_flagged: bool = False
+    declared_differences: dict[str, list[str]] = Field(
+        default_factory=dict, description="For imported tasks: how the derived test lists differ from the declared "
+        "ones (f2p_passes_before, f2p_flaky, f2p_missing, p2p_flaky, p2p_failing, f2p_not_declared).")
     policy_pass_rate: float | None = None
     wall_s: float = 0.0
     tests_s: float = Field(0.0, description="Time inside test runs (derivation and gradings).")
@@ -179,6 +182,10 @@ class Task(_Schema):
     environment_setup_commit: str | None = None
     FAIL_TO_PASS: list[str] = Field(default_factory=list)
     PASS_TO_PASS: list[str] = Field(default_factory=list)
+    declared_FAIL_TO_PASS: list[str] | None = Field(
+        None, description="The lists an imported dataset gave (SWE-bench rows); validate re-derives FAIL_TO_PASS / "
+        "PASS_TO_PASS and reports how they differ.")
+    declared_PASS_TO_PASS: list[str] | None = None
     env_spec: EnvSpec | None = None
     validation: ValidationReport | None = None
 

@@ -85,3 +85,30 @@ def grader(docker_client, tmp_path_factory):
     from repo2env.verify.grader import Grader
 
     return Grader(DockerRuntime(docker_client), tmp_path_factory.mktemp("grades"), timeout_s=120)
+
+
+def quick_policy():
+    """The default policy, lighter on reruns of the reference rollouts so the suite stays quick; the
+    F2P/P2P derivation keeps its three shuffled runs under different hash seeds."""
+    from repo2env.validate.acceptance import load_acceptance_policy
+
+    return load_acceptance_policy("default").model_copy(update={"gold_runs": 1, "partial_limit": 2,
+                                                                "near_miss_limit": 2})
+
+
+@pytest.fixture(scope="session")
+def validated(built_demo, docker_client, tmp_path_factory):
+    """The built demo validated once per session (quick policy): (tasks folder, {pull: record}).
+    Treat it as read-only: copy the folder before validating again in it."""
+    import shutil
+
+    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.validate.run import validate_dir
+
+    source, _ = built_demo
+    folder = tmp_path_factory.mktemp("validated")
+    for name in ("tasks.jsonl", "source.json", "funnel.json"):
+        shutil.copy(source / name, folder / name)
+    summary = validate_dir(folder, DockerRuntime(docker_client), quick_policy(), jobs=2)
+    records = {int(record.instance_id.rsplit("-", 1)[1]): record for record in summary.records}
+    return folder, records

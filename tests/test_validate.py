@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import quick_policy  # noqa: I001 (tests/ is on sys.path)
 
 from repo2env.errors import InputError
 from repo2env.jsonl import read_tasks, write_jsonl
@@ -14,22 +15,7 @@ from repo2env.models import GradeResult, RolloutResult
 from repo2env.validate.acceptance import AcceptancePolicy, judge, load_acceptance_policy
 from repo2env.validate.run import read_records, validate_dir
 
-# The default policy, lighter on reruns of the reference rollouts so the suite stays quick; the
-# F2P/P2P derivation keeps its three shuffled runs under different hash seeds.
-QUICK = load_acceptance_policy("default").model_copy(update={"gold_runs": 1, "partial_limit": 2, "near_miss_limit": 2})
-
-
-@pytest.fixture(scope="module")
-def validated(built_demo, docker_client, tmp_path_factory):
-    from repo2env.runtime.docker_backend import DockerRuntime
-
-    source, _ = built_demo
-    folder = tmp_path_factory.mktemp("validated")
-    for name in ("tasks.jsonl", "source.json", "funnel.json"):
-        shutil.copy(source / name, folder / name)
-    summary = validate_dir(folder, DockerRuntime(docker_client), QUICK, jobs=2)
-    records = {int(record.instance_id.rsplit("-", 1)[1]): record for record in summary.records}
-    return folder, records
+QUICK = quick_policy()
 
 
 @pytest.mark.docker

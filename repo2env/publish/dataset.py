@@ -114,11 +114,13 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
                extra_writers: Sequence[TreeWriter] = ()) -> PublishSummary:
     """Write the dataset tree of the chosen tasks under ``root`` (an empty folder)."""
     from datasets import Dataset
+    from datasets.utils.logging import disable_progress_bar
 
     from repo2env.runtime.images import layer_dockerfiles
     from repo2env.validate.report import write_figure
     from repo2env.validate.run import read_records
 
+    disable_progress_bar()  # the CLI shows its own progress; datasets' bars would interleave with it
     tasks, left_out, per_repo = select_tasks(folders, include_rejected=options.include_rejected)
     summary = PublishSummary(target=str(root), left_out=left_out)
     by_split: dict[str, list[dict]] = {}

@@ -77,6 +77,8 @@ def task_from_row(row: Mapping[str, Any], *, where: str = "row") -> Task:
         "problem_statement", "hints_text", "created_at", "version", "scm_version", "environment_setup_commit",
         "FAIL_TO_PASS", "PASS_TO_PASS", "leak_score") if name in row and row[name] is not None}
     fields["merge_commit"] = fields.get("merge_commit") or None
+    if fields.get("environment_setup_commit") == fields.get("base_commit"):
+        fields["environment_setup_commit"] = None  # the SWE-bench row's stand-in for "not set"
     if spec is not None:
         fields["env_spec"] = spec
     if validation:

@@ -110,11 +110,31 @@ def validate_task(task: Task, runtime: DockerRuntime, policy: AcceptancePolicy, 
         flaky_tests=report.flaky_tests, rewards=rewards, reward_mean=report.reward_mean,
         reward_spread=report.reward_spread, distinct_rewards=report.distinct_rewards,
         partial_credit=report.partial_credit, leak_score=task.leak_score, leak_flagged=report.leak_flagged,
+        declared_differences=declared_differences(task, report.flaky_tests) if derivation else {},
         policy_pass_rate=(sum(r == 1.0 for r in policy_rewards) / len(policy_rewards)) if policy_rewards else None,
         wall_s=round(time.monotonic() - started, 3), tests_s=round(tests_s, 3),
         error=(derivation.error if derivation else (task.env_spec.error if task.env_spec else "not built")),
     )
     return task.model_copy(update={"validation": report}), record
+
+
+def declared_differences(task: Task, flaky: dict[str, float]) -> dict[str, list[str]]:
+    """How the derived FAIL_TO_PASS / PASS_TO_PASS differ from the lists an imported dataset declared
+    (empty for mined tasks): declared F2P tests that pass before the fix, flip, or never pass here;
+    declared P2P tests that flip or fail; derived F2P tests the dataset did not list."""
+    if task.declared_FAIL_TO_PASS is None:
+        return {}
+    f2p, p2p = set(task.FAIL_TO_PASS), set(task.PASS_TO_PASS)
+    declared_f2p, declared_p2p = set(task.declared_FAIL_TO_PASS), set(task.declared_PASS_TO_PASS or [])
+    differences = {
+        "f2p_passes_before": sorted(declared_f2p & p2p),
+        "f2p_flaky": sorted(declared_f2p & set(flaky)),
+        "f2p_missing": sorted(declared_f2p - f2p - p2p - set(flaky)),
+        "p2p_flaky": sorted(declared_p2p & set(flaky)),
+        "p2p_failing": sorted(declared_p2p - p2p - set(flaky)),
+        "f2p_not_declared": sorted(f2p - declared_f2p),
+    }
+    return {key: tests for key, tests in differences.items() if tests}
 
 
 def _reference_rollouts(task: Task, runtime: DockerRuntime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,

@@ -1,0 +1,146 @@
+"""Publishing to a folder: the dataset tree, its rows as datasets loads them, the card, the
+manifest, refusals, atomicity; and the round trip from the published row back to a reward."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from repo2env.errors import InputError
+from repo2env.jsonl import write_jsonl
+from repo2env.models import EnvSpec, RolloutResult, Task, ValidationReport
+from repo2env.publish.dataset import PublishOptions, publish_to_folder, verify_manifest
+from repo2env.publish.rows import task_from_row
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+def validated_task(number: int, created: str, verdict: str = "accepted", built: bool = True) -> Task:
+    rewards = [("gold", 1.0), ("gold", 1.0), ("null", 0.0), ("partial", 0.5)]
+    return Task(
+        instance_id=f"acme__widgets-{number}", repo="acme/widgets", pull_number=number, issue_numbers=[number - 1],
+        base_commit=SHA, patch="diff --git a/w.py b/w.py\n", test_patch="diff --git a/tests/t.py b/tests/t.py\n",
+        problem_statement=f"Widget {number} breaks when empty", created_at=created, version="1.2",
+        FAIL_TO_PASS=["tests/t.py::test_empty[a::b]"], PASS_TO_PASS=["tests/t.py::test_full"],
+        env_spec=EnvSpec(status="env_ok" if built else "env_failed", image=f"repo2env/task:acme__widgets-{number}",
+                         image_digest="sha256:" + "0" * 64, env_image="repo2env/env:py3.11-abc", python="3.11",
+                         install=["pip install -e ."], error=None if built else "install failed"),
+        validation=None if verdict == "pending" else ValidationReport(
+            verdict=verdict, reasons=[] if verdict == "accepted" else ["null_passes"], policy="default",
+            rollouts=[RolloutResult(kind=kind, reward=reward) for kind, reward in rewards], reward_mean=0.625,
+            distinct_rewards=3, partial_credit=True),
+    )
+
+
+@pytest.fixture
+def tasks_folder(tmp_path):
+    folder = tmp_path / "tasks"
+    write_jsonl(folder / "tasks.jsonl", [
+        validated_task(2, "2023-03-01T10:00:00Z"), validated_task(4, "2024-06-01T10:00:00Z"),
+        validated_task(6, "2024-07-01T10:00:00Z", verdict="rejected"),
+        validated_task(8, "2024-08-01T10:00:00Z", verdict="rejected", built=False),
+    ])
+    return folder
+
+
+def test_folder_dataset_loads_with_datasets_and_round_trips(tasks_folder, tmp_path):
+    from datasets import load_dataset
+
+    target = tmp_path / "published"
+    summary = publish_to_folder([tasks_folder], target, PublishOptions(name="acme/envs", split_by_date=__import__(
+        "datetime").date(2024, 1, 1)))
+    assert summary.splits == {"train": 1, "test": 1} and summary.left_out == {"rejected": 1, "env_failed": 1}
+    loaded = load_dataset(str(target))
+    assert set(loaded) == {"train", "test"}, "the card's configs decide the splits"
+    row = loaded["test"][0]
+    assert row["instance_id"] == "acme__widgets-4"
+    assert row["prompt"][0]["role"] == "system" and "Widget 4 breaks" in row["prompt"][1]["content"]
+    assert row["FAIL_TO_PASS"] == ["tests/t.py::test_empty[a::b]"] and row["reward_gold"] == 1.0
+    assert row["verdict"] == "accepted" and json.loads(row["validation"])["rewards"]["partial"] == [0.5]
+    back = task_from_row(row)
+    original = validated_task(4, "2024-06-01T10:00:00Z")
+    assert back.model_dump(exclude={"validation"}) == original.model_dump(exclude={"validation"}) | {
+        "env_spec": back.env_spec.model_dump()}
+    assert back.env_spec.image == original.env_spec.image and back.validation.verdict == "accepted"
+    card = (target / "README.md").read_text()
+    assert card.startswith("---\n") and "configs:" in card and "data/test-*.parquet" in card
+    assert "| acme/widgets | 4 | 3 | 4 | 2 | 2 |" in card
+    assert verify_manifest(target) == []
+    (target / "data" / "train-00000-of-00001.parquet").write_bytes(b"tampered")
+    assert verify_manifest(target) == ["data/train-00000-of-00001.parquet: sha256 differs"]
+
+
+def test_json_lists_match_swebench_style(tasks_folder, tmp_path):
+    from datasets import load_dataset
+
+    publish_to_folder([tasks_folder], tmp_path / "out", PublishOptions(json_lists=True))
+    row = load_dataset(str(tmp_path / "out"), split="train")[0]
+    assert row["FAIL_TO_PASS"] == '["tests/t.py::test_empty[a::b]"]'
+    assert task_from_row(row).FAIL_TO_PASS == ["tests/t.py::test_empty[a::b]"]
+
+
+def test_refusals_and_overwrite(tasks_folder, tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "keep.txt").write_text("someone else's")
+    with pytest.raises(InputError, match="exists and is not empty"):
+        publish_to_folder([tasks_folder], target, PublishOptions())
+    assert (target / "keep.txt").read_text() == "someone else's", "nothing touched"
+    publish_to_folder([tasks_folder], target, PublishOptions(), overwrite=True)
+    assert not (target / "keep.txt").exists() and (target / "manifest.json").is_file()
+
+    unvalidated = tmp_path / "unvalidated"
+    write_jsonl(unvalidated / "tasks.jsonl", [validated_task(10, "2024-01-01T00:00:00Z", verdict="pending")])
+    with pytest.raises(InputError, match="never validated"):
+        publish_to_folder([unvalidated], tmp_path / "never", PublishOptions())
+    summary = publish_to_folder([unvalidated], tmp_path / "anyway", PublishOptions(include_rejected=True))
+    assert summary.rows == 1
+
+
+def test_an_interrupted_publish_leaves_no_target_and_no_staging(tasks_folder, tmp_path):
+    def dies(tasks, root):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        publish_to_folder([tasks_folder], tmp_path / "out", PublishOptions(), extra_writers=[dies])
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["tasks"]
+
+
+def test_cli_publish_folder_and_one_line_errors(tasks_folder, tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "repo2env", "publish", *args], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120)
+
+    done = run("--from", str(tasks_folder), "--to", str(tmp_path / "ds"), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["splits"] == {"train": 2}
+    again = run("--from", str(tasks_folder), "--to", str(tmp_path / "ds"))
+    assert again.returncode == 1 and again.stderr.startswith("error: ") and "Traceback" not in again.stderr
+    missing = run("--from", str(tmp_path / "nowhere"), "--to", str(tmp_path / "ds2"))
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+
+
+@pytest.mark.docker
+def test_published_demo_row_runs_and_scores_the_gold_patch(validated, docker_client, tmp_path):
+    """Publish the validated demo, load it with datasets, and from one row alone: start its
+    environment, apply the gold patch in the sandbox, and get 1.0 from the verifier."""
+    from datasets import load_dataset
+
+    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.verify.grader import Grader
+
+    folder, _ = validated
+    publish_to_folder([folder], tmp_path / "ds", PublishOptions(name="repo2env/demo"))
+    row = load_dataset(str(tmp_path / "ds"), split="train")[0]
+    task = task_from_row(row)
+    runtime = DockerRuntime(docker_client)
+    with runtime.start(task) as sandbox:
+        sandbox.write_file("/tmp/gold.diff", task.patch)
+        applied = sandbox.exec("git apply /tmp/gold.diff")
+        assert applied.exit_code == 0, applied.output
+        diff = sandbox.diff()
+    result = Grader(runtime, tmp_path / "grades", timeout_s=120).grade(task, diff)
+    assert result.reward == 1.0, result
