@@ -23,7 +23,7 @@ stdout = Console(soft_wrap=True)
 class _Group(click.Group):
     """Lists commands in the pipeline's order, then in the order they were added."""
 
-    order = ("mine", "build", "run", "grade", "validate", "publish", "import", "export", "pipeline", "demo", "doctor",
+    order = ("mine", "build", "run", "grade", "validate", "publish", "pull", "import", "export", "pipeline", "demo", "doctor",
              "runtime", "images")
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -462,6 +462,8 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
 @click.option("--json-lists", is_flag=True, help="FAIL_TO_PASS / PASS_TO_PASS as JSON strings (SWE-bench's style).")
 @click.option("--license", "license_id", default="other", show_default=True, help="License id for the card.")
 @click.option("--overwrite", is_flag=True, help="Replace a target that already has content.")
+@click.option("--save-images", is_flag=True,
+              help="Put every task's image in the dataset (images/images.tar, layers shared) for 'repo2env pull'.")
 @click.option("--private", is_flag=True, help="Hub: create the repository private.")
 @click.option("--revision", help="Hub: the branch to commit to (created when missing).")
 @click.option("--create-pr", is_flag=True, help="Hub: open a pull request instead of committing to the branch.")
@@ -469,7 +471,7 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
 @click.option("--hub-url", envvar="HF_ENDPOINT", help="Hub endpoint [env: HF_ENDPOINT; default: the public Hub].")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by_date: datetime | None,
-            include_rejected: bool, json_lists: bool, license_id: str, overwrite: bool, private: bool,
+            include_rejected: bool, json_lists: bool, license_id: str, overwrite: bool, save_images: bool, private: bool,
             revision: str | None, create_pr: bool, token: str | None, hub_url: str | None, as_json: bool) -> None:
     """Publish validated environments as a dataset: parquet rows (a TRL-ready `prompt` column, the
     SWE-bench fields, the environment, the validation figures), a dataset card and a manifest.
@@ -479,16 +481,18 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
     """
     from repo2env.publish.dataset import PublishOptions, publish_to_folder
     from repo2env.publish.hub import HubTarget, parse_target
+    from repo2env.publish.images import save_images as image_writer
 
     destination = parse_target(target)
     folders = _tasks_dirs(from_dirs)
+    writers = [image_writer] if save_images else []
     default_name = destination.repo_id if isinstance(destination, HubTarget) else Path(destination).name
     options = PublishOptions(name=name or default_name, split_by_date=split_by_date.date() if split_by_date else None,
                              include_rejected=include_rejected, json_lists=json_lists, license_id=license_id)
     with console.status("writing the dataset"):
         if isinstance(destination, HubTarget):
             _not_built("publish --to hf://", "the Hub upload lands next; publish to a folder for now")
-        summary = publish_to_folder(folders, destination, options, overwrite=overwrite)
+        summary = publish_to_folder(folders, destination, options, overwrite=overwrite, extra_writers=writers)
     if as_json:
         stdout.print_json(json.dumps({"target": summary.target, "splits": summary.splits, "rows": summary.rows,
                                       "left_out": dict(summary.left_out), "files": summary.files,
@@ -499,6 +503,46 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
     console.print(f"published {summary.rows} environments ({splits}) to {summary.target}; "
                   f"{summary.files} files with checksums in manifest.json"
                   f"{'; left out: ' + left if left else ''}", highlight=False)
+
+
+@cli.command()
+@click.argument("source", metavar="hf://ORG/NAME|DIR")
+@click.option("--out", "out_root", type=click.Path(file_okay=False, path_type=Path), default=Path("generated"),
+              show_default=True, help="Root of the task folders (one per repository: OUT/owner__name/).")
+@click.option("--clone", "clones", multiple=True, metavar="OWNER/NAME=PATH",
+              help="A local clone of a repository, to rebuild images the dataset does not carry; repeatable.")
+@click.option("--no-build", is_flag=True, help="Only write the task folders; build nothing.")
+def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool) -> None:
+    """Bring a published dataset here and make its environments runnable.
+
+    The files are checked against the dataset's manifest, rows become task folders, and each task's
+    image is found here, loaded from the dataset's images/images.tar, or rebuilt from --clone.
+    """
+    from repo2env.publish.hub import HubTarget, parse_target
+    from repo2env.publish.pull import pull_dataset
+    from repo2env.runtime.docker_backend import DockerRuntime
+
+    origin = parse_target(source)
+    if isinstance(origin, HubTarget):
+        _not_built("pull hf://", "the Hub download lands next; pull a folder for now")
+    summary = pull_dataset(origin, out_root, runtime=None if no_build else DockerRuntime(),
+                           clones=_clone_mapping(clones), build=not no_build)
+    for repo, folder in summary.folders.items():
+        console.print(f"{repo}: {folder / 'tasks.jsonl'}", highlight=False)
+    console.print(f"{summary.tasks} tasks; runnable here: {summary.runnable} ({summary.loaded_images} images loaded, "
+                  f"{summary.rebuilt} rebuilt)", highlight=False)
+    for instance_id, why in summary.not_runnable.items():
+        console.print(f"[yellow]not runnable[/] {instance_id}: {why}", highlight=False)
+
+
+def _clone_mapping(clones: tuple[str, ...]) -> dict[str, str]:
+    mapping = {}
+    for item in clones:
+        repo, separator, location = item.partition("=")
+        if not separator or "/" not in repo or not location:
+            raise InputError(f"--clone {item!r}: expected OWNER/NAME=PATH")
+        mapping[repo] = location
+    return mapping
 
 
 @cli.group("import", cls=_Group)
@@ -520,13 +564,7 @@ def import_swebench_command(path: Path, out_root: Path, clones: tuple[str, ...])
     """
     from repo2env.publish.swebench import import_swebench
 
-    mapping = {}
-    for item in clones:
-        repo, separator, location = item.partition("=")
-        if not separator or "/" not in repo or not location:
-            raise InputError(f"--clone {item!r}: expected OWNER/NAME=PATH")
-        mapping[repo] = location
-    summary = import_swebench(path, out_root, mapping)
+    summary = import_swebench(path, out_root, _clone_mapping(clones))
     for repo, folder in summary.folders.items():
         console.print(f"{repo}: {summary.tasks[repo]} tasks -> {folder / 'tasks.jsonl'}", highlight=False)
     if summary.missing_clones:

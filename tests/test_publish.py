@@ -144,3 +144,44 @@ def test_published_demo_row_runs_and_scores_the_gold_patch(validated, docker_cli
         diff = sandbox.diff()
     result = Grader(runtime, tmp_path / "grades", timeout_s=120).grade(task, diff)
     assert result.reward == 1.0, result
+
+
+@pytest.mark.docker
+def test_pull_loads_saved_images_and_rebuilds_from_a_clone(validated, demo_repo, docker_client, tmp_path):
+    """A dataset published with --save-images brings an image this engine lost; a dataset without
+    images is rebuilt from a clone; without either, the task is said to be not runnable."""
+    from repo2env.publish.images import save_images
+    from repo2env.publish.pull import pull_dataset
+    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.images import image_namespace
+
+    folder, _ = validated
+    runtime = DockerRuntime(docker_client)
+    task = next(task for task in read_tasks_of(folder) if task.validation.verdict == "accepted")
+    lost_tag = f"{image_namespace()}-pulltest/task:{task.pull_number}"
+    docker_client.images.get(task.env_spec.image).tag(lost_tag)
+    shipped = task.model_copy(update={"env_spec": task.env_spec.model_copy(update={"image": lost_tag})})
+    write_jsonl(tmp_path / "tasks" / "tasks.jsonl", [shipped])
+    publish_to_folder([tmp_path / "tasks"], tmp_path / "with-images", PublishOptions(), extra_writers=[save_images])
+    assert (tmp_path / "with-images" / "images" / "images.tar").stat().st_size > 1_000_000
+    docker_client.images.remove(lost_tag)
+
+    pulled = pull_dataset(tmp_path / "with-images", tmp_path / "here", runtime=runtime)
+    assert pulled.loaded_images >= 1 and pulled.runnable == 1 and not pulled.not_runnable
+    assert docker_client.images.get(lost_tag).id == task.env_spec.image_digest
+    docker_client.images.remove(lost_tag)
+
+    publish_to_folder([tmp_path / "tasks"], tmp_path / "no-images", PublishOptions())
+    stranded = pull_dataset(tmp_path / "no-images", tmp_path / "stranded", runtime=runtime)
+    assert stranded.runnable == 0 and "no image here" in stranded.not_runnable[task.instance_id]
+    rebuilt = pull_dataset(tmp_path / "no-images", tmp_path / "rebuilt", runtime=runtime,
+                           clones={task.repo: str(demo_repo.path)})
+    assert rebuilt.rebuilt == 1 and rebuilt.runnable == 1
+    with runtime.start(read_tasks_of(rebuilt.folders[task.repo])[0]) as sandbox:
+        assert sandbox.exec("test -f pyproject.toml -o -f setup.py").exit_code == 0
+
+
+def read_tasks_of(folder):
+    from repo2env.jsonl import read_tasks
+
+    return read_tasks(folder / "tasks.jsonl")

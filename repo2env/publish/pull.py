@@ -1,0 +1,91 @@
+"""``repo2env pull``: a published dataset -> task folders here whose environments run.
+
+The dataset's files are checked against its manifest, its rows become tasks (one folder per
+repository, merged with what is there), and each task's image is made to exist: already here with
+the recorded id, loaded from the dataset's image tarball, or rebuilt from a clone of the repository.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repo2env.errors import InputError
+from repo2env.jsonl import update_tasks, write_repository_record
+from repo2env.models import RepositoryRecord, Task
+from repo2env.publish.dataset import MANIFEST, verify_manifest
+from repo2env.publish.images import IMAGES_TARBALL, load_images, runnable_here
+from repo2env.publish.rows import task_from_row
+
+
+@dataclass
+class PullSummary:
+    """What a pull brought and what runs."""
+
+    folders: dict[str, Path] = field(default_factory=dict)
+    tasks: int = 0
+    runnable: int = 0
+    loaded_images: int = 0
+    rebuilt: int = 0
+    not_runnable: dict[str, str] = field(default_factory=dict)  # instance id -> why
+
+
+def dataset_tasks(tree: Path) -> list[Task]:
+    """The tasks of a published dataset tree (every split), its manifest verified first."""
+    import pyarrow.parquet as pq
+
+    if not (tree / MANIFEST).is_file():
+        raise InputError(f"{tree} is not a repo2env dataset (no {MANIFEST})",
+                         hint="pass the folder 'repo2env publish' wrote, or hf://org/name")
+    problems = verify_manifest(tree)
+    if problems:
+        raise InputError(f"{tree}: files do not match the manifest: {'; '.join(problems[:3])}",
+                         hint="download the dataset again")
+    tasks = []
+    for path in sorted((tree / "data").glob("*.parquet")):
+        for index, row in enumerate(pq.read_table(path).to_pylist(), start=1):
+            tasks.append(task_from_row(row, where=f"{path.name} row {index}"))
+    return tasks
+
+
+def pull_dataset(tree: Path, out_root: Path, *, runtime=None, clones: Mapping[str, str] | None = None,
+                 build: bool = True) -> PullSummary:
+    """Bring the dataset at ``tree`` into ``out_root/<owner>__<name>/``; with a runtime, make every
+    task's image exist (load the tarball, else rebuild from ``clones`` when ``build``)."""
+    tasks = dataset_tasks(tree)
+    summary = PullSummary(tasks=len(tasks))
+    by_repo: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_repo.setdefault(task.repo, []).append(task)
+    for repo, repo_tasks in sorted(by_repo.items()):
+        folder = out_root / repo.replace("/", "__")
+        update_tasks(folder / "tasks.jsonl", repo_tasks)
+        summary.folders[repo] = folder
+        clone = (clones or {}).get(repo)
+        if clone:
+            if not Path(clone).exists():
+                raise InputError(f"no such clone for {repo}: {clone}")
+            write_repository_record(folder, RepositoryRecord(repo=repo, clone_path=str(Path(clone).resolve()),
+                                                             source="dataset"))
+    if runtime is None:
+        return summary
+    if (tree / IMAGES_TARBALL).is_file():
+        summary.loaded_images = len(load_images(runtime.client, tree / IMAGES_TARBALL))
+    from repo2env.runtime.build import BuildOptions, build_tasks_dir
+
+    for repo, repo_tasks in sorted(by_repo.items()):
+        missing = {task.instance_id for task in repo_tasks if not runnable_here(runtime.client, task)}
+        summary.runnable += len(repo_tasks) - len(missing)
+        if not missing:
+            continue
+        folder = summary.folders[repo]
+        if not build or not (folder / "source.json").is_file():
+            why = "no image here and no clone to rebuild from (pass --clone OWNER/NAME=PATH)" if build else "--no-build"
+            summary.not_runnable.update(dict.fromkeys(sorted(missing), why))
+            continue
+        built = build_tasks_dir(folder, runtime=runtime, options=BuildOptions(instance_ids=frozenset(missing)))
+        summary.rebuilt += built.ok
+        summary.runnable += built.ok
+        summary.not_runnable.update(built.failures)
+    return summary
