@@ -100,9 +100,11 @@ class Repo:
 
 
 class _HubError(Exception):
-    def __init__(self, status: int, message: str, *, code: str | None = None, headers: dict | None = None) -> None:
+    def __init__(self, status: int, message: str, *, code: str | None = None, headers: dict | None = None,
+                 body: dict | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.code, self.headers = status, message, code, headers or {}
+        self.body = body or {}
 
 
 def git_blob_id(content: bytes) -> str:
@@ -231,7 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
             with self.fake._lock:
                 status, reply, headers = self._route(method, raw_path, query, payload)
         except _HubError as error:
-            status, reply = error.status, {"error": error.message}
+            status, reply = error.status, {"error": error.message, **error.body}
             headers = {"X-Error-Message": error.message, **error.headers}
             if error.code:
                 headers["X-Error-Code"] = error.code
@@ -314,7 +316,8 @@ class _Handler(BaseHTTPRequestHandler):
         repo_id = f"{namespace}/{payload['name']}"
         url = f"{self.fake.url}{self.fake._prefix(repo_type)}/{repo_id}"
         if (repo_type, repo_id) in self.fake.repos:
-            raise _HubError(409, f"You already created this {repo_type} repo", headers={})
+            # huggingface_hub's create_repo(exist_ok=True) reads the URL from this 409's body
+            raise _HubError(409, f"You already created this {repo_type} repo", body={"url": url})
         self.fake._create(repo_id, repo_type, private=payload.get("visibility") == "private")
         return 200, {"url": url, "name": repo_id, "id": repo_id}, {}
 

@@ -96,7 +96,8 @@ def publish_to_hub(folders: Sequence[Path], repo_id: str, options: PublishOption
         summary = write_tree(folders, root, options, extra_writers=extra_writers)
         tree = sorted(path.relative_to(root).as_posix() for path in root.rglob("*") if path.is_file())
         with _hub_errors(url, repo_id):
-            api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+            # Without --private the organization's default visibility applies, as on the Hub's own page.
+            api.create_repo(repo_id, repo_type="dataset", private=True if private else None, exist_ok=True)
             if branch != "main":
                 api.create_branch(repo_id, repo_type="dataset", branch=branch, exist_ok=True)
             existing = [name for name in api.list_repo_files(repo_id, repo_type="dataset", revision=branch)
