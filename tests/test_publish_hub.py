@@ -4,20 +4,16 @@ over real HTTP against :class:`tests.fake_hub.FakeHub` (the Hub itself is unreac
 from __future__ import annotations
 
 import socket
-import sys
 from pathlib import Path
 
 import pytest
+from fake_hub import FakeHub
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fake_hub import FakeHub  # noqa: E402
-
-from repo2env.errors import InputError, SourceError  # noqa: E402
-from repo2env.jsonl import write_jsonl  # noqa: E402
-from repo2env.models import EnvSpec, RolloutResult, Task, ValidationRecord, ValidationReport  # noqa: E402
-from repo2env.publish.dataset import PublishOptions, verify_manifest  # noqa: E402
-from repo2env.publish.hub import HubTarget, download_from_hub, parse_target, publish_to_hub  # noqa: E402
+from repo2env.errors import InputError, SourceError
+from repo2env.jsonl import write_jsonl
+from repo2env.models import EnvSpec, RolloutResult, Task, ValidationRecord, ValidationReport
+from repo2env.publish.dataset import PublishOptions, verify_manifest
+from repo2env.publish.hub import HubTarget, download_from_hub, parse_target, publish_to_hub
 
 TOKEN = "hf_fake_write"
 SHA = "89abcdef0123456789abcdef0123456789abcdef"
@@ -115,7 +111,10 @@ def test_revision_is_a_branch_created_from_main_and_main_stays_untouched(tasks_f
     assert hub.calls("POST", "/branch/v1$")[0].status == 200
     assert set(repo.files("main")) == {".gitattributes"} and set(repo.files("v1")) == TREE
     assert commits(hub)[0].path.endswith("/commit/v1")
-    publish(tasks_folder, hub, revision="v1", overwrite=True)  # the branch exists now: used as it is
+    # The branch exists now: used as it is. (Another card, so the tree differs: the client skips a
+    # commit that would change nothing, and the manifest's timestamp has a one-second resolution.)
+    publish_to_hub([tasks_folder], "alice/gears", PublishOptions(name="gears, second edition"), token=TOKEN,
+                   endpoint=hub.url, revision="v1", overwrite=True)
     assert hub.calls("POST", "/branch/v1$")[1].status == 409 and len(repo.history("v1")) == 3
     local = download_from_hub("alice/gears", tmp_path / "v1", endpoint=hub.url, revision="v1")
     assert verify_manifest(local) == []
@@ -130,6 +129,30 @@ def test_create_pr_opens_a_pull_request_and_leaves_main_untouched(tasks_folder, 
     assert [pull.target_branch for pull in repo.pulls] == ["main"]
     assert set(repo.files("main")) == {".gitattributes"} and set(repo.files("refs/pr/1")) == TREE
     assert commits(hub)[0].query == {"create_pr": "1"}
+
+
+def test_create_pr_against_a_branch(tasks_folder, hub):
+    summary = publish(tasks_folder, hub, revision="v1", create_pr=True)
+    repo = hub.repo("alice/gears")
+    assert summary.target.endswith("/discussions/1") and repo.pulls[0].target_branch == "v1"
+    assert set(repo.files("v1")) == {".gitattributes"} and set(repo.files("refs/pr/1")) == TREE
+
+
+def test_a_large_tree_still_lands_in_one_commit(tasks_folder, hub):
+    """upload_folder would split 300+ files into several commits (hf_xet's pipeline); ours does not."""
+    def task_folders(tasks, root):
+        for index in range(150):
+            for name in ("instruction.md", "task.toml"):
+                path = root / "tasks" / f"task-{index:03d}" / name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(f"{name} of task {index}\n")
+        return 150
+
+    summary = publish_to_hub([tasks_folder], "alice/gears", PublishOptions(), token=TOKEN, endpoint=hub.url,
+                             extra_writers=[task_folders])
+    repo = hub.repo("alice/gears")
+    assert summary.harbor_tasks == 150 and len(repo.files("main")) == len(TREE) + 300
+    assert len(commits(hub)) == 1 and len(hub.calls("POST", "/preupload/")) == 2, "256 files per preupload call"
 
 
 def test_existing_content_is_refused_unless_overwrite_then_replaced(tasks_folder, hub):
