@@ -105,6 +105,16 @@ def test_private_repository_is_created_private_and_hidden_from_anonymous_readers
     assert verify_manifest(local) == []
 
 
+def test_private_refuses_an_existing_public_repository(tasks_folder, hub):
+    hub.seed("alice/gears", {})
+    with pytest.raises(InputError, match="exists and is public, so --private cannot apply"):
+        publish(tasks_folder, hub, private=True)
+    assert commits(hub) == []
+    hub.repo("alice/gears").private = True
+    publish(tasks_folder, hub, private=True)
+    assert len(commits(hub)) == 1
+
+
 def test_revision_is_a_branch_created_from_main_and_main_stays_untouched(tasks_folder, hub, tmp_path):
     publish(tasks_folder, hub, revision="v1")
     repo = hub.repo("alice/gears")
@@ -120,6 +130,16 @@ def test_revision_is_a_branch_created_from_main_and_main_stays_untouched(tasks_f
     assert verify_manifest(local) == []
     with pytest.raises(InputError, match="no such revision"):
         download_from_hub("alice/gears", tmp_path / "v2", endpoint=hub.url, revision="v2")
+
+
+def test_a_new_branch_replaces_what_it_inherits_from_main(tasks_folder, hub):
+    repo = hub.seed("alice/gears", {"old.txt": b"from before"})
+    with pytest.raises(InputError, match="already holds 1 file"):
+        publish(tasks_folder, hub)
+    publish(tasks_folder, hub, revision="v2")
+    assert set(repo.files("v2")) == TREE and "old.txt" in repo.files("main")
+    with pytest.raises(InputError, match=r"hf://alice/gears \(branch v2\) already holds 4 file"):
+        publish(tasks_folder, hub, revision="v2")
 
 
 def test_create_pr_opens_a_pull_request_and_leaves_main_untouched(tasks_folder, hub):

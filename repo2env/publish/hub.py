@@ -77,11 +77,12 @@ def publish_to_hub(folders: Sequence[Path], repo_id: str, options: PublishOption
                    extra_writers: Sequence[TreeWriter] = ()) -> PublishSummary:
     """Publish the dataset tree of ``folders`` to the dataset repository ``repo_id`` in one commit.
 
-    The repository is created when missing (``private`` applies only then, as on the Hub). A
+    The repository is created when missing (``private`` applies only then, as on the Hub: an
+    existing public repository with ``private`` is refused). A
     ``revision`` is a branch, created from main when missing. ``create_pr`` opens a pull request
     against it (main by default) instead of committing to it. A branch that already holds files
-    other than ``.gitattributes`` is refused unless ``overwrite``; then the commit also deletes the
-    files the new tree does not have. ``summary.target`` is the URL of the commit or pull request.
+    other than ``.gitattributes`` is refused unless ``overwrite`` (a branch created by this call
+    counts as empty); the commit deletes the files the new tree does not have. ``summary.target`` is the URL of the commit or pull request.
     """
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
@@ -98,11 +99,16 @@ def publish_to_hub(folders: Sequence[Path], repo_id: str, options: PublishOption
         with _hub_errors(url, repo_id):
             # Without --private the organization's default visibility applies, as on the Hub's own page.
             api.create_repo(repo_id, repo_type="dataset", private=True if private else None, exist_ok=True)
-            if branch != "main":
-                api.create_branch(repo_id, repo_type="dataset", branch=branch, exist_ok=True)
+            if private and not api.repo_info(repo_id, repo_type="dataset").private:
+                # The Hub ignores the flag for an existing repository: never publish in the open by surprise.
+                raise InputError(f"hf://{repo_id} exists and is public, so --private cannot apply",
+                                 hint="make the repository private on the Hub first, or drop --private")
+            new_branch = branch != "main" and _create_branch(api, repo_id, branch)
             existing = [name for name in api.list_repo_files(repo_id, repo_type="dataset", revision=branch)
                         if name not in HUB_OWN_FILES]
-            if existing and not overwrite:
+            # A branch made just now holds main's files only because it starts there: replacing them
+            # there overwrites nothing the user published on that branch.
+            if existing and not overwrite and not new_branch:
                 shown = ", ".join(existing[:3]) + (f" and {len(existing) - 3} more" if len(existing) > 3 else "")
                 raise InputError(f"hf://{repo_id} (branch {branch}) already holds {len(existing)} file(s): {shown}",
                                  hint="pass --overwrite to replace them, or choose another repository or --revision")
@@ -115,6 +121,19 @@ def publish_to_hub(folders: Sequence[Path], repo_id: str, options: PublishOption
                                    "manifest.json (sha256 of every file).")
     summary.target = commit.pr_url or commit.commit_url
     return summary
+
+
+def _create_branch(api, repo_id: str, branch: str) -> bool:
+    """Create ``branch`` from main; False when it exists already."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        api.create_branch(repo_id, repo_type="dataset", branch=branch)
+    except HfHubHTTPError as exc:
+        if exc.response is not None and exc.response.status_code == 409:
+            return False
+        raise
+    return True
 
 
 def download_from_hub(repo_id: str, dest: Path, *, token: str | None = None, endpoint: str | None = None,
