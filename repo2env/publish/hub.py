@@ -77,12 +77,12 @@ def publish_to_hub(folders: Sequence[Path], repo_id: str, options: PublishOption
                    extra_writers: Sequence[TreeWriter] = ()) -> PublishSummary:
     """Publish the dataset tree of ``folders`` to the dataset repository ``repo_id`` in one commit.
 
-    The repository is created when missing (``private`` applies only then, as on the Hub: an
-    existing public repository with ``private`` is refused). A
-    ``revision`` is a branch, created from main when missing. ``create_pr`` opens a pull request
-    against it (main by default) instead of committing to it. A branch that already holds files
-    other than ``.gitattributes`` is refused unless ``overwrite`` (a branch created by this call
-    counts as empty); the commit deletes the files the new tree does not have. ``summary.target`` is the URL of the commit or pull request.
+    The repository is created when missing (``private`` applies only then, as on the Hub; an
+    existing public repository with ``private`` is refused). A ``revision`` is a branch, created
+    from main when missing. ``create_pr`` opens a pull request against it (main by default) instead
+    of committing to it. A branch that already holds files other than ``.gitattributes`` is refused
+    unless ``overwrite`` (a branch created by this call counts as empty); the commit deletes the
+    files the new tree does not have. ``summary.target`` is the URL of the commit or pull request.
     """
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
