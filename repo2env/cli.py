@@ -467,8 +467,8 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
 @click.option("--private", is_flag=True, help="Hub: create the repository private.")
 @click.option("--revision", help="Hub: the branch to commit to (created when missing).")
 @click.option("--create-pr", is_flag=True, help="Hub: open a pull request instead of committing to the branch.")
-@click.option("--token", envvar="HF_TOKEN", help="Hub token [env: HF_TOKEN; else the stored login].")
-@click.option("--hub-url", envvar="HF_ENDPOINT", help="Hub endpoint [env: HF_ENDPOINT; default: the public Hub].")
+@click.option("--token", help="Hub token [default: HF_TOKEN, else the stored 'hf auth login'].")
+@click.option("--hub-url", help="Hub endpoint [default: HF_ENDPOINT, else the public Hub].")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by_date: datetime | None,
             include_rejected: bool, json_lists: bool, license_id: str, overwrite: bool, save_images: bool, private: bool,
@@ -480,7 +480,7 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
     A folder target is complete or absent after an interruption.
     """
     from repo2env.publish.dataset import PublishOptions, publish_to_folder
-    from repo2env.publish.hub import HubTarget, parse_target
+    from repo2env.publish.hub import HubTarget, parse_target, publish_to_hub
     from repo2env.publish.images import save_images as image_writer
 
     destination = parse_target(target)
@@ -491,8 +491,11 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
                              include_rejected=include_rejected, json_lists=json_lists, license_id=license_id)
     with console.status("writing the dataset"):
         if isinstance(destination, HubTarget):
-            _not_built("publish --to hf://", "the Hub upload lands next; publish to a folder for now")
-        summary = publish_to_folder(folders, destination, options, overwrite=overwrite, extra_writers=writers)
+            summary = publish_to_hub(folders, destination.repo_id, options, token=token, endpoint=hub_url,
+                                     private=private, revision=revision, create_pr=create_pr, overwrite=overwrite,
+                                     extra_writers=writers)
+        else:
+            summary = publish_to_folder(folders, destination, options, overwrite=overwrite, extra_writers=writers)
     if as_json:
         stdout.print_json(json.dumps({"target": summary.target, "splits": summary.splits, "rows": summary.rows,
                                       "left_out": dict(summary.left_out), "files": summary.files,
@@ -512,19 +515,28 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
 @click.option("--clone", "clones", multiple=True, metavar="OWNER/NAME=PATH",
               help="A local clone of a repository, to rebuild images the dataset does not carry; repeatable.")
 @click.option("--no-build", is_flag=True, help="Only write the task folders; build nothing.")
-def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool) -> None:
+@click.option("--revision", help="Hub: the branch or commit to download.")
+@click.option("--token", help="Hub token [default: HF_TOKEN, else the stored login] (private datasets).")
+@click.option("--hub-url", help="Hub endpoint [default: HF_ENDPOINT, else the public Hub].")
+def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, revision: str | None,
+         token: str | None, hub_url: str | None) -> None:
     """Bring a published dataset here and make its environments runnable.
 
     The files are checked against the dataset's manifest, rows become task folders, and each task's
     image is found here, loaded from the dataset's images/images.tar, or rebuilt from --clone.
     """
-    from repo2env.publish.hub import HubTarget, parse_target
+    from repo2env.publish.hub import HubTarget, download_from_hub, parse_target
     from repo2env.publish.pull import pull_dataset
     from repo2env.runtime.docker_backend import DockerRuntime
 
     origin = parse_target(source)
     if isinstance(origin, HubTarget):
-        _not_built("pull hf://", "the Hub download lands next; pull a folder for now")
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+        destination = out_root / "datasets" / origin.repo_id.replace("/", "__")
+        with console.status(f"downloading {origin.repo_id}"):
+            origin = download_from_hub(origin.repo_id, destination, token=token, endpoint=hub_url, revision=revision)
     summary = pull_dataset(origin, out_root, runtime=None if no_build else DockerRuntime(),
                            clones=_clone_mapping(clones), build=not no_build)
     for repo, folder in summary.folders.items():
