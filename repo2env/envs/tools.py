@@ -185,15 +185,20 @@ cat -- "$staging" > "$target" 2>/dev/null || exit {_UNWRITABLE}
         """Run the repository's tests with pytest, stopping at the first failure.
 
         Args:
-            path: A test file, folder or test id relative to /testbed (e.g. "tests/test_slug.py" or
-                "tests/test_slug.py::test_max_length"); empty runs the whole suite.
+            path: Test files, folders or test ids relative to /testbed, separated by spaces (quote an id
+                that has spaces), e.g. "tests/test_slug.py" or "tests/test_slug.py::test_max_length";
+                empty runs the whole suite.
 
         Returns:
             pytest's output, then "[exit N]".
         """
         command = VISIBLE_TESTS_COMMAND
-        if path:
-            file_part, separator, test_part = path.partition("::")
+        try:
+            targets = shlex.split(path)
+        except ValueError as exc:
+            return _ERROR + f"cannot read the test list ({exc})"
+        for one in targets:
+            file_part, separator, test_part = one.partition("::")
             target = _inside_workdir(file_part)
             if target is None:
                 return _refused(file_part)

@@ -1,0 +1,248 @@
+"""``RepoEnv``: one repo2env task as an environment for TRL's ``GRPOTrainer(environment_factory=...)``.
+
+TRL's contract (1.16): ``RepoEnv()`` takes no arguments; ``reset(**row)`` receives the whole dataset
+row and returns text appended to the prompt; every public method with type hints and a Google-style
+docstring is a tool (so helpers are private); ``get_reward()`` is a reward. Instances are pooled and
+reused through ``reset``, and ``close`` is never called, so the previous sandbox is torn down in
+``reset``, in ``__del__`` and at interpreter exit (the Docker backend removes open sandboxes then).
+
+Settings come from :class:`RepoEnvConfig` (environment variables ``REPO2ENV_ENV_*``), and
+``functools.partial(RepoEnv, config=...)`` overrides them for one trainer.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repo2env.envs.instruction import instruction_text
+from repo2env.envs.tools import AgentTools
+from repo2env.errors import InputError
+from repo2env.models import GradeResult, Task
+from repo2env.publish.rows import task_from_row
+
+
+@dataclass(frozen=True)
+class RepoEnvConfig:
+    """How every :class:`RepoEnv` of a process behaves (read from ``REPO2ENV_ENV_*`` variables)."""
+
+    reward_mode: str = "graded"
+    """graded (f2p rate x p2p rate), binary or f2p; see ``repo2env grade --mode``."""
+    command_timeout_s: float = 120.0
+    """Wall-clock limit of one bash call."""
+    test_timeout_s: float = 300.0
+    """Wall-clock limit of one run_tests call."""
+    episode_timeout_s: float = 1800.0
+    """After this long since reset, tools answer that time is up (the episode's budget)."""
+    output_cap_chars: int = 20_000
+    """Longest tool answer; longer ones are cut in the middle."""
+    grade_timeout_s: float = 600.0
+    """Wall-clock limit of the hidden tests when grading."""
+    warm_sandboxes: int = 1
+    """Started sandboxes kept ready per image, so reset costs no container start."""
+    logs_dir: Path = field(default_factory=lambda: Path("generated") / "repo_env")
+    """Where gradings keep their logs."""
+
+    @classmethod
+    def from_environment(cls) -> RepoEnvConfig:
+        """Defaults overridden by ``REPO2ENV_ENV_<FIELD>`` variables (e.g. REPO2ENV_ENV_REWARD_MODE=binary)."""
+        values: dict[str, Any] = {}
+        for name in cls.__dataclass_fields__:
+            raw = os.environ.get(f"REPO2ENV_ENV_{name.upper()}")
+            if raw is None:
+                continue
+            kind = type(getattr(cls(), name))
+            try:
+                values[name] = Path(raw) if kind is Path or name == "logs_dir" else kind(raw)
+            except ValueError:
+                raise InputError(f"REPO2ENV_ENV_{name.upper()}={raw!r} is not a valid {kind.__name__}") from None
+        config = cls(**values)
+        if config.reward_mode not in ("graded", "binary", "f2p"):
+            raise InputError(f"reward mode {config.reward_mode!r}: choose graded, binary or f2p")
+        return config
+
+
+class _SandboxPool:
+    """Started sandboxes per image, shared by every RepoEnv of the process: ``take`` hands one out
+    (a warm one when ready) and starts its replacement in the background."""
+
+    def __init__(self, runtime, size: int) -> None:
+        self.runtime = runtime
+        self.size = size
+        self._ready: dict[str, list[Future]] = {}
+        self._lock = threading.Lock()
+        self._starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-warm")
+
+    def take(self, task: Task):
+        image = task.env_spec.image if task.env_spec else None
+        future = None
+        with self._lock:
+            queue = self._ready.setdefault(image or "", [])
+            if queue:
+                future = queue.pop(0)
+            while image and len(queue) < self.size:
+                queue.append(self._starter.submit(self.runtime.start, task))
+        if future is not None:
+            try:
+                return future.result()
+            except Exception:  # a spare that failed to start: start one now, and say why if that fails too
+                pass
+        return self.runtime.start(task)
+
+
+_shared: dict[tuple[int, int], tuple[Any, Any, _SandboxPool]] = {}
+_shared_lock = threading.Lock()
+
+
+def _shared_machinery(config: RepoEnvConfig):
+    """One runtime, grader and pool per process and config (instances are many, engines are one)."""
+    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.verify.grader import Grader
+
+    key = (os.getpid(), hash(config))
+    with _shared_lock:
+        if key not in _shared:
+            runtime = DockerRuntime()
+            grader = Grader(runtime, config.logs_dir, timeout_s=config.grade_timeout_s, keep_warm=True)
+            _shared[key] = (runtime, grader, _SandboxPool(runtime, config.warm_sandboxes))
+        return _shared[key]
+
+
+class RepoEnv:
+    """A coding task in a sandbox: the repository at /testbed, shell and file tools, and the
+    fraction of the PR's hidden tests that pass as the reward."""
+
+    def __init__(self, config: RepoEnvConfig | None = None) -> None:
+        self._config = config or RepoEnvConfig.from_environment()
+        self._runtime, self._grader, self._pool = _shared_machinery(self._config)
+        self._task: Task | None = None
+        self._sandbox = None
+        self._tools: AgentTools | None = None
+        self._started = 0.0
+        self._reward: float | None = None
+        self.last_grade: GradeResult | None = None
+        self.tool_calls: dict[str, int] = {}
+
+    # --- episode ---------------------------------------------------------------------------------
+
+    def reset(self, **row: Any) -> str:
+        """Start the task of ``row`` (a published dataset row or a Task's fields) in a fresh sandbox
+        and return its instruction."""
+        self._close()
+        task = _task_of(row)
+        self._task = task
+        self._sandbox = self._pool.take(task)
+        self._tools = AgentTools(self._sandbox, command_timeout_s=self._config.command_timeout_s,
+                                 test_timeout_s=self._config.test_timeout_s,
+                                 output_cap_chars=self._config.output_cap_chars)
+        self._started = time.monotonic()
+        self._reward, self.last_grade, self.tool_calls = None, None, {}
+        return instruction_text(task)
+
+    def get_reward(self) -> float:
+        """Grade the sandbox's changes with the hidden tests in a fresh sandbox; 0.0 without an episode."""
+        if self._reward is not None:
+            return self._reward
+        if self._task is None or self._sandbox is None:
+            return 0.0
+        diff = self._sandbox.diff()
+        self.last_grade = self._grader.grade(self._task, diff, mode=self._config.reward_mode)
+        self._reward = self.last_grade.reward
+        return self._reward
+
+    # --- tools (what the model sees: the docstrings) ---------------------------------------------
+
+    def bash(self, command: str) -> str:
+        """Run a shell command in the repository at /testbed and return its output.
+
+        Args:
+            command: The shell command to run, e.g. "grep -rn 'def slugify' src".
+
+        Returns:
+            The combined stdout and stderr, then "[exit N]".
+        """
+        return self._use("bash", lambda tools: tools.bash(command))
+
+    def read_file(self, path: str, start_line: int = 1, end_line: int = 0) -> str:
+        """Read a text file of the repository, with line numbers.
+
+        Args:
+            path: File path, relative to /testbed or absolute inside it.
+            start_line: First line to show (1-based).
+            end_line: Last line to show; 0 means the end of the file.
+
+        Returns:
+            The numbered lines, or an error message.
+        """
+        return self._use("read_file", lambda tools: tools.read_file(path, start_line, end_line))
+
+    def write_file(self, path: str, content: str) -> str:
+        """Create or overwrite a text file of the repository.
+
+        Args:
+            path: File path, relative to /testbed or absolute inside it.
+            content: The whole new content of the file.
+
+        Returns:
+            A confirmation, or an error message.
+        """
+        return self._use("write_file", lambda tools: tools.write_file(path, content))
+
+    def str_replace(self, path: str, old: str, new: str) -> str:
+        """Replace one exact occurrence of a text in a file of the repository.
+
+        Args:
+            path: File path, relative to /testbed or absolute inside it.
+            old: The exact text to replace; it must occur exactly once.
+            new: The text to put in its place.
+
+        Returns:
+            A confirmation, or an error message (not found, or found more than once).
+        """
+        return self._use("str_replace", lambda tools: tools.replace_in_file(path, old, new))
+
+    def run_tests(self, paths: str = "") -> str:
+        """Run the repository's visible tests with pytest.
+
+        Args:
+            paths: Test files or test ids relative to /testbed, separated by spaces (quote an id that has
+                spaces); empty runs the whole visible suite.
+
+        Returns:
+            pytest's output, then "[exit N]".
+        """
+        return self._use("run_tests", lambda tools: tools.run_tests(paths))
+
+    # --- internals --------------------------------------------------------------------------------
+
+    def _use(self, name: str, call) -> str:
+        self.tool_calls[name] = self.tool_calls.get(name, 0) + 1
+        if self._tools is None:
+            return "error: no task is loaded (reset first)"
+        if time.monotonic() - self._started > self._config.episode_timeout_s:
+            return f"error: the episode's {self._config.episode_timeout_s:.0f} s are used up; stop and answer"
+        return call(self._tools)
+
+    def _close(self) -> None:
+        sandbox, self._sandbox, self._tools = self._sandbox, None, None
+        if sandbox is not None:
+            sandbox.close()
+
+    def __del__(self) -> None:
+        try:
+            self._close()
+        except Exception:  # interpreter shutdown: the backend's exit hook removes what is left
+            pass
+
+
+def _task_of(row: dict[str, Any]) -> Task:
+    """A published dataset row (JSON columns) or a Task's own fields, as a Task."""
+    if isinstance(row.get("env_spec"), str):
+        return task_from_row(row, where="dataset row")
+    fields = {name: value for name, value in row.items() if name in Task.model_fields}
+    return Task.from_row(fields, where="dataset row")

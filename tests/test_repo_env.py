@@ -1,0 +1,112 @@
+"""RepoEnv, TRL's environment_factory class, driven by scripted episodes on the validated demo:
+gold / partial / empty action scripts give 1.0 / in between / 0.0, every reset starts its own row's
+task in a fresh sandbox, and no sandbox outlives its environment."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from repo2env.envs import RepoEnv, RepoEnvConfig
+from repo2env.envs.repo_env import _task_of
+from repo2env.publish.rows import dataset_row
+
+
+def test_config_from_environment(monkeypatch):
+    monkeypatch.setenv("REPO2ENV_ENV_REWARD_MODE", "binary")
+    monkeypatch.setenv("REPO2ENV_ENV_COMMAND_TIMEOUT_S", "5")
+    config = RepoEnvConfig.from_environment()
+    assert config.reward_mode == "binary" and config.command_timeout_s == 5.0
+    monkeypatch.setenv("REPO2ENV_ENV_REWARD_MODE", "lenient")
+    with pytest.raises(Exception, match="reward mode"):
+        RepoEnvConfig.from_environment()
+
+
+def test_tools_are_what_trl_exposes():
+    """Every public method but reset/get_reward becomes a TRL tool: each needs hints and Args."""
+    public = {name for name, member in inspect.getmembers(RepoEnv, inspect.isfunction) if not name.startswith("_")}
+    assert public == {"reset", "get_reward", "bash", "read_file", "write_file", "str_replace", "run_tests"}
+    for name in public - {"reset", "get_reward"}:
+        method = getattr(RepoEnv, name)
+        signature = inspect.signature(method)
+        assert all(parameter.annotation != inspect.Parameter.empty for parameter in signature.parameters.values()
+                   if parameter.name != "self")
+        assert "Args:" in method.__doc__ and "Returns:" in method.__doc__
+
+
+@pytest.fixture(scope="module")
+def demo_rows(validated, demo_repo):
+    from repo2env.jsonl import read_tasks
+
+    folder, _ = validated
+    tasks = {task.pull_number: task for task in read_tasks(folder / "tasks.jsonl")
+             if task.validation and task.validation.verdict == "accepted"}
+    partial_pull = next(pull for pull in demo_repo.pulls if pull.partial_fixes and pull.number in tasks)
+    return tasks, partial_pull
+
+
+def _apply(env: RepoEnv, patch: str) -> str:
+    env.write_file("fix.diff", patch)
+    return env.bash("git apply fix.diff && rm fix.diff")
+
+
+@pytest.mark.docker
+def test_scripted_episodes_give_gold_partial_and_empty_rewards(demo_rows, docker_client, tmp_path):
+    tasks, partial_pull = demo_rows
+    task = tasks[partial_pull.number]
+    row = dataset_row(task)  # a published row, JSON columns and all
+    env = RepoEnv(RepoEnvConfig(logs_dir=tmp_path / "logs"))
+
+    instruction = env.reset(**row)
+    assert task.problem_statement.strip()[:40] in instruction
+    assert "[exit 0]" in _apply(env, task.patch)
+    assert env.get_reward() == 1.0 and env.last_grade.reward == 1.0
+    first_sandbox = env._sandbox.id
+
+    env.reset(**row)
+    assert env._sandbox.id != first_sandbox, "every episode gets a fresh sandbox"
+    assert env.bash("git status --short").strip() == "[exit 0]", "nothing of the last episode is left"
+    assert "[exit 0]" in _apply(env, partial_pull.partial_fixes[0].patch)
+    partial = env.get_reward()
+    assert 0.0 < partial < 1.0
+
+    env.reset(**row)
+    env.read_file("README.md")
+    assert env.get_reward() == 0.0
+    assert env.tool_calls == {"read_file": 1}
+    alive = {container.id for container in docker_client.containers.list(all=True)}
+    assert first_sandbox not in alive, "reset tears down the previous sandbox"
+    last = env._sandbox.id
+    del env
+    import gc
+
+    gc.collect()
+    assert last not in {container.id for container in docker_client.containers.list(all=True)}
+
+
+@pytest.mark.docker
+def test_each_reset_runs_its_own_rows_task(demo_rows, tmp_path):
+    tasks, _ = demo_rows
+    first, second = list(tasks.values())[:2]
+    env = RepoEnv(RepoEnvConfig(logs_dir=tmp_path / "logs"))
+    for task in (first, second, first):
+        env.reset(**task.model_dump())
+        assert _task_of(task.model_dump()).instance_id == env._task.instance_id == task.instance_id
+        head = env.bash("git log -1 --format=%s").splitlines()[0]
+        assert head, "the snapshot is a one-commit repository"
+    env._close()
+
+
+@pytest.mark.docker
+def test_tool_errors_are_text_and_the_episode_budget_holds(demo_rows, tmp_path):
+    tasks, _ = demo_rows
+    task = next(iter(tasks.values()))
+    env = RepoEnv(RepoEnvConfig(logs_dir=tmp_path / "logs", episode_timeout_s=3.0))
+    assert env.bash("true").startswith("error: no task")
+    env.reset(**task.model_dump())
+    assert env.read_file("/etc/passwd").startswith("error")
+    assert "error" in env.str_replace("README.md", "text that is not there", "x")
+    __import__("time").sleep(3.5)
+    assert "used up" in env.bash("true")
+    env._close()
