@@ -139,7 +139,9 @@ def _screen(pull: PullRequest, source: Source, funnel: Funnel, options: MineOpti
         return None
     funnel.count("selected")
     if not pull.merged or not pull.merge_commit:
-        funnel.reject(pull.number, STAGE, "not_merged")
+        detail = pull.unmerged_reason or ("merged, but the source names no merge commit" if pull.merged
+                                          else "closed without merge")
+        funnel.reject(pull.number, STAGE, "not_merged", detail)
         return None
     funnel.count("merged")
     if Task.make_instance_id(source.repo, pull.number) in existing:
