@@ -293,10 +293,11 @@ class GitSource:
             branch_commits = [commit]
         else:
             branch_commits = list(landing.own_commits)
-        if not title and len(branch_commits) == 1:
-            # No PR title recorded: GitHub titles a one-commit PR after its commit.
+        if not title and branch_commits:
+            # No PR text in history (a rebase, a fast-forward, a "Merge branch" merge): the PR's
+            # commit messages, as GitHub's own squash message lists them.
             title, _, rest = branch_commits[0].message.partition("\n")
-            body = body or rest.strip()
+            body = body or "\n\n".join(part for part in [rest.strip(), *(c.message for c in branch_commits[1:])] if part)
         messages = tuple(c.message for c in branch_commits)
         first_commit_at = min((c.author_date for c in branch_commits), default=commit.author_date)
         return self._pull(landing.number, title=title.strip(), body=body.strip(), merged=True,

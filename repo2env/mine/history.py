@@ -428,7 +428,7 @@ class GitHistory:
                 text = contents.get(f"{commit}:{name}")
                 version = _version_from_text(name, text) if text else None
                 if version:
-                    versions[commit] = _major_minor(version)
+                    versions[commit] = major_minor(version)
                     break
             else:
                 versions[commit] = self.version_at(commit)
@@ -484,7 +484,7 @@ class GitHistory:
             text = self.read_file(commit, path) or ""
             version = _version_from_text(path, text)
             if version:
-                return _major_minor(version)
+                return major_minor(version)
         return ""
 
 
@@ -563,6 +563,7 @@ def scm_version_from_describe(described: str) -> str:
     return f"{guessed}.dev{distance}+{match.group('node')}"
 
 
-def _major_minor(version: str) -> str:
+def major_minor(version: str) -> str:
+    """``1.2.4.dev5+gabc`` -> ``1.2``: how SWE-bench groups tasks by version."""
     match = re.match(r"(\d+)\.(\d+)", version)
     return f"{match.group(1)}.{match.group(2)}" if match else version
