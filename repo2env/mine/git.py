@@ -179,10 +179,9 @@ class GitSource:
         if ref_head not in history.commits:
             return False
         if landing.kind == "merge":
-            if landing.head == ref_head or history.is_ancestor(ref_head, landing.head) \
-                    or history.is_ancestor(landing.head, ref_head):
-                return True
-            return None
+            # GitHub merges the head the ref names (a maintainer's local merge may add commits
+            # on top); a merged head that is not the ref's is another PR with the same number.
+            return True if landing.head == ref_head or history.is_ancestor(ref_head, landing.head) else None
         landed, opened = _parse_time(history.commits[landing.commit].commit_date), _parse_time(
             history.commits[ref_head].commit_date)
         return None if landed and opened and landed < opened else False
