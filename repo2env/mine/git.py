@@ -255,9 +255,12 @@ class GitSource:
         if head in history.reachable():
             return f"head {head[:12]} is in {branch}'s history, but no merge, squash or fast-forward of it can be told apart"
         elsewhere = self._other_branches()
-        where = elsewhere.heads.get(head) or elsewhere.landings.get(number)
-        if where:
-            return f"merged into {where} only, never into {branch} (mine it with --branch {where})"
+        merged_into = elsewhere.landings.get(number) or elsewhere.merges.get(head)
+        if merged_into:
+            return f"merged into {merged_into} only, never into {branch} (mine it with --branch {merged_into})"
+        if head in elsewhere.heads:
+            return (f"head {head[:12]} is on branch {elsewhere.heads[head]} (the PR's own branch?), which no merge "
+                    f"brought into {branch}")
         said = f"GitHub says merged at {recorded['merged_at']}, but: " if recorded is not None else ""
         return (f"{said}head {head[:12]} is not in {branch}'s history, no merge or squash commit in it names #{number}, "
                 f"and none copies the head commit (a rebase): closed without merge, or landed in another form")
@@ -270,15 +273,19 @@ class GitSource:
             reachable = history.reachable()
             where: dict[str, str] = {}
             landed: dict[int, str] = {}
+            merged: dict[str, str] = {}
             for name, tip in heads.items():
                 if name == history.branch:
                     continue
                 for sha in history.reachable_from([tip], excluding=reachable):
                     where.setdefault(sha, name)
-                    landing = _landing_from_subject(history.commits[sha])
+                    commit = history.commits[sha]
+                    for parent in commit.parents[1:]:
+                        merged.setdefault(parent, name)
+                    landing = _landing_from_subject(commit)
                     if landing is not None:
                         landed.setdefault(landing.number, name)
-            self._elsewhere = _Elsewhere(where, landed)
+            self._elsewhere = _Elsewhere(where, landed, merged)
         return self._elsewhere
 
     def _merged_pull(self, landing: _Landing) -> PullRequest:
@@ -353,10 +360,12 @@ class _Landing:
 
 @dataclass(frozen=True, slots=True)
 class _Elsewhere:
-    """What other local branches hold that the mined one does not: commit -> branch, PR -> branch."""
+    """What other local branches hold that the mined one does not: commit -> branch, PR number ->
+    branch whose history has a subject landing it, merged commit -> branch whose merge took it in."""
 
     heads: dict[str, str]
     landings: dict[int, str]
+    merges: dict[str, str]
 
 
 def _landing_from_subject(commit: CommitInfo) -> _Landing | None:

@@ -522,9 +522,11 @@ def _version_from_text(path: str, text: str) -> str | None:
         except tomllib.TOMLDecodeError:
             return None
         version = project.get("version")
-        return version if isinstance(version, str) else None
-    match = _VERSION_PATTERN.search(text)
-    return match.group(1) if match else None
+    else:
+        match = _VERSION_PATTERN.search(text)
+        version = match.group(1) if match else None
+    # A fallback such as `__version__ = "unknown"` (when setuptools-scm's file is missing) is no version.
+    return version if isinstance(version, str) and re.match(r"v?\d", version) else None
 
 
 _DESCRIBE = re.compile(r"^(?P<tag>.+)-(?P<distance>\d+)-(?P<node>g[0-9a-f]+)$")
