@@ -152,6 +152,10 @@ def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_
         table.add_row(f"[red]rejected: {reason}[/]", str(count))
     console.print(table)
     console.print(f"{len(result.new_tasks)} new tasks -> {result.tasks_path}; funnel -> {result.funnel_path}")
+    if funnel.previous_runs:
+        rejected = sum(count for step, count in funnel.totals.items() if step.startswith("rejected:"))
+        console.print(f"over {funnel.totals.get('runs', 0)} runs: {funnel.totals.get('kept', 0)} tasks, "
+                      f"{rejected} PRs rejected (funnel.json: totals, previous_runs)")
 
 
 # --- machine -----------------------------------------------------------------------------------

@@ -69,6 +69,7 @@ class GitHistory:
         self._landed: dict[str, int] | None = None
         self._generations: dict[str, int] | None = None
         self._reachable: set[str] | None = None
+        self._tagged: bool | None = None
 
     # --- graph ---------------------------------------------------------------------------------
 
@@ -467,7 +468,9 @@ class GitHistory:
         return {commit: scm_version_from_describe(line) for commit, line in zip(unique, output, strict=True)}
 
     def _has_tags(self) -> bool:
-        return bool(self._git("for-each-ref", "--count=1", "--format=%(refname)", "refs/tags/").strip())
+        if self._tagged is None:
+            self._tagged = bool(self._git("for-each-ref", "--count=1", "--format=%(refname)", "refs/tags/").strip())
+        return self._tagged
 
     def version_at(self, commit: str) -> str:
         """The package version at ``commit`` as X.Y (pyproject, setup.cfg, setup.py, ``__version__``),
