@@ -272,3 +272,24 @@ def test_a_rerun_keeps_the_funnels_of_earlier_runs(history_repo, tmp_path):
         {"pull_number": 14, "stage": "mine", "reason": "not_merged", "detail": on_disk["previous_runs"][1]["rejections"][0]["detail"]}]
     assert on_disk["counts"]["already_mined"] == 1 and on_disk["counts"]["kept"] == 3
     assert on_disk["totals"] == {"runs": 3, "kept": 4, "rejected:not_merged": 2}
+
+
+@pytest.mark.parametrize(("layout", "init_text", "expected"), [
+    ("src/widget", '__version__ = "3.4.5"\n', "3.4"),   # a src layout, version in the package
+    ("widget", '__version__ = "3.4.5"\n', "3.4"),       # a flat layout
+    ("src/widget", 'try:\n    from ._version import version as __version__\nexcept ImportError:\n'
+                   '    __version__ = "unknown"\n', "2.0"),  # setuptools-scm's fallback: the tag decides
+])
+def test_static_version_from_the_package_else_the_tag(tmp_path, layout, init_text, expected):
+    repo = Repo(tmp_path / "pkg")
+    repo.path.mkdir()
+    repo.git("init", "-q", "-b", "main")
+    repo.commit("Initial commit", {"pyproject.toml": '[project]\nname = "widget"\ndynamic = ["version"]\n',
+                                   f"{layout}/__init__.py": init_text, "tests/test_a.py": ""})
+    repo.git("tag", "2.0.0")
+    repo.git("checkout", "-q", "-b", "one")
+    repo.pull_ref(1, repo.commit("Add one", {f"{layout}/one.py": "ONE = 1\n", "tests/test_one.py": "def test(): pass\n"}))
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "one", "-m", "Merge pull request #1 from ada/one\n\nAdd one")
+    result = mine(GitSource(repo.path, repo="acme/widget"), tmp_path / "out", MineOptions(allow_no_issue=True))
+    assert [(task.version, task.scm_version) for task in result.new_tasks] == [(expected, "2.0.0")]

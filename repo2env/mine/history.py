@@ -431,27 +431,69 @@ class GitHistory:
                 if version:
                     versions[commit] = major_minor(version)
                     break
+        rest = [commit for commit in unique if commit not in versions]
+        versions.update(self._package_versions(rest))
+        return versions
+
+    def _package_versions(self, commits: Sequence[str]) -> dict[str, str]:
+        """:meth:`version_at`'s search of the package folders, for many commits in four
+        ``git cat-file --batch`` processes (root trees, their folders, ``src/``'s folders, files)."""
+        if not commits:
+            return {}
+        roots = self._objects([f"{commit}^{{tree}}" for commit in commits], "tree")
+        folders: dict[str, list[str]] = {}
+        for commit in commits:
+            names = [name for name, is_tree in _tree_entries(roots.get(f"{commit}^{{tree}}", b"")) if is_tree]
+            folders[commit] = [name for name in names if not name.startswith((".", "test", "doc"))]
+        listed = self._objects([f"{commit}:{folder}" for commit in commits for folder in folders[commit]], "tree")
+        for commit in commits:
+            if "src" in folders[commit]:  # a src layout: its packages are one level down
+                src = listed.get(f"{commit}:src", b"")
+                inner = [f"src/{name}" for name, is_tree in _tree_entries(src) if is_tree]
+                folders[commit] += inner
+        listed.update(self._objects([f"{commit}:{folder}" for commit in commits for folder in folders[commit]
+                                     if f"{commit}:{folder}" not in listed], "tree"))
+        candidates = {
+            commit: [f"{folder}/{name}" for folder in folders[commit]
+                     for name, is_tree in _tree_entries(listed.get(f"{commit}:{folder}", b""))
+                     if not is_tree and name in _PACKAGE_VERSION_FILES]
+            for commit in commits
+        }
+        texts = self._blobs([f"{commit}:{path}" for commit in commits for path in candidates[commit]])
+        versions = {}
+        for commit in commits:
+            for path in candidates[commit]:
+                version = _version_from_text(path, texts.get(f"{commit}:{path}", ""))
+                if version:
+                    versions[commit] = major_minor(version)
+                    break
             else:
-                versions[commit] = self.version_at(commit)
+                versions[commit] = ""
         return versions
 
     def _blobs(self, queries: Sequence[str]) -> dict[str, str]:
         """``rev:path`` -> text for the ones that exist, from one ``git cat-file --batch``."""
+        return {query: data.decode("utf-8", errors="replace") for query, data in self._objects(queries, "blob").items()}
+
+    def _objects(self, queries: Sequence[str], kind: str) -> dict[str, bytes]:
+        """``rev:path`` -> raw content for the ones that exist and are a ``kind`` (blob, tree), from
+        one ``git cat-file --batch``."""
         if not queries:
             return {}
         result = subprocess.run(["git", "-C", str(self.path), "cat-file", "--batch"],
                                 input=("\n".join(queries) + "\n").encode(), capture_output=True)
-        output, position, texts = result.stdout, 0, {}
+        output, position, found = result.stdout, 0, {}
+        wanted = kind.encode()
         for query in queries:
             end = output.index(b"\n", position)
             header = output[position:end].split()
             position = end + 1
             if len(header) == 3 and header[1] in (b"blob", b"tree", b"commit", b"tag"):
                 size = int(header[2])
-                if header[1] == b"blob":
-                    texts[query] = output[position:position + size].decode("utf-8", errors="replace")
+                if header[1] == wanted:
+                    found[query] = output[position:position + size]
                 position += size + 1
-        return texts
+        return found
 
     def scm_versions(self, commits: Sequence[str]) -> dict[str, str]:
         """The version setuptools-scm would compute at each commit from the whole history (see
@@ -509,6 +551,20 @@ def _preimages(patch: str) -> list[tuple[str, str]] | None:
             return None
         files.append((header.group(1), index.group(1)))
     return files
+
+
+_PACKAGE_VERSION_FILES = ("__init__.py", "_version.py", "version.py", "__about__.py")
+
+
+def _tree_entries(raw: bytes) -> list[tuple[str, bool]]:
+    """(name, is a folder) for each entry of a raw git tree object (``<mode> <name>\\0<20-byte id>``)."""
+    entries, position = [], 0
+    while position < len(raw):
+        space = raw.index(b" ", position)
+        nul = raw.index(b"\0", space)
+        entries.append((raw[space + 1:nul].decode("utf-8", errors="replace"), raw[position:space] == b"40000"))
+        position = nul + 21
+    return entries
 
 
 def _package_dirs(tree) -> list:
