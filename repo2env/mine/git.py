@@ -1,9 +1,12 @@
 """Local history as a :class:`~repo2env.mine.source.Source`: offline, no token.
 
-PRs are recognised the way GitHub writes them into history: merge commits ``Merge pull request #N
-from user/branch`` (head = second parent), squash commits ``Title (#N)``, and ``refs/pull/N/head``
-refs (a PR with such a ref that never reached the branch is an unmerged PR). Issue and PR texts
-come from an ``issues.json`` in GitHub's REST shape when one is given (the demo ships one).
+PRs are recognised the way GitHub writes them into history, anywhere in the branch's history (not
+only its first-parent line, so merges into a maintenance branch merged later count): merge
+commits ``Merge pull request #N from user/branch`` or ``Title (#N)`` (head = second parent),
+squash commits ``Title (#N)``, and ``refs/pull/N/head`` refs, whose head may also have been merged
+under another subject, fast-forwarded, or rebased onto the branch. A ref that never landed is an
+unmerged PR, with the reason history gives. Issue and PR texts come from an ``issues.json`` in
+GitHub's REST shape when one is given (the demo ships one).
 """
 
 from __future__ import annotations
