@@ -293,3 +293,24 @@ def test_static_version_from_the_package_else_the_tag(tmp_path, layout, init_tex
     repo.git("merge", "-q", "--no-ff", "one", "-m", "Merge pull request #1 from ada/one\n\nAdd one")
     result = mine(GitSource(repo.path, repo="acme/widget"), tmp_path / "out", MineOptions(allow_no_issue=True))
     assert [(task.version, task.scm_version) for task in result.new_tasks] == [(expected, "2.0.0")]
+
+
+def test_a_fast_forwarded_head_lands_once(tmp_path):
+    """A PR pushed straight onto main (fast-forward) is merged; its base is before its author's run
+    of commits. A second PR on the same head (re-opened) is not a second task."""
+    repo = Repo(tmp_path / "ff")
+    repo.path.mkdir()
+    repo.git("init", "-q", "-b", "main")
+    base = repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": ""})
+    repo.git("checkout", "-q", "-b", "ff")
+    repo.fix("one", "Add one")
+    head = repo.commit("Test one more", {"tests/test_one_more.py": "def test(): pass\n"}, who=ADA)
+    repo.pull_ref(20, head)
+    repo.pull_ref(21, head)
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--ff-only", "ff")
+    result = mine(GitSource(repo.path, repo="acme/widget"), tmp_path / "out", MineOptions(allow_no_issue=True))
+    assert [(task.pull_number, task.base_commit, task.merge_commit) for task in result.new_tasks] == [(21, base, head)]
+    assert "test_one_more" in result.new_tasks[0].test_patch and "def one" in result.new_tasks[0].patch
+    assert [(r.pull_number, r.reason, r.detail) for r in result.funnel.rejections] == [
+        (20, "not_merged", f"its head {head[:12]} landed as part of PR #21")]

@@ -60,6 +60,7 @@ class GitSource:
         self._merge_children: dict[str, str] | None = None
         self._copies: dict[tuple[str, str, str], str] | None = None
         self._elsewhere: _Elsewhere | None = None
+        self._shadowed: dict[int, int] = {}  # PR -> the PR whose landing already holds its head
 
     def clone_path(self) -> Path:
         """The local repository (read-only use)."""
@@ -120,11 +121,21 @@ class GitSource:
         refs = self._pull_refs()
         landings = self._landings_by_subject(refs)
         explained = set(landings)
-        for number, head in refs.items():
-            if number not in explained:
-                landing = self._landing_of_head(number, head, landings)
-                if landing is not None:
-                    landings[number] = landing
+        claimed = {sha: landing.number for landing in landings.values() for sha in (landing.commit, landing.head)}
+        # Newest PR first: of two PRs with the same head (one re-opened as the other), the later landed.
+        for number, head in sorted(refs.items(), reverse=True):
+            if number in explained:
+                continue
+            landing = self._landing_of_head(number, head, landings)
+            if landing is None:
+                continue
+            owner = claimed.get(landing.commit) or claimed.get(landing.head)
+            if owner is not None:
+                self._shadowed[number] = owner
+                continue
+            landings[number] = landing
+            claimed.setdefault(landing.commit, number)
+            claimed.setdefault(landing.head, number)
         order = {sha: index for index, sha in enumerate(history.commits)}  # newest first
         for landing in sorted(landings.values(), key=lambda landing: (order[landing.commit], -landing.number)):
             yield self._merged_pull(landing)
@@ -255,6 +266,8 @@ class GitSource:
             return "closed without merge (issues.json)" if recorded.get("state") == "closed" else "still open (issues.json)"
         if head not in history.commits:
             return f"refs/pull/{number}/head names {head[:12]}, which is not in the clone"
+        if number in self._shadowed:
+            return f"its head {head[:12]} landed as part of PR #{self._shadowed[number]}"
         if head in history.reachable():
             return f"head {head[:12]} is in {branch}'s history, but no merge, squash or fast-forward of it can be told apart"
         elsewhere = self._other_branches()
