@@ -154,7 +154,7 @@ class GitHistory:
         """
         left_index = self._mainline_index.get(left)
         if left_index is None:
-            return self._merge_base_by_git(left, right)
+            return self._merge_base_anywhere(left, right)
         if self._landed is None:
             self._landed = self._landing_index()
         stops: set[str] = set()
@@ -169,15 +169,15 @@ class GitHistory:
                 continue
             commit = self.commits.get(sha)
             if commit is None:
-                return self._merge_base_by_git(left, right)
+                return self._merge_base_anywhere(left, right)
             frontier.extend(commit.parents)
         if len(stops) == 1:
             return next(iter(stops))
         if stops and all(sha in self._mainline_index for sha in stops):
             return max(stops, key=self._mainline_index.__getitem__)
-        return self._merge_base_by_git(left, right)
+        return self._merge_base_anywhere(left, right)
 
-    def _merge_base_by_git(self, left: str, right: str) -> str | None:
+    def _merge_base_anywhere(self, left: str, right: str) -> str | None:
         if left in self.commits and right in self.commits:
             # git's own "paint down to common" walk, in memory: newest generation first, so a
             # commit is judged only after every descendant of it in either history was.
