@@ -2,7 +2,8 @@
 
 Targets (issue: mining): >= 1,000 PRs scanned per second, < 500 MB peak memory, on 2 cores.
 Prints the figures; the mining itself runs in a child process so its peak RSS is its own.
-Optional: REPO2ENV_BENCH_PULLS (default 5000).
+Optional: REPO2ENV_BENCH_PULLS (default 5000); REPO2ENV_BENCH_MAINTENANCE (default 0): the share of
+PRs merged into a maintenance branch that main merges later (0.3 is werkzeug-like).
 """
 
 from __future__ import annotations
@@ -34,12 +35,14 @@ print(json.dumps({"seconds": elapsed, "counts": result.funnel.counts}))
 
 def main() -> None:
     pulls = int(os.environ.get("REPO2ENV_BENCH_PULLS", "5000"))
+    maintenance = float(os.environ.get("REPO2ENV_BENCH_MAINTENANCE", "0"))
     with tempfile.TemporaryDirectory(prefix="repo2env-bench-") as scratch:
         scratch_path = Path(scratch)
         started = time.perf_counter()
-        repo, payload = build_history(scratch_path / "repo", pulls=pulls)
+        repo, payload = build_history(scratch_path / "repo", pulls=pulls, maintenance=maintenance)
         issues = write_issues(payload, scratch_path / "issues.json")
-        print(f"generated {pulls} PRs in {time.perf_counter() - started:.1f} s")
+        print(f"generated {pulls} PRs ({maintenance:.0%} through a maintenance branch) in "
+              f"{time.perf_counter() - started:.1f} s")
         child = subprocess.run([sys.executable, "-c", CHILD, str(repo), str(issues), str(scratch_path / "out")],
                                capture_output=True, text=True, check=True)
         peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024

@@ -17,8 +17,13 @@ REPO = "bench-org/widgets"
 _START = datetime(2020, 1, 1, tzinfo=UTC)
 
 
-def build_history(dest: Path, pulls: int = 5000, seed: int = 7, modules: int = 100) -> tuple[Path, dict]:
-    """Create ``dest`` (a git repository) with ``pulls`` PRs; returns (path, issues.json payload)."""
+def build_history(dest: Path, pulls: int = 5000, seed: int = 7, modules: int = 100,
+                  maintenance: float = 0.0) -> tuple[Path, dict]:
+    """Create ``dest`` (a git repository) with ``pulls`` PRs; returns (path, issues.json payload).
+
+    ``maintenance``: the share of merged PRs merged into a ``stable`` branch instead, which is
+    merged into main every 25 such PRs (and at the end), as projects with maintenance branches do.
+    """
     rng = random.Random(seed)
     dest.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "init", "-q", "-b", "main", str(dest)], check=True)
@@ -55,6 +60,7 @@ def build_history(dest: Path, pulls: int = 5000, seed: int = 7, modules: int = 1
         return mark
 
     main = commit("refs/heads/main", "Initial import", dict(files), None)
+    stable, on_stable = main, 0
     number = 0
     for index in range(pulls):
         number += 1
@@ -77,10 +83,20 @@ def build_history(dest: Path, pulls: int = 5000, seed: int = 7, modules: int = 1
         title = f"Fix widget {index}"
         body = f"Fixes #{issue_number}" if issue_number else "Small cleanup."
         style = rng.random()
-        branch = commit(f"refs/pull/{number}/head", f"{title}\n\n{body}", changes, main)
+        to_stable = maintenance > 0 and style >= 0.05 and rng.random() < maintenance
+        branch = commit(f"refs/pull/{number}/head", f"{title}\n\n{body}", changes, stable if to_stable else main)
         created = iso()
         if style < 0.05:  # never merged: main does not get its change
             pull_objects.append(_pull(number, title, body, created, None) | {"head_mark": branch})
+            continue
+        if to_stable:
+            stable = commit("refs/heads/stable", f"Merge pull request #{number} from dev/fix-{number}\n\n{title}",
+                            changes, stable, merge=branch)
+            files.update(changes)
+            pull_objects.append(_pull(number, title, body, created, iso()) | {"head_mark": branch, "merge_mark": stable})
+            on_stable += 1
+            if on_stable % 25 == 0:
+                main = commit("refs/heads/main", "Merge branch 'stable'", {}, main, merge=stable)
             continue
         if style < 0.55:
             main = commit("refs/heads/main", f"Merge pull request #{number} from dev/fix-{number}\n\n{title}",
@@ -89,6 +105,8 @@ def build_history(dest: Path, pulls: int = 5000, seed: int = 7, modules: int = 1
             main = commit("refs/heads/main", f"{title} (#{number})\n\n{body}", changes, main)
         files.update(changes)
         pull_objects.append(_pull(number, title, body, created, iso()) | {"head_mark": branch, "merge_mark": main})
+    if on_stable % 25:
+        main = commit("refs/heads/main", "Merge branch 'stable'", {}, main, merge=stable)
     payload = "".join(chunk.decode() for chunk in stream)
     marks_file = dest / ".git" / "bench-marks"
     subprocess.run(["git", "-C", str(dest), "fast-import", "--quiet", f"--export-marks={marks_file}"],

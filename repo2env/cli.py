@@ -92,7 +92,11 @@ def demo_run(out_dir: Path) -> None:
               help="issues.json in GitHub's REST shape, for local history (the demo ships one).")
 @click.option("--name", "repo_name", metavar="OWNER/NAME",
               help="Name for a local clone's tasks [default: issues.json's repository, the origin URL, or local/<dir>].")
-@click.option("--allow-no-issue", is_flag=True, help="Keep PRs without a linked issue (the PR text is the task).")
+@click.option("--allow-no-issue", is_flag=True,
+              help="Keep PRs without a linked issue: the PR's title and body are the task (none: empty_problem_statement).")
+@click.option("--branch", metavar="NAME",
+              help="Local history: the branch whose history is mined [default: HEAD, main or master]. PRs merged "
+                   "only into another branch are not_merged with a hint to mine that branch.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Output folder [default: generated/<owner>__<name>].")
 @click.option("--token", envvar="GITHUB_TOKEN", help="GitHub token [env: GITHUB_TOKEN].")
@@ -106,13 +110,13 @@ def demo_run(out_dir: Path) -> None:
 @click.option("--max-lines", type=click.IntRange(min=1), default=3000, show_default=True,
               help="Reject PRs whose fix (source part) changes more lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the funnel as JSON on stdout.")
-def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_no_issue: bool, out_dir: Path | None, token: str | None,
-         api_url: str | None, since, until, pull_numbers: tuple[int, ...], limit: int | None, max_files: int,
-         max_lines: int, as_json: bool) -> None:
+def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_no_issue: bool, branch: str | None,
+         out_dir: Path | None, token: str | None, api_url: str | None, since, until, pull_numbers: tuple[int, ...],
+         limit: int | None, max_files: int, max_lines: int, as_json: bool) -> None:
     """Mine merged PRs that fix an issue and change tests into task candidates.
 
     Writes OUT/tasks.jsonl (one task per line; re-runs skip ids already there) and OUT/funnel.json
-    (how many PRs reached each step; every rejection with its reason).
+    (how many PRs reached each step; every rejection with its reason; earlier runs and totals kept).
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -121,7 +125,7 @@ def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_
     from repo2env.mine.open import open_source
 
     source = open_source(repo_spec, issues_path=issues_path, token=token, api_url=api_url, name=repo_name,
-                         on_wait=lambda message: console.print(f"[yellow]{message}[/]"))
+                         on_wait=lambda message: console.print(f"[yellow]{message}[/]"), branch=branch)
     out_dir = out_dir or default_out_dir(Path("generated"), source.repo)
     local_zone = datetime.now().astimezone().tzinfo
     options = MineOptions(
@@ -149,6 +153,10 @@ def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_
         table.add_row(f"[red]rejected: {reason}[/]", str(count))
     console.print(table)
     console.print(f"{len(result.new_tasks)} new tasks -> {result.tasks_path}; funnel -> {result.funnel_path}")
+    if funnel.previous_runs:
+        rejected = sum(count for step, count in funnel.totals.items() if step.startswith("rejected:"))
+        console.print(f"over {funnel.totals.get('runs', 0)} runs: {funnel.totals.get('kept', 0)} tasks, "
+                      f"{rejected} PRs rejected (funnel.json: totals, previous_runs)")
 
 
 # --- machine -----------------------------------------------------------------------------------

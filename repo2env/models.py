@@ -298,16 +298,35 @@ class RepositoryRecord(_Schema):
     source: str = Field("", description="The mining source kind (GitSource, GitHubSource).")
 
 
+class FunnelRun(BaseModel):
+    """One earlier run of a stage into the same folder: its own counts and rejections."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    started_at: str = ""
+    counts: dict[str, int] = Field(default_factory=dict)
+    rejections: list[Rejection] = Field(default_factory=list)
+
+
 class Funnel(BaseModel):
-    """How many items reached each step of a stage, and why the others were dropped."""
+    """How many items reached each step of a stage, and why the others were dropped.
+
+    ``counts`` and ``rejections`` are this run's; a re-run into the same folder keeps the earlier
+    runs in ``previous_runs`` and sums everything up in ``totals``.
+    """
 
     # Mutated in place once per PR: no re-validation on assignment (it would be quadratic).
     model_config = ConfigDict(extra="forbid")
 
     repo: str
     source: str = ""
+    started_at: str = ""
     counts: dict[str, int] = Field(default_factory=dict)
     rejections: list[Rejection] = Field(default_factory=list)
+    previous_runs: list[FunnelRun] = Field(default_factory=list, description="Earlier runs, oldest first.")
+    totals: dict[str, int] = Field(
+        default_factory=dict, description="Over all runs: 'kept' (tasks written), and per 'rejected:<reason>' the "
+        "PRs whose latest rejection it is and that no run kept.")
 
     def count(self, step: str, by: int = 1) -> None:
         """Add ``by`` to ``step``'s count."""

@@ -8,6 +8,7 @@ small thread pool.
 
 from __future__ import annotations
 
+import heapq
 import os
 import re
 import subprocess
@@ -36,6 +37,8 @@ class CommitInfo:
     parents: tuple[str, ...]
     author_date: str
     message: str
+    author_email: str = ""
+    commit_date: str = ""
 
     @property
     def subject(self) -> str:
@@ -57,10 +60,16 @@ class GitHistory:
         except git.InvalidGitRepositoryError:
             raise SourceError(f"{self.path} is not a git repository", hint="pass a clone, a URL or owner/name") from None
         self.branch = branch or self._default_branch()
+        if branch and subprocess.run(["git", "-C", str(self.path), "rev-parse", "--verify", "--quiet", f"{branch}^{{commit}}"],
+                                     capture_output=True).returncode != 0:
+            raise SourceError(f"no branch {branch!r} in {self.path}", hint="git branch --list shows the branches")
         self.commits = self._read_graph()
         self.mainline = self._first_parent_chain(self.branch)
         self._mainline_index = {sha: index for index, sha in enumerate(self.mainline)}
         self._landed: dict[str, int] | None = None
+        self._generations: dict[str, int] | None = None
+        self._reachable: set[str] | None = None
+        self._tagged: bool | None = None
 
     # --- graph ---------------------------------------------------------------------------------
 
@@ -86,15 +95,24 @@ class GitHistory:
             return heads[0]
         raise SourceError(f"repository {self.path} is empty (no commits)")
 
+    def branch_tips(self) -> dict[str, str]:
+        """Local branch name -> the commit it points to."""
+        tips = {}
+        for line in self._git("for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads/").splitlines():
+            name, _, sha = line.partition(" ")
+            tips[name] = sha
+        return tips
+
     def _read_graph(self) -> dict[str, CommitInfo]:
-        text = self._git("log", "--all", f"--format=%H{_FIELD}%P{_FIELD}%aI{_FIELD}%B{_RECORD}")
+        # Newest first (git log's committer-date order), which is the order PRs are yielded in.
+        text = self._git("log", "--all", f"--format=%H{_FIELD}%P{_FIELD}%aI{_FIELD}%ae{_FIELD}%cI{_FIELD}%B{_RECORD}")
         commits: dict[str, CommitInfo] = {}
         for record in text.split(_RECORD):
             record = record.lstrip("\n")
             if not record:
                 continue
-            sha, parents, date, message = record.split(_FIELD, 3)
-            commits[sha] = CommitInfo(sha, tuple(parents.split()), date, message.strip())
+            sha, parents, date, email, committed, message = record.split(_FIELD, 5)
+            commits[sha] = CommitInfo(sha, tuple(parents.split()), date, message.strip(), email, committed)
         return commits
 
     def _first_parent_chain(self, branch: str) -> list[str]:
@@ -136,7 +154,7 @@ class GitHistory:
         """
         left_index = self._mainline_index.get(left)
         if left_index is None:
-            return self._merge_base_by_git(left, right)
+            return self._merge_base_anywhere(left, right)
         if self._landed is None:
             self._landed = self._landing_index()
         stops: set[str] = set()
@@ -151,21 +169,114 @@ class GitHistory:
                 continue
             commit = self.commits.get(sha)
             if commit is None:
-                return self._merge_base_by_git(left, right)
+                return self._merge_base_anywhere(left, right)
             frontier.extend(commit.parents)
         if len(stops) == 1:
             return next(iter(stops))
         if stops and all(sha in self._mainline_index for sha in stops):
             return max(stops, key=self._mainline_index.__getitem__)
-        return self._merge_base_by_git(left, right)
+        return self._merge_base_anywhere(left, right)
 
-    def _merge_base_by_git(self, left: str, right: str) -> str | None:
+    def _merge_base_anywhere(self, left: str, right: str) -> str | None:
+        if left in self.commits and right in self.commits:
+            # git's own "paint down to common" walk, in memory: newest generation first, so a
+            # commit is judged only after every descendant of it in either history was.
+            bases = self._common_ancestors(left, right)
+            if len(bases) == 1:
+                return bases[0]
         result = subprocess.run(["git", "-C", str(self.path), "merge-base", left, right], capture_output=True, text=True)
         return result.stdout.strip() or None
+
+    def _common_ancestors(self, left: str, right: str) -> list[str]:
+        """The candidates ``git merge-base --all`` starts from (redundant ones not removed)."""
+        generations = self.generations()
+        left_flag, right_flag, stale = 1, 2, 4
+        flags = {left: left_flag}
+        flags[right] = flags.get(right, 0) | right_flag
+        queue = [(-generations[sha], sha) for sha in {left, right}]
+        heapq.heapify(queue)
+        found = []
+        # The frontier stays small (a few branch tips), so scanning it each step is cheap.
+        while queue and any(not flags[sha] & stale for _, sha in queue):
+            _, sha = heapq.heappop(queue)
+            current = flags[sha]
+            if current & (left_flag | right_flag) == left_flag | right_flag and not current & stale:
+                found.append(sha)
+                current |= stale
+                flags[sha] = current
+            for parent in self.commits[sha].parents:
+                if parent not in self.commits:
+                    continue
+                before = flags.get(parent, 0)
+                if before & current == current:
+                    continue
+                flags[parent] = before | current
+                heapq.heappush(queue, (-generations[parent], parent))
+        return found
+
+    def generations(self) -> dict[str, int]:
+        """Each commit's generation number: 1 for a root, else one more than its highest parent."""
+        if self._generations is None:
+            generations: dict[str, int] = {}
+            for start in self.commits:
+                if start in generations:
+                    continue
+                stack = [start]
+                while stack:
+                    sha = stack[-1]
+                    if sha in generations:
+                        stack.pop()
+                        continue
+                    parents = [parent for parent in self.commits[sha].parents if parent in self.commits]
+                    pending = [parent for parent in parents if parent not in generations]
+                    if pending:
+                        stack.extend(pending)
+                        continue
+                    generations[sha] = 1 + max((generations[parent] for parent in parents), default=0)
+                    stack.pop()
+            self._generations = generations
+        return self._generations
+
+    def reachable(self) -> set[str]:
+        """Every commit reachable from the branch (its whole history, not only the first parents)."""
+        if self._reachable is None:
+            self._reachable = self.reachable_from([self.mainline[-1]])
+        return self._reachable
+
+    def reachable_from(self, tips: Iterable[str], *, excluding: set[str] | frozenset[str] = frozenset()) -> set[str]:
+        """Commits reachable from ``tips``, not walking into ``excluding``."""
+        found: set[str] = set()
+        stack = [tip for tip in tips if tip in self.commits]
+        while stack:
+            sha = stack.pop()
+            if sha in found or sha in excluding:
+                continue
+            found.add(sha)
+            stack.extend(parent for parent in self.commits[sha].parents if parent in self.commits)
+        return found
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        """``git merge-base --is-ancestor older newer``, in memory (generation numbers bound the walk)."""
+        if older not in self.commits or newer not in self.commits:
+            return False
+        generations = self.generations()
+        floor = generations[older]
+        stack, seen = [newer], set()
+        while stack:
+            sha = stack.pop()
+            if sha == older:
+                return True
+            if sha in seen or generations[sha] <= floor:
+                continue
+            seen.add(sha)
+            stack.extend(parent for parent in self.commits[sha].parents if parent in self.commits)
+        return False
 
     def commits_between(self, base: str, head: str) -> list[CommitInfo]:
         """Commits reachable from ``head`` but not from ``base`` (a PR branch's commits), oldest first."""
         base_index = self._mainline_index.get(base)
+        if base_index is None and base in self.commits:
+            return self._commits_between_anywhere(base, head)
         if base_index is not None and self._landed is None:
             self._landed = self._landing_index()
         result, frontier, seen = [], [head], set()
@@ -181,6 +292,33 @@ class GitHistory:
                 continue
             result.append(commit)
             frontier.extend(commit.parents)
+        return sorted(result, key=lambda commit: commit.author_date)
+
+    def _commits_between_anywhere(self, base: str, head: str) -> list[CommitInfo]:
+        # ``git rev-list base..head`` in memory: newest generation first, so every commit is
+        # known to be reachable from ``base`` (or not) before it is judged.
+        generations = self.generations()
+        if head not in self.commits:
+            return []
+        wanted, excluded = 1, 2
+        flags = {head: wanted}
+        flags[base] = flags.get(base, 0) | excluded
+        queue = [(-generations[sha], sha) for sha in {base, head}]
+        heapq.heapify(queue)
+        result = []
+        while queue and any(not flags[sha] & excluded for _, sha in queue):
+            _, sha = heapq.heappop(queue)
+            current = flags[sha]
+            if not current & excluded:
+                result.append(self.commits[sha])
+            for parent in self.commits[sha].parents:
+                if parent not in self.commits:
+                    continue
+                before = flags.get(parent, 0)
+                if before & current == current:
+                    continue
+                flags[parent] = before | current
+                heapq.heappush(queue, (-generations[parent], parent))
         return sorted(result, key=lambda commit: commit.author_date)
 
     # --- batch diffs ---------------------------------------------------------------------------
@@ -291,29 +429,90 @@ class GitHistory:
                 text = contents.get(f"{commit}:{name}")
                 version = _version_from_text(name, text) if text else None
                 if version:
-                    versions[commit] = _major_minor(version)
+                    versions[commit] = major_minor(version)
+                    break
+        rest = [commit for commit in unique if commit not in versions]
+        versions.update(self._package_versions(rest))
+        return versions
+
+    def _package_versions(self, commits: Sequence[str]) -> dict[str, str]:
+        """:meth:`version_at`'s search of the package folders, for many commits in four
+        ``git cat-file --batch`` processes (root trees, their folders, ``src/``'s folders, files)."""
+        if not commits:
+            return {}
+        roots = self._objects([f"{commit}^{{tree}}" for commit in commits], "tree")
+        folders: dict[str, list[str]] = {}
+        for commit in commits:
+            names = [name for name, is_tree in _tree_entries(roots.get(f"{commit}^{{tree}}", b"")) if is_tree]
+            folders[commit] = [name for name in names if not name.startswith((".", "test", "doc"))]
+        listed = self._objects([f"{commit}:{folder}" for commit in commits for folder in folders[commit]], "tree")
+        for commit in commits:
+            if "src" in folders[commit]:  # a src layout: its packages are one level down
+                src = listed.get(f"{commit}:src", b"")
+                inner = [f"src/{name}" for name, is_tree in _tree_entries(src) if is_tree]
+                folders[commit] += inner
+        listed.update(self._objects([f"{commit}:{folder}" for commit in commits for folder in folders[commit]
+                                     if f"{commit}:{folder}" not in listed], "tree"))
+        candidates = {
+            commit: [f"{folder}/{name}" for folder in folders[commit]
+                     for name, is_tree in _tree_entries(listed.get(f"{commit}:{folder}", b""))
+                     if not is_tree and name in _PACKAGE_VERSION_FILES]
+            for commit in commits
+        }
+        texts = self._blobs([f"{commit}:{path}" for commit in commits for path in candidates[commit]])
+        versions = {}
+        for commit in commits:
+            for path in candidates[commit]:
+                version = _version_from_text(path, texts.get(f"{commit}:{path}", ""))
+                if version:
+                    versions[commit] = major_minor(version)
                     break
             else:
-                versions[commit] = self.version_at(commit)
+                versions[commit] = ""
         return versions
 
     def _blobs(self, queries: Sequence[str]) -> dict[str, str]:
         """``rev:path`` -> text for the ones that exist, from one ``git cat-file --batch``."""
+        return {query: data.decode("utf-8", errors="replace") for query, data in self._objects(queries, "blob").items()}
+
+    def _objects(self, queries: Sequence[str], kind: str) -> dict[str, bytes]:
+        """``rev:path`` -> raw content for the ones that exist and are a ``kind`` (blob, tree), from
+        one ``git cat-file --batch``."""
         if not queries:
             return {}
         result = subprocess.run(["git", "-C", str(self.path), "cat-file", "--batch"],
                                 input=("\n".join(queries) + "\n").encode(), capture_output=True)
-        output, position, texts = result.stdout, 0, {}
+        output, position, found = result.stdout, 0, {}
+        wanted = kind.encode()
         for query in queries:
             end = output.index(b"\n", position)
             header = output[position:end].split()
             position = end + 1
             if len(header) == 3 and header[1] in (b"blob", b"tree", b"commit", b"tag"):
                 size = int(header[2])
-                if header[1] == b"blob":
-                    texts[query] = output[position:position + size].decode("utf-8", errors="replace")
+                if header[1] == wanted:
+                    found[query] = output[position:position + size]
                 position += size + 1
-        return texts
+        return found
+
+    def scm_versions(self, commits: Sequence[str]) -> dict[str, str]:
+        """The version setuptools-scm would compute at each commit from the whole history (see
+        :func:`scm_version_from_describe`), '' where no version tag is reachable; one
+        ``git describe`` process for the whole batch."""
+        unique = [commit for commit in dict.fromkeys(commits) if commit in self.commits]
+        if not unique or not self._has_tags():
+            return dict.fromkeys(unique, "")
+        # setuptools-scm's own command (--dirty aside); --always keeps one untagged commit from
+        # failing the whole batch (it prints a bare abbreviated SHA instead).
+        output = self._git("describe", "--tags", "--long", "--always", "--match", "*[0-9]*", *unique).split()
+        if len(output) != len(unique):
+            raise SourceError(f"git describe returned {len(output)} answers for {len(unique)} commits in {self.path}")
+        return {commit: scm_version_from_describe(line) for commit, line in zip(unique, output, strict=True)}
+
+    def _has_tags(self) -> bool:
+        if self._tagged is None:
+            self._tagged = bool(self._git("for-each-ref", "--count=1", "--format=%(refname)", "refs/tags/").strip())
+        return self._tagged
 
     def version_at(self, commit: str) -> str:
         """The package version at ``commit`` as X.Y (pyproject, setup.cfg, setup.py, ``__version__``),
@@ -330,7 +529,7 @@ class GitHistory:
             text = self.read_file(commit, path) or ""
             version = _version_from_text(path, text)
             if version:
-                return _major_minor(version)
+                return major_minor(version)
         return ""
 
 
@@ -354,6 +553,20 @@ def _preimages(patch: str) -> list[tuple[str, str]] | None:
     return files
 
 
+_PACKAGE_VERSION_FILES = ("__init__.py", "_version.py", "version.py", "__about__.py")
+
+
+def _tree_entries(raw: bytes) -> list[tuple[str, bool]]:
+    """(name, is a folder) for each entry of a raw git tree object (``<mode> <name>\\0<20-byte id>``)."""
+    entries, position = [], 0
+    while position < len(raw):
+        space = raw.index(b" ", position)
+        nul = raw.index(b"\0", space)
+        entries.append((raw[space + 1:nul].decode("utf-8", errors="replace"), raw[position:space] == b"40000"))
+        position = nul + 21
+    return entries
+
+
 def _package_dirs(tree) -> list:
     dirs = [entry for entry in tree.trees if not entry.name.startswith((".", "test", "doc"))]
     for src in [entry for entry in dirs if entry.name == "src"]:
@@ -368,11 +581,50 @@ def _version_from_text(path: str, text: str) -> str | None:
         except tomllib.TOMLDecodeError:
             return None
         version = project.get("version")
-        return version if isinstance(version, str) else None
-    match = _VERSION_PATTERN.search(text)
-    return match.group(1) if match else None
+    else:
+        match = _VERSION_PATTERN.search(text)
+        version = match.group(1) if match else None
+    # A fallback such as `__version__ = "unknown"` (when setuptools-scm's file is missing) is no version.
+    return version if isinstance(version, str) and re.match(r"v?\d", version) else None
 
 
-def _major_minor(version: str) -> str:
+_DESCRIBE = re.compile(r"^(?P<tag>.+)-(?P<distance>\d+)-(?P<node>g[0-9a-f]+)$")
+# setuptools-scm's default tag_regex: an optional "name-" prefix, an optional v, the version.
+_TAG_VERSION = re.compile(r"^(?:[\w-]+-)?(?P<version>[vV]?\d+(?:\.\d+){0,2}[^+]*)(?:\+.*)?$")
+
+
+def scm_version_from_describe(described: str) -> str:
+    """The PEP 440 version setuptools-scm's defaults (guess-next-dev, node-and-date) derive from
+    ``git describe --tags --long`` output: ``v1.2.3-0-gabc`` -> ``1.2.3``, ``v1.2.3-5-gabc`` ->
+    ``1.2.4.dev5+gabc``; '' for a bare SHA (no tag) or a tag that is no version."""
+    from packaging.version import InvalidVersion, Version
+
+    match = _DESCRIBE.match(described.strip())
+    tag = _TAG_VERSION.match(match.group("tag")) if match else None
+    if match is None or tag is None:
+        return ""
+    try:
+        version = Version(tag.group("version"))
+    except InvalidVersion:
+        return ""
+    distance = int(match.group("distance"))
+    if distance == 0:
+        return str(version)
+    public = version.public
+    if ".dev" in public:  # a dev tag is the next release's: 1.0.dev0 + 3 -> 1.0.dev3
+        prefix, _, tail = public.rpartition(".dev")
+        if tail != "0":
+            return ""  # setuptools-scm refuses these too
+        guessed = prefix
+    else:  # bump the last number: 1.2.3 -> 1.2.4, 1.0rc1 -> 1.0rc2
+        last = re.match(r"(.*?)(\d+)$", public)
+        if last is None:
+            return ""
+        guessed = f"{last.group(1)}{int(last.group(2)) + 1}"
+    return f"{guessed}.dev{distance}+{match.group('node')}"
+
+
+def major_minor(version: str) -> str:
+    """``1.2.4.dev5+gabc`` -> ``1.2``: how SWE-bench groups tasks by version."""
     match = re.match(r"(\d+)\.(\d+)", version)
     return f"{match.group(1)}.{match.group(2)}" if match else version

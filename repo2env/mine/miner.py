@@ -11,17 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from repo2env.errors import PatchError
 from repo2env.jsonl import append_jsonl, read_task_ids, write_json, write_repository_record
-from repo2env.mine.history import GitHistory
+from repo2env.mine.history import GitHistory, major_minor
 from repo2env.mine.leaks import strip_leaks
 from repo2env.mine.linking import pr_closing_refs
 from repo2env.mine.source import Issue, PullRequest, Source
 from repo2env.mine.split import SplitDiff, split_diff
-from repo2env.models import Funnel, RepositoryRecord, Task
+from repo2env.models import Funnel, FunnelRun, RepositoryRecord, Task
 
 STAGE = "mine"
 #: Written next to tasks.jsonl: the repository and where its clone lives.
@@ -69,7 +69,9 @@ def mine(source: Source, out_dir: Path, options: MineOptions = MineOptions(), *,
     """Mine ``source`` into ``out_dir/tasks.jsonl`` and ``out_dir/funnel.json``."""
     tasks_path, funnel_path = out_dir / "tasks.jsonl", out_dir / "funnel.json"
     existing = read_task_ids(tasks_path)
-    funnel = Funnel(repo=source.repo, source=type(source).__name__, counts={step: 0 for step in FUNNEL_STEPS})
+    funnel = Funnel(repo=source.repo, source=type(source).__name__, counts={step: 0 for step in FUNNEL_STEPS},
+                    started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                    previous_runs=_previous_runs(funnel_path))
     # A local-history source has read the graph already; reading it twice costs as much as mining.
     history = getattr(source, "history", None) or GitHistory(source.clone_path())
     result = MineResult(tasks_path=tasks_path, funnel_path=funnel_path, funnel=funnel)
@@ -120,10 +122,39 @@ def mine(source: Source, out_dir: Path, options: MineOptions = MineOptions(), *,
         collect()
     finally:
         git_worker.shutdown(wait=True, cancel_futures=True)
+        funnel.totals = _totals(funnel, existing | {task.instance_id for task in result.new_tasks})
         write_json(funnel_path, funnel)
     if progress:
         progress(funnel.counts["scanned"], funnel.counts["kept"])
     return result
+
+
+def _previous_runs(funnel_path: Path) -> list[FunnelRun]:
+    """The runs an existing funnel.json recorded (itself included), so a re-run loses none of them.
+    An unreadable one is moved aside to funnel.json.unreadable rather than overwritten."""
+    if not funnel_path.is_file():
+        return []
+    try:
+        earlier = Funnel.model_validate_json(funnel_path.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        funnel_path.replace(funnel_path.with_name(funnel_path.name + ".unreadable"))
+        return []
+    latest = FunnelRun(started_at=earlier.started_at, counts=earlier.counts, rejections=earlier.rejections)
+    return [*earlier.previous_runs, latest]
+
+
+def _totals(funnel: Funnel, written_ids: set[str]) -> dict[str, int]:
+    """Tasks written over all runs, and each PR never kept counted once, under its latest rejection."""
+    kept_numbers = {int(instance_id.rsplit("-", 1)[1]) for instance_id in written_ids}
+    latest: dict[int, str] = {}
+    for run in [*funnel.previous_runs, funnel]:
+        for rejection in run.rejections:
+            latest[rejection.pull_number] = rejection.reason
+    totals = {"runs": len(funnel.previous_runs) + 1, "kept": len(written_ids)}
+    for number, reason in sorted(latest.items()):
+        if number not in kept_numbers:
+            totals[f"rejected:{reason}"] = totals.get(f"rejected:{reason}", 0) + 1
+    return totals
 
 
 def _screen(pull: PullRequest, source: Source, funnel: Funnel, options: MineOptions,
@@ -138,7 +169,9 @@ def _screen(pull: PullRequest, source: Source, funnel: Funnel, options: MineOpti
         return None
     funnel.count("selected")
     if not pull.merged or not pull.merge_commit:
-        funnel.reject(pull.number, STAGE, "not_merged")
+        detail = pull.unmerged_reason or ("merged, but the source names no merge commit" if pull.merged
+                                          else "closed without merge")
+        funnel.reject(pull.number, STAGE, "not_merged", detail)
         return None
     funnel.count("merged")
     if Task.make_instance_id(source.repo, pull.number) in existing:
@@ -204,14 +237,21 @@ def _finish_batch(located: Sequence[Located], history: GitHistory, funnel: Funne
         screened.append((pull, issues, base, parts))
     checks = history.apply_checks([(base, (parts.patch, parts.test_patch)) for _, _, base, parts in screened],
                                   workers=options.apply_workers)
-    versions = history.versions_at([base for (_, _, base, _), error in zip(screened, checks, strict=True) if not error])
+    applying = [base for (_, _, base, _), error in zip(screened, checks, strict=True) if not error]
+    versions, scm_versions = history.versions_at(applying), history.scm_versions(applying)
     kept = []
     for (pull, issues, base, parts), error in zip(screened, checks, strict=True):
         if error:
             funnel.reject(pull.number, STAGE, "patch_does_not_apply", error)
             continue
         funnel.count("applies")
-        kept.append(_make_task(pull, issues, base, parts, versions[base], repo))
+        task = _make_task(pull, issues, base, parts, repo, version=versions[base] or major_minor(scm_versions[base]),
+                          scm_version=scm_versions[base])
+        if not task.problem_statement.strip():
+            funnel.reject(pull.number, STAGE, "empty_problem_statement",
+                          "neither the linked issues nor the PR's title, body or commit messages say anything")
+            continue
+        kept.append(task)
     return kept
 
 
@@ -255,8 +295,8 @@ def _diff_rejection(parts: SplitDiff, options: MineOptions, funnel: Funnel) -> t
     return None
 
 
-def _make_task(pull: PullRequest, issues: list[Issue], base: str, parts: SplitDiff, version: str,
-               repo: str) -> Task:
+def _make_task(pull: PullRequest, issues: list[Issue], base: str, parts: SplitDiff, repo: str, *, version: str,
+               scm_version: str) -> Task:
     shas = [pull.merge_commit or "", pull.head_sha or ""]
     statement_parts, hints, leak_score = [], [], 0.0
     cutoff = _parse_time(pull.first_commit_at or pull.created_at)
@@ -271,7 +311,9 @@ def _make_task(pull: PullRequest, issues: list[Issue], base: str, parts: SplitDi
                 hint = strip_leaks(comment.body, gold_patch=parts.patch, repo=repo, pull_number=pull.number,
                                    commit_shas=shas)
                 hints.append(hint.text)
-    if not issues:  # --allow-no-issue: the PR's own words are the task
+    if not "".join(statement_parts).strip():
+        # --allow-no-issue, or issues with no text left: the PR's own words are the task.
+        statement_parts = []
         cleaned = strip_leaks(f"{pull.title}\n{pull.body}".strip(), gold_patch=parts.patch, repo=repo,
                               pull_number=pull.number, commit_shas=shas)
         statement_parts.append(cleaned.text)
@@ -291,6 +333,7 @@ def _make_task(pull: PullRequest, issues: list[Issue], base: str, parts: SplitDi
         leak_score=round(leak_score, 4),
         created_at=pull.created_at,
         version=version,
+        scm_version=scm_version,
         environment_setup_commit=base,
     )
 

@@ -20,20 +20,23 @@ def cache_dir() -> Path:
 
 
 def open_source(spec: str, *, issues_path: Path | None = None, token: str | None = None,
-                api_url: str | None = None, name: str | None = None, on_wait: Callable[[str], None] | None = None) -> Source:
+                api_url: str | None = None, name: str | None = None, on_wait: Callable[[str], None] | None = None,
+                branch: str | None = None) -> Source:
     """A Source for ``spec``: an existing path or a URL -> local history; owner/name -> GitHub."""
     if name is not None and not _OWNER_NAME.match(name):
         raise InputError(f"--name {name!r} is not of the form owner/name")
     if Path(spec).expanduser().exists() or spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1:
-        return GitSource(spec, issues_path=issues_path, repo=name)
+        return GitSource(spec, issues_path=issues_path, repo=name, branch=branch)
     if looks_like_url(spec):
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", spec.split("://")[-1]).strip("_")
-        return GitSource(spec, issues_path=issues_path, workdir=cache_dir() / "urls" / slug, repo=name)
+        return GitSource(spec, issues_path=issues_path, workdir=cache_dir() / "urls" / slug, repo=name, branch=branch)
     if _OWNER_NAME.match(spec) and not spec.startswith((".", "/", "~")):
         from repo2env.mine.github import GitHubSource
 
         if issues_path is not None:
             raise InputError("--issues is for local history; GitHub mode reads issues from the API")
+        if branch is not None:
+            raise InputError("--branch is for local history; GitHub mode mines every PR whatever its base branch")
         return GitHubSource(spec, token=token, api_url=api_url or "https://api.github.com",
                             workdir=cache_dir() / "github" / spec.replace("/", "__"), on_wait=on_wait)
     raise InputError(f"--repo {spec!r} is neither an existing path, a URL, nor owner/name",

@@ -57,6 +57,8 @@ class PullRequest:
     commit_messages: tuple[str, ...] = ()
     first_commit_at: str | None = None
     linked_issues: tuple[int, ...] | None = None
+    #: Why a PR with ``merged`` False counts as unmerged (the funnel's ``not_merged`` detail).
+    unmerged_reason: str = ""
     extra: dict[str, str] = field(default_factory=dict, compare=False)
 
 
