@@ -46,6 +46,11 @@ def demo_rows(validated, demo_repo):
     return tasks, partial_pull
 
 
+def _containers(docker_client) -> set[str]:
+    # The low-level listing: the high-level one inspects each container and races their removal.
+    return {row["Id"] for row in docker_client.api.containers(all=True)}
+
+
 def _apply(env: RepoEnv, patch: str) -> str:
     env.write_file("fix.diff", patch)
     return env.bash("git apply fix.diff && rm fix.diff")
@@ -75,14 +80,13 @@ def test_scripted_episodes_give_gold_partial_and_empty_rewards(demo_rows, docker
     env.read_file("README.md")
     assert env.get_reward() == 0.0
     assert env.tool_calls == {"read_file": 1}
-    alive = {container.id for container in docker_client.containers.list(all=True)}
-    assert first_sandbox not in alive, "reset tears down the previous sandbox"
+    assert first_sandbox not in _containers(docker_client), "reset tears down the previous sandbox"
     last = env._sandbox.id
     del env
     import gc
 
     gc.collect()
-    assert last not in {container.id for container in docker_client.containers.list(all=True)}
+    assert last not in _containers(docker_client)
 
 
 @pytest.mark.docker
