@@ -262,6 +262,53 @@ INSTALL_CASES = [
         id="requirements-test-not-docs",
     ),
     pytest.param(
+        repo({"requirements/tests.txt": "pytest\n", "requirements/tests-pre-commit.txt": "pre-commit\n",
+              "requirements/tests-min.txt": "six==1.0\n", "requirements/tests-extra.txt": "numpy\n",
+              "requirements/typing.txt": "mypy\n"},
+             setup_py="from setuptools import setup\nsetup(name='x')\n"),
+        [UPGRADE_PIP, "python -m pip install -e .", "python -m pip install -r requirements/tests.txt",
+         "python -m pip install pytest"],
+        id="one-test-file-the-best-named-not-pre-commit-or-minimum",
+    ),
+    pytest.param(
+        repo({"requirements/tests.txt": "pytest\n", "requirements/ci-tests.txt": "pytest\nmock\n",
+              ".github/workflows/ci.yml": """
+                  jobs:
+                    lint:
+                      steps:
+                        - run: pip install -r requirements/tests.txt && flake8
+                    tests:
+                      steps:
+                        - run: |
+                            pip install -e .
+                            pip install -r requirements/ci-tests.txt
+                        - run: pytest
+              """},
+             setup_py="from setuptools import setup\nsetup(name='x')\n"),
+        [UPGRADE_PIP, "python -m pip install -e .", "python -m pip install -r requirements/ci-tests.txt",
+         "python -m pip install pytest"],
+        id="the-file-the-ci-test-job-installs",
+    ),
+    pytest.param(
+        repo({"test-requirements.txt": "pytest\n", "requirements-testing.txt": "pytest\nmock\n",
+              "noxfile.py": """
+                  import nox
+
+                  @nox.session
+                  def lint(session):
+                      session.install("-r", "test-requirements.txt")
+
+                  @nox.session(python=["3.8", "3.9"])
+                  def tests(session):
+                      session.install("-r", "requirements-testing.txt")
+                      session.run("pytest")
+              """},
+             setup_py="from setuptools import setup\nsetup(name='x')\n"),
+        [UPGRADE_PIP, "python -m pip install -e .", "python -m pip install -r requirements-testing.txt",
+         "python -m pip install pytest"],
+        id="the-file-the-nox-test-session-installs",
+    ),
+    pytest.param(
         repo(setup_cfg="""
             [metadata]
             name = cfgproj
@@ -389,10 +436,13 @@ def test_date_pin_is_the_end_of_the_commits_month_in_utc(moment: datetime, expec
 
 PIN = "--exclude-newer 2021-03-02T00:00:00Z"
 UV = "uv pip install --python python"
+# What an editable install with a pin older than the build back-end floor adds.
+BACKENDS = " ".join(f"--exclude-newer-package {name}=2023-01-01T00:00:00Z" for name in
+                    ("setuptools", "wheel", "setuptools-scm", "flit-core", "poetry-core", "tomli"))
 
 
 @pytest.mark.parametrize(("command", "expected"), [
-    ("python -m pip install -e '.[test]'", f"{UV} {PIN} -e '.[test]'"),
+    ("python -m pip install -e '.[test]'", f"{UV} {PIN} {BACKENDS} -e '.[test]'"),
     ("python -m pip install -r requirements/test.txt", f"{UV} {PIN} -r requirements/test.txt"),
     ("pip install --group test", f"{UV} {PIN} --group test"),
     ("python -m pip install 'pytest<8' mock", f"{UV} {PIN} 'pytest<8' mock"),
@@ -405,6 +455,20 @@ UV = "uv pip install --python python"
 ])
 def test_pinned_install_rewrites_each_command(command: str, expected: str) -> None:
     assert pinned_install([command], "2021-03-02") == ["python -m pip install uv", expected]
+
+
+@pytest.mark.parametrize(("pin", "backends_newer"), [
+    ("2019-07-01", True),   # setuptools of the day has no build_editable (PEP 660)
+    ("2022-09-01", True),
+    ("2023-01-01", False),  # the floor itself: the pin alone already allows it
+    ("2024-05-01", False),
+])
+def test_editable_installs_let_build_backends_be_recent(pin: str, backends_newer: bool) -> None:
+    editable, requirements = pinned_install(["python -m pip install -e .", "python -m pip install -r r.txt"], pin)[1:]
+    assert editable.startswith(f"{UV} --exclude-newer {pin}T00:00:00Z")
+    assert ("--exclude-newer-package setuptools=2023-01-01T00:00:00Z" in editable) is backends_newer
+    # Only editable installs: sdists of old dependencies may need the setuptools of their day.
+    assert "--exclude-newer-package" not in requirements
 
 
 def test_pinned_install_is_idempotent_and_validates_the_date() -> None:
@@ -523,7 +587,7 @@ def test_ladder_rungs_in_order_distinct_and_named() -> None:
 
     by_name = dict(ladder)
     assert by_name["inferred"].install == spec.install
-    assert f"{UV} --exclude-newer 2019-07-01T00:00:00Z -e ." in by_name["fewer-extras"].install
+    assert f"{UV} --exclude-newer 2019-07-01T00:00:00Z {BACKENDS} -e ." in by_name["fewer-extras"].install
     assert not any("-r " in command or "mock" in command for command in by_name["fewer-extras"].install)
     assert by_name["older-python"].python == "3.9"
     assert by_name["older-python"].install == spec.install
@@ -541,6 +605,59 @@ def test_fewer_extras_keeps_the_overrides_own_commands() -> None:
     assert f"{UV} --exclude-newer 2019-07-01T00:00:00Z 'setuptools<58'" in fewer
     assert "python -m pip install --user legacy" in fewer
     assert not any("mock" in command for command in fewer)
+
+
+def test_other_test_requirement_files_are_tried_one_at_a_time() -> None:
+    files = repo({"requirements/tests.txt": "pytest\n", "requirements/tests-extra.txt": "numpy\n",
+                  "requirements/testing-old.txt": "nose\n", "requirements/tests-pre-commit.txt": "pre-commit\n"},
+                 setup_py="from setuptools import setup\nsetup(name='x')\n")
+    spec = infer_env_spec(files, day("2024-03-01"))
+    ladder = dict(install_ladder(spec, files))
+    installed = {name: [part for command in rung.install for part in shlex.split(command)
+                        if part.startswith("requirements/")] for name, rung in ladder.items()}
+    assert installed["inferred"] == ["requirements/tests.txt"]
+    assert installed["other-requirements-1"] == ["requirements/testing-old.txt"]
+    assert installed["other-requirements-2"] == ["requirements/tests-extra.txt"]
+    assert list(ladder)[:3] == ["inferred", "other-requirements-1", "other-requirements-2"]
+    assert not any("pre-commit" in part for parts in installed.values() for part in parts)
+
+
+OWN_LINES = EnvOverride(pre_install=["pip install 'setuptools<58'"],
+                        extra_install=["python -m pip install  --no-deps ./vendor/pytest-7.0.0-py3-none-any.whl",
+                                       "make -C native && echo built"])
+
+
+def test_every_rung_keeps_the_users_own_commands_as_written() -> None:
+    spec = infer_env_spec(OLD_REPO, day("2019-06-01"), OWN_LINES)
+    ladder = dict(install_ladder(spec, OLD_REPO, OWN_LINES))
+    assert set(ladder) >= {"inferred", "fewer-extras", "no-date-pin"}
+    for name, rung in ladder.items():
+        assert "make -C native && echo built" in rung.install, name
+        assert rung.install[-1] == "make -C native && echo built", name
+    # The user installs pytest themselves: no rung adds one from the index over theirs.
+    assert "pinned-pytest" not in ladder
+    assert not any("pytest==" in command for rung in ladder.values() for command in rung.install)
+    no_pin = ladder["no-date-pin"].install
+    assert no_pin[:2] == ["pip install 'setuptools<58'", "python -m pip install --upgrade pip"]
+    assert "python -m pip install  --no-deps ./vendor/pytest-7.0.0-py3-none-any.whl" in no_pin
+
+
+def test_pinned_pytest_goes_before_the_users_extra_commands() -> None:
+    override = EnvOverride(extra_install=["python -m pip install 'attrs<20'"])
+    spec = infer_env_spec(OLD_REPO, day("2019-06-01"), override)
+    install = dict(install_ladder(spec, OLD_REPO, override))["pinned-pytest"].install
+    assert install[-2:] == [f"{UV} pytest==4.6.11", f"{UV} --exclude-newer 2019-07-01T00:00:00Z 'attrs<20'"]
+
+
+def test_override_hash_changes_with_the_override() -> None:
+    from repo2env.runtime.overrides import override_hash
+
+    assert override_hash(None) is None
+    assert override_hash(EnvOverride()) is None
+    first = override_hash(EnvOverride(extra_install=["python -m pip install x"]))
+    assert first is not None and first == override_hash(EnvOverride(extra_install=["python -m pip install x"]))
+    assert first != override_hash(EnvOverride(extra_install=["python -m pip install y"]))
+    assert first != override_hash(EnvOverride(extra_install=["python -m pip install x"], python="3.9"))
 
 
 def test_ladder_drops_rungs_that_cannot_apply() -> None:

@@ -25,12 +25,15 @@ from repo2env.mine.split import classify_path
 from repo2env.models import EnvSpec, Task
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.images import ImageStore, env_image_tag
-from repo2env.runtime.overrides import EnvOverride
+from repo2env.runtime.overrides import EnvOverride, override_hash
 from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
 from repo2env.runtime.spec import infer_env_spec, install_ladder
 
 COLLECT_TIMEOUT_S = 300.0
+#: How a collection timeout's failure reason starts. It ends the ladder: another install would
+#: hang the same way (often a test downloading data in the network-less sandbox).
+COLLECTION_TIMEOUT = "test collection timed out"
 _DEPENDENCY_FILE = re.compile(
     r"^(?:pyproject\.toml|setup\.py|setup\.cfg|tox\.ini|Pipfile|poetry\.lock|uv\.lock"
     r"|[^/]*requirements[^/]*\.(?:txt|in)|requirements/[^/]+\.(?:txt|in))$"
@@ -90,9 +93,9 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOp
     logs_dir = tasks_dir / "logs" / "build"
 
     def one(task: Task) -> tuple[Task, EnvSpec, bool]:
-        if _still_built(task, store):
-            return task, task.env_spec, True
         override = options.overrides.get(task.repo)
+        if _still_built(task, store, override):
+            return task, task.env_spec, True
         spec = build_task(task, clone, store=store, runtime=runtime, logs_dir=logs_dir, override=override,
                           collect_check=options.collect_check)
         return task, spec, False
@@ -115,9 +118,10 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOp
     return summary
 
 
-def _still_built(task: Task, store: ImageStore) -> bool:
+def _still_built(task: Task, store: ImageStore, override: EnvOverride | None = None) -> bool:
     spec = task.env_spec
     return bool(spec and spec.status == "env_ok" and spec.image and spec.image_digest
+                and spec.override_hash == override_hash(override)
                 and (image := store.find(spec.image)) is not None and image.id == spec.image_digest)
 
 
@@ -140,7 +144,9 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
     try:
         inferred = infer_env_spec(files, files.commit_date(), override)
     except Repo2EnvError as exc:
-        return EnvSpec(status="env_failed", error=f"cannot infer the environment: {exc.message}")
+        return EnvSpec(status="env_failed", error=f"cannot infer the environment: {exc.message}",
+                       override_hash=override_hash(override))
+    inferred = inferred.model_copy(update={"override_hash": override_hash(override)})
     fingerprint = dependency_fingerprint(files)
     safe_id = re.sub(r"[^A-Za-z0-9_.-]", "_", task.instance_id)
     last_error, last_log = "no install rung to try", None
@@ -150,7 +156,7 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
             snapshot_sha = make_snapshot(clone, task.base_commit, snapshot_dir)
         except BuildError as exc:
             return inferred.model_copy(update={"status": "env_failed", "error": exc.message})
-        for rung, candidate in install_ladder(inferred, files):
+        for rung, candidate in install_ladder(inferred, files, override):
             candidate = candidate.model_copy(update={"deps_fingerprint": fingerprint, "rung": rung})
             log_path = logs_dir / f"{safe_id}-{rung}.log"
             try:
@@ -167,6 +173,8 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
                 problem = _collection_problem(runtime, image.tag, task, log_path.with_suffix(".collect.log"))
                 if problem:
                     last_error, last_log = f"{rung}: {problem}", str(log_path.with_suffix(".collect.log"))
+                    if problem.startswith(COLLECTION_TIMEOUT):
+                        break  # a hang (a test fetching data, a deadlock) is no install problem
                     continue
             return candidate.model_copy(update={
                 "status": "env_ok", "env_image": env_image_tag(candidate), "image": image.tag,
@@ -187,7 +195,7 @@ def _collection_problem(runtime: DockerRuntime, image: str, task: Task, log_path
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_text(f"$ {command}\n{result.output}\n(exit {result.exit_code})\n")
     if result.timed_out:
-        return f"test collection timed out after {COLLECT_TIMEOUT_S:.0f} s"
+        return f"{COLLECTION_TIMEOUT} after {COLLECT_TIMEOUT_S:.0f} s"
     if result.exit_code not in (0, 5):  # 5: nothing collected, which is not a broken environment
         lines = [line for line in result.output.splitlines() if "Error" in line or "error" in line]
         return f"test collection failed (exit {result.exit_code}): {(lines[-1] if lines else result.output[-200:]).strip()[:200]}"

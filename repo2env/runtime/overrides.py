@@ -14,6 +14,7 @@ second being the one batch specs in ``pipelines/*.yaml`` use, so a pipeline file
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import date
 from pathlib import Path
@@ -73,6 +74,16 @@ class EnvOverride(BaseModel):
         if value is not None and not value.strip():
             raise ValueError("must not be empty")
         return value
+
+
+def override_hash(override: EnvOverride | None) -> str | None:
+    """A short hash of what an override sets; None without one (or with one that sets nothing).
+
+    Recorded in each built task's ``env_spec``: a task built under another override is rebuilt."""
+    if override is None:
+        return None
+    content = override.model_dump_json(exclude_defaults=True)
+    return None if content == "{}" else hashlib.sha256(content.encode()).hexdigest()[:16]
 
 
 def load_overrides(path: str | Path) -> dict[str, EnvOverride]:

@@ -53,7 +53,8 @@ ADOPTION_GRACE = timedelta(days=183)
 #: outcome; ``-p no:cacheprovider`` keeps pytest from writing ``.pytest_cache`` into the sandbox.
 DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider"
 
-#: The ladder's rung names, in the order :func:`install_ladder` tries them.
+#: The ladder's rung names, in the order :func:`install_ladder` tries them. ``other-requirements-N``
+#: rungs (another test requirement file instead of the chosen one) may follow ``inferred``.
 LADDER_RUNGS = ("inferred", "fewer-extras", "older-python", "pinned-pytest", "no-date-pin")
 
 
@@ -587,9 +588,11 @@ def infer_install(files: RepoFiles) -> list[str]:
       installs or ``--group``);
     - the project in editable mode, with its test extras (``test``/``tests``/``testing``, else
       ``dev``, plus the ``extras`` tox installs) when it has a pyproject.toml, setup.py or setup.cfg;
-    - requirement files: the base ``requirements.txt`` and the test ones (``requirements/test.txt``,
-      ``test-requirements.txt`` ...; dev ones when there is no test one; never docs ones), plus the
-      ones tox's ``deps`` point at with ``-r``;
+    - requirement files: the base ``requirements.txt``, and the test ones the project's own test
+      runner installs (tox's ``deps``, nox test sessions, CI test jobs), else the best-named test
+      one (``requirements/test.txt``, ``test-requirements.txt`` ...; a dev one when there is no
+      test one); never docs, lint, pre-commit, typing or minimum-version ones. The other test
+      files are :func:`install_ladder` rungs, one at a time;
     - PEP 735 dependency groups (test-ish, else dev) with ``--group``;
     - literal test requirements from setup.py/setup.cfg ``tests_require``, tox ``deps``, Poetry,
       PDM and Hatch test dependencies, in one command;
@@ -650,8 +653,31 @@ _REQUIREMENT_FILE = re.compile(r"(?i)^(?:[\w.-]*[-_.])?requirements?(?:[-_.][\w.
 _BASE_REQUIREMENT_STEMS = frozenset({"requirements", "requirement", "base", "main", "common", "core", "install"})
 
 
+# Requirement files for another job than running the tests: their pins often conflict with the
+# project's (a pre-commit hook's, a lint job's, a minimum-versions CI matrix's).
+_OTHER_PURPOSE_WORDS = frozenset({
+    "doc", "docs", "documentation", "sphinx", "lint", "linting", "linters", "style", "precommit", "typing",
+    "mypy", "types", "typecheck", "min", "minimum", "minimal", "mindeps", "oldest", "lowest", "bench",
+    "benchmark", "benchmarks", "release", "publish", "upload",
+})
+#: How many other test requirement files the ladder tries, one at a time, after the chosen one.
+MAX_REQUIREMENT_ALTERNATIVES = 2
+
+
 def _requirement_files(project: _Project) -> list[str]:
-    """Requirement files to install: base ones, then test ones (else dev ones), then tox's ``-r``."""
+    """Requirement files to install: see :func:`_requirement_choice`."""
+    base, chosen, _ = _requirement_choice(project)
+    return list(dict.fromkeys(base + chosen))
+
+
+def _requirement_choice(project: _Project) -> tuple[list[str], list[str], list[str]]:
+    """(base files, chosen test files, other test files to try one at a time instead of those).
+
+    Installed: the base requirement files, then the ones the project's own test runner installs
+    (tox's ``deps``, nox test sessions, CI test jobs); when no runner names one, the best-named
+    test file (``requirements/tests.txt`` before ``requirements/tests-extra.txt``), else dev file.
+    Files for other purposes (docs, lint, pre-commit, typing, minimum versions) are never chosen.
+    """
     base, test, dev = [], [], []
     for path in project.listing:
         directory, _, name = path.rpartition("/")
@@ -660,7 +686,8 @@ def _requirement_files(project: _Project) -> list[str]:
             continue
         stem = name.lower().removesuffix(".txt")
         words = set(re.split(r"[-_.]", stem))
-        if words & {"doc", "docs", "documentation", "sphinx"} or any(re.fullmatch(r"py2\d*", w) for w in words):
+        if (words & _OTHER_PURPOSE_WORDS or {"pre", "commit"} <= words
+                or any(re.fullmatch(r"py2\d*", w) for w in words)):
             continue
         if words & set(_TEST_NAMES):
             test.append(path)
@@ -668,8 +695,57 @@ def _requirement_files(project: _Project) -> list[str]:
             dev.append(path)
         elif stem in _BASE_REQUIREMENT_STEMS and (directory == "" or "requirements.txt" not in project.listing):
             base.append(path)
-    chosen = base + (test or dev)
-    return list(dict.fromkeys(chosen + _tox_requirement_files(project)))
+    candidates = sorted(test or dev, key=_requirement_file_rank)
+    runner = [path for path in _runner_requirement_files(project) if path not in base]
+    chosen = runner or candidates[:1]
+    alternatives = [path for path in candidates if path not in chosen][:MAX_REQUIREMENT_ALTERNATIVES]
+    return base, chosen, alternatives
+
+
+def _requirement_file_rank(path: str) -> tuple[int, int, str]:
+    """Fewer words besides test/requirements first (``tests.txt`` before ``tests-extra.txt``), then
+    shallower, then by name."""
+    words = set(re.split(r"[-_.]", path.rpartition("/")[2].lower().removesuffix(".txt")))
+    other = words - set(_TEST_NAMES) - set(_DEV_NAMES) - {"requirements", "requirement", "reqs", "req"}
+    return len(other), path.count("/"), path
+
+
+def _runner_requirement_files(project: _Project) -> list[str]:
+    """Requirement files the project's test runner installs: tox, nox test sessions, CI test jobs."""
+    found = _tox_requirement_files(project) + _nox_requirement_files(project) + _ci_requirement_files(project)
+    return [path for path in dict.fromkeys(found) if path in project.listing]
+
+
+_R_OPTION = re.compile(r"""(?:^|\s|["'])(?:-r|--requirement)(?:\s*|=|["']\s*,\s*["'])([\w./{}-]+\.(?:txt|in))""")
+
+
+def _nox_requirement_files(project: _Project) -> list[str]:
+    text = project.files.read("noxfile.py") or ""
+    found: list[str] = []
+    # Each session is a function; only test sessions count (not lint, docs, build ...).
+    for name, body in re.findall(r"^def\s+(\w+)\s*\([^)]*\)[^:]*:\n((?:[ \t]+.*\n|\n)*)", text, flags=re.MULTILINE):
+        if "test" in name.lower() or "pytest" in body:
+            found.extend(path.removeprefix("./") for path in _R_OPTION.findall(body))
+    return found
+
+
+def _ci_requirement_files(project: _Project) -> list[str]:
+    found: list[str] = []
+    for path in project.listing:
+        if not (path.startswith(".github/workflows/") and path.endswith((".yml", ".yaml"))):
+            continue
+        workflow = _load_yaml_quietly(project.files.read(path))
+        jobs = workflow.get("jobs") if isinstance(workflow, dict) else None
+        if not isinstance(jobs, dict):
+            continue
+        for job_name, job in jobs.items():
+            if not isinstance(job, dict) or not isinstance(job.get("steps"), list):
+                continue
+            runs = "\n".join(str(step.get("run", "")) for step in job["steps"] if isinstance(step, dict))
+            label = f"{job_name} {job.get('name', '')}".lower()
+            if "test" in label or "pytest" in runs:
+                found.extend(path.removeprefix("./") for path in _R_OPTION.findall(runs))
+    return found
 
 
 def _tox_deps(project: _Project) -> list[str]:
@@ -961,7 +1037,7 @@ _UV_SAME_FLAGS = frozenset({
 _VALUE_FLAGS = frozenset({
     "-e", "--editable", "-r", "--requirement", "-c", "--constraint", "--group", "-i", "--index-url",
     "--extra-index-url", "-f", "--find-links", "--no-binary", "--only-binary", "--prefix", "--target",
-    "--upgrade-package", "--exclude-newer", "--python", "--prerelease",
+    "--upgrade-package", "--exclude-newer", "--exclude-newer-package", "--python", "--prerelease",
 })
 _UV_RENAMED = {"--pre": ("--prerelease", "allow"), "--no-cache-dir": ("--no-cache",)}
 _UV_DROPPED = frozenset({"--disable-pip-version-check", "--no-warn-script-location", "--no-input"})
@@ -969,6 +1045,18 @@ _PIP_PREFIXES = (("python", "-m", "pip", "install"), ("python3", "-m", "pip", "i
                  ("pip", "install"), ("pip3", "install"))
 _UV_PREFIX = ("uv", "pip", "install", "--python", "python")
 UV_BOOTSTRAP = f"{PIP_INSTALL} uv"
+
+#: Build back-ends (and what they need to build) that an editable install may take newer than the
+#: date pin. ``uv --exclude-newer`` limits the isolated build environment too, and before setuptools
+#: 64 (August 2022) there is no ``build_editable`` hook (PEP 660): a date-pinned ``-e .`` of an older
+#: setuptools project fails. Build tools do not run in the test process, so letting them reach
+#: :data:`BUILD_BACKEND_FLOOR` keeps the project's runtime dependencies at the commit's date.
+BUILD_BACKENDS = ("setuptools", "wheel", "setuptools-scm", "flit-core", "poetry-core", "tomli")
+
+#: The upload date build back-ends may reach in an editable install with an older date pin: after
+#: setuptools 64 (PEP 660), flit_core 3.4 and poetry-core 1.1 added editable builds, and before the
+#: 2025 setuptools releases that reject long-deprecated ``setup.cfg`` spellings.
+BUILD_BACKEND_FLOOR = "2023-01-01"
 
 
 def _pip_install_args(command: str) -> list[str] | None:
@@ -1053,6 +1141,10 @@ def pinned_install(commands: list[str], date_pin: str) -> list[str]:
     - installs with an option uv lacks (``--user``, ``--install-option`` ...): they stay on pip,
       unpinned, since pip's ``--uploaded-prior-to`` needs a pip (26+) old base images lack.
 
+    An editable install with a pin before :data:`BUILD_BACKEND_FLOOR` also gets
+    ``--exclude-newer-package NAME=<floor>`` for each of :data:`BUILD_BACKENDS`, so that the build
+    back-end can do editable installs (PEP 660) while the project's dependencies stay pinned.
+
     A command whose requirements are all exact ``==`` pins gets no ``--exclude-newer``: its
     versions are chosen already, and their dependencies may need releases newer than the pin
     (``pytest==4.6.11`` needs a pluggy released after a 2018 pin). Applying it twice changes
@@ -1071,6 +1163,9 @@ def pinned_install(commands: list[str], date_pin: str) -> list[str]:
             rewritten.append(command)
             continue
         exclude = [] if _only_exact_pins(options, targets) else [("--exclude-newer", f"{day}T00:00:00Z")]
+        if exclude and day < BUILD_BACKEND_FLOOR and any(flag in ("-e", "--editable") for flag, _ in options):
+            exclude.extend(("--exclude-newer-package", f"{name}={BUILD_BACKEND_FLOOR}T00:00:00Z")
+                           for name in BUILD_BACKENDS)
         rewritten.append(shlex.join([*_UV_PREFIX, *_join_args([*exclude, *translated], targets)]))
     return list(dict.fromkeys(rewritten))
 
@@ -1106,7 +1201,7 @@ def _unpinned(commands: list[str]) -> list[str]:
         options, targets = _split_args(tokens[len(_UV_PREFIX):])
         pip_options: list[tuple[str, str | None]] = []
         for flag, value in options:
-            if flag == "--exclude-newer":
+            if flag in ("--exclude-newer", "--exclude-newer-package"):
                 continue
             if flag == "--prerelease" and value == "allow":
                 pip_options.append(("--pre", None))
@@ -1185,6 +1280,8 @@ def install_ladder(
     """The specs to try, in order, when installing or collecting tests fails: (rung name, spec).
 
     - ``inferred``: ``spec`` itself;
+    - ``other-requirements-1``, ``-2``: another test requirement file instead of the chosen one
+      (see :func:`infer_install`), one at a time;
     - ``fewer-extras``: only the editable project (no extras), pytest and its plugins, and any
       command that is not a pip install (a broken extra or requirement file is the likeliest
       failure); the base requirements.txt stays when the project is not installable;
@@ -1198,20 +1295,29 @@ def install_ladder(
 
     A rung is left out when it would equal an earlier one or cannot apply (no older Python, no
     date pin), and when ``override`` fixed what it changes (its ``python``, ``install`` or
-    ``date_pin``). Each spec's ``rung`` is its name.
+    ``date_pin``). ``override`` must be the one ``spec`` was inferred with: every rung keeps the
+    user's own commands exactly as written (unpinned in ``no-date-pin``, in their place), and
+    ``pinned-pytest`` is left out when they install pytest themselves and otherwise pins it before
+    their ``extra_install`` commands. Each spec's ``rung`` is its name.
     """
     project = _read_project(files)
     rungs: list[tuple[str, EnvSpec]] = [("inferred", spec.model_copy(update={"rung": "inferred"}))]
-    logical = _unpinned(spec.install)
+    own = _own_commands(override)
+    logical = _logical_install(spec.install, own, spec.date_pin)
 
     def repinned(commands: list[str], pin: str | None) -> list[str]:
         return pinned_install(commands, pin) if pin else commands
 
     if override is None or override.install is None:
-        own = [] if override is None else [*override.pre_install, *override.extra_install]
+        _, chosen, alternatives = _requirement_choice(project)
+        for number, alternative in enumerate(alternatives, start=1):
+            swapped = _swap_requirement_files(logical, chosen, alternative)
+            if swapped != logical:
+                rungs.append((f"other-requirements-{number}",
+                              spec.model_copy(update={"install": repinned(swapped, spec.date_pin)})))
         fewer = _fewer_extras(logical, keep={_canonical(command) for command in own})
         rungs.append(("fewer-extras", spec.model_copy(update={"install": repinned(fewer, spec.date_pin)})))
-    base = spec
+    base, base_logical = spec, logical
     older = _older_python(spec.python, project)
     if older is not None and (override is None or override.python is None):
         base = spec.model_copy(update={"python": older, "python_reason": f"older than {spec.python}"})
@@ -1219,19 +1325,73 @@ def install_ladder(
     if spec.date_pin:
         pytest_requirement = _pytest_requirement(logical)
         release = pytest_for(spec.date_pin, base.python, pytest_requirement)
-        if release is not None:
-            pinned_logical = [*logical, shlex.join(["python", "-m", "pip", "install", f"pytest=={release.version}"])]
-            base = base.model_copy(update={"install": repinned(pinned_logical, spec.date_pin)})
+        # A pytest the user's own commands install is theirs to choose.
+        if release is not None and not _installs_pytest(own):
+            pin_command = shlex.join(["python", "-m", "pip", "install", f"pytest=={release.version}"])
+            # Before the override's extra commands, so that what they install has the last word.
+            extra = {_canonical(command) for command in override.extra_install} if override else set()
+            at = next((i for i, command in enumerate(logical) if _canonical(command) in extra), len(logical))
+            base_logical = [*logical[:at], pin_command, *logical[at:]]
+            base = base.model_copy(update={"install": repinned(base_logical, spec.date_pin)})
             rungs.append(("pinned-pytest", base))
         if override is None or override.date_pin is None:
-            unpinned = _unpinned(base.install)
-            rungs.append(("no-date-pin", base.model_copy(update={"install": unpinned, "date_pin": None})))
+            rungs.append(("no-date-pin", base.model_copy(update={"install": base_logical, "date_pin": None})))
     distinct: list[tuple[str, EnvSpec]] = []
     for name, candidate in rungs:
         named = candidate.model_copy(update={"rung": name})
         if all(_build_inputs(named) != _build_inputs(earlier) for _, earlier in distinct):
             distinct.append((name, EnvSpec.model_validate(named.model_dump())))
     return distinct
+
+
+def _own_commands(override: EnvOverride | None) -> list[str]:
+    """The install commands the user wrote in ``override``, in the order the spec runs them."""
+    if override is None:
+        return []
+    return [*override.pre_install, *(override.install or []), *override.extra_install]
+
+
+def _logical_install(install: list[str], own: list[str], pin: str | None) -> list[str]:
+    """``install`` without its date pin: the user's own commands exactly as written, the inferred
+    ones as :func:`_unpinned` spells them."""
+    written = {pinned_install([command], pin)[-1]: command for command in own} if pin else {}
+    logical: list[str] = []
+    for command in install:
+        if command in written:
+            logical.append(written[command])
+        elif command != UV_BOOTSTRAP or UV_BOOTSTRAP in own:
+            logical.extend(_unpinned([command]))
+    return logical
+
+
+def _installs_pytest(commands: list[str]) -> bool:
+    for command in commands:
+        args = _pip_install_args(command)
+        # By name, or a local wheel or sdist of it (``./vendor/pytest-7.0.0-py3-none-any.whl``).
+        if args is not None and any(_requirement_name(target) == "pytest"
+                                    or re.match(r"pytest-\d", target.rpartition("/")[2])
+                                    for target in _split_args(args)[1]):
+            return True
+    return False
+
+
+def _swap_requirement_files(commands: list[str], replaced: list[str], alternative: str) -> list[str]:
+    """``commands`` with the installs of the ``replaced`` requirement files turned into one
+    install of ``alternative`` (where the first of them was)."""
+    swapped: list[str] = []
+    inserted = False
+    for command in commands:
+        args = _pip_install_args(command)
+        files = [value for flag, value in _split_args(args)[0] if flag in ("-r", "--requirement")] if args else []
+        if files and all(path in replaced for path in files):
+            if not inserted:
+                swapped.append(shlex.join(["python", "-m", "pip", "install", "-r", alternative]))
+                inserted = True
+            continue
+        swapped.append(command)
+    if not inserted:
+        return commands
+    return swapped
 
 
 def _build_inputs(spec: EnvSpec) -> dict[str, Any]:
