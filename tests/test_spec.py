@@ -435,7 +435,7 @@ def test_date_pin_is_the_end_of_the_commits_month_in_utc(moment: datetime, expec
 
 
 PIN = "--exclude-newer 2021-03-02T00:00:00Z"
-UV = "uv pip install --python python"
+UV = "uv pip install --python python --compile-bytecode"
 # What an editable install with a pin older than the build back-end floor adds.
 BACKENDS = " ".join(f"--exclude-newer-package {name}=2023-01-01T00:00:00Z" for name in
                     ("setuptools", "wheel", "setuptools-scm", "flit-core", "poetry-core", "tomli"))
@@ -469,6 +469,8 @@ def test_editable_installs_let_build_backends_be_recent(pin: str, backends_newer
     assert ("--exclude-newer-package setuptools=2023-01-01T00:00:00Z" in editable) is backends_newer
     # Only editable installs: sdists of old dependencies may need the setuptools of their day.
     assert "--exclude-newer-package" not in requirements
+    # Bytecode written at install, as pip does: the agent cannot write it into site-packages.
+    assert "--compile-bytecode" in shlex.split(editable) and "--compile-bytecode" in shlex.split(requirements)
 
 
 def test_pinned_install_is_idempotent_and_validates_the_date() -> None:

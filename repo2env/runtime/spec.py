@@ -1043,7 +1043,10 @@ _UV_RENAMED = {"--pre": ("--prerelease", "allow"), "--no-cache-dir": ("--no-cach
 _UV_DROPPED = frozenset({"--disable-pip-version-check", "--no-warn-script-location", "--no-input"})
 _PIP_PREFIXES = (("python", "-m", "pip", "install"), ("python3", "-m", "pip", "install"),
                  ("pip", "install"), ("pip3", "install"))
-_UV_PREFIX = ("uv", "pip", "install", "--python", "python")
+# --compile-bytecode: pip writes .pyc files at install, uv does not unless asked. Without them the
+# agent (who cannot write to site-packages) compiles each dependency at every import, and a suite
+# with `filterwarnings = error` fails on a dependency's invalid escape sequence warning.
+_UV_PREFIX = ("uv", "pip", "install", "--python", "python", "--compile-bytecode")
 UV_BOOTSTRAP = f"{PIP_INSTALL} uv"
 
 #: Build back-ends (and what they need to build) that an editable install may take newer than the
@@ -1133,8 +1136,9 @@ def pinned_install(commands: list[str], date_pin: str) -> list[str]:
 
     The result starts with ``python -m pip install uv``; each ``python -m pip install ARGS`` (also
     ``pip install``, ``python3 -m pip install``) becomes ``uv pip install --python python
-    --exclude-newer <date_pin>T00:00:00Z ARGS`` with ``-e``, ``-r``, extras and ``--group`` as they
-    were (uv takes them alike; ``--pre`` becomes ``--prerelease allow``). Left unchanged:
+    --compile-bytecode --exclude-newer <date_pin>T00:00:00Z ARGS`` with ``-e``, ``-r``, extras and
+    ``--group`` as they were (uv takes them alike; ``--pre`` becomes ``--prerelease allow``; uv,
+    unlike pip, writes bytecode only when asked). Left unchanged:
 
     - commands that are not a plain pip install (shell pipelines, apt-get ...);
     - installs of pip or uv themselves (tooling, not the project's dependencies);
