@@ -26,6 +26,7 @@ from repo2env.runtime.spec import (
     infer_python,
     infer_system_packages,
     infer_test_cmd,
+    install_failure_reason,
     install_ladder,
     load_yaml_text,
     pinned_install,
@@ -458,6 +459,7 @@ def test_pinned_install_rewrites_each_command(command: str, expected: str) -> No
 
 
 @pytest.mark.parametrize(("pin", "backends_newer"), [
+    ("2018-06-01", True),
     ("2019-07-01", True),   # setuptools of the day has no build_editable (PEP 660)
     ("2022-09-01", True),
     ("2023-01-01", False),  # the floor itself: the pin alone already allows it
@@ -467,8 +469,10 @@ def test_editable_installs_let_build_backends_be_recent(pin: str, backends_newer
     editable, requirements = pinned_install(["python -m pip install -e .", "python -m pip install -r r.txt"], pin)[1:]
     assert editable.startswith(f"{UV} --exclude-newer {pin}T00:00:00Z")
     assert ("--exclude-newer-package setuptools=2023-01-01T00:00:00Z" in editable) is backends_newer
-    # Only editable installs: sdists of old dependencies may need the setuptools of their day.
-    assert "--exclude-newer-package" not in requirements
+    # Only editable installs: sdists of old dependencies may need the setuptools of their day,
+    # but at least the setuptools>=40.8.0 that a build without [build-system] asks for (2019-02).
+    assert "=2023-01-01" not in requirements
+    assert ("--exclude-newer-package setuptools=2019-03-01T00:00:00Z" in requirements) is (pin < "2019-03-01")
     # Bytecode written at install, as pip does: the agent cannot write it into site-packages.
     assert "--compile-bytecode" in shlex.split(editable) and "--compile-bytecode" in shlex.split(requirements)
 
@@ -705,3 +709,57 @@ def test_pytest_table_is_ordered_and_plausible() -> None:
     ordered = sorted(PYTEST_RELEASES, key=lambda release: Version(release.version))
     # 4.6 is the Python 2 LTS line, released after 5.4.3; every other entry is newer and later.
     assert all(a.uploaded < b.uploaded for a, b in zip(ordered[1:], ordered[2:], strict=False))
+
+
+# --------------------------------------------------------------------------------------------
+# Why an install failed (uv's errors as it prints them)
+
+
+UV_NO_WHEEL = """\
+Step 4/11 : RUN set -e; cd /testbed; ...
+\x1b[91merror: Failed to build `psutil==5.7.0`
+  cause: The build backend returned an error
+  cause: Call to `setuptools.build_meta:__legacy__.build_wheel` failed (exit status: 1)
+         distutils.errors.CompileError: command 'x86_64-linux-gnu-gcc' failed: No such file or directory
+hint: Build failures usually indicate a problem with the package or the build environment
+"""
+UV_TOO_NEW_PYTHON = """\
+error: No solution found when resolving dependencies
+  cause: Because the current Python version (3.9.2) does not satisfy Python>=3.10 and django>=5.0 depends on \
+Python>=3.10, we can conclude that django>=5.0 cannot be used.
+         And because you require django>=5, we can conclude that your requirements are unsatisfiable.
+"""
+UV_FILTERED = """\
+error: No solution found when resolving dependencies
+  cause: Because there are no versions of black and you require black, we can conclude that your requirements \
+are unsatisfiable.
+
+hint: `black` was filtered by `exclude-newer` to only include packages uploaded before 2016-12-01T00:00:00Z.
+"""
+UV_CONFLICT = """\
+error: No solution found when resolving dependencies
+  cause: Because only typing-extensions>=3.6.2 is available and you require typing-extensions<3, we can conclude \
+that your requirements are unsatisfiable.
+"""
+UV_PROJECT = """\
+error: Failed to build `werkzeug @ file:///testbed`
+  cause: The build backend returned an error
+  cause: Call to `setuptools.build_meta:__legacy__.build_editable` failed (exit status: 1)
+"""
+
+
+@pytest.mark.parametrize(("log", "expected"), [
+    (UV_NO_WHEEL, "psutil 5.7.0 as of 2020-12-01 has no wheel for Python 3.9, and building it from source failed "
+                  "(no C/Rust compiler in the image: add build-essential/cargo to system_packages)"),
+    (UV_TOO_NEW_PYTHON, "dependencies as of 2020-12-01 do not support Python 3.9: the current Python version "
+                        "(3.9.2) does not satisfy Python>=3.10 and django>=5.0 depends on Python>=3.10"),
+    (UV_FILTERED, "black has no release as of 2020-12-01 that fits: there are no versions of black and you "
+                  "require black"),
+    (UV_CONFLICT, "no dependency versions as of 2020-12-01 fit together: only typing-extensions>=3.6.2 is "
+                  "available and you require typing-extensions<3"),
+    (UV_PROJECT, "building the project werkzeug failed: Call to `setuptools.build_meta:__legacy__.build_editable` "
+                 "failed (exit status: 1)"),
+    ("ERROR: Could not find a version that satisfies the requirement foo\n", None),
+])
+def test_install_failure_reason(log: str, expected: str | None) -> None:
+    assert install_failure_reason(log, "3.9", "2020-12-01") == expected

@@ -14,6 +14,7 @@ import re
 import shlex
 import tempfile
 import tomllib
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from repo2env.runtime.images import ImageStore, env_image_tag
 from repo2env.runtime.overrides import EnvOverride, override_hash
 from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
-from repo2env.runtime.spec import infer_env_spec, install_ladder
+from repo2env.runtime.spec import MISSING_COMPILER, infer_env_spec, install_failure_reason, install_ladder
 
 COLLECT_TIMEOUT_S = 300.0
 #: How a collection timeout's failure reason starts. It ends the ladder: another install would
@@ -156,7 +157,9 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
             snapshot_sha = make_snapshot(clone, task.base_commit, snapshot_dir)
         except BuildError as exc:
             return inferred.model_copy(update={"status": "env_failed", "error": exc.message})
-        for rung, candidate in install_ladder(inferred, files, override):
+        pending = deque(install_ladder(inferred, files, override))
+        while pending:
+            rung, candidate = pending.popleft()
             candidate = candidate.model_copy(update={"deps_fingerprint": fingerprint, "rung": rung})
             log_path = logs_dir / f"{safe_id}-{rung}.log"
             try:
@@ -165,9 +168,14 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
             except DockerUnavailableError:
                 raise
             except BuildError as exc:
-                last_error, last_log = f"{rung}: {exc.message}", exc.log_path
+                reason = _install_failure(exc, candidate) or exc.message
+                last_error, last_log = f"{rung}: {reason}", exc.log_path
                 if "disk is full" in exc.message:
                     break  # no rung can succeed on a full disk
+                if MISSING_COMPILER in reason and "build-essential" not in candidate.system_packages:
+                    # A dependency of the day without a wheel for this Python: the same rung with a compiler.
+                    pending.appendleft((f"{rung}+compiler", candidate.model_copy(
+                        update={"system_packages": [*candidate.system_packages, "build-essential"]})))
                 continue
             if collect_check:
                 problem = _collection_problem(runtime, image.tag, task, log_path.with_suffix(".collect.log"))
@@ -182,6 +190,15 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
             })
     return inferred.model_copy(update={"status": "env_failed", "error": last_error, "log_path": last_log,
                                        "deps_fingerprint": fingerprint})
+
+
+def _install_failure(exc: BuildError, spec: EnvSpec) -> str | None:
+    """What uv's error in the build log says went wrong (no wheel for this Python ...), if anything."""
+    try:
+        log = Path(exc.log_path).read_text(errors="replace") if exc.log_path else ""
+    except OSError:
+        return None
+    return install_failure_reason(log, spec.python, spec.date_pin)
 
 
 def _collection_problem(runtime: DockerRuntime, image: str, task: Task, log_path: Path) -> str | None:

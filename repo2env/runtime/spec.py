@@ -1061,6 +1061,11 @@ BUILD_BACKENDS = ("setuptools", "wheel", "setuptools-scm", "flit-core", "poetry-
 #: 2025 setuptools releases that reject long-deprecated ``setup.cfg`` spellings.
 BUILD_BACKEND_FLOOR = "2023-01-01"
 
+#: The upload date setuptools may reach in any date-pinned install: a dependency's sdist without a
+#: ``[build-system]`` builds with ``setuptools>=40.8.0`` (pip's and uv's default), which a pin before
+#: February 2019 excludes; newer setuptools would break sdists of that time (``use_2to3``).
+DEFAULT_BUILD_FLOOR = "2019-03-01"
+
 
 def _pip_install_args(command: str) -> list[str] | None:
     """The arguments of a plain ``pip install`` command, or None for any other command."""
@@ -1147,7 +1152,8 @@ def pinned_install(commands: list[str], date_pin: str) -> list[str]:
 
     An editable install with a pin before :data:`BUILD_BACKEND_FLOOR` also gets
     ``--exclude-newer-package NAME=<floor>`` for each of :data:`BUILD_BACKENDS`, so that the build
-    back-end can do editable installs (PEP 660) while the project's dependencies stay pinned.
+    back-end can do editable installs (PEP 660) while the project's dependencies stay pinned; any
+    other install with a pin before :data:`DEFAULT_BUILD_FLOOR` lets setuptools reach that day.
 
     A command whose requirements are all exact ``==`` pins gets no ``--exclude-newer``: its
     versions are chosen already, and their dependencies may need releases newer than the pin
@@ -1170,6 +1176,8 @@ def pinned_install(commands: list[str], date_pin: str) -> list[str]:
         if exclude and day < BUILD_BACKEND_FLOOR and any(flag in ("-e", "--editable") for flag, _ in options):
             exclude.extend(("--exclude-newer-package", f"{name}={BUILD_BACKEND_FLOOR}T00:00:00Z")
                            for name in BUILD_BACKENDS)
+        elif exclude and day < DEFAULT_BUILD_FLOOR:
+            exclude.append(("--exclude-newer-package", f"setuptools={DEFAULT_BUILD_FLOOR}T00:00:00Z"))
         rewritten.append(shlex.join([*_UV_PREFIX, *_join_args([*exclude, *translated], targets)]))
     return list(dict.fromkeys(rewritten))
 
@@ -1460,3 +1468,58 @@ def _fewer_extras(commands: list[str], keep: set[str]) -> list[str]:
                 "requirements.txt"]:
             kept.append(command)
     return list(dict.fromkeys(kept))
+
+
+# --------------------------------------------------------------------------------------------
+# Why an install failed
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m|\[\d{1,2}m")
+_FAILED_BUILD = re.compile(r"Failed to (?:download and )?build `([A-Za-z0-9_.-]+)==([^`\s]+)`")
+_PROJECT_BUILD = re.compile(r"Failed to (?:download and )?build `([A-Za-z0-9_.-]+) @ file://")
+_NO_COMPILER = re.compile(r"(?:command|execute) '?[\w./-]*(?:gcc|cc|g\+\+|c\+\+|clang)'? failed|"
+                          r"No such file or directory: '[\w./-]*gcc'|gcc: not found|"
+                          r"unable to execute '[\w./-]*gcc'|could not find a C compiler|"
+                          r"can't find Rust compiler|cargo: not found", re.IGNORECASE)
+#: What :func:`install_failure_reason` says when a source build lacked a compiler.
+MISSING_COMPILER = "no C/Rust compiler in the image"
+_NEEDS_PYTHON = re.compile(r"Python\s*(>=?|~=|==|<=?)\s*(3\.\d+)")
+
+
+def install_failure_reason(log: str, python: str, pin: str | None) -> str | None:
+    """A one-line reason for a failed env install, read from uv's error in the build ``log``; None
+    when the log shows no uv error this recognises.
+
+    Says when a date-pinned dependency has no wheel for ``python`` (uv then builds it from source,
+    and that fails: often for want of a compiler), when the resolver finds no release before the
+    date pin, or when the releases of the day need another Python.
+    """
+    text = _ANSI.sub("", log)
+    as_of = f" as of {pin}" if pin else ""
+    compiler = f" ({MISSING_COMPILER}: add build-essential/cargo to system_packages)" \
+        if _NO_COMPILER.search(text) else ""
+    if match := _FAILED_BUILD.search(text):
+        name, version = match.groups()
+        return (f"{name} {version}{as_of} has no wheel for Python {python}, and building it from source "
+                f"failed{compiler}")
+    if match := _PROJECT_BUILD.search(text):
+        cause = _first_cause(text, match.end())
+        return f"building the project {match.group(1)} failed{compiler}{': ' + cause if cause else ''}"
+    if "No solution found when resolving" in text:
+        cause = _first_cause(text, text.index("No solution found when resolving"))
+        filtered = re.search(r"`([A-Za-z0-9_.-]+)` was filtered by `exclude-newer`", text)
+        if filtered:
+            return f"{filtered.group(1)} has no release{as_of} that fits: {cause}"
+        needs = _NEEDS_PYTHON.search(cause or "")
+        if needs and "Python" in (cause or ""):
+            return f"dependencies{as_of} do not support Python {python}: {cause}"
+        return f"no dependency versions{as_of} fit together: {cause}"
+    return None
+
+
+def _first_cause(text: str, start: int) -> str:
+    """The last ``cause:`` line of uv's error after ``start`` (the innermost), shortened."""
+    causes = re.findall(r"^\s*cause: (.+)$", text[start:start + 20_000], flags=re.MULTILINE)
+    cause = causes[-1] if causes else ""
+    cause = re.sub(r",? we can conclude that .*$", "", cause).removeprefix("Because ")
+    return cause.strip()[:240]
