@@ -25,7 +25,7 @@ from repo2env.jsonl import read_tasks, write_jsonl
 from repo2env.mine.split import classify_path
 from repo2env.models import EnvSpec, Task
 from repo2env.runtime.docker_backend import DockerRuntime
-from repo2env.runtime.images import ImageStore, env_image_tag
+from repo2env.runtime.images import WARMUP_FETCHED_PATH, ImageStore, env_image_tag
 from repo2env.runtime.overrides import EnvOverride, override_hash
 from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
@@ -164,7 +164,8 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
             log_path = logs_dir / f"{safe_id}-{rung}.log"
             try:
                 env = store.ensure_env(candidate, snapshot_dir, repo=task.repo, log_path=log_path)
-                image = store.ensure_task(task, env.tag, snapshot_dir, snapshot_sha, log_path=log_path.with_suffix(".task.log"))
+                image = store.ensure_task(task, env.tag, snapshot_dir, snapshot_sha,
+                                          log_path=log_path.with_suffix(".task.log"), warmup=candidate.warmup)
             except DockerUnavailableError:
                 raise
             except BuildError as exc:
@@ -182,14 +183,25 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
                 if problem:
                     last_error, last_log = f"{rung}: {problem}", str(log_path.with_suffix(".collect.log"))
                     if problem.startswith(COLLECTION_TIMEOUT):
+                        if not candidate.warmup:
+                            last_error += " (tests that download data on first use: set 'warmup: true' in the override)"
                         break  # a hang (a test fetching data, a deadlock) is no install problem
                     continue
+            if candidate.warmup:
+                candidate = candidate.model_copy(update={"needs_network": _warmup_fetched(runtime, image.tag)})
             return candidate.model_copy(update={
                 "status": "env_ok", "env_image": env_image_tag(candidate), "image": image.tag,
                 "image_digest": image.image_id, "error": None, "log_path": str(log_path),
             })
     return inferred.model_copy(update={"status": "env_failed", "error": last_error, "log_path": last_log,
                                        "deps_fingerprint": fingerprint})
+
+
+def _warmup_fetched(runtime: DockerRuntime, image: str) -> bool:
+    """Whether the task image's warm-up wrote files (data the tests fetch from the network)."""
+    with runtime.start_image(image, limits=SandboxLimits(exec_timeout_s=30)) as sandbox:
+        result = sandbox.exec(["cat", WARMUP_FETCHED_PATH], timeout=30)
+    return result.exit_code == 0 and bool(result.output.strip())
 
 
 def _install_failure(exc: BuildError, spec: EnvSpec) -> str | None:

@@ -42,6 +42,9 @@ class EnvOverride(BaseModel):
     test_cmd: str | None = Field(None, description="Replaces the test command (test ids are appended).")
     date_pin: str | Literal[False] | None = Field(
         None, description="ISO date to resolve dependencies as of, or false for no pin.")
+    warmup: bool | str | None = Field(
+        None, description="Run the test collection (true) or this command once at build time, with network, as "
+                          "the agent, so data the tests download on first use is in the task image.")
 
     @field_validator("python", mode="before")
     @classmethod
@@ -67,6 +70,13 @@ class EnvOverride(BaseModel):
             return date.fromisoformat(str(value)).isoformat()
         except ValueError:
             raise ValueError(f"expected an ISO date such as 2021-03-01 or false, got {value!r}") from None
+
+    @field_validator("warmup")
+    @classmethod
+    def _warmup_not_blank(cls, value: bool | str | None) -> bool | str | None:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must be true, false or a command")
+        return value
 
     @field_validator("test_cmd")
     @classmethod

@@ -53,6 +53,10 @@ ADOPTION_GRACE = timedelta(days=183)
 #: outcome; ``-p no:cacheprovider`` keeps pytest from writing ``.pytest_cache`` into the sandbox.
 DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider"
 
+#: The warm-up command of ``warmup: true``: the test collection, which imports every test module
+#: (and runs the fixtures and module-level code that download data on first use).
+WARMUP_COLLECT = "python -m pytest --collect-only -q -p no:cacheprovider"
+
 #: The ladder's rung names, in the order :func:`install_ladder` tries them. ``other-requirements-N``
 #: rungs (another test requirement file instead of the chosen one) may follow ``inferred``.
 LADDER_RUNGS = ("inferred", "fewer-extras", "older-python", "pinned-pytest", "no-date-pin")
@@ -1235,8 +1239,9 @@ def infer_env_spec(files: RepoFiles, commit_date: datetime, override: EnvOverrid
     ``install`` holds the commands the env layer runs, already rewritten by :func:`pinned_install`
     when there is a date pin (by default :func:`date_pin` of the commit date). An override may set
     ``python``, replace ``install``, add ``pre_install``/``extra_install`` commands around it (they
-    are pinned too), add ``system_packages``, set ``test_cmd``, and set or disable (``False``) the
-    date pin. ``rung`` is left unset; :func:`install_ladder` names the rungs.
+    are pinned too), add ``system_packages``, set ``test_cmd``, set or disable (``False``) the
+    date pin, and ask for a ``warmup`` (``True``: :data:`WARMUP_COLLECT`, or a command). ``rung`` is
+    left unset; :func:`install_ladder` names the rungs.
     """
     project = _read_project(files)
     python, reason = _infer_python(project, commit_date)
@@ -1244,7 +1249,10 @@ def infer_env_spec(files: RepoFiles, commit_date: datetime, override: EnvOverrid
     install = _infer_install(project)
     test_cmd = _infer_test_cmd(project)
     pin: str | None = date_pin(commit_date)
+    warmup: str | None = None
     if override is not None:
+        if override.warmup:
+            warmup = WARMUP_COLLECT if override.warmup is True else override.warmup
         if override.python is not None:
             python, reason = override.python, "override"
         if override.install is not None:
@@ -1264,6 +1272,7 @@ def infer_env_spec(files: RepoFiles, commit_date: datetime, override: EnvOverrid
         install=pinned_install(install, pin) if pin else install,
         test_cmd=test_cmd,
         date_pin=pin,
+        warmup=warmup,
     )
 
 
