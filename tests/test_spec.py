@@ -503,6 +503,18 @@ def test_override_is_applied_last() -> None:
     assert spec.system_packages == ["libxml2-dev"]
 
 
+@pytest.mark.parametrize(("warmup", "expected"), [
+    (None, None),
+    (False, None),
+    (True, "python -m pytest --collect-only -q -p no:cacheprovider"),
+    ("python -c 'import nltk; nltk.download(\"punkt\")'", "python -c 'import nltk; nltk.download(\"punkt\")'"),
+])
+def test_override_asks_for_a_warmup(warmup: bool | str | None, expected: str | None) -> None:
+    spec = infer_env_spec(OLD_REPO, day("2019-06-01"), EnvOverride(warmup=warmup))
+    assert spec.warmup == expected
+    assert infer_env_spec(OLD_REPO, day("2019-06-01")).warmup is None
+
+
 def test_override_replaces_install_and_disables_the_pin() -> None:
     override = EnvOverride(install=["python -m pip install -e ."], date_pin=False)
     spec = infer_env_spec(repo(pyproject=_pyproject('test = ["pytest"]')), day("2023-01-01"), override)
@@ -545,6 +557,8 @@ def test_load_overrides_shapes(tmp_path: Path, text: str, expected: dict[str, En
                  id="bad-python"),
     pytest.param("repos:\n  a/b: {python: 3.10}\n", "'3.10' is not an available Python", id="3.10-not-3.1"),
     pytest.param("repos:\n  a/b: {date_pin: 'March'}\n", "repos.a/b.date_pin: expected an ISO date", id="bad-date"),
+    pytest.param("repos:\n  a/b: {warmup: ' '}\n", "repos.a/b.warmup: must be true, false or a command",
+                 id="blank-warmup"),
     pytest.param("repos:\n  not-a-repo: {}\n", "expected a repository as 'owner/name'", id="bad-repo"),
     pytest.param("repos: [a/b, a/b]\n", "a/b is listed twice", id="duplicate"),
     pytest.param("python: '3.9'\n", "expected a mapping with a 'repos' key", id="no-repos"),
