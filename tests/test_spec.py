@@ -204,6 +204,35 @@ def test_infer_python(files: DictRepoFiles, when: str, python: str, reason_parts
         assert part in reason
 
 
+ONLY_310 = repo(pyproject='[project]\nname = "p"\nrequires-python = "==3.10.*"\n')
+WITH_PULLED = (*AVAILABLE_PYTHONS, "3.8", "3.10")
+
+
+@pytest.mark.parametrize(("files", "when", "available", "python", "reason_part"), [
+    pytest.param(ONLY_310, "2021-11-01", WITH_PULLED, "3.10", "requires-python ==3.10.*", id="pulled-3.10-fits"),
+    pytest.param(ONLY_310, "2021-11-01", AVAILABLE_PYTHONS, "3.9", "3.10 fits better: no base image",
+                 id="nearest-says-what-fits"),
+    pytest.param(repo(setup_py=SETUP_PY_2019, tox_ini=TOX_2019), "2019-06-01", WITH_PULLED, "3.8", "tox envlist 3.5-3.8",
+                 id="2019-tox-gets-3.8"),
+    pytest.param(repo(setup_py=SETUP_PY_2019, tox_ini=TOX_2019), "2019-06-01", AVAILABLE_PYTHONS, "3.9",
+                 "3.8 fits better", id="2019-tox-without-3.8"),
+])
+def test_infer_python_uses_every_base_image_there_is(files: DictRepoFiles, when: str, available: tuple[str, ...],
+                                                     python: str, reason_part: str) -> None:
+    chosen, reason = infer_python(files, day(when), available)
+    assert chosen == python
+    assert reason_part in reason
+    assert ("fits better" in reason) is (chosen not in ("3.10", "3.8") and available == AVAILABLE_PYTHONS)
+
+
+def test_older_python_rung_uses_the_available_pythons() -> None:
+    files = repo(pyproject='[project]\nname = "p"\nrequires-python = ">=3.8"\n')
+    spec = infer_env_spec(files, day("2023-02-01"), available=WITH_PULLED)
+    assert spec.python == "3.11"
+    assert dict(install_ladder(spec, files, available=WITH_PULLED))["older-python"].python == "3.10"
+    assert dict(install_ladder(spec, files))["older-python"].python == "3.9"
+
+
 def test_a_2020_project_allowing_any_python3_gets_the_python_of_its_time() -> None:
     files = repo(setup_py="from setuptools import setup\nsetup(name='x', python_requires='>=3.6')\n")
     assert infer_python(files, day("2020-05-01"))[0] == "3.9"
@@ -553,9 +582,9 @@ def test_load_overrides_shapes(tmp_path: Path, text: str, expected: dict[str, En
 
 @pytest.mark.parametrize(("text", "message"), [
     pytest.param("repos:\n  a/b: {pyhton: '3.9'}\n", "repos.a/b.pyhton: unknown field", id="unknown-field"),
-    pytest.param("repos:\n  - repo: a/b\n    env: {python: '3.7'}\n", "repos[0].env.python: '3.7' is not",
+    pytest.param("repos:\n  - repo: a/b\n    env: {python: '3.5'}\n", "repos[0].env.python: '3.5' is not",
                  id="bad-python"),
-    pytest.param("repos:\n  a/b: {python: 3.10}\n", "'3.10' is not an available Python", id="3.10-not-3.1"),
+    pytest.param("repos:\n  a/b: {python: 3.100}\n", "'3.100' is not an available Python", id="3.100-as-written"),
     pytest.param("repos:\n  a/b: {date_pin: 'March'}\n", "repos.a/b.date_pin: expected an ISO date", id="bad-date"),
     pytest.param("repos:\n  a/b: {warmup: ' '}\n", "repos.a/b.warmup: must be true, false or a command",
                  id="blank-warmup"),

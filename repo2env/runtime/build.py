@@ -24,12 +24,19 @@ from repo2env.errors import BuildError, DockerUnavailableError, InputError, Repo
 from repo2env.jsonl import read_tasks, write_jsonl
 from repo2env.mine.split import classify_path
 from repo2env.models import EnvSpec, Task
+from repo2env.runtime.bootstrap import local_base_pythons
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.images import WARMUP_FETCHED_PATH, ImageStore, env_image_tag
 from repo2env.runtime.overrides import EnvOverride, override_hash
 from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
-from repo2env.runtime.spec import MISSING_COMPILER, infer_env_spec, install_failure_reason, install_ladder
+from repo2env.runtime.spec import (
+    AVAILABLE_PYTHONS,
+    MISSING_COMPILER,
+    infer_env_spec,
+    install_failure_reason,
+    install_ladder,
+)
 
 COLLECT_TIMEOUT_S = 300.0
 #: How a collection timeout's failure reason starts. It ends the ladder: another install would
@@ -92,13 +99,16 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOp
     selected = [task for task in tasks if not options.instance_ids or task.instance_id in options.instance_ids]
     by_id = {task.instance_id: task for task in tasks}
     logs_dir = tasks_dir / "logs" / "build"
+    # Pythons with a pulled base image (3.8, 3.10 ...) join the ones every machine can bootstrap.
+    available = tuple(sorted(set(AVAILABLE_PYTHONS) | set(local_base_pythons(runtime.client)),
+                             key=lambda python: int(python.split(".")[1])))
 
     def one(task: Task) -> tuple[Task, EnvSpec, bool]:
         override = options.overrides.get(task.repo)
         if _still_built(task, store, override):
             return task, task.env_spec, True
         spec = build_task(task, clone, store=store, runtime=runtime, logs_dir=logs_dir, override=override,
-                          collect_check=options.collect_check)
+                          collect_check=options.collect_check, available=available)
         return task, spec, False
 
     with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
@@ -138,12 +148,13 @@ def _tally(summary: BuildSummary, task: Task, spec: EnvSpec, reused: bool) -> No
 
 
 def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRuntime, logs_dir: Path,
-               override: EnvOverride | None = None, collect_check: bool = True) -> EnvSpec:
+               override: EnvOverride | None = None, collect_check: bool = True,
+               available: Sequence[str] = AVAILABLE_PYTHONS) -> EnvSpec:
     """Build one task's images, climbing the install ladder; never raises for the task's own failure
     (it is recorded in the returned spec), only for a missing engine."""
     files = GitRepoFiles(clone, task.base_commit)
     try:
-        inferred = infer_env_spec(files, files.commit_date(), override)
+        inferred = infer_env_spec(files, files.commit_date(), override, available)
     except Repo2EnvError as exc:
         return EnvSpec(status="env_failed", error=f"cannot infer the environment: {exc.message}",
                        override_hash=override_hash(override))
@@ -157,7 +168,7 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
             snapshot_sha = make_snapshot(clone, task.base_commit, snapshot_dir)
         except BuildError as exc:
             return inferred.model_copy(update={"status": "env_failed", "error": exc.message})
-        pending = deque(install_ladder(inferred, files, override))
+        pending = deque(install_ladder(inferred, files, override, available))
         while pending:
             rung, candidate = pending.popleft()
             candidate = candidate.model_copy(update={"deps_fingerprint": fingerprint, "rung": rung})

@@ -24,7 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from repo2env.errors import InputError
-from repo2env.runtime.spec import AVAILABLE_PYTHONS, load_yaml_text
+from repo2env.runtime.spec import KNOWN_PYTHONS, load_yaml_text
 
 _REPO_NAME = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
@@ -34,7 +34,8 @@ class EnvOverride(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    python: str | None = Field(None, description="Python X.Y of the base image, one of AVAILABLE_PYTHONS.")
+    python: str | None = Field(None, description="Python X.Y of the base image, one of KNOWN_PYTHONS "
+                                 "(beyond 3.9/3.11/3.13 it needs a pulled python:X.Y-slim).")
     install: list[str] | None = Field(None, description="Replaces the inferred install commands.")
     pre_install: list[str] = Field(default_factory=list, description="Commands run before the install commands.")
     extra_install: list[str] = Field(default_factory=list, description="Commands run after the install commands.")
@@ -52,9 +53,9 @@ class EnvOverride(BaseModel):
         if value is None:
             return None
         text = str(value) if isinstance(value, int | float) else value
-        if not isinstance(text, str) or text not in AVAILABLE_PYTHONS:
+        if not isinstance(text, str) or text not in KNOWN_PYTHONS:
             hint = ' (write it quoted: python: "3.10" is read as 3.1 otherwise)' if isinstance(value, float) else ""
-            raise ValueError(f"{value!r} is not an available Python; choose one of {', '.join(AVAILABLE_PYTHONS)}{hint}")
+            raise ValueError(f"{value!r} is not an available Python; choose one of {', '.join(KNOWN_PYTHONS)}{hint}")
         return text
 
     @field_validator("date_pin", mode="before")

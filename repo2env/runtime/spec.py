@@ -41,8 +41,15 @@ if TYPE_CHECKING:
 #: Pythons the base images are built for, oldest first (see ``bootstrap.DEBIAN_SUITE_FOR_PYTHON``).
 AVAILABLE_PYTHONS = ("3.9", "3.11", "3.13")
 
-#: The day each available Python had its final x.y.0 release.
-PYTHON_RELEASE_DATES = {"3.9": date(2020, 10, 5), "3.11": date(2022, 10, 24), "3.13": date(2024, 10, 7)}
+#: The day each Python had its final x.y.0 release. Inference may choose any of them for which a
+#: base image exists (``python:X.Y-slim`` pulled by ``runtime bootstrap``), beyond AVAILABLE_PYTHONS.
+PYTHON_RELEASE_DATES = {
+    "3.6": date(2016, 12, 23), "3.7": date(2018, 6, 27), "3.8": date(2019, 10, 14), "3.9": date(2020, 10, 5),
+    "3.10": date(2021, 10, 4), "3.11": date(2022, 10, 24), "3.12": date(2023, 10, 2), "3.13": date(2024, 10, 7),
+    "3.14": date(2025, 10, 7),
+}
+#: Every Python a base image may be made for (pulled; Debian suites ship only AVAILABLE_PYTHONS).
+KNOWN_PYTHONS = tuple(PYTHON_RELEASE_DATES)
 
 #: How long after a commit a new Python still counts as "of its time". Projects start testing on
 #: a Python's release candidates months before its release, but pins and test tooling of a commit
@@ -333,10 +340,12 @@ def _utc_day(moment: datetime) -> date:
     return moment.astimezone(UTC).date() if moment.tzinfo else moment.date()
 
 
-def infer_python(files: RepoFiles, commit_date: datetime) -> tuple[str, str]:
+def infer_python(files: RepoFiles, commit_date: datetime,
+                 available: Sequence[str] = AVAILABLE_PYTHONS) -> tuple[str, str]:
     """Choose the base image's Python for the repository at a commit, with a short reason.
 
-    The result is always one of :data:`AVAILABLE_PYTHONS`. Evidence narrows the choice in turn:
+    The result is always one of ``available`` (the Pythons with a base image; by default
+    :data:`AVAILABLE_PYTHONS`). Evidence narrows the choice in turn:
 
     1. ``requires-python`` (pyproject ``[project]``, Poetry's ``python`` dependency, setup.cfg or
        setup.py ``python_requires``): the Pythons it allows; none allowed -> the nearest ones.
@@ -347,13 +356,23 @@ def infer_python(files: RepoFiles, commit_date: datetime) -> tuple[str, str]:
 
     The newest remaining Python wins. The reason names each source that was found, e.g.
     ``"requires-python >=3.5; tox envlist 3.5-3.8"``, and the commit date when it narrowed the
-    choice.
+    choice; when a Python of :data:`KNOWN_PYTHONS` without a base image would fit better, it says
+    so (``"3.8 fits better: no base image"``).
     """
-    return _infer_python(_read_project(files), commit_date)
+    return _infer_python(_read_project(files), commit_date, available)
 
 
-def _infer_python(project: _Project, commit_date: datetime) -> tuple[str, str]:
-    candidates = [_xy(version) for version in AVAILABLE_PYTHONS]
+def _infer_python(project: _Project, commit_date: datetime,
+                  available: Sequence[str] = AVAILABLE_PYTHONS) -> tuple[str, str]:
+    chosen, reason = _choose_python(project, commit_date, available)
+    ideal, _ = _choose_python(project, commit_date, KNOWN_PYTHONS)
+    if ideal != chosen and ideal not in available:
+        reason += f"; {ideal} fits better: no base image (runtime bootstrap --python {ideal} needs a registry)"
+    return chosen, reason
+
+
+def _choose_python(project: _Project, commit_date: datetime, available: Sequence[str]) -> tuple[str, str]:
+    candidates = sorted(_xy(version) for version in available)
     reasons: list[str] = []
     constraint = _requires_python(project)
     if constraint is not None:
@@ -368,7 +387,8 @@ def _infer_python(project: _Project, commit_date: datetime) -> tuple[str, str]:
         candidates = within or _nearest_to_range(candidates, low, high)
         reasons.extend(f"{source} {_range_text(versions)}" for source, versions in tested_sources.items())
     horizon = _utc_day(commit_date) + ADOPTION_GRACE
-    released = [version for version in candidates if PYTHON_RELEASE_DATES[_text(version)] <= horizon]
+    released = [version for version in candidates
+                if PYTHON_RELEASE_DATES.get(_text(version), date.max) <= horizon]
     chosen = max(released) if released else min(candidates)
     if chosen != max(candidates) or not reasons:
         reasons.append(f"commit date {_utc_day(commit_date).isoformat()}")
@@ -1233,7 +1253,8 @@ def _unpinned(commands: list[str]) -> list[str]:
 # The spec, and its fallbacks
 
 
-def infer_env_spec(files: RepoFiles, commit_date: datetime, override: EnvOverride | None = None) -> EnvSpec:
+def infer_env_spec(files: RepoFiles, commit_date: datetime, override: EnvOverride | None = None,
+                   available: Sequence[str] = AVAILABLE_PYTHONS) -> EnvSpec:
     """Everything needed to build and test the repository at a commit; ``override`` applied last.
 
     ``install`` holds the commands the env layer runs, already rewritten by :func:`pinned_install`
@@ -1244,7 +1265,7 @@ def infer_env_spec(files: RepoFiles, commit_date: datetime, override: EnvOverrid
     left unset; :func:`install_ladder` names the rungs.
     """
     project = _read_project(files)
-    python, reason = _infer_python(project, commit_date)
+    python, reason = _infer_python(project, commit_date, available)
     system_packages = _infer_system_packages(project)
     install = _infer_install(project)
     test_cmd = _infer_test_cmd(project)
@@ -1296,7 +1317,8 @@ def pytest_for(date_pin: str, python: str, requirement: str = "pytest") -> Pytes
 
 
 def install_ladder(
-    spec: EnvSpec, files: RepoFiles, override: EnvOverride | None = None
+    spec: EnvSpec, files: RepoFiles, override: EnvOverride | None = None,
+    available: Sequence[str] = AVAILABLE_PYTHONS,
 ) -> list[tuple[str, EnvSpec]]:
     """The specs to try, in order, when installing or collecting tests fails: (rung name, spec).
 
@@ -1306,7 +1328,7 @@ def install_ladder(
     - ``fewer-extras``: only the editable project (no extras), pytest and its plugins, and any
       command that is not a pip install (a broken extra or requirement file is the likeliest
       failure); the base requirements.txt stays when the project is not installable;
-    - ``older-python``: ``spec`` on the next older available Python the project's
+    - ``older-python``: ``spec`` on the next older ``available`` Python the project's
       ``requires-python`` allows (old pins often lack wheels or break on a new Python);
     - ``pinned-pytest``: the previous rung (``older-python`` if there was one, else ``spec``)
       with pytest pinned by :func:`pytest_for` (a requirement file may pin a pytest that does not
@@ -1339,7 +1361,7 @@ def install_ladder(
         fewer = _fewer_extras(logical, keep={_canonical(command) for command in own})
         rungs.append(("fewer-extras", spec.model_copy(update={"install": repinned(fewer, spec.date_pin)})))
     base, base_logical = spec, logical
-    older = _older_python(spec.python, project)
+    older = _older_python(spec.python, project, available)
     if older is not None and (override is None or override.python is None):
         base = spec.model_copy(update={"python": older, "python_reason": f"older than {spec.python}"})
         rungs.append(("older-python", base))
@@ -1419,9 +1441,9 @@ def _build_inputs(spec: EnvSpec) -> dict[str, Any]:
     return spec.model_dump(include={"python", "system_packages", "install", "test_cmd", "date_pin"})
 
 
-def _older_python(python: str, project: _Project) -> str | None:
+def _older_python(python: str, project: _Project, available: Sequence[str]) -> str | None:
     constraint = _requires_python(project)
-    older = [version for version in AVAILABLE_PYTHONS if _xy(version) < _xy(python)]
+    older = sorted((version for version in available if _xy(version) < _xy(python)), key=_xy)
     for version in reversed(older):
         if constraint is None or _allows(constraint, _xy(version)):
             return version
