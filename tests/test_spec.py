@@ -430,9 +430,9 @@ def test_textkit_demo_shape() -> None:
 @pytest.mark.parametrize(("files", "expected"), [
     pytest.param(repo(setup_py="from setuptools import setup, Extension\n"
                                "setup(name='c', ext_modules=[Extension('c._speed', ['c/_speed.c'])])\n"),
-                 ["build-essential"], id="c-extension"),
+                 ["build-essential", "python3-dev"], id="c-extension"),
     pytest.param(repo(pyproject='[build-system]\nrequires = ["maturin>=1"]\nbuild-backend = "maturin"\n'),
-                 ["build-essential", "cargo"], id="rust"),
+                 ["build-essential", "python3-dev", "cargo"], id="rust"),
     pytest.param(repo(pyproject=_pyproject()), [], id="pure-python"),
 ])
 def test_infer_system_packages(files: DictRepoFiles, expected: list[str]) -> None:
@@ -766,6 +766,11 @@ Step 4/11 : RUN set -e; cd /testbed; ...
          distutils.errors.CompileError: command 'x86_64-linux-gnu-gcc' failed: No such file or directory
 hint: Build failures usually indicate a problem with the package or the build environment
 """
+# The same as `docker build` streams it: each stderr chunk in colour codes, a line break after each.
+UV_NO_WHEEL_CHUNKED = "".join(f"\x1b[91m{chunk}\x1b[0m\n" for chunk in [
+    "error", ":", " ", "Failed to build `psutil==5.7.0`", "\n", "  ", "cause", ":", " ",
+    "The build backend returned an error", "\n",
+    "         psutil/_psutil_common.c:9:10: fatal error: Python.h: No such file or directory\n"])
 UV_TOO_NEW_PYTHON = """\
 error: No solution found when resolving dependencies
   cause: Because the current Python version (3.9.2) does not satisfy Python>=3.10 and django>=5.0 depends on \
@@ -793,7 +798,10 @@ error: Failed to build `werkzeug @ file:///testbed`
 
 @pytest.mark.parametrize(("log", "expected"), [
     (UV_NO_WHEEL, "psutil 5.7.0 as of 2020-12-01 has no wheel for Python 3.9, and building it from source failed "
-                  "(no C/Rust compiler in the image: add build-essential/cargo to system_packages)"),
+                  "(no C/Rust compiler in the image: add build-essential, python3-dev or cargo to system_packages)"),
+    (UV_NO_WHEEL_CHUNKED, "psutil 5.7.0 as of 2020-12-01 has no wheel for Python 3.9, and building it from source "
+                          "failed (no C/Rust compiler in the image: add build-essential, python3-dev or cargo to "
+                          "system_packages)"),
     (UV_TOO_NEW_PYTHON, "dependencies as of 2020-12-01 do not support Python 3.9: the current Python version "
                         "(3.9.2) does not satisfy Python>=3.10 and django>=5.0 depends on Python>=3.10"),
     (UV_FILTERED, "black has no release as of 2020-12-01 that fits: there are no versions of black and you "

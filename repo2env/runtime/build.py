@@ -32,6 +32,7 @@ from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
 from repo2env.runtime.spec import (
     AVAILABLE_PYTHONS,
+    COMPILER_PACKAGES,
     MISSING_COMPILER,
     infer_env_spec,
     install_failure_reason,
@@ -184,10 +185,11 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
                 last_error, last_log = f"{rung}: {reason}", exc.log_path
                 if "disk is full" in exc.message:
                     break  # no rung can succeed on a full disk
-                if MISSING_COMPILER in reason and "build-essential" not in candidate.system_packages:
+                missing = [name for name in COMPILER_PACKAGES if name not in candidate.system_packages]
+                if MISSING_COMPILER in reason and missing:
                     # A dependency of the day without a wheel for this Python: the same rung with a compiler.
                     pending.appendleft((f"{rung}+compiler", candidate.model_copy(
-                        update={"system_packages": [*candidate.system_packages, "build-essential"]})))
+                        update={"system_packages": [*candidate.system_packages, *missing]})))
                 continue
             if collect_check:
                 problem = _collection_problem(runtime, image.tag, task, log_path.with_suffix(".collect.log"))

@@ -1013,9 +1013,14 @@ _C_BUILD_REQUIRES = ("cython", "pybind11", "scikit-build", "scikit-build-core", 
 _RUST_BUILD_REQUIRES = ("setuptools-rust", "maturin")
 
 
+#: What building a C extension needs on the base images: a compiler, and the headers of the
+#: Debian Python the bootstrapped images run (``Python.h``; pulled python images have their own).
+COMPILER_PACKAGES = ("build-essential", "python3-dev")
+
+
 def infer_system_packages(files: RepoFiles) -> list[str]:
-    """Debian packages the env layer needs to build the project itself: a compiler for C/C++/Cython
-    extensions (``build-essential``), plus ``cargo`` for Rust ones. Dependencies come as wheels."""
+    """Debian packages the env layer needs to build the project itself: :data:`COMPILER_PACKAGES`
+    for C/C++/Cython extensions, plus ``cargo`` for Rust ones. Dependencies come as wheels."""
     return _infer_system_packages(_read_project(files))
 
 
@@ -1033,7 +1038,7 @@ def _infer_system_packages(project: _Project) -> list[str]:
         or "cythonize" in project.setup_py
         or any(path.endswith(".pyx") for path in project.listing)
     )
-    return (["build-essential"] if compiled else []) + (["cargo"] if rust else [])
+    return (list(COMPILER_PACKAGES) if compiled else []) + (["cargo"] if rust else [])
 
 
 # --------------------------------------------------------------------------------------------
@@ -1505,10 +1510,10 @@ def _fewer_extras(commands: list[str], keep: set[str]) -> list[str]:
 # Why an install failed
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m|\[\d{1,2}m")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _FAILED_BUILD = re.compile(r"Failed to (?:download and )?build `([A-Za-z0-9_.-]+)==([^`\s]+)`")
 _PROJECT_BUILD = re.compile(r"Failed to (?:download and )?build `([A-Za-z0-9_.-]+) @ file://")
-_NO_COMPILER = re.compile(r"(?:command|execute) '?[\w./-]*(?:gcc|cc|g\+\+|c\+\+|clang)'? failed|"
+_NO_COMPILER = re.compile(r"(?:command|execute) '?[\w./-]*(?:gcc|cc|g\+\+|c\+\+|clang)'? failed|Python\.h: No such file|"
                           r"No such file or directory: '[\w./-]*gcc'|gcc: not found|"
                           r"unable to execute '[\w./-]*gcc'|could not find a C compiler|"
                           r"can't find Rust compiler|cargo: not found", re.IGNORECASE)
@@ -1525,9 +1530,11 @@ def install_failure_reason(log: str, python: str, pin: str | None) -> str | None
     and that fails: often for want of a compiler), when the resolver finds no release before the
     date pin, or when the releases of the day need another Python.
     """
-    text = _ANSI.sub("", log)
+    # Docker wraps each chunk of a build's stderr in colour codes, and the log puts a line break
+    # after each chunk: dropping both gives back uv's own lines.
+    text = _ANSI.sub("", log.replace("\x1b[0m\n", ""))
     as_of = f" as of {pin}" if pin else ""
-    compiler = f" ({MISSING_COMPILER}: add build-essential/cargo to system_packages)" \
+    compiler = f" ({MISSING_COMPILER}: add build-essential, python3-dev or cargo to system_packages)" \
         if _NO_COMPILER.search(text) else ""
     if match := _FAILED_BUILD.search(text):
         name, version = match.groups()
