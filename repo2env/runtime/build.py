@@ -181,7 +181,8 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
             except DockerUnavailableError:
                 raise
             except BuildError as exc:
-                reason = _install_failure(exc, candidate) or exc.message
+                explained = _install_failure(exc, candidate)
+                reason = f"image build failed: {explained}" if explained else exc.message
                 last_error, last_log = f"{rung}: {reason}", exc.log_path
                 if "disk is full" in exc.message:
                     break  # no rung can succeed on a full disk
