@@ -810,6 +810,8 @@ error: Failed to build `werkzeug @ file:///testbed`
                   "available and you require typing-extensions<3"),
     (UV_PROJECT, "building the project werkzeug failed: Call to `setuptools.build_meta:__legacy__.build_editable` "
                  "failed (exit status: 1)"),
+    ("error: Failed to build `file:///testbed`\n  cause: Failed to parse metadata\n",
+     "building the project failed: Failed to parse metadata"),
     ("ERROR: Could not find a version that satisfies the requirement foo\n", None),
 ])
 def test_install_failure_reason(log: str, expected: str | None) -> None:

@@ -1512,7 +1512,7 @@ def _fewer_extras(commands: list[str], keep: set[str]) -> list[str]:
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _FAILED_BUILD = re.compile(r"Failed to (?:download and )?build `([A-Za-z0-9_.-]+)==([^`\s]+)`")
-_PROJECT_BUILD = re.compile(r"Failed to (?:download and )?build `([A-Za-z0-9_.-]+) @ file://")
+_PROJECT_BUILD = re.compile(r"Failed to (?:download and )?build `(?:([A-Za-z0-9_.-]+) @ )?file://")
 _NO_COMPILER = re.compile(r"(?:command|execute) '?[\w./-]*(?:gcc|cc|g\+\+|c\+\+|clang)'? failed|Python\.h: No such file|"
                           r"No such file or directory: '[\w./-]*gcc'|gcc: not found|"
                           r"unable to execute '[\w./-]*gcc'|could not find a C compiler|"
@@ -1542,7 +1542,8 @@ def install_failure_reason(log: str, python: str, pin: str | None) -> str | None
                 f"failed{compiler}")
     if match := _PROJECT_BUILD.search(text):
         cause = _first_cause(text, match.end())
-        return f"building the project {match.group(1)} failed{compiler}{': ' + cause if cause else ''}"
+        name = f" {match.group(1)}" if match.group(1) else ""
+        return f"building the project{name} failed{compiler}{': ' + cause if cause else ''}"
     if "No solution found when resolving" in text:
         cause = _first_cause(text, text.index("No solution found when resolving"))
         filtered = re.search(r"`([A-Za-z0-9_.-]+)` was filtered by `exclude-newer`", text)
