@@ -798,9 +798,9 @@ error: Failed to build `werkzeug @ file:///testbed`
 
 @pytest.mark.parametrize(("log", "expected"), [
     (UV_NO_WHEEL, "psutil 5.7.0 as of 2020-12-01 has no wheel for Python 3.9, and building it from source failed "
-                  "(no C/Rust compiler in the image: add build-essential, python3-dev or cargo to system_packages)"),
+                  "(no C/Rust compiler in the image: add build-essential, python3-dev to system_packages)"),
     (UV_NO_WHEEL_CHUNKED, "psutil 5.7.0 as of 2020-12-01 has no wheel for Python 3.9, and building it from source "
-                          "failed (no C/Rust compiler in the image: add build-essential, python3-dev or cargo to "
+                          "failed (no C/Rust compiler in the image: add build-essential, python3-dev to "
                           "system_packages)"),
     (UV_TOO_NEW_PYTHON, "dependencies as of 2020-12-01 do not support Python 3.9: the current Python version "
                         "(3.9.2) does not satisfy Python>=3.10 and django>=5.0 depends on Python>=3.10"),
@@ -816,3 +816,20 @@ error: Failed to build `werkzeug @ file:///testbed`
 ])
 def test_install_failure_reason(log: str, expected: str | None) -> None:
     assert install_failure_reason(log, "3.9", "2020-12-01") == expected
+
+
+@pytest.mark.parametrize(("log", "packages"), [
+    (UV_NO_WHEEL, ["build-essential", "python3-dev"]),
+    (UV_NO_WHEEL_CHUNKED, ["build-essential", "python3-dev"]),
+    ("c/_cffi_backend.c:15:10: fatal error: ffi.h: No such file or directory\n", ["libffi-dev"]),
+    ("src/lxml/includes/etree_defs.h:14:10: fatal error: libxml/xmlversion.h: No such file or directory\n"
+     "error: command '/usr/bin/x86_64-linux-gnu-gcc' failed with exit code 1\n",
+     ["build-essential", "python3-dev", "libxml2-dev"]),
+    ("Error: pg_config executable not found.\n", ["libpq-dev"]),
+    ("error: can't find Rust compiler\n", ["cargo"]),
+    (UV_CONFLICT, []),
+])
+def test_build_packages_a_source_build_asks_for(log: str, packages: list[str]) -> None:
+    from repo2env.runtime.spec import build_packages_needed
+
+    assert build_packages_needed(log) == packages

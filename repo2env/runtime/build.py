@@ -32,8 +32,7 @@ from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
 from repo2env.runtime.spec import (
     AVAILABLE_PYTHONS,
-    COMPILER_PACKAGES,
-    MISSING_COMPILER,
+    build_packages_needed,
     infer_env_spec,
     install_failure_reason,
     install_ladder,
@@ -181,16 +180,19 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
             except DockerUnavailableError:
                 raise
             except BuildError as exc:
-                explained = _install_failure(exc, candidate)
+                log = _read_log(exc.log_path)
+                explained = install_failure_reason(log, candidate.python, candidate.date_pin)
                 reason = f"image build failed: {explained}" if explained else exc.message
                 last_error, last_log = f"{rung}: {reason}", exc.log_path
                 if "disk is full" in exc.message:
                     break  # no rung can succeed on a full disk
-                missing = [name for name in COMPILER_PACKAGES if name not in candidate.system_packages]
-                if MISSING_COMPILER in reason and missing:
-                    # A dependency of the day without a wheel for this Python: the same rung with a compiler.
-                    pending.appendleft((f"{rung}+compiler", candidate.model_copy(
-                        update={"system_packages": [*candidate.system_packages, *missing]})))
+                missing = [name for name in build_packages_needed(log) if name not in candidate.system_packages]
+                if missing:
+                    # A dependency of the day without a wheel for this Python: the same rung again,
+                    # with the compiler and headers its source build asked for.
+                    pending.appendleft((f"{rung}+{'compiler' if 'build-essential' in missing else 'headers'}",
+                                        candidate.model_copy(
+                                            update={"system_packages": [*candidate.system_packages, *missing]})))
                 continue
             if collect_check:
                 problem = _collection_problem(runtime, image.tag, task, log_path.with_suffix(".collect.log"))
@@ -218,13 +220,11 @@ def _warmup_fetched(runtime: DockerRuntime, image: str) -> bool:
     return result.exit_code == 0 and bool(result.output.strip())
 
 
-def _install_failure(exc: BuildError, spec: EnvSpec) -> str | None:
-    """What uv's error in the build log says went wrong (no wheel for this Python ...), if anything."""
+def _read_log(path: str | None) -> str:
     try:
-        log = Path(exc.log_path).read_text(errors="replace") if exc.log_path else ""
+        return Path(path).read_text(errors="replace") if path else ""
     except OSError:
-        return None
-    return install_failure_reason(log, spec.python, spec.date_pin)
+        return ""
 
 
 def _collection_problem(runtime: DockerRuntime, image: str, task: Task, log_path: Path) -> str | None:

@@ -1515,10 +1515,34 @@ _FAILED_BUILD = re.compile(r"Failed to (?:download and )?build `([A-Za-z0-9_.-]+
 _PROJECT_BUILD = re.compile(r"Failed to (?:download and )?build `(?:([A-Za-z0-9_.-]+) @ )?file://")
 _NO_COMPILER = re.compile(r"(?:command|execute) '?[\w./-]*(?:gcc|cc|g\+\+|c\+\+|clang)'? failed|Python\.h: No such file|"
                           r"No such file or directory: '[\w./-]*gcc'|gcc: not found|"
-                          r"unable to execute '[\w./-]*gcc'|could not find a C compiler|"
-                          r"can't find Rust compiler|cargo: not found", re.IGNORECASE)
+                          r"unable to execute '[\w./-]*gcc'|could not find a C compiler", re.IGNORECASE)
+_NO_RUST = re.compile(r"can't find Rust compiler|cargo: not found|rustc: not found", re.IGNORECASE)
 #: What :func:`install_failure_reason` says when a source build lacked a compiler.
 MISSING_COMPILER = "no C/Rust compiler in the image"
+# Headers old sdists compile against -> the Debian package that has them.
+_HEADER_PACKAGES = {
+    "Python.h": "python3-dev", "ffi.h": "libffi-dev", "openssl/": "libssl-dev", "libxml/": "libxml2-dev",
+    "libxslt/": "libxslt1-dev", "zlib.h": "zlib1g-dev", "jpeglib.h": "libjpeg-dev", "yaml.h": "libyaml-dev",
+    "sqlite3.h": "libsqlite3-dev", "bzlib.h": "libbz2-dev", "lzma.h": "liblzma-dev", "pg_config": "libpq-dev",
+    "libpq-fe.h": "libpq-dev", "mysql_config": "default-libmysqlclient-dev", "krb5": "libkrb5-dev",
+}
+_MISSING_HEADER = re.compile(r"fatal error: ([\w./+-]+): No such file or directory|"
+                             r"(pg_config|mysql_config) executable not found|(\w+_config): not found")
+
+
+def build_packages_needed(log: str) -> list[str]:
+    """The Debian packages a failed source build in ``log`` asks for: a compiler (with Python's
+    headers) when there was none, and the package of each missing header that
+    :data:`_HEADER_PACKAGES` knows. Empty when the log shows neither."""
+    text = _ANSI.sub("", log.replace("\x1b[0m\n", ""))
+    needed = list(COMPILER_PACKAGES) if _NO_COMPILER.search(text) else []
+    if _NO_RUST.search(text):
+        needed.append("cargo")
+    for match in _MISSING_HEADER.finditer(text):
+        missing = next(group for group in match.groups() if group)
+        needed.extend(package for header, package in _HEADER_PACKAGES.items()
+                      if missing == header or missing.startswith(header))
+    return list(dict.fromkeys(needed))
 _NEEDS_PYTHON = re.compile(r"Python\s*(>=?|~=|==|<=?)\s*(3\.\d+)")
 
 
@@ -1534,8 +1558,13 @@ def install_failure_reason(log: str, python: str, pin: str | None) -> str | None
     # after each chunk: dropping both gives back uv's own lines.
     text = _ANSI.sub("", log.replace("\x1b[0m\n", ""))
     as_of = f" as of {pin}" if pin else ""
-    compiler = f" ({MISSING_COMPILER}: add build-essential, python3-dev or cargo to system_packages)" \
-        if _NO_COMPILER.search(text) else ""
+    packages = build_packages_needed(log)
+    if _NO_COMPILER.search(text) or _NO_RUST.search(text):
+        compiler = f" ({MISSING_COMPILER}: add {', '.join(packages)} to system_packages)"
+    elif packages:
+        compiler = f" (missing headers: add {', '.join(packages)} to system_packages)"
+    else:
+        compiler = ""
     if match := _FAILED_BUILD.search(text):
         name, version = match.groups()
         return (f"{name} {version}{as_of} has no wheel for Python {python}, and building it from source "
