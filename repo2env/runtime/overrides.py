@@ -9,7 +9,10 @@ second being the one batch specs in ``pipelines/*.yaml`` use, so a pipeline file
 
     repos:
       - repo: pallets/click
-        env: {python: "3.9", date_pin: false}
+        env: {python: "3.9", date_pin: false, warmup: true}
+
+Every rung of the install ladder keeps the user's commands as written; the hash of a repository's
+override is recorded in each task it built (:func:`override_hash`), so changing it rebuilds them.
 """
 
 from __future__ import annotations
