@@ -32,6 +32,7 @@ from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
 from repo2env.runtime.spec import (
     AVAILABLE_PYTHONS,
+    WARMUP_COLLECT,
     build_packages_needed,
     infer_env_spec,
     install_failure_reason,
@@ -39,8 +40,8 @@ from repo2env.runtime.spec import (
 )
 
 COLLECT_TIMEOUT_S = 300.0
-#: How a collection timeout's failure reason starts. It ends the ladder: another install would
-#: hang the same way (often a test downloading data in the network-less sandbox).
+#: How a collection timeout's failure reason starts. It ends the ladder (another install would hang
+#: the same way), after one try of the same rung with a warm-up (data downloaded on first use).
 COLLECTION_TIMEOUT = "test collection timed out"
 _DEPENDENCY_FILE = re.compile(
     r"^(?:pyproject\.toml|setup\.py|setup\.cfg|tox\.ini|Pipfile|poetry\.lock|uv\.lock"
@@ -199,9 +200,12 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
                 if problem:
                     last_error, last_log = f"{rung}: {problem}", str(log_path.with_suffix(".collect.log"))
                     if problem.startswith(COLLECTION_TIMEOUT):
+                        # A hang is no install problem: no other rung. Tests that download data on
+                        # first use hang in the network-less sandbox; a warm-up with network may cure it.
                         if not candidate.warmup:
-                            last_error += " (tests that download data on first use: set 'warmup: true' in the override)"
-                        break  # a hang (a test fetching data, a deadlock) is no install problem
+                            pending = deque([(f"{rung}+warmup", candidate.model_copy(update={"warmup": WARMUP_COLLECT}))])
+                            continue
+                        break
                     continue
             if candidate.warmup:
                 candidate = candidate.model_copy(update={"needs_network": _warmup_fetched(runtime, image.tag)})
