@@ -220,10 +220,11 @@ def test_image_namespace_names_env_and_task_images(monkeypatch):
         task_image_tag(task)
 
 
-def test_warmup_caches_downloaded_data_and_a_changed_override_rebuilds(docker_client, tmp_path):
-    """A suite that downloads data at collection builds with `warmup: true`: the data lands in the
-    task image (the sandbox has no network), the task says it needs the network, the work tree stays
-    clean; a changed override rebuilds the task, the same one reuses it."""
+def test_a_collection_hang_gets_a_warmup_and_a_changed_override_rebuilds(docker_client, tmp_path):
+    """A suite that downloads data at collection, retrying until the network answers, hangs in the
+    sandbox: the build retries the same rung once with a warm-up (network, as the agent), the data
+    lands in the task image, the task says it needs the network and the work tree stays clean. An
+    override then rebuilds the task; the same override again reuses it."""
     from repo2env.runtime.overrides import EnvOverride
 
     repo = tmp_path / "datalib"
@@ -233,12 +234,17 @@ def test_warmup_caches_downloaded_data_and_a_changed_override_rebuilds(docker_cl
         "datalib/__init__.py": "",
         "tests/conftest.py": """
             import pathlib
+            import time
             import urllib.request
 
-            # Fetched on first use, as data-set loaders do; a later run finds it in the cache.
+            # Fetched on first use and retried until the network answers, as data-set loaders do.
             DATA = pathlib.Path.home() / ".cache" / "datalib" / "pip-index.html"
-            if not DATA.exists():
-                page = urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=60).read()
+            while not DATA.exists():
+                try:
+                    page = urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=60).read()
+                except OSError:
+                    time.sleep(1)
+                    continue
                 DATA.parent.mkdir(parents=True, exist_ok=True)
                 (pathlib.Path("tests") / "downloaded.flag").write_text("fetched\\n")
                 DATA.write_bytes(page)
@@ -252,19 +258,20 @@ def test_warmup_caches_downloaded_data_and_a_changed_override_rebuilds(docker_cl
     write_jsonl(folder / "tasks.jsonl", [task])
     (folder / "source.json").write_text(f'{{"repo": "acme/datalib", "clone_path": "{repo}", "source": "test"}}')
     runtime = DockerRuntime(docker_client)
-    override = EnvOverride(python="3.11", date_pin=False, warmup=True)
+    options = BuildOptions(collect_timeout_s=20)
 
-    summary = build_tasks_dir(folder, runtime=runtime, options=BuildOptions(overrides={"acme/datalib": override}))
+    summary = build_tasks_dir(folder, runtime=runtime, options=options)
     built = read_tasks(folder / "tasks.jsonl")[0]
     assert summary.ok == 1, built.env_spec.error
-    assert built.env_spec.rung == "inferred" and built.env_spec.needs_network is True
+    assert built.env_spec.rung == "inferred+warmup" and built.env_spec.needs_network is True
     with runtime.start(built) as sandbox:
         assert sandbox.exec("python -m pytest -q -p no:cacheprovider tests", workdir="/testbed").exit_code == 0
         assert sandbox.exec("git status --porcelain", workdir="/testbed").output.strip() == ""
 
-    again = build_tasks_dir(folder, runtime=runtime, options=BuildOptions(overrides={"acme/datalib": override}))
-    assert again.reused == 1
-    changed = override.model_copy(update={"warmup": "python -m pytest --collect-only -q tests"})
-    rebuilt = build_tasks_dir(folder, runtime=runtime, options=BuildOptions(overrides={"acme/datalib": changed}))
-    assert (rebuilt.ok, rebuilt.reused) == (1, 0)
-    assert read_tasks(folder / "tasks.jsonl")[0].env_spec.warmup == "python -m pytest --collect-only -q tests"
+    override = EnvOverride(warmup="python -m pytest --collect-only -q tests")
+    with_override = BuildOptions(collect_timeout_s=20, overrides={"acme/datalib": override})
+    rebuilt = build_tasks_dir(folder, runtime=runtime, options=with_override)
+    assert (rebuilt.ok, rebuilt.reused) == (1, 0), "a new override rebuilds the task"
+    spec = read_tasks(folder / "tasks.jsonl")[0].env_spec
+    assert (spec.rung, spec.warmup, spec.needs_network) == ("inferred", override.warmup, True)
+    assert build_tasks_dir(folder, runtime=runtime, options=with_override).reused == 1

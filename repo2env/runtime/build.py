@@ -57,6 +57,7 @@ class BuildOptions:
     overrides: dict[str, EnvOverride] = field(default_factory=dict)
     instance_ids: frozenset[str] = frozenset()
     collect_check: bool = True
+    collect_timeout_s: float = COLLECT_TIMEOUT_S  #: how long the collection check may take
 
 
 @dataclass
@@ -109,7 +110,8 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOp
         if _still_built(task, store, override):
             return task, task.env_spec, True
         spec = build_task(task, clone, store=store, runtime=runtime, logs_dir=logs_dir, override=override,
-                          collect_check=options.collect_check, available=available)
+                          collect_check=options.collect_check, available=available,
+                          collect_timeout_s=options.collect_timeout_s)
         return task, spec, False
 
     with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
@@ -150,7 +152,7 @@ def _tally(summary: BuildSummary, task: Task, spec: EnvSpec, reused: bool) -> No
 
 def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRuntime, logs_dir: Path,
                override: EnvOverride | None = None, collect_check: bool = True,
-               available: Sequence[str] = AVAILABLE_PYTHONS) -> EnvSpec:
+               available: Sequence[str] = AVAILABLE_PYTHONS, collect_timeout_s: float = COLLECT_TIMEOUT_S) -> EnvSpec:
     """Build one task's images, climbing the install ladder; never raises for the task's own failure
     (it is recorded in the returned spec), only for a missing engine."""
     files = GitRepoFiles(clone, task.base_commit)
@@ -196,7 +198,8 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
                                             update={"system_packages": [*candidate.system_packages, *missing]})))
                 continue
             if collect_check:
-                problem = _collection_problem(runtime, image.tag, task, log_path.with_suffix(".collect.log"))
+                problem = _collection_problem(runtime, image.tag, task, log_path.with_suffix(".collect.log"),
+                                              collect_timeout_s)
                 if problem:
                     last_error, last_log = f"{rung}: {problem}", str(log_path.with_suffix(".collect.log"))
                     if problem.startswith(COLLECTION_TIMEOUT):
@@ -231,18 +234,19 @@ def _read_log(path: str | None) -> str:
         return ""
 
 
-def _collection_problem(runtime: DockerRuntime, image: str, task: Task, log_path: Path) -> str | None:
+def _collection_problem(runtime: DockerRuntime, image: str, task: Task, log_path: Path,
+                        timeout_s: float = COLLECT_TIMEOUT_S) -> str | None:
     """None when pytest can collect the tests the PR touches that exist at the base (or the suite)."""
     touched = [path for path in _patch_paths(task.test_patch) if classify_path(path) == "test" and path.endswith(".py")
                and not path.endswith("conftest.py")]
-    with runtime.start_image(image, limits=SandboxLimits(exec_timeout_s=COLLECT_TIMEOUT_S)) as sandbox:
+    with runtime.start_image(image, limits=SandboxLimits(exec_timeout_s=timeout_s)) as sandbox:
         existing = [path for path in touched if sandbox.exec(["test", "-f", path], timeout=10).exit_code == 0]
         command = f"python -m pytest --collect-only -q -p no:cacheprovider {' '.join(map(shlex.quote, existing))}"
-        result = sandbox.exec(command, timeout=COLLECT_TIMEOUT_S)
+        result = sandbox.exec(command, timeout=timeout_s)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_text(f"$ {command}\n{result.output}\n(exit {result.exit_code})\n")
     if result.timed_out:
-        return f"{COLLECTION_TIMEOUT} after {COLLECT_TIMEOUT_S:.0f} s"
+        return f"{COLLECTION_TIMEOUT} after {timeout_s:.0f} s"
     if result.exit_code not in (0, 5):  # 5: nothing collected, which is not a broken environment
         lines = [line for line in result.output.splitlines() if "Error" in line or "error" in line]
         return f"test collection failed (exit {result.exit_code}): {(lines[-1] if lines else result.output[-200:]).strip()[:200]}"
