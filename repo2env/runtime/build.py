@@ -172,9 +172,12 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
         except BuildError as exc:
             return inferred.model_copy(update={"status": "env_failed", "error": exc.message})
         pending = deque(install_ladder(inferred, files, override, available))
+        learned: list[str] = []  # Debian packages a source build asked for: later rungs get them too
         while pending:
             rung, candidate = pending.popleft()
-            candidate = candidate.model_copy(update={"deps_fingerprint": fingerprint, "rung": rung})
+            packages = list(dict.fromkeys([*candidate.system_packages, *learned]))
+            candidate = candidate.model_copy(update={"deps_fingerprint": fingerprint, "rung": rung,
+                                                     "system_packages": packages})
             log_path = logs_dir / f"{safe_id}-{rung}.log"
             try:
                 env = store.ensure_env(candidate, snapshot_dir, repo=task.repo, log_path=log_path)
@@ -193,9 +196,8 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
                 if missing:
                     # A dependency of the day without a wheel for this Python: the same rung again,
                     # with the compiler and headers its source build asked for.
-                    pending.appendleft((f"{rung}+{'compiler' if 'build-essential' in missing else 'headers'}",
-                                        candidate.model_copy(
-                                            update={"system_packages": [*candidate.system_packages, *missing]})))
+                    learned.extend(missing)
+                    pending.appendleft((f"{rung}+{'compiler' if 'build-essential' in missing else 'headers'}", candidate))
                 continue
             if collect_check:
                 problem = _collection_problem(runtime, image.tag, task, log_path.with_suffix(".collect.log"),
