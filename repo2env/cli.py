@@ -189,7 +189,7 @@ def runtime() -> None:
 
 @runtime.command("bootstrap")
 @click.option("--python", "python_versions", multiple=True, default=("3.11",), show_default=True,
-              help="Python X.Y of the base image (repeatable: 3.9, 3.11, 3.13).")
+              help="Python X.Y of the base image (repeatable: 3.9, 3.11, 3.13 from Debian; others need a registry).")
 @click.option("--force", is_flag=True, help="Rebuild even if the image exists.")
 @click.option("--no-pull", is_flag=True, help="Do not try a registry; build from Debian packages.")
 @click.option("--mirror", default=None, help="Debian mirror for debootstrap (default: deb.debian.org).")

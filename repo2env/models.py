@@ -44,6 +44,14 @@ class EnvSpec(_Schema):
     rung: str | None = Field(None, description="Which retry rung of the install ladder succeeded.")
     env_image: str | None = Field(None, description="The shared env image (dependencies) under the task image.")
     deps_fingerprint: str | None = Field(None, description="Hash of the dependency-defining files at the commit.")
+    warmup: str | None = Field(
+        None, description="Command run once at build time, with network, as the agent in /testbed (caches land "
+                          "in the task image), e.g. the test collection of a suite that downloads data.")
+    needs_network: bool | None = Field(
+        None, description="True when the warm-up fetched files (some tests need the network on first use); "
+                          "None when there was no warm-up.")
+    override_hash: str | None = Field(
+        None, description="Hash of the per-repo override the build used (None: none); a changed one rebuilds.")
     status: Literal["pending", "env_ok", "env_failed"] = Field("pending", description="Outcome of 'repo2env build'.")
     error: str | None = Field(None, description="Why the build failed (status env_failed).")
     log_path: str | None = Field(None, description="Build log of the last attempt.")

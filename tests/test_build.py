@@ -218,3 +218,60 @@ def test_image_namespace_names_env_and_task_images(monkeypatch):
     monkeypatch.setenv("REPO2ENV_IMAGE_NAMESPACE", "Not A Name!")
     with pytest.raises(InputError):
         task_image_tag(task)
+
+
+def test_a_collection_hang_gets_a_warmup_and_a_changed_override_rebuilds(docker_client, tmp_path):
+    """A suite that downloads data at collection, retrying until the network answers, hangs in the
+    sandbox: the build retries the same rung once with a warm-up (network, as the agent), the data
+    lands in the task image, the task says it needs the network and the work tree stays clean. An
+    override then rebuilds the task; the same override again reuses it."""
+    from repo2env.runtime.overrides import EnvOverride
+
+    repo = tmp_path / "datalib"
+    _git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    base = _commit(repo, {
+        "pyproject.toml": '[project]\nname = "datalib"\nversion = "1.0"\nrequires-python = ">=3.9"\n',
+        "datalib/__init__.py": "",
+        "tests/conftest.py": """
+            import pathlib
+            import time
+            import urllib.request
+
+            # Fetched on first use and retried until the network answers, as data-set loaders do.
+            DATA = pathlib.Path.home() / ".cache" / "datalib" / "pip-index.html"
+            while not DATA.exists():
+                try:
+                    page = urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=60).read()
+                except OSError:
+                    time.sleep(1)
+                    continue
+                DATA.parent.mkdir(parents=True, exist_ok=True)
+                (pathlib.Path("tests") / "downloaded.flag").write_text("fetched\\n")
+                DATA.write_bytes(page)
+        """,
+        "tests/test_data.py": "from conftest import DATA\n\ndef test_data():\n    assert b'pip' in DATA.read_bytes()\n",
+    }, "data")
+    task = Task(instance_id="acme__datalib-1", repo="acme/datalib", pull_number=1, base_commit=base, patch="",
+                test_patch="diff --git a/tests/test_data.py b/tests/test_data.py\n", problem_statement="x",
+                created_at="2021-05-03T10:00:00Z")
+    folder = tmp_path / "tasks"
+    write_jsonl(folder / "tasks.jsonl", [task])
+    (folder / "source.json").write_text(f'{{"repo": "acme/datalib", "clone_path": "{repo}", "source": "test"}}')
+    runtime = DockerRuntime(docker_client)
+    options = BuildOptions(collect_timeout_s=20)
+
+    summary = build_tasks_dir(folder, runtime=runtime, options=options)
+    built = read_tasks(folder / "tasks.jsonl")[0]
+    assert summary.ok == 1, built.env_spec.error
+    assert built.env_spec.rung == "inferred+warmup" and built.env_spec.needs_network is True
+    with runtime.start(built) as sandbox:
+        assert sandbox.exec("python -m pytest -q -p no:cacheprovider tests", workdir="/testbed").exit_code == 0
+        assert sandbox.exec("git status --porcelain", workdir="/testbed").output.strip() == ""
+
+    override = EnvOverride(warmup="python -m pytest --collect-only -q tests")
+    with_override = BuildOptions(collect_timeout_s=20, overrides={"acme/datalib": override})
+    rebuilt = build_tasks_dir(folder, runtime=runtime, options=with_override)
+    assert (rebuilt.ok, rebuilt.reused) == (1, 0), "a new override rebuilds the task"
+    spec = read_tasks(folder / "tasks.jsonl")[0].env_spec
+    assert (spec.rung, spec.warmup, spec.needs_network) == ("inferred", override.warmup, True)
+    assert build_tasks_dir(folder, runtime=runtime, options=with_override).reused == 1

@@ -26,6 +26,7 @@ from repo2env.runtime.spec import (
     infer_python,
     infer_system_packages,
     infer_test_cmd,
+    install_failure_reason,
     install_ladder,
     load_yaml_text,
     pinned_install,
@@ -203,6 +204,35 @@ def test_infer_python(files: DictRepoFiles, when: str, python: str, reason_parts
         assert part in reason
 
 
+ONLY_310 = repo(pyproject='[project]\nname = "p"\nrequires-python = "==3.10.*"\n')
+WITH_PULLED = (*AVAILABLE_PYTHONS, "3.8", "3.10")
+
+
+@pytest.mark.parametrize(("files", "when", "available", "python", "reason_part"), [
+    pytest.param(ONLY_310, "2021-11-01", WITH_PULLED, "3.10", "requires-python ==3.10.*", id="pulled-3.10-fits"),
+    pytest.param(ONLY_310, "2021-11-01", AVAILABLE_PYTHONS, "3.9", "3.10 fits better: no base image",
+                 id="nearest-says-what-fits"),
+    pytest.param(repo(setup_py=SETUP_PY_2019, tox_ini=TOX_2019), "2019-06-01", WITH_PULLED, "3.8", "tox envlist 3.5-3.8",
+                 id="2019-tox-gets-3.8"),
+    pytest.param(repo(setup_py=SETUP_PY_2019, tox_ini=TOX_2019), "2019-06-01", AVAILABLE_PYTHONS, "3.9",
+                 "3.8 fits better", id="2019-tox-without-3.8"),
+])
+def test_infer_python_uses_every_base_image_there_is(files: DictRepoFiles, when: str, available: tuple[str, ...],
+                                                     python: str, reason_part: str) -> None:
+    chosen, reason = infer_python(files, day(when), available)
+    assert chosen == python
+    assert reason_part in reason
+    assert ("fits better" in reason) is (chosen not in ("3.10", "3.8") and available == AVAILABLE_PYTHONS)
+
+
+def test_older_python_rung_uses_the_available_pythons() -> None:
+    files = repo(pyproject='[project]\nname = "p"\nrequires-python = ">=3.8"\n')
+    spec = infer_env_spec(files, day("2023-02-01"), available=WITH_PULLED)
+    assert spec.python == "3.11"
+    assert dict(install_ladder(spec, files, available=WITH_PULLED))["older-python"].python == "3.10"
+    assert dict(install_ladder(spec, files))["older-python"].python == "3.9"
+
+
 def test_a_2020_project_allowing_any_python3_gets_the_python_of_its_time() -> None:
     files = repo(setup_py="from setuptools import setup\nsetup(name='x', python_requires='>=3.6')\n")
     assert infer_python(files, day("2020-05-01"))[0] == "3.9"
@@ -260,6 +290,53 @@ INSTALL_CASES = [
         [UPGRADE_PIP, "python -m pip install -e .", "python -m pip install -r requirements.txt",
          "python -m pip install -r requirements/test.txt", "python -m pip install pytest"],
         id="requirements-test-not-docs",
+    ),
+    pytest.param(
+        repo({"requirements/tests.txt": "pytest\n", "requirements/tests-pre-commit.txt": "pre-commit\n",
+              "requirements/tests-min.txt": "six==1.0\n", "requirements/tests-extra.txt": "numpy\n",
+              "requirements/typing.txt": "mypy\n"},
+             setup_py="from setuptools import setup\nsetup(name='x')\n"),
+        [UPGRADE_PIP, "python -m pip install -e .", "python -m pip install -r requirements/tests.txt",
+         "python -m pip install pytest"],
+        id="one-test-file-the-best-named-not-pre-commit-or-minimum",
+    ),
+    pytest.param(
+        repo({"requirements/tests.txt": "pytest\n", "requirements/ci-tests.txt": "pytest\nmock\n",
+              ".github/workflows/ci.yml": """
+                  jobs:
+                    lint:
+                      steps:
+                        - run: pip install -r requirements/tests.txt && flake8
+                    tests:
+                      steps:
+                        - run: |
+                            pip install -e .
+                            pip install -r requirements/ci-tests.txt
+                        - run: pytest
+              """},
+             setup_py="from setuptools import setup\nsetup(name='x')\n"),
+        [UPGRADE_PIP, "python -m pip install -e .", "python -m pip install -r requirements/ci-tests.txt",
+         "python -m pip install pytest"],
+        id="the-file-the-ci-test-job-installs",
+    ),
+    pytest.param(
+        repo({"test-requirements.txt": "pytest\n", "requirements-testing.txt": "pytest\nmock\n",
+              "noxfile.py": """
+                  import nox
+
+                  @nox.session
+                  def lint(session):
+                      session.install("-r", "test-requirements.txt")
+
+                  @nox.session(python=["3.8", "3.9"])
+                  def tests(session):
+                      session.install("-r", "requirements-testing.txt")
+                      session.run("pytest")
+              """},
+             setup_py="from setuptools import setup\nsetup(name='x')\n"),
+        [UPGRADE_PIP, "python -m pip install -e .", "python -m pip install -r requirements-testing.txt",
+         "python -m pip install pytest"],
+        id="the-file-the-nox-test-session-installs",
     ),
     pytest.param(
         repo(setup_cfg="""
@@ -353,9 +430,9 @@ def test_textkit_demo_shape() -> None:
 @pytest.mark.parametrize(("files", "expected"), [
     pytest.param(repo(setup_py="from setuptools import setup, Extension\n"
                                "setup(name='c', ext_modules=[Extension('c._speed', ['c/_speed.c'])])\n"),
-                 ["build-essential"], id="c-extension"),
+                 ["build-essential", "python3-dev"], id="c-extension"),
     pytest.param(repo(pyproject='[build-system]\nrequires = ["maturin>=1"]\nbuild-backend = "maturin"\n'),
-                 ["build-essential", "cargo"], id="rust"),
+                 ["build-essential", "python3-dev", "cargo"], id="rust"),
     pytest.param(repo(pyproject=_pyproject()), [], id="pure-python"),
 ])
 def test_infer_system_packages(files: DictRepoFiles, expected: list[str]) -> None:
@@ -388,11 +465,14 @@ def test_date_pin_is_the_end_of_the_commits_month_in_utc(moment: datetime, expec
 
 
 PIN = "--exclude-newer 2021-03-02T00:00:00Z"
-UV = "uv pip install --python python"
+UV = "uv pip install --python python --compile-bytecode"
+# What an editable install with a pin older than the build back-end floor adds.
+BACKENDS = " ".join(f"--exclude-newer-package {name}=2023-01-01T00:00:00Z" for name in
+                    ("setuptools", "wheel", "setuptools-scm", "flit-core", "poetry-core", "tomli"))
 
 
 @pytest.mark.parametrize(("command", "expected"), [
-    ("python -m pip install -e '.[test]'", f"{UV} {PIN} -e '.[test]'"),
+    ("python -m pip install -e '.[test]'", f"{UV} {PIN} {BACKENDS} -e '.[test]'"),
     ("python -m pip install -r requirements/test.txt", f"{UV} {PIN} -r requirements/test.txt"),
     ("pip install --group test", f"{UV} {PIN} --group test"),
     ("python -m pip install 'pytest<8' mock", f"{UV} {PIN} 'pytest<8' mock"),
@@ -405,6 +485,25 @@ UV = "uv pip install --python python"
 ])
 def test_pinned_install_rewrites_each_command(command: str, expected: str) -> None:
     assert pinned_install([command], "2021-03-02") == ["python -m pip install uv", expected]
+
+
+@pytest.mark.parametrize(("pin", "backends_newer"), [
+    ("2018-06-01", True),
+    ("2019-07-01", True),   # setuptools of the day has no build_editable (PEP 660)
+    ("2022-09-01", True),
+    ("2023-01-01", False),  # the floor itself: the pin alone already allows it
+    ("2024-05-01", False),
+])
+def test_editable_installs_let_build_backends_be_recent(pin: str, backends_newer: bool) -> None:
+    editable, requirements = pinned_install(["python -m pip install -e .", "python -m pip install -r r.txt"], pin)[1:]
+    assert editable.startswith(f"{UV} --exclude-newer {pin}T00:00:00Z")
+    assert ("--exclude-newer-package setuptools=2023-01-01T00:00:00Z" in editable) is backends_newer
+    # Only editable installs: sdists of old dependencies may need the setuptools of their day,
+    # but at least the setuptools>=40.8.0 that a build without [build-system] asks for (2019-02).
+    assert "=2023-01-01" not in requirements
+    assert ("--exclude-newer-package setuptools=2019-03-01T00:00:00Z" in requirements) is (pin < "2019-03-01")
+    # Bytecode written at install, as pip does: the agent cannot write it into site-packages.
+    assert "--compile-bytecode" in shlex.split(editable) and "--compile-bytecode" in shlex.split(requirements)
 
 
 def test_pinned_install_is_idempotent_and_validates_the_date() -> None:
@@ -431,6 +530,18 @@ def test_override_is_applied_last() -> None:
     assert spec.install[-1] == f"{UV} --exclude-newer 2020-01-01T00:00:00Z freezegun"
     assert spec.test_cmd == "python -m pytest -x"
     assert spec.system_packages == ["libxml2-dev"]
+
+
+@pytest.mark.parametrize(("warmup", "expected"), [
+    (None, None),
+    (False, None),
+    (True, "python -m pytest --collect-only -q -p no:cacheprovider"),
+    ("python -c 'import nltk; nltk.download(\"punkt\")'", "python -c 'import nltk; nltk.download(\"punkt\")'"),
+])
+def test_override_asks_for_a_warmup(warmup: bool | str | None, expected: str | None) -> None:
+    spec = infer_env_spec(OLD_REPO, day("2019-06-01"), EnvOverride(warmup=warmup))
+    assert spec.warmup == expected
+    assert infer_env_spec(OLD_REPO, day("2019-06-01")).warmup is None
 
 
 def test_override_replaces_install_and_disables_the_pin() -> None:
@@ -471,10 +582,12 @@ def test_load_overrides_shapes(tmp_path: Path, text: str, expected: dict[str, En
 
 @pytest.mark.parametrize(("text", "message"), [
     pytest.param("repos:\n  a/b: {pyhton: '3.9'}\n", "repos.a/b.pyhton: unknown field", id="unknown-field"),
-    pytest.param("repos:\n  - repo: a/b\n    env: {python: '3.7'}\n", "repos[0].env.python: '3.7' is not",
+    pytest.param("repos:\n  - repo: a/b\n    env: {python: '3.5'}\n", "repos[0].env.python: '3.5' is not",
                  id="bad-python"),
-    pytest.param("repos:\n  a/b: {python: 3.10}\n", "'3.10' is not an available Python", id="3.10-not-3.1"),
+    pytest.param("repos:\n  a/b: {python: 3.100}\n", "'3.100' is not an available Python", id="3.100-as-written"),
     pytest.param("repos:\n  a/b: {date_pin: 'March'}\n", "repos.a/b.date_pin: expected an ISO date", id="bad-date"),
+    pytest.param("repos:\n  a/b: {warmup: ' '}\n", "repos.a/b.warmup: must be true, false or a command",
+                 id="blank-warmup"),
     pytest.param("repos:\n  not-a-repo: {}\n", "expected a repository as 'owner/name'", id="bad-repo"),
     pytest.param("repos: [a/b, a/b]\n", "a/b is listed twice", id="duplicate"),
     pytest.param("python: '3.9'\n", "expected a mapping with a 'repos' key", id="no-repos"),
@@ -523,7 +636,7 @@ def test_ladder_rungs_in_order_distinct_and_named() -> None:
 
     by_name = dict(ladder)
     assert by_name["inferred"].install == spec.install
-    assert f"{UV} --exclude-newer 2019-07-01T00:00:00Z -e ." in by_name["fewer-extras"].install
+    assert f"{UV} --exclude-newer 2019-07-01T00:00:00Z {BACKENDS} -e ." in by_name["fewer-extras"].install
     assert not any("-r " in command or "mock" in command for command in by_name["fewer-extras"].install)
     assert by_name["older-python"].python == "3.9"
     assert by_name["older-python"].install == spec.install
@@ -541,6 +654,59 @@ def test_fewer_extras_keeps_the_overrides_own_commands() -> None:
     assert f"{UV} --exclude-newer 2019-07-01T00:00:00Z 'setuptools<58'" in fewer
     assert "python -m pip install --user legacy" in fewer
     assert not any("mock" in command for command in fewer)
+
+
+def test_other_test_requirement_files_are_tried_one_at_a_time() -> None:
+    files = repo({"requirements/tests.txt": "pytest\n", "requirements/tests-extra.txt": "numpy\n",
+                  "requirements/testing-old.txt": "nose\n", "requirements/tests-pre-commit.txt": "pre-commit\n"},
+                 setup_py="from setuptools import setup\nsetup(name='x')\n")
+    spec = infer_env_spec(files, day("2024-03-01"))
+    ladder = dict(install_ladder(spec, files))
+    installed = {name: [part for command in rung.install for part in shlex.split(command)
+                        if part.startswith("requirements/")] for name, rung in ladder.items()}
+    assert installed["inferred"] == ["requirements/tests.txt"]
+    assert installed["other-requirements-1"] == ["requirements/testing-old.txt"]
+    assert installed["other-requirements-2"] == ["requirements/tests-extra.txt"]
+    assert list(ladder)[:3] == ["inferred", "other-requirements-1", "other-requirements-2"]
+    assert not any("pre-commit" in part for parts in installed.values() for part in parts)
+
+
+OWN_LINES = EnvOverride(pre_install=["pip install 'setuptools<58'"],
+                        extra_install=["python -m pip install  --no-deps ./vendor/pytest-7.0.0-py3-none-any.whl",
+                                       "make -C native && echo built"])
+
+
+def test_every_rung_keeps_the_users_own_commands_as_written() -> None:
+    spec = infer_env_spec(OLD_REPO, day("2019-06-01"), OWN_LINES)
+    ladder = dict(install_ladder(spec, OLD_REPO, OWN_LINES))
+    assert set(ladder) >= {"inferred", "fewer-extras", "no-date-pin"}
+    for name, rung in ladder.items():
+        assert "make -C native && echo built" in rung.install, name
+        assert rung.install[-1] == "make -C native && echo built", name
+    # The user installs pytest themselves: no rung adds one from the index over theirs.
+    assert "pinned-pytest" not in ladder
+    assert not any("pytest==" in command for rung in ladder.values() for command in rung.install)
+    no_pin = ladder["no-date-pin"].install
+    assert no_pin[:2] == ["pip install 'setuptools<58'", "python -m pip install --upgrade pip"]
+    assert "python -m pip install  --no-deps ./vendor/pytest-7.0.0-py3-none-any.whl" in no_pin
+
+
+def test_pinned_pytest_goes_before_the_users_extra_commands() -> None:
+    override = EnvOverride(extra_install=["python -m pip install 'attrs<20'"])
+    spec = infer_env_spec(OLD_REPO, day("2019-06-01"), override)
+    install = dict(install_ladder(spec, OLD_REPO, override))["pinned-pytest"].install
+    assert install[-2:] == [f"{UV} pytest==4.6.11", f"{UV} --exclude-newer 2019-07-01T00:00:00Z 'attrs<20'"]
+
+
+def test_override_hash_changes_with_the_override() -> None:
+    from repo2env.runtime.overrides import override_hash
+
+    assert override_hash(None) is None
+    assert override_hash(EnvOverride()) is None
+    first = override_hash(EnvOverride(extra_install=["python -m pip install x"]))
+    assert first is not None and first == override_hash(EnvOverride(extra_install=["python -m pip install x"]))
+    assert first != override_hash(EnvOverride(extra_install=["python -m pip install y"]))
+    assert first != override_hash(EnvOverride(extra_install=["python -m pip install x"], python="3.9"))
 
 
 def test_ladder_drops_rungs_that_cannot_apply() -> None:
@@ -586,3 +752,84 @@ def test_pytest_table_is_ordered_and_plausible() -> None:
     ordered = sorted(PYTEST_RELEASES, key=lambda release: Version(release.version))
     # 4.6 is the Python 2 LTS line, released after 5.4.3; every other entry is newer and later.
     assert all(a.uploaded < b.uploaded for a, b in zip(ordered[1:], ordered[2:], strict=False))
+
+
+# --------------------------------------------------------------------------------------------
+# Why an install failed (uv's errors as it prints them)
+
+
+UV_NO_WHEEL = """\
+Step 4/11 : RUN set -e; cd /testbed; ...
+\x1b[91merror: Failed to build `psutil==5.7.0`
+  cause: The build backend returned an error
+  cause: Call to `setuptools.build_meta:__legacy__.build_wheel` failed (exit status: 1)
+         distutils.errors.CompileError: command 'x86_64-linux-gnu-gcc' failed: No such file or directory
+hint: Build failures usually indicate a problem with the package or the build environment
+"""
+# The same as `docker build` streams it: each stderr chunk in colour codes, a line break after each.
+UV_NO_WHEEL_CHUNKED = "".join(f"\x1b[91m{chunk}\x1b[0m\n" for chunk in [
+    "error", ":", " ", "Failed to build `psutil==5.7.0`", "\n", "  ", "cause", ":", " ",
+    "The build backend returned an error", "\n",
+    "         psutil/_psutil_common.c:9:10: fatal error: Python.h: No such file or directory\n"])
+UV_TOO_NEW_PYTHON = """\
+error: No solution found when resolving dependencies
+  cause: Because the current Python version (3.9.2) does not satisfy Python>=3.10 and django>=5.0 depends on \
+Python>=3.10, we can conclude that django>=5.0 cannot be used.
+         And because you require django>=5, we can conclude that your requirements are unsatisfiable.
+"""
+UV_FILTERED = """\
+error: No solution found when resolving dependencies
+  cause: Because there are no versions of black and you require black, we can conclude that your requirements \
+are unsatisfiable.
+
+hint: `black` was filtered by `exclude-newer` to only include packages uploaded before 2016-12-01T00:00:00Z.
+"""
+UV_CONFLICT = """\
+error: No solution found when resolving dependencies
+  cause: Because only typing-extensions>=3.6.2 is available and you require typing-extensions<3, we can conclude \
+that your requirements are unsatisfiable.
+"""
+UV_PROJECT = """\
+error: Failed to build `werkzeug @ file:///testbed`
+  cause: The build backend returned an error
+  cause: Call to `setuptools.build_meta:__legacy__.build_editable` failed (exit status: 1)
+"""
+
+
+@pytest.mark.parametrize(("log", "expected"), [
+    (UV_NO_WHEEL, "psutil 5.7.0 as of 2020-12-01 has no wheel for Python 3.9, and building it from source failed "
+                  "(no C/Rust compiler in the image: add build-essential, python3-dev to system_packages)"),
+    (UV_NO_WHEEL_CHUNKED, "psutil 5.7.0 as of 2020-12-01 has no wheel for Python 3.9, and building it from source "
+                          "failed (no C/Rust compiler in the image: add build-essential, python3-dev to "
+                          "system_packages)"),
+    (UV_TOO_NEW_PYTHON, "dependencies as of 2020-12-01 do not support Python 3.9: the current Python version "
+                        "(3.9.2) does not satisfy Python>=3.10 and django>=5.0 depends on Python>=3.10"),
+    (UV_FILTERED, "black has no release as of 2020-12-01 that fits: there are no versions of black and you "
+                  "require black"),
+    (UV_CONFLICT, "no dependency versions as of 2020-12-01 fit together: only typing-extensions>=3.6.2 is "
+                  "available and you require typing-extensions<3"),
+    (UV_PROJECT, "building the project werkzeug failed: Call to `setuptools.build_meta:__legacy__.build_editable` "
+                 "failed (exit status: 1)"),
+    ("error: Failed to build `file:///testbed`\n  cause: Failed to parse metadata\n",
+     "building the project failed: Failed to parse metadata"),
+    ("ERROR: Could not find a version that satisfies the requirement foo\n", None),
+])
+def test_install_failure_reason(log: str, expected: str | None) -> None:
+    assert install_failure_reason(log, "3.9", "2020-12-01") == expected
+
+
+@pytest.mark.parametrize(("log", "packages"), [
+    (UV_NO_WHEEL, ["build-essential", "python3-dev"]),
+    (UV_NO_WHEEL_CHUNKED, ["build-essential", "python3-dev"]),
+    ("c/_cffi_backend.c:15:10: fatal error: ffi.h: No such file or directory\n", ["libffi-dev"]),
+    ("src/lxml/includes/etree_defs.h:14:10: fatal error: libxml/xmlversion.h: No such file or directory\n"
+     "error: command '/usr/bin/x86_64-linux-gnu-gcc' failed with exit code 1\n",
+     ["build-essential", "python3-dev", "libxml2-dev"]),
+    ("Error: pg_config executable not found.\n", ["libpq-dev"]),
+    ("error: can't find Rust compiler\n", ["cargo"]),
+    (UV_CONFLICT, []),
+])
+def test_build_packages_a_source_build_asks_for(log: str, packages: list[str]) -> None:
+    from repo2env.runtime.spec import build_packages_needed
+
+    assert build_packages_needed(log) == packages

@@ -9,6 +9,7 @@ raw image is then finished by the same small Dockerfile: the host's CA bundle, a
 from __future__ import annotations
 
 import fcntl
+import re
 import shutil
 import subprocess
 import tempfile
@@ -48,6 +49,14 @@ def base_image_tag(python: str) -> str:
     return f"{BASE_REPOSITORY}:py{python}"
 
 
+def local_base_pythons(client: docker.DockerClient) -> tuple[str, ...]:
+    """The Pythons (X.Y) that have a finished base image on this engine, oldest first."""
+    found = {tag.removeprefix(f"{BASE_REPOSITORY}:py") for image in client.images.list(name=BASE_REPOSITORY)
+             for tag in image.tags if tag.startswith(f"{BASE_REPOSITORY}:py")}
+    return tuple(sorted((python for python in found if re.fullmatch(r"3\.\d{1,2}", python)),
+                        key=lambda python: int(python.split(".")[1])))
+
+
 def find_base_image(client: docker.DockerClient, python: str) -> BaseImage | None:
     """The finished base image for ``python`` if it exists locally."""
     try:
@@ -68,9 +77,10 @@ def ensure_base_image(
     progress: Progress = lambda message: None,
 ) -> BaseImage:
     """Return the base image for ``python``, building it first if it is missing (or ``force``)."""
-    if python not in DEBIAN_SUITE_FOR_PYTHON:
+    if python not in DEBIAN_SUITE_FOR_PYTHON and not (try_pull and re.fullmatch(r"3\.\d{1,2}", python)):
         known = ", ".join(sorted(DEBIAN_SUITE_FOR_PYTHON))
-        raise InputError(f"no base image recipe for Python {python}", hint=f"choose one of {known}")
+        raise InputError(f"no Debian release ships Python {python}",
+                         hint=f"let a registry serve python:{python}-slim (or 'docker load' it), or choose one of {known}")
     access = access or PackageAccess.from_environment()
     _LOCK_PATH.touch(exist_ok=True)
     with _LOCK_PATH.open() as lock:
@@ -94,6 +104,10 @@ def _raw_image(
             client.images.pull("python", tag=f"{python}-slim")
             return f"python:{python}-slim", "pulled"
         except docker.errors.APIError as exc:
+            if python not in DEBIAN_SUITE_FOR_PYTHON:
+                raise BuildError(f"no registry serves python:{python}-slim ({_first_line(str(exc))}), and no Debian "
+                                 f"release ships Python {python}",
+                                 hint=f"'docker load' a python:{python}-slim image, or use 3.9, 3.11 or 3.13") from None
             progress(f"no registry answers ({_first_line(str(exc))}); building from Debian packages instead")
     raw_tag = f"{BASE_REPOSITORY}-raw:py{python}"
     _debootstrap_import(client, DEBIAN_SUITE_FOR_PYTHON[python], raw_tag, mirror=mirror, progress=progress)

@@ -14,6 +14,7 @@ import re
 import shlex
 import tempfile
 import tomllib
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -23,14 +24,25 @@ from repo2env.errors import BuildError, DockerUnavailableError, InputError, Repo
 from repo2env.jsonl import read_repository_record, read_tasks, update_tasks
 from repo2env.mine.split import classify_path
 from repo2env.models import EnvSpec, Task
+from repo2env.runtime.bootstrap import local_base_pythons
 from repo2env.runtime.docker_backend import DockerRuntime
-from repo2env.runtime.images import ImageStore, env_image_tag
-from repo2env.runtime.overrides import EnvOverride
+from repo2env.runtime.images import WARMUP_FETCHED_PATH, ImageStore, env_image_tag
+from repo2env.runtime.overrides import EnvOverride, override_hash
 from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
-from repo2env.runtime.spec import infer_env_spec, install_ladder
+from repo2env.runtime.spec import (
+    AVAILABLE_PYTHONS,
+    WARMUP_COLLECT,
+    build_packages_needed,
+    infer_env_spec,
+    install_failure_reason,
+    install_ladder,
+)
 
 COLLECT_TIMEOUT_S = 300.0
+#: How a collection timeout's failure reason starts. It ends the ladder (another install would hang
+#: the same way), after one try of the same rung with a warm-up (data downloaded on first use).
+COLLECTION_TIMEOUT = "test collection timed out"
 _DEPENDENCY_FILE = re.compile(
     r"^(?:pyproject\.toml|setup\.py|setup\.cfg|tox\.ini|Pipfile|poetry\.lock|uv\.lock"
     r"|[^/]*requirements[^/]*\.(?:txt|in)|requirements/[^/]+\.(?:txt|in))$"
@@ -45,6 +57,7 @@ class BuildOptions:
     overrides: dict[str, EnvOverride] = field(default_factory=dict)
     instance_ids: frozenset[str] = frozenset()
     collect_check: bool = True
+    collect_timeout_s: float = COLLECT_TIMEOUT_S  #: how long the collection check may take
 
 
 @dataclass
@@ -77,13 +90,17 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOp
     summary = BuildSummary(tasks_path=tasks_path)
     selected = [task for task in tasks if not options.instance_ids or task.instance_id in options.instance_ids]
     logs_dir = tasks_dir / "logs" / "build"
+    # Pythons with a pulled base image (3.8, 3.10 ...) join the ones every machine can bootstrap.
+    available = tuple(sorted(set(AVAILABLE_PYTHONS) | set(local_base_pythons(runtime.client)),
+                             key=lambda python: int(python.split(".")[1])))
 
     def one(task: Task) -> tuple[Task, EnvSpec, bool]:
-        if _still_built(task, store):
-            return task, task.env_spec, True
         override = options.overrides.get(task.repo)
+        if _still_built(task, store, override):
+            return task, task.env_spec, True
         spec = build_task(task, clone, store=store, runtime=runtime, logs_dir=logs_dir, override=override,
-                          collect_check=options.collect_check)
+                          collect_check=options.collect_check, available=available,
+                          collect_timeout_s=options.collect_timeout_s)
         return task, spec, False
 
     with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
@@ -104,9 +121,10 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOp
     return summary
 
 
-def _still_built(task: Task, store: ImageStore) -> bool:
+def _still_built(task: Task, store: ImageStore, override: EnvOverride | None = None) -> bool:
     spec = task.env_spec
     return bool(spec and spec.status == "env_ok" and spec.image and spec.image_digest
+                and spec.override_hash == override_hash(override)
                 and (image := store.find(spec.image)) is not None and image.id == spec.image_digest)
 
 
@@ -122,14 +140,17 @@ def _tally(summary: BuildSummary, task: Task, spec: EnvSpec, reused: bool) -> No
 
 
 def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRuntime, logs_dir: Path,
-               override: EnvOverride | None = None, collect_check: bool = True) -> EnvSpec:
+               override: EnvOverride | None = None, collect_check: bool = True,
+               available: Sequence[str] = AVAILABLE_PYTHONS, collect_timeout_s: float = COLLECT_TIMEOUT_S) -> EnvSpec:
     """Build one task's images, climbing the install ladder; never raises for the task's own failure
     (it is recorded in the returned spec), only for a missing engine."""
     files = GitRepoFiles(clone, task.base_commit)
     try:
-        inferred = infer_env_spec(files, files.commit_date(), override)
+        inferred = infer_env_spec(files, files.commit_date(), override, available)
     except Repo2EnvError as exc:
-        return EnvSpec(status="env_failed", error=f"cannot infer the environment: {exc.message}")
+        return EnvSpec(status="env_failed", error=f"cannot infer the environment: {exc.message}",
+                       override_hash=override_hash(override))
+    inferred = inferred.model_copy(update={"override_hash": override_hash(override)})
     fingerprint = dependency_fingerprint(files)
     safe_id = re.sub(r"[^A-Za-z0-9_.-]", "_", task.instance_id)
     last_error, last_log = "no install rung to try", None
@@ -139,24 +160,49 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
             snapshot_sha = make_snapshot(clone, task.base_commit, snapshot_dir)
         except BuildError as exc:
             return inferred.model_copy(update={"status": "env_failed", "error": exc.message})
-        for rung, candidate in install_ladder(inferred, files):
-            candidate = candidate.model_copy(update={"deps_fingerprint": fingerprint, "rung": rung})
+        pending = deque(install_ladder(inferred, files, override, available))
+        learned: list[str] = []  # Debian packages a source build asked for: later rungs get them too
+        while pending:
+            rung, candidate = pending.popleft()
+            packages = list(dict.fromkeys([*candidate.system_packages, *learned]))
+            candidate = candidate.model_copy(update={"deps_fingerprint": fingerprint, "rung": rung,
+                                                     "system_packages": packages})
             log_path = logs_dir / f"{safe_id}-{rung}.log"
             try:
                 env = store.ensure_env(candidate, snapshot_dir, repo=task.repo, log_path=log_path)
-                image = store.ensure_task(task, env.tag, snapshot_dir, snapshot_sha, log_path=log_path.with_suffix(".task.log"))
+                image = store.ensure_task(task, env.tag, snapshot_dir, snapshot_sha,
+                                          log_path=log_path.with_suffix(".task.log"), warmup=candidate.warmup)
             except DockerUnavailableError:
                 raise
             except BuildError as exc:
-                last_error, last_log = f"{rung}: {exc.message}", exc.log_path
+                log = _read_log(exc.log_path)
+                explained = install_failure_reason(log, candidate.python, candidate.date_pin)
+                reason = f"image build failed: {explained}" if explained else exc.message
+                last_error, last_log = f"{rung}: {reason}", exc.log_path
                 if "disk is full" in exc.message:
                     break  # no rung can succeed on a full disk
+                missing = [name for name in build_packages_needed(log) if name not in candidate.system_packages]
+                if missing:
+                    # A dependency of the day without a wheel for this Python: the same rung again,
+                    # with the compiler and headers its source build asked for.
+                    learned.extend(missing)
+                    pending.appendleft((f"{rung}+{'compiler' if 'build-essential' in missing else 'headers'}", candidate))
                 continue
             if collect_check:
-                problem = _collection_problem(runtime, image.tag, task, log_path.with_suffix(".collect.log"))
+                problem = _collection_problem(runtime, image.tag, task, log_path.with_suffix(".collect.log"),
+                                              collect_timeout_s)
                 if problem:
                     last_error, last_log = f"{rung}: {problem}", str(log_path.with_suffix(".collect.log"))
+                    if problem.startswith(COLLECTION_TIMEOUT):
+                        # A hang is no install problem: no other rung. Tests that download data on
+                        # first use hang in the network-less sandbox; a warm-up with network may cure it.
+                        if not candidate.warmup:
+                            pending = deque([(f"{rung}+warmup", candidate.model_copy(update={"warmup": WARMUP_COLLECT}))])
+                            continue
+                        break
                     continue
+            if candidate.warmup:
+                candidate = candidate.model_copy(update={"needs_network": _warmup_fetched(runtime, image.tag)})
             return candidate.model_copy(update={
                 "status": "env_ok", "env_image": env_image_tag(candidate), "image": image.tag,
                 "image_digest": image.image_id, "error": None, "log_path": str(log_path),
@@ -165,18 +211,33 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
                                        "deps_fingerprint": fingerprint})
 
 
-def _collection_problem(runtime: DockerRuntime, image: str, task: Task, log_path: Path) -> str | None:
+def _warmup_fetched(runtime: DockerRuntime, image: str) -> bool:
+    """Whether the task image's warm-up wrote files (data the tests fetch from the network)."""
+    with runtime.start_image(image, limits=SandboxLimits(exec_timeout_s=30)) as sandbox:
+        result = sandbox.exec(["cat", WARMUP_FETCHED_PATH], timeout=30)
+    return result.exit_code == 0 and bool(result.output.strip())
+
+
+def _read_log(path: str | None) -> str:
+    try:
+        return Path(path).read_text(errors="replace") if path else ""
+    except OSError:
+        return ""
+
+
+def _collection_problem(runtime: DockerRuntime, image: str, task: Task, log_path: Path,
+                        timeout_s: float = COLLECT_TIMEOUT_S) -> str | None:
     """None when pytest can collect the tests the PR touches that exist at the base (or the suite)."""
     touched = [path for path in _patch_paths(task.test_patch) if classify_path(path) == "test" and path.endswith(".py")
                and not path.endswith("conftest.py")]
-    with runtime.start_image(image, limits=SandboxLimits(exec_timeout_s=COLLECT_TIMEOUT_S)) as sandbox:
+    with runtime.start_image(image, limits=SandboxLimits(exec_timeout_s=timeout_s)) as sandbox:
         existing = [path for path in touched if sandbox.exec(["test", "-f", path], timeout=10).exit_code == 0]
         command = f"python -m pytest --collect-only -q -p no:cacheprovider {' '.join(map(shlex.quote, existing))}"
-        result = sandbox.exec(command, timeout=COLLECT_TIMEOUT_S)
+        result = sandbox.exec(command, timeout=timeout_s)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_text(f"$ {command}\n{result.output}\n(exit {result.exit_code})\n")
     if result.timed_out:
-        return f"test collection timed out after {COLLECT_TIMEOUT_S:.0f} s"
+        return f"{COLLECTION_TIMEOUT} after {timeout_s:.0f} s"
     if result.exit_code not in (0, 5):  # 5: nothing collected, which is not a broken environment
         lines = [line for line in result.output.splitlines() if "Error" in line or "error" in line]
         return f"test collection failed (exit {result.exit_code}): {(lines[-1] if lines else result.output[-200:]).strip()[:200]}"

@@ -9,6 +9,7 @@ carries labels (kind, repo, commit, spec hash, repo2env version) for ``images ls
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shlex
@@ -101,20 +102,27 @@ class ImageStore:
             return BuiltImage(tag, image.id, built=True, size_bytes=image.attrs.get("Size", 0))
 
     def ensure_task(self, task: Task, env_tag: str, snapshot_dir: Path, snapshot_sha: str, *,
-                    log_path: Path) -> BuiltImage:
-        """The task image: ``env_tag`` plus the snapshot. Reused when it exists for the same env and snapshot."""
+                    log_path: Path, warmup: str | None = None) -> BuiltImage:
+        """The task image: ``env_tag`` plus the snapshot, then the ``warmup`` command (see
+        :func:`warmup_dockerfile_lines`). Reused when it exists for the same env, snapshot and Dockerfile."""
         tag = task_image_tag(task)
+        plain = task_dockerfile(env_tag)
+        dockerfile = task_dockerfile(env_tag, warmup)
+        recipe = hashlib.sha256(dockerfile.encode()).hexdigest()[:16]
+        # Images from before this label had the plain recipe.
+        unlabelled = hashlib.sha256(plain.encode()).hexdigest()[:16]
         existing = self.find(tag)
         env = self.find(env_tag)
         if existing is not None and env is not None:
             labels = existing.labels or {}
-            if labels.get("repo2env.snapshot") == snapshot_sha and labels.get("repo2env.env_id") == env.id:
+            if (labels.get("repo2env.snapshot") == snapshot_sha and labels.get("repo2env.env_id") == env.id
+                    and labels.get("repo2env.recipe", unlabelled) == recipe):
                 return BuiltImage(tag, existing.id, built=False, size_bytes=existing.attrs.get("Size", 0))
         labels = {KIND_LABEL: "task", NAMESPACE_LABEL: image_namespace(), "repo2env.repo": task.repo, "repo2env.instance_id": task.instance_id,
                   "repo2env.commit": task.base_commit, "repo2env.snapshot": snapshot_sha,
                   "repo2env.env_image": env_tag, "repo2env.env_id": env.id if env else "",
-                  "repo2env.version": __version__}
-        image = self._build(task_dockerfile(env_tag), snapshot_dir, tag, labels, log_path)
+                  "repo2env.version": __version__, "repo2env.recipe": recipe}
+        image = self._build(dockerfile, snapshot_dir, tag, labels, log_path)
         return BuiltImage(tag, image.id, built=True, size_bytes=image.attrs.get("Size", 0))
 
     def _index_args(self) -> dict[str, str]:
@@ -194,9 +202,11 @@ class ImageStore:
         return removed
 
 
-def task_dockerfile(env_tag: str) -> str:
-    """The task layer: the env image plus the snapshot (the build context's ``snapshot/``)."""
-    return f"FROM {env_tag}\nCOPY --chown={AGENT_UID}:{AGENT_UID} snapshot/ /testbed/\nUSER root\nWORKDIR /testbed\n"
+def task_dockerfile(env_tag: str, warmup: str | None = None) -> str:
+    """The task layer: the env image plus the snapshot (the build context's ``snapshot/``), then the
+    ``warmup`` command when there is one (see :func:`warmup_dockerfile_lines`)."""
+    plain = f"FROM {env_tag}\nCOPY --chown={AGENT_UID}:{AGENT_UID} snapshot/ /testbed/\nUSER root\nWORKDIR /testbed\n"
+    return plain + ("\n".join(warmup_dockerfile_lines(warmup)) + "\n" if warmup else "")
 
 
 def layer_dockerfiles(task: Task, access: PackageAccess | None = None) -> dict[str, str]:
@@ -207,7 +217,34 @@ def layer_dockerfiles(task: Task, access: PackageAccess | None = None) -> dict[s
         return {}
     return {"base": base_image_tag(spec.python),
             "env": _env_dockerfile(spec, access or PackageAccess.from_environment()),
-            "task": task_dockerfile(spec.env_image)}
+            "task": task_dockerfile(spec.env_image, spec.warmup)}
+
+
+#: Where a task image lists the files its warm-up wrote (empty: it fetched nothing).
+WARMUP_FETCHED_PATH = "/etc/repo2env/warmup-fetched"
+WARMUP_TIMEOUT_S = 900
+
+
+def warmup_dockerfile_lines(command: str) -> list[str]:
+    """Dockerfile lines that run ``command`` once in /testbed as the agent, with the build's network.
+
+    Whatever it downloads (into the agent's home, /tmp or the work tree) stays in the image, so the
+    network-less sandbox finds it. Its failure does not fail the build (the collection check judges
+    the result); the files it wrote are listed in :data:`WARMUP_FETCHED_PATH`, and the new files in
+    /testbed are added to ``.git/info/exclude`` so that they never show up in the agent's diff.
+    """
+    marker = "/tmp/.repo2env-warmup-start"
+    found = (f"find \"$HOME\" /tmp /testbed -newer {marker} -type f ! -path '*/__pycache__/*' ! -name '*.pyc' "
+             f"! -path '/testbed/.git/*' ! -name '.repo2env-warmup-*' > /tmp/.repo2env-warmup-fetched")
+    return [
+        f"USER {AGENT_UID}",
+        f"RUN touch {marker}; timeout {WARMUP_TIMEOUT_S} sh -c {shlex.quote(command)}; "
+        f"echo \"warm-up exit $?\"; {found}; head -50 /tmp/.repo2env-warmup-fetched; "
+        "mkdir -p .git/info && git ls-files --others --exclude-standard --directory >> .git/info/exclude",
+        "USER root",
+        f"RUN mkdir -p {Path(WARMUP_FETCHED_PATH).parent} && mv /tmp/.repo2env-warmup-fetched {WARMUP_FETCHED_PATH} "
+        f"&& rm -f {marker}",
+    ]
 
 
 def _env_dockerfile(spec: EnvSpec, access: PackageAccess) -> str:

@@ -9,11 +9,15 @@ second being the one batch specs in ``pipelines/*.yaml`` use, so a pipeline file
 
     repos:
       - repo: pallets/click
-        env: {python: "3.9", date_pin: false}
+        env: {python: "3.9", date_pin: false, warmup: true}
+
+Every rung of the install ladder keeps the user's commands as written; the hash of a repository's
+override is recorded in each task it built (:func:`override_hash`), so changing it rebuilds them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import date
 from pathlib import Path
@@ -23,7 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from repo2env.errors import InputError
-from repo2env.runtime.spec import AVAILABLE_PYTHONS, load_yaml_text
+from repo2env.runtime.spec import KNOWN_PYTHONS, load_yaml_text
 
 _REPO_NAME = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
@@ -33,7 +37,8 @@ class EnvOverride(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    python: str | None = Field(None, description="Python X.Y of the base image, one of AVAILABLE_PYTHONS.")
+    python: str | None = Field(None, description="Python X.Y of the base image, one of KNOWN_PYTHONS "
+                                 "(beyond 3.9/3.11/3.13 it needs a pulled python:X.Y-slim).")
     install: list[str] | None = Field(None, description="Replaces the inferred install commands.")
     pre_install: list[str] = Field(default_factory=list, description="Commands run before the install commands.")
     extra_install: list[str] = Field(default_factory=list, description="Commands run after the install commands.")
@@ -41,6 +46,9 @@ class EnvOverride(BaseModel):
     test_cmd: str | None = Field(None, description="Replaces the test command (test ids are appended).")
     date_pin: str | Literal[False] | None = Field(
         None, description="ISO date to resolve dependencies as of, or false for no pin.")
+    warmup: bool | str | None = Field(
+        None, description="Run the test collection (true) or this command once at build time, with network, as "
+                          "the agent, so data the tests download on first use is in the task image.")
 
     @field_validator("python", mode="before")
     @classmethod
@@ -48,9 +56,9 @@ class EnvOverride(BaseModel):
         if value is None:
             return None
         text = str(value) if isinstance(value, int | float) else value
-        if not isinstance(text, str) or text not in AVAILABLE_PYTHONS:
+        if not isinstance(text, str) or text not in KNOWN_PYTHONS:
             hint = ' (write it quoted: python: "3.10" is read as 3.1 otherwise)' if isinstance(value, float) else ""
-            raise ValueError(f"{value!r} is not an available Python; choose one of {', '.join(AVAILABLE_PYTHONS)}{hint}")
+            raise ValueError(f"{value!r} is not an available Python; choose one of {', '.join(KNOWN_PYTHONS)}{hint}")
         return text
 
     @field_validator("date_pin", mode="before")
@@ -67,12 +75,29 @@ class EnvOverride(BaseModel):
         except ValueError:
             raise ValueError(f"expected an ISO date such as 2021-03-01 or false, got {value!r}") from None
 
+    @field_validator("warmup")
+    @classmethod
+    def _warmup_not_blank(cls, value: bool | str | None) -> bool | str | None:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must be true, false or a command")
+        return value
+
     @field_validator("test_cmd")
     @classmethod
     def _command_not_blank(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise ValueError("must not be empty")
         return value
+
+
+def override_hash(override: EnvOverride | None) -> str | None:
+    """A short hash of what an override sets; None without one (or with one that sets nothing).
+
+    Recorded in each built task's ``env_spec``: a task built under another override is rebuilt."""
+    if override is None:
+        return None
+    content = override.model_dump_json(exclude_defaults=True)
+    return None if content == "{}" else hashlib.sha256(content.encode()).hexdigest()[:16]
 
 
 def load_overrides(path: str | Path) -> dict[str, EnvOverride]:

@@ -42,8 +42,15 @@ if TYPE_CHECKING:
 #: Pythons the base images are built for, oldest first (see ``bootstrap.DEBIAN_SUITE_FOR_PYTHON``).
 AVAILABLE_PYTHONS = ("3.9", "3.11", "3.13")
 
-#: The day each available Python had its final x.y.0 release.
-PYTHON_RELEASE_DATES = {"3.9": date(2020, 10, 5), "3.11": date(2022, 10, 24), "3.13": date(2024, 10, 7)}
+#: The day each Python had its final x.y.0 release. Inference may choose any of them for which a
+#: base image exists (``python:X.Y-slim`` pulled by ``runtime bootstrap``), beyond AVAILABLE_PYTHONS.
+PYTHON_RELEASE_DATES = {
+    "3.6": date(2016, 12, 23), "3.7": date(2018, 6, 27), "3.8": date(2019, 10, 14), "3.9": date(2020, 10, 5),
+    "3.10": date(2021, 10, 4), "3.11": date(2022, 10, 24), "3.12": date(2023, 10, 2), "3.13": date(2024, 10, 7),
+    "3.14": date(2025, 10, 7),
+}
+#: Every Python a base image may be made for (pulled; Debian suites ship only AVAILABLE_PYTHONS).
+KNOWN_PYTHONS = tuple(PYTHON_RELEASE_DATES)
 
 #: How long after a commit a new Python still counts as "of its time". Projects start testing on
 #: a Python's release candidates months before its release, but pins and test tooling of a commit
@@ -54,7 +61,12 @@ ADOPTION_GRACE = timedelta(days=183)
 #: outcome; ``-p no:cacheprovider`` keeps pytest from writing ``.pytest_cache`` into the sandbox.
 DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider"
 
-#: The ladder's rung names, in the order :func:`install_ladder` tries them.
+#: The warm-up command of ``warmup: true``: the test collection, which imports every test module
+#: (and runs the fixtures and module-level code that download data on first use).
+WARMUP_COLLECT = "python -m pytest --collect-only -q -p no:cacheprovider"
+
+#: The ladder's rung names, in the order :func:`install_ladder` tries them. ``other-requirements-N``
+#: rungs (another test requirement file instead of the chosen one) may follow ``inferred``.
 LADDER_RUNGS = ("inferred", "fewer-extras", "older-python", "pinned-pytest", "no-date-pin")
 
 
@@ -309,10 +321,12 @@ def _utc_day(moment: datetime) -> date:
     return moment.astimezone(UTC).date() if moment.tzinfo else moment.date()
 
 
-def infer_python(files: RepoFiles, commit_date: datetime) -> tuple[str, str]:
+def infer_python(files: RepoFiles, commit_date: datetime,
+                 available: Sequence[str] = AVAILABLE_PYTHONS) -> tuple[str, str]:
     """Choose the base image's Python for the repository at a commit, with a short reason.
 
-    The result is always one of :data:`AVAILABLE_PYTHONS`. Evidence narrows the choice in turn:
+    The result is always one of ``available`` (the Pythons with a base image; by default
+    :data:`AVAILABLE_PYTHONS`). Evidence narrows the choice in turn:
 
     1. ``requires-python`` (pyproject ``[project]``, Poetry's ``python`` dependency, setup.cfg or
        setup.py ``python_requires``): the Pythons it allows; none allowed -> the nearest ones.
@@ -323,13 +337,23 @@ def infer_python(files: RepoFiles, commit_date: datetime) -> tuple[str, str]:
 
     The newest remaining Python wins. The reason names each source that was found, e.g.
     ``"requires-python >=3.5; tox envlist 3.5-3.8"``, and the commit date when it narrowed the
-    choice.
+    choice; when a Python of :data:`KNOWN_PYTHONS` without a base image would fit better, it says
+    so (``"3.8 fits better: no base image"``).
     """
-    return _infer_python(_read_project(files), commit_date)
+    return _infer_python(_read_project(files), commit_date, available)
 
 
-def _infer_python(project: _Project, commit_date: datetime) -> tuple[str, str]:
-    candidates = [_xy(version) for version in AVAILABLE_PYTHONS]
+def _infer_python(project: _Project, commit_date: datetime,
+                  available: Sequence[str] = AVAILABLE_PYTHONS) -> tuple[str, str]:
+    chosen, reason = _choose_python(project, commit_date, available)
+    ideal, _ = _choose_python(project, commit_date, KNOWN_PYTHONS)
+    if ideal != chosen and ideal not in available:
+        reason += f"; {ideal} fits better: no base image (runtime bootstrap --python {ideal} needs a registry)"
+    return chosen, reason
+
+
+def _choose_python(project: _Project, commit_date: datetime, available: Sequence[str]) -> tuple[str, str]:
+    candidates = sorted(_xy(version) for version in available)
     reasons: list[str] = []
     constraint = _requires_python(project)
     if constraint is not None:
@@ -344,7 +368,8 @@ def _infer_python(project: _Project, commit_date: datetime) -> tuple[str, str]:
         candidates = within or _nearest_to_range(candidates, low, high)
         reasons.extend(f"{source} {_range_text(versions)}" for source, versions in tested_sources.items())
     horizon = _utc_day(commit_date) + ADOPTION_GRACE
-    released = [version for version in candidates if PYTHON_RELEASE_DATES[_text(version)] <= horizon]
+    released = [version for version in candidates
+                if PYTHON_RELEASE_DATES.get(_text(version), date.max) <= horizon]
     chosen = max(released) if released else min(candidates)
     if chosen != max(candidates) or not reasons:
         reasons.append(f"commit date {_utc_day(commit_date).isoformat()}")
@@ -568,9 +593,11 @@ def infer_install(files: RepoFiles) -> list[str]:
       installs or ``--group``);
     - the project in editable mode, with its test extras (``test``/``tests``/``testing``, else
       ``dev``, plus the ``extras`` tox installs) when it has a pyproject.toml, setup.py or setup.cfg;
-    - requirement files: the base ``requirements.txt`` and the test ones (``requirements/test.txt``,
-      ``test-requirements.txt`` ...; dev ones when there is no test one; never docs ones), plus the
-      ones tox's ``deps`` point at with ``-r``;
+    - requirement files: the base ``requirements.txt``, and the test ones the project's own test
+      runner installs (tox's ``deps``, nox test sessions, CI test jobs), else the best-named test
+      one (``requirements/test.txt``, ``test-requirements.txt`` ...; a dev one when there is no
+      test one); never docs, lint, pre-commit, typing or minimum-version ones. The other test
+      files are :func:`install_ladder` rungs, one at a time;
     - PEP 735 dependency groups (test-ish, else dev) with ``--group``;
     - literal test requirements from setup.py/setup.cfg ``tests_require``, tox ``deps``, Poetry,
       PDM and Hatch test dependencies, in one command;
@@ -631,8 +658,31 @@ _REQUIREMENT_FILE = re.compile(r"(?i)^(?:[\w.-]*[-_.])?requirements?(?:[-_.][\w.
 _BASE_REQUIREMENT_STEMS = frozenset({"requirements", "requirement", "base", "main", "common", "core", "install"})
 
 
+# Requirement files for another job than running the tests: their pins often conflict with the
+# project's (a pre-commit hook's, a lint job's, a minimum-versions CI matrix's).
+_OTHER_PURPOSE_WORDS = frozenset({
+    "doc", "docs", "documentation", "sphinx", "lint", "linting", "linters", "style", "precommit", "typing",
+    "mypy", "types", "typecheck", "min", "minimum", "minimal", "mindeps", "oldest", "lowest", "bench",
+    "benchmark", "benchmarks", "release", "publish", "upload",
+})
+#: How many other test requirement files the ladder tries, one at a time, after the chosen one.
+MAX_REQUIREMENT_ALTERNATIVES = 2
+
+
 def _requirement_files(project: _Project) -> list[str]:
-    """Requirement files to install: base ones, then test ones (else dev ones), then tox's ``-r``."""
+    """Requirement files to install: see :func:`_requirement_choice`."""
+    base, chosen, _ = _requirement_choice(project)
+    return list(dict.fromkeys(base + chosen))
+
+
+def _requirement_choice(project: _Project) -> tuple[list[str], list[str], list[str]]:
+    """(base files, chosen test files, other test files to try one at a time instead of those).
+
+    Installed: the base requirement files, then the ones the project's own test runner installs
+    (tox's ``deps``, nox test sessions, CI test jobs); when no runner names one, the best-named
+    test file (``requirements/tests.txt`` before ``requirements/tests-extra.txt``), else dev file.
+    Files for other purposes (docs, lint, pre-commit, typing, minimum versions) are never chosen.
+    """
     base, test, dev = [], [], []
     for path in project.listing:
         directory, _, name = path.rpartition("/")
@@ -641,7 +691,8 @@ def _requirement_files(project: _Project) -> list[str]:
             continue
         stem = name.lower().removesuffix(".txt")
         words = set(re.split(r"[-_.]", stem))
-        if words & {"doc", "docs", "documentation", "sphinx"} or any(re.fullmatch(r"py2\d*", w) for w in words):
+        if (words & _OTHER_PURPOSE_WORDS or {"pre", "commit"} <= words
+                or any(re.fullmatch(r"py2\d*", w) for w in words)):
             continue
         if words & set(_TEST_NAMES):
             test.append(path)
@@ -649,8 +700,57 @@ def _requirement_files(project: _Project) -> list[str]:
             dev.append(path)
         elif stem in _BASE_REQUIREMENT_STEMS and (directory == "" or "requirements.txt" not in project.listing):
             base.append(path)
-    chosen = base + (test or dev)
-    return list(dict.fromkeys(chosen + _tox_requirement_files(project)))
+    candidates = sorted(test or dev, key=_requirement_file_rank)
+    runner = [path for path in _runner_requirement_files(project) if path not in base]
+    chosen = runner or candidates[:1]
+    alternatives = [path for path in candidates if path not in chosen][:MAX_REQUIREMENT_ALTERNATIVES]
+    return base, chosen, alternatives
+
+
+def _requirement_file_rank(path: str) -> tuple[int, int, str]:
+    """Fewer words besides test/requirements first (``tests.txt`` before ``tests-extra.txt``), then
+    shallower, then by name."""
+    words = set(re.split(r"[-_.]", path.rpartition("/")[2].lower().removesuffix(".txt")))
+    other = words - set(_TEST_NAMES) - set(_DEV_NAMES) - {"requirements", "requirement", "reqs", "req"}
+    return len(other), path.count("/"), path
+
+
+def _runner_requirement_files(project: _Project) -> list[str]:
+    """Requirement files the project's test runner installs: tox, nox test sessions, CI test jobs."""
+    found = _tox_requirement_files(project) + _nox_requirement_files(project) + _ci_requirement_files(project)
+    return [path for path in dict.fromkeys(found) if path in project.listing]
+
+
+_R_OPTION = re.compile(r"""(?:^|\s|["'])(?:-r|--requirement)(?:\s*|=|["']\s*,\s*["'])([\w./{}-]+\.(?:txt|in))""")
+
+
+def _nox_requirement_files(project: _Project) -> list[str]:
+    text = project.files.read("noxfile.py") or ""
+    found: list[str] = []
+    # Each session is a function; only test sessions count (not lint, docs, build ...).
+    for name, body in re.findall(r"^def\s+(\w+)\s*\([^)]*\)[^:]*:\n((?:[ \t]+.*\n|\n)*)", text, flags=re.MULTILINE):
+        if "test" in name.lower() or "pytest" in body:
+            found.extend(path.removeprefix("./") for path in _R_OPTION.findall(body))
+    return found
+
+
+def _ci_requirement_files(project: _Project) -> list[str]:
+    found: list[str] = []
+    for path in project.listing:
+        if not (path.startswith(".github/workflows/") and path.endswith((".yml", ".yaml"))):
+            continue
+        workflow = _load_yaml_quietly(project.files.read(path))
+        jobs = workflow.get("jobs") if isinstance(workflow, dict) else None
+        if not isinstance(jobs, dict):
+            continue
+        for job_name, job in jobs.items():
+            if not isinstance(job, dict) or not isinstance(job.get("steps"), list):
+                continue
+            runs = "\n".join(str(step.get("run", "")) for step in job["steps"] if isinstance(step, dict))
+            label = f"{job_name} {job.get('name', '')}".lower()
+            if "test" in label or "pytest" in runs:
+                found.extend(path.removeprefix("./") for path in _R_OPTION.findall(runs))
+    return found
 
 
 def _tox_deps(project: _Project) -> list[str]:
@@ -894,9 +994,14 @@ _C_BUILD_REQUIRES = ("cython", "pybind11", "scikit-build", "scikit-build-core", 
 _RUST_BUILD_REQUIRES = ("setuptools-rust", "maturin")
 
 
+#: What building a C extension needs on the base images: a compiler, and the headers of the
+#: Debian Python the bootstrapped images run (``Python.h``; pulled python images have their own).
+COMPILER_PACKAGES = ("build-essential", "python3-dev")
+
+
 def infer_system_packages(files: RepoFiles) -> list[str]:
-    """Debian packages the env layer needs to build the project itself: a compiler for C/C++/Cython
-    extensions (``build-essential``), plus ``cargo`` for Rust ones. Dependencies come as wheels."""
+    """Debian packages the env layer needs to build the project itself: :data:`COMPILER_PACKAGES`
+    for C/C++/Cython extensions, plus ``cargo`` for Rust ones. Dependencies come as wheels."""
     return _infer_system_packages(_read_project(files))
 
 
@@ -914,7 +1019,7 @@ def _infer_system_packages(project: _Project) -> list[str]:
         or "cythonize" in project.setup_py
         or any(path.endswith(".pyx") for path in project.listing)
     )
-    return (["build-essential"] if compiled else []) + (["cargo"] if rust else [])
+    return (list(COMPILER_PACKAGES) if compiled else []) + (["cargo"] if rust else [])
 
 
 # --------------------------------------------------------------------------------------------
@@ -942,14 +1047,34 @@ _UV_SAME_FLAGS = frozenset({
 _VALUE_FLAGS = frozenset({
     "-e", "--editable", "-r", "--requirement", "-c", "--constraint", "--group", "-i", "--index-url",
     "--extra-index-url", "-f", "--find-links", "--no-binary", "--only-binary", "--prefix", "--target",
-    "--upgrade-package", "--exclude-newer", "--python", "--prerelease",
+    "--upgrade-package", "--exclude-newer", "--exclude-newer-package", "--python", "--prerelease",
 })
 _UV_RENAMED = {"--pre": ("--prerelease", "allow"), "--no-cache-dir": ("--no-cache",)}
 _UV_DROPPED = frozenset({"--disable-pip-version-check", "--no-warn-script-location", "--no-input"})
 _PIP_PREFIXES = (("python", "-m", "pip", "install"), ("python3", "-m", "pip", "install"),
                  ("pip", "install"), ("pip3", "install"))
-_UV_PREFIX = ("uv", "pip", "install", "--python", "python")
+# --compile-bytecode: pip writes .pyc files at install, uv does not unless asked. Without them the
+# agent (who cannot write to site-packages) compiles each dependency at every import, and a suite
+# with `filterwarnings = error` fails on a dependency's invalid escape sequence warning.
+_UV_PREFIX = ("uv", "pip", "install", "--python", "python", "--compile-bytecode")
 UV_BOOTSTRAP = f"{PIP_INSTALL} uv"
+
+#: Build back-ends (and what they need to build) that an editable install may take newer than the
+#: date pin. ``uv --exclude-newer`` limits the isolated build environment too, and before setuptools
+#: 64 (August 2022) there is no ``build_editable`` hook (PEP 660): a date-pinned ``-e .`` of an older
+#: setuptools project fails. Build tools do not run in the test process, so letting them reach
+#: :data:`BUILD_BACKEND_FLOOR` keeps the project's runtime dependencies at the commit's date.
+BUILD_BACKENDS = ("setuptools", "wheel", "setuptools-scm", "flit-core", "poetry-core", "tomli")
+
+#: The upload date build back-ends may reach in an editable install with an older date pin: after
+#: setuptools 64 (PEP 660), flit_core 3.4 and poetry-core 1.1 added editable builds, and before the
+#: 2025 setuptools releases that reject long-deprecated ``setup.cfg`` spellings.
+BUILD_BACKEND_FLOOR = "2023-01-01"
+
+#: The upload date setuptools may reach in any date-pinned install: a dependency's sdist without a
+#: ``[build-system]`` builds with ``setuptools>=40.8.0`` (pip's and uv's default), which a pin before
+#: February 2019 excludes; newer setuptools would break sdists of that time (``use_2to3``).
+DEFAULT_BUILD_FLOOR = "2019-03-01"
 
 
 def _pip_install_args(command: str) -> list[str] | None:
@@ -1026,13 +1151,19 @@ def pinned_install(commands: list[str], date_pin: str) -> list[str]:
 
     The result starts with ``python -m pip install uv``; each ``python -m pip install ARGS`` (also
     ``pip install``, ``python3 -m pip install``) becomes ``uv pip install --python python
-    --exclude-newer <date_pin>T00:00:00Z ARGS`` with ``-e``, ``-r``, extras and ``--group`` as they
-    were (uv takes them alike; ``--pre`` becomes ``--prerelease allow``). Left unchanged:
+    --compile-bytecode --exclude-newer <date_pin>T00:00:00Z ARGS`` with ``-e``, ``-r``, extras and
+    ``--group`` as they were (uv takes them alike; ``--pre`` becomes ``--prerelease allow``; uv,
+    unlike pip, writes bytecode only when asked). Left unchanged:
 
     - commands that are not a plain pip install (shell pipelines, apt-get ...);
     - installs of pip or uv themselves (tooling, not the project's dependencies);
     - installs with an option uv lacks (``--user``, ``--install-option`` ...): they stay on pip,
       unpinned, since pip's ``--uploaded-prior-to`` needs a pip (26+) old base images lack.
+
+    An editable install with a pin before :data:`BUILD_BACKEND_FLOOR` also gets
+    ``--exclude-newer-package NAME=<floor>`` for each of :data:`BUILD_BACKENDS`, so that the build
+    back-end can do editable installs (PEP 660) while the project's dependencies stay pinned; any
+    other install with a pin before :data:`DEFAULT_BUILD_FLOOR` lets setuptools reach that day.
 
     A command whose requirements are all exact ``==`` pins gets no ``--exclude-newer``: its
     versions are chosen already, and their dependencies may need releases newer than the pin
@@ -1052,6 +1183,11 @@ def pinned_install(commands: list[str], date_pin: str) -> list[str]:
             rewritten.append(command)
             continue
         exclude = [] if _only_exact_pins(options, targets) else [("--exclude-newer", f"{day}T00:00:00Z")]
+        if exclude and day < BUILD_BACKEND_FLOOR and any(flag in ("-e", "--editable") for flag, _ in options):
+            exclude.extend(("--exclude-newer-package", f"{name}={BUILD_BACKEND_FLOOR}T00:00:00Z")
+                           for name in BUILD_BACKENDS)
+        elif exclude and day < DEFAULT_BUILD_FLOOR:
+            exclude.append(("--exclude-newer-package", f"setuptools={DEFAULT_BUILD_FLOOR}T00:00:00Z"))
         rewritten.append(shlex.join([*_UV_PREFIX, *_join_args([*exclude, *translated], targets)]))
     return list(dict.fromkeys(rewritten))
 
@@ -1087,7 +1223,7 @@ def _unpinned(commands: list[str]) -> list[str]:
         options, targets = _split_args(tokens[len(_UV_PREFIX):])
         pip_options: list[tuple[str, str | None]] = []
         for flag, value in options:
-            if flag == "--exclude-newer":
+            if flag in ("--exclude-newer", "--exclude-newer-package"):
                 continue
             if flag == "--prerelease" and value == "allow":
                 pip_options.append(("--pre", None))
@@ -1103,22 +1239,27 @@ def _unpinned(commands: list[str]) -> list[str]:
 # The spec, and its fallbacks
 
 
-def infer_env_spec(files: RepoFiles, commit_date: datetime, override: EnvOverride | None = None) -> EnvSpec:
+def infer_env_spec(files: RepoFiles, commit_date: datetime, override: EnvOverride | None = None,
+                   available: Sequence[str] = AVAILABLE_PYTHONS) -> EnvSpec:
     """Everything needed to build and test the repository at a commit; ``override`` applied last.
 
     ``install`` holds the commands the env layer runs, already rewritten by :func:`pinned_install`
     when there is a date pin (by default :func:`date_pin` of the commit date). An override may set
     ``python``, replace ``install``, add ``pre_install``/``extra_install`` commands around it (they
-    are pinned too), add ``system_packages``, set ``test_cmd``, and set or disable (``False``) the
-    date pin. ``rung`` is left unset; :func:`install_ladder` names the rungs.
+    are pinned too), add ``system_packages``, set ``test_cmd``, set or disable (``False``) the
+    date pin, and ask for a ``warmup`` (``True``: :data:`WARMUP_COLLECT`, or a command). ``rung`` is
+    left unset; :func:`install_ladder` names the rungs.
     """
     project = _read_project(files)
-    python, reason = _infer_python(project, commit_date)
+    python, reason = _infer_python(project, commit_date, available)
     system_packages = _infer_system_packages(project)
     install = _infer_install(project)
     test_cmd = _infer_test_cmd(project)
     pin: str | None = date_pin(commit_date)
+    warmup: str | None = None
     if override is not None:
+        if override.warmup:
+            warmup = WARMUP_COLLECT if override.warmup is True else override.warmup
         if override.python is not None:
             python, reason = override.python, "override"
         if override.install is not None:
@@ -1138,6 +1279,7 @@ def infer_env_spec(files: RepoFiles, commit_date: datetime, override: EnvOverrid
         install=pinned_install(install, pin) if pin else install,
         test_cmd=test_cmd,
         date_pin=pin,
+        warmup=warmup,
     )
 
 
@@ -1161,15 +1303,18 @@ def pytest_for(date_pin: str, python: str, requirement: str = "pytest") -> Pytes
 
 
 def install_ladder(
-    spec: EnvSpec, files: RepoFiles, override: EnvOverride | None = None
+    spec: EnvSpec, files: RepoFiles, override: EnvOverride | None = None,
+    available: Sequence[str] = AVAILABLE_PYTHONS,
 ) -> list[tuple[str, EnvSpec]]:
     """The specs to try, in order, when installing or collecting tests fails: (rung name, spec).
 
     - ``inferred``: ``spec`` itself;
+    - ``other-requirements-1``, ``-2``: another test requirement file instead of the chosen one
+      (see :func:`infer_install`), one at a time;
     - ``fewer-extras``: only the editable project (no extras), pytest and its plugins, and any
       command that is not a pip install (a broken extra or requirement file is the likeliest
       failure); the base requirements.txt stays when the project is not installable;
-    - ``older-python``: ``spec`` on the next older available Python the project's
+    - ``older-python``: ``spec`` on the next older ``available`` Python the project's
       ``requires-python`` allows (old pins often lack wheels or break on a new Python);
     - ``pinned-pytest``: the previous rung (``older-python`` if there was one, else ``spec``)
       with pytest pinned by :func:`pytest_for` (a requirement file may pin a pytest that does not
@@ -1179,34 +1324,47 @@ def install_ladder(
 
     A rung is left out when it would equal an earlier one or cannot apply (no older Python, no
     date pin), and when ``override`` fixed what it changes (its ``python``, ``install`` or
-    ``date_pin``). Each spec's ``rung`` is its name.
+    ``date_pin``). ``override`` must be the one ``spec`` was inferred with: every rung keeps the
+    user's own commands exactly as written (unpinned in ``no-date-pin``, in their place), and
+    ``pinned-pytest`` is left out when they install pytest themselves and otherwise pins it before
+    their ``extra_install`` commands. Each spec's ``rung`` is its name.
     """
     project = _read_project(files)
     rungs: list[tuple[str, EnvSpec]] = [("inferred", spec.model_copy(update={"rung": "inferred"}))]
-    logical = _unpinned(spec.install)
+    own = _own_commands(override)
+    logical = _logical_install(spec.install, own, spec.date_pin)
 
     def repinned(commands: list[str], pin: str | None) -> list[str]:
         return pinned_install(commands, pin) if pin else commands
 
     if override is None or override.install is None:
-        own = [] if override is None else [*override.pre_install, *override.extra_install]
+        _, chosen, alternatives = _requirement_choice(project)
+        for number, alternative in enumerate(alternatives, start=1):
+            swapped = _swap_requirement_files(logical, chosen, alternative)
+            if swapped != logical:
+                rungs.append((f"other-requirements-{number}",
+                              spec.model_copy(update={"install": repinned(swapped, spec.date_pin)})))
         fewer = _fewer_extras(logical, keep={_canonical(command) for command in own})
         rungs.append(("fewer-extras", spec.model_copy(update={"install": repinned(fewer, spec.date_pin)})))
-    base = spec
-    older = _older_python(spec.python, project)
+    base, base_logical = spec, logical
+    older = _older_python(spec.python, project, available)
     if older is not None and (override is None or override.python is None):
         base = spec.model_copy(update={"python": older, "python_reason": f"older than {spec.python}"})
         rungs.append(("older-python", base))
     if spec.date_pin:
         pytest_requirement = _pytest_requirement(logical)
         release = pytest_for(spec.date_pin, base.python, pytest_requirement)
-        if release is not None:
-            pinned_logical = [*logical, shlex.join(["python", "-m", "pip", "install", f"pytest=={release.version}"])]
-            base = base.model_copy(update={"install": repinned(pinned_logical, spec.date_pin)})
+        # A pytest the user's own commands install is theirs to choose.
+        if release is not None and not _installs_pytest(own):
+            pin_command = shlex.join(["python", "-m", "pip", "install", f"pytest=={release.version}"])
+            # Before the override's extra commands, so that what they install has the last word.
+            extra = {_canonical(command) for command in override.extra_install} if override else set()
+            at = next((i for i, command in enumerate(logical) if _canonical(command) in extra), len(logical))
+            base_logical = [*logical[:at], pin_command, *logical[at:]]
+            base = base.model_copy(update={"install": repinned(base_logical, spec.date_pin)})
             rungs.append(("pinned-pytest", base))
         if override is None or override.date_pin is None:
-            unpinned = _unpinned(base.install)
-            rungs.append(("no-date-pin", base.model_copy(update={"install": unpinned, "date_pin": None})))
+            rungs.append(("no-date-pin", base.model_copy(update={"install": base_logical, "date_pin": None})))
     distinct: list[tuple[str, EnvSpec]] = []
     for name, candidate in rungs:
         named = candidate.model_copy(update={"rung": name})
@@ -1215,13 +1373,63 @@ def install_ladder(
     return distinct
 
 
+def _own_commands(override: EnvOverride | None) -> list[str]:
+    """The install commands the user wrote in ``override``, in the order the spec runs them."""
+    if override is None:
+        return []
+    return [*override.pre_install, *(override.install or []), *override.extra_install]
+
+
+def _logical_install(install: list[str], own: list[str], pin: str | None) -> list[str]:
+    """``install`` without its date pin: the user's own commands exactly as written, the inferred
+    ones as :func:`_unpinned` spells them."""
+    written = {pinned_install([command], pin)[-1]: command for command in own} if pin else {}
+    logical: list[str] = []
+    for command in install:
+        if command in written:
+            logical.append(written[command])
+        elif command != UV_BOOTSTRAP or UV_BOOTSTRAP in own:
+            logical.extend(_unpinned([command]))
+    return logical
+
+
+def _installs_pytest(commands: list[str]) -> bool:
+    for command in commands:
+        args = _pip_install_args(command)
+        # By name, or a local wheel or sdist of it (``./vendor/pytest-7.0.0-py3-none-any.whl``).
+        if args is not None and any(_requirement_name(target) == "pytest"
+                                    or re.match(r"pytest-\d", target.rpartition("/")[2])
+                                    for target in _split_args(args)[1]):
+            return True
+    return False
+
+
+def _swap_requirement_files(commands: list[str], replaced: list[str], alternative: str) -> list[str]:
+    """``commands`` with the installs of the ``replaced`` requirement files turned into one
+    install of ``alternative`` (where the first of them was)."""
+    swapped: list[str] = []
+    inserted = False
+    for command in commands:
+        args = _pip_install_args(command)
+        files = [value for flag, value in _split_args(args)[0] if flag in ("-r", "--requirement")] if args else []
+        if files and all(path in replaced for path in files):
+            if not inserted:
+                swapped.append(shlex.join(["python", "-m", "pip", "install", "-r", alternative]))
+                inserted = True
+            continue
+        swapped.append(command)
+    if not inserted:
+        return commands
+    return swapped
+
+
 def _build_inputs(spec: EnvSpec) -> dict[str, Any]:
     return spec.model_dump(include={"python", "system_packages", "install", "test_cmd", "date_pin"})
 
 
-def _older_python(python: str, project: _Project) -> str | None:
+def _older_python(python: str, project: _Project, available: Sequence[str]) -> str | None:
     constraint = _requires_python(project)
-    older = [version for version in AVAILABLE_PYTHONS if _xy(version) < _xy(python)]
+    older = sorted((version for version in available if _xy(version) < _xy(python)), key=_xy)
     for version in reversed(older):
         if constraint is None or _allows(constraint, _xy(version)):
             return version
@@ -1277,3 +1485,90 @@ def _fewer_extras(commands: list[str], keep: set[str]) -> list[str]:
                 "requirements.txt"]:
             kept.append(command)
     return list(dict.fromkeys(kept))
+
+
+# --------------------------------------------------------------------------------------------
+# Why an install failed
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FAILED_BUILD = re.compile(r"Failed to (?:download and )?build `([A-Za-z0-9_.-]+)==([^`\s]+)`")
+_PROJECT_BUILD = re.compile(r"Failed to (?:download and )?build `(?:([A-Za-z0-9_.-]+) @ )?file://")
+_NO_COMPILER = re.compile(r"(?:command|execute) '?[\w./-]*(?:gcc|cc|g\+\+|c\+\+|clang)'? failed|Python\.h: No such file|"
+                          r"No such file or directory: '[\w./-]*gcc'|gcc: not found|"
+                          r"unable to execute '[\w./-]*gcc'|could not find a C compiler", re.IGNORECASE)
+_NO_RUST = re.compile(r"can't find Rust compiler|cargo: not found|rustc: not found", re.IGNORECASE)
+#: What :func:`install_failure_reason` says when a source build lacked a compiler.
+MISSING_COMPILER = "no C/Rust compiler in the image"
+# Headers old sdists compile against -> the Debian package that has them.
+_HEADER_PACKAGES = {
+    "Python.h": "python3-dev", "ffi.h": "libffi-dev", "openssl/": "libssl-dev", "libxml/": "libxml2-dev",
+    "libxslt/": "libxslt1-dev", "zlib.h": "zlib1g-dev", "jpeglib.h": "libjpeg-dev", "yaml.h": "libyaml-dev",
+    "sqlite3.h": "libsqlite3-dev", "bzlib.h": "libbz2-dev", "lzma.h": "liblzma-dev", "pg_config": "libpq-dev",
+    "libpq-fe.h": "libpq-dev", "mysql_config": "default-libmysqlclient-dev", "krb5": "libkrb5-dev",
+}
+_MISSING_HEADER = re.compile(r"fatal error: ([\w./+-]+): No such file or directory|"
+                             r"(pg_config|mysql_config) executable not found|(\w+_config): not found")
+
+
+def build_packages_needed(log: str) -> list[str]:
+    """The Debian packages a failed source build in ``log`` asks for: a compiler (with Python's
+    headers) when there was none, and the package of each missing header that
+    :data:`_HEADER_PACKAGES` knows. Empty when the log shows neither."""
+    text = _ANSI.sub("", log.replace("\x1b[0m\n", ""))
+    needed = list(COMPILER_PACKAGES) if _NO_COMPILER.search(text) else []
+    if _NO_RUST.search(text):
+        needed.append("cargo")
+    for match in _MISSING_HEADER.finditer(text):
+        missing = next(group for group in match.groups() if group)
+        needed.extend(package for header, package in _HEADER_PACKAGES.items()
+                      if missing == header or missing.startswith(header))
+    return list(dict.fromkeys(needed))
+_NEEDS_PYTHON = re.compile(r"Python\s*(>=?|~=|==|<=?)\s*(3\.\d+)")
+
+
+def install_failure_reason(log: str, python: str, pin: str | None) -> str | None:
+    """A one-line reason for a failed env install, read from uv's error in the build ``log``; None
+    when the log shows no uv error this recognises.
+
+    Says when a date-pinned dependency has no wheel for ``python`` (uv then builds it from source,
+    and that fails: often for want of a compiler), when the resolver finds no release before the
+    date pin, or when the releases of the day need another Python.
+    """
+    # Docker wraps each chunk of a build's stderr in colour codes, and the log puts a line break
+    # after each chunk: dropping both gives back uv's own lines.
+    text = _ANSI.sub("", log.replace("\x1b[0m\n", ""))
+    as_of = f" as of {pin}" if pin else ""
+    packages = build_packages_needed(log)
+    if _NO_COMPILER.search(text) or _NO_RUST.search(text):
+        compiler = f" ({MISSING_COMPILER}: add {', '.join(packages)} to system_packages)"
+    elif packages:
+        compiler = f" (missing headers: add {', '.join(packages)} to system_packages)"
+    else:
+        compiler = ""
+    if match := _FAILED_BUILD.search(text):
+        name, version = match.groups()
+        return (f"{name} {version}{as_of} has no wheel for Python {python}, and building it from source "
+                f"failed{compiler}")
+    if match := _PROJECT_BUILD.search(text):
+        cause = _first_cause(text, match.end())
+        name = f" {match.group(1)}" if match.group(1) else ""
+        return f"building the project{name} failed{compiler}{': ' + cause if cause else ''}"
+    if "No solution found when resolving" in text:
+        cause = _first_cause(text, text.index("No solution found when resolving"))
+        filtered = re.search(r"`([A-Za-z0-9_.-]+)` was filtered by `exclude-newer`", text)
+        if filtered:
+            return f"{filtered.group(1)} has no release{as_of} that fits: {cause}"
+        needs = _NEEDS_PYTHON.search(cause or "")
+        if needs and "Python" in (cause or ""):
+            return f"dependencies{as_of} do not support Python {python}: {cause}"
+        return f"no dependency versions{as_of} fit together: {cause}"
+    return None
+
+
+def _first_cause(text: str, start: int) -> str:
+    """The last ``cause:`` line of uv's error after ``start`` (the innermost), shortened."""
+    causes = re.findall(r"^\s*cause: (.+)$", text[start:start + 20_000], flags=re.MULTILINE)
+    cause = causes[-1] if causes else ""
+    cause = re.sub(r",? we can conclude that .*$", "", cause).removeprefix("Because ")
+    return cause.strip()[:240]
