@@ -23,7 +23,7 @@ stdout = Console(soft_wrap=True)
 class _Group(click.Group):
     """Lists commands in the pipeline's order, then in the order they were added."""
 
-    order = ("mine", "build", "run", "grade", "validate", "publish", "pull", "import", "export", "pipeline", "demo", "doctor",
+    order = ("mine", "build", "run", "grade", "validate", "publish", "pull", "import", "export", "serve", "pipeline", "demo", "doctor",
              "runtime", "images")
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -608,6 +608,49 @@ def export_swebench_command(from_dirs: tuple[Path, ...], out_path: Path, lists: 
 
     count = export_swebench(_tasks_dirs(from_dirs), out_path, json_lists=not lists, accepted_only=not include_rejected)
     console.print(f"{count} SWE-bench instances -> {out_path}", highlight=False)
+
+
+@export_group.command("openenv")
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--dataset", "dataset_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A folder 'repo2env publish --to DIR' wrote; it is copied into the package.")
+@click.option("--name", default="repo2env", show_default=True, help="The environment's name in openenv.yaml.")
+@click.option("--wheel", "wheels", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A wheel the image installs from (e.g. repo2env's own, when the index has no repo2env); repeatable.")
+@click.option("--overwrite", is_flag=True, help="Replace an OUT_DIR that already has content.")
+def export_openenv_command(out_dir: Path, dataset_dir: Path, name: str, wheels: tuple[Path, ...], overwrite: bool) -> None:
+    """Write a deployable OpenEnv package to OUT_DIR: openenv.yaml, server/app.py, a Dockerfile that
+    installs repo2env[openenv] and serves the dataset, and a README (the server needs a Docker engine)."""
+    from repo2env.publish.openenv import export_openenv
+
+    written = export_openenv(dataset_dir, out_dir, name=name, wheels=wheels, overwrite=overwrite)
+    console.print(f"OpenEnv package ({written.tasks} tasks) -> {written.root}; "
+                  f"build it with: docker build -t {name} {written.root}", highlight=False)
+
+
+@cli.command()
+@click.option("--dataset", "dataset_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A folder 'repo2env publish --to DIR' wrote.")
+@click.option("--split", help="Serve only this split [default: every split].")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--max-sessions", default=8, show_default=True, type=click.IntRange(1),
+              help="Concurrent WebSocket sessions (one sandbox each).")
+def serve(dataset_dir: Path, split: str | None, host: str, port: int, max_sessions: int) -> None:
+    """Serve a published dataset's environments over OpenEnv's protocol (HTTP /reset /step /state
+    /health /schema, WebSocket /ws). Needs the 'openenv' extra and the tasks' images on this engine.
+
+    \b
+    reset:  {"task_id": ID} (or a seed, or nothing: the next task in turn)
+    step:   {"tool": "bash", "arguments": {"command": "ls"}}, ... then {"tool": "submit"} -> reward, done
+    """
+    from repo2env.envs.catalog import TaskCatalog
+    from repo2env.envs.openenv_server import serve as serve_openenv
+
+    catalog = TaskCatalog.from_published(dataset_dir, split=split)
+    console.print(f"serving {len(catalog)} tasks over OpenEnv on http://{host}:{port} (WebSocket /ws); "
+                  "Ctrl-C stops and removes every sandbox", highlight=False)
+    serve_openenv(catalog, host=host, port=port, max_sessions=max_sessions)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
