@@ -159,8 +159,28 @@ class RepoEnvClient(EnvClient[RepoAction, RepoObservation, RepoState]):
 
 def create_openenv_app(catalog: TaskCatalog, *, config: RepoEnvConfig | None = None, max_sessions: int = 8):
     """The FastAPI app serving ``catalog`` over OpenEnv's HTTP and WebSocket protocol."""
-    return create_app(partial(RepoOpenEnv, catalog=catalog, config=config), RepoAction, RepoObservation,
-                      env_name="repo2env", max_concurrent_envs=max_sessions)
+    app = create_app(partial(RepoOpenEnv, catalog=catalog, config=config), RepoAction, RepoObservation,
+                     env_name="repo2env", max_concurrent_envs=max_sessions)
+    app.add_middleware(_QuietWebSocketClose)
+    return app
+
+
+class _QuietWebSocketClose:
+    """openenv-core 0.3's /ws handler closes the socket again after the client closed it (its session
+    already torn down); Starlette then raises WebSocketDisconnect, which uvicorn would log as an
+    application error on every normal disconnect. That one exception, on a WebSocket, is not an error."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        from starlette.websockets import WebSocketDisconnect
+
+        try:
+            await self.app(scope, receive, send)
+        except WebSocketDisconnect:
+            if scope["type"] != "websocket":
+                raise
 
 
 def serve(catalog: TaskCatalog, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = 8,
