@@ -3,8 +3,9 @@
 Targets (issue: feeding GRPO): with the warm pool, reset p50 within 1.5x the engine's exec floor (a
 reset should cost one command, not a container start); tool-call p50 <= 10 ms.
 
-Per N in (1, 2, 4, 8): N threads, each owning one RepoEnv, run episodes on the demo's tasks (reset,
-three tool calls, the gold patch applied, get_reward) for a fixed number of episodes; printed: reset
+Per N in (1, 2, 4, 8): N threads, each owning one RepoEnv, run a group of episodes on one demo task
+each (as GRPO's num_generations rollouts of one prompt do: reset, three tool calls, the gold patch
+applied, get_reward); printed: reset
 latency p50/p95, tool-call latency p50, grading latency p50, completed episodes per minute. The
 engine's floors (container create+start, ``docker exec true``) are measured in the same run.
 """
@@ -49,14 +50,14 @@ def engine_floors(runtime: DockerRuntime, image: str) -> tuple[float, float]:
 
 
 def run(n: int, tasks, logs: Path) -> dict[str, float]:
-    config = RepoEnvConfig(logs_dir=logs, warm_sandboxes=max(1, n // 2))
+    config = RepoEnvConfig(logs_dir=logs, warm_sandboxes=n)
     resets, tools, grades, done = [], [], [], []
     lock = threading.Lock()
 
     def worker(index: int) -> None:
         env = RepoEnv(config)
-        for episode in range(EPISODES_PER_ENV):
-            task = tasks[(index + episode) % len(tasks)]
+        for _ in range(EPISODES_PER_ENV):
+            task = tasks[index % len(tasks)]
             began = time.perf_counter()
             env.reset(**task.model_dump())
             reset_s = time.perf_counter() - began

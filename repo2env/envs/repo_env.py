@@ -231,7 +231,7 @@ class RepoEnv:
     def _close(self) -> None:
         sandbox, self._sandbox, self._tools = self._sandbox, None, None
         if sandbox is not None:
-            sandbox.close()
+            sandbox.close(wait=False)  # removed in the background; interpreter exit waits for it
 
     def __del__(self) -> None:
         try:
