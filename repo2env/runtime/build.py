@@ -97,21 +97,23 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOp
                           collect_check=options.collect_check)
         return task, spec, False
 
-    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        futures = [pool.submit(one, task) for task in selected]
-        try:
-            for future in as_completed(futures):
-                task, spec, reused = future.result()
-                by_id[task.instance_id] = task.model_copy(update={"env_spec": spec})
-                _tally(summary, task, spec, reused)
-                # Written after every task: an interrupted build keeps what it finished.
-                write_jsonl(tasks_path, by_id.values())
-                if progress:
-                    progress(task, spec)
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+    pool = ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="repo2env-build")
+    futures = [pool.submit(one, task) for task in selected]
+    try:
+        for future in as_completed(futures):
+            task, spec, reused = future.result()
+            by_id[task.instance_id] = task.model_copy(update={"env_spec": spec})
+            _tally(summary, task, spec, reused)
+            # Written after every task (atomically): an interrupted build keeps what it finished.
+            write_jsonl(tasks_path, by_id.values())
+            if progress:
+                progress(task, spec)
+    except BaseException:
+        # Interrupted (a signal) or broken: queued tasks never start, and nothing waits here for
+        # the running ones (the caller stops their containers: docker_backend.stop_all_sandboxes).
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return summary
 
 
