@@ -141,3 +141,107 @@ def test_a_bracket_in_the_file_path_matches_old_and_new_pytest():
 def test_selection_keeps_ids_pytest_before_7_can_select_and_widens_the_others():
     ids = ["t.py::f[a::b]", "t.py::f[c::d]", "t.py::f[plain]", "t.py::T::g[x::y]", "t.py::h"]
     assert selection_args(ids) == ["t.py::f", "t.py::f[plain]", "t.py::T::g", "t.py::h"]
+
+
+# --- in a container: derivation and grading on an old pytest -----------------------------------
+
+ODD_TESTS = '''
+import pytest
+
+from oddlib import shout
+
+SHAPES = ["a::b", "x/y.z", "a.b::C.d", "with space", "ünï", "[inner]", "a]b", "a[b"]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_shout(shape):
+    assert shout(shape) == shape.upper()
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_untouched(shape):
+    assert shape
+
+
+@pytest.mark.parametrize("n", [1], ids=["long " + "z" * 300 + " :: id"])
+def test_long(n):
+    assert shout("a") == "A"
+
+
+class TestOuter:
+    class TestInner:
+        @pytest.mark.parametrize("v", ["p::q"])
+        def test_nested(self, v):
+            assert shout(v) == "P::Q"
+'''
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "GIT_AUTHOR_DATE": "2021-05-03T10:00:00Z", "GIT_COMMITTER_DATE": "2021-05-03T10:00:00Z", "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
+
+
+def _commit(repo: Path, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text, encoding="utf-8")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "change")
+    return _git(repo, "rev-parse", "HEAD").strip()
+
+
+@pytest.mark.docker
+def test_odd_ids_survive_derivation_and_grading_on_pytest_6(docker_client, tmp_path):
+    """On pytest 6 (which splits command-line ids on every '::') every odd id lands in FAIL_TO_PASS
+    or PASS_TO_PASS, the gold patch scores 1, the empty patch 0. The tests import the package from
+    the working directory, so installing pytest is all the environment needs."""
+    from repo2env.jsonl import read_tasks, write_jsonl
+    from repo2env.models import Task
+    from repo2env.runtime.build import BuildOptions, build_tasks_dir
+    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.overrides import EnvOverride
+    from repo2env.validate.derive import derive_tests
+    from repo2env.verify.grader import Grader
+
+    repo = tmp_path / "oddlib"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    base = _commit(repo, {
+        "setup.py": "from setuptools import setup\nsetup(name='oddlib', version='1.0', packages=['oddlib'])\n",
+        "oddlib/__init__.py": "def shout(text):\n    return text\n",
+        "tests/__init__.py": "", "tests/pkg/__init__.py": "",
+    })
+    fixed = _commit(repo, {"oddlib/__init__.py": "def shout(text):\n    return text.upper()\n"})
+    tested = _commit(repo, {"tests/pkg/test_odd.py": ODD_TESTS,
+                            "test_at_root.py": "import pytest\n\n@pytest.mark.parametrize('v', ['r::s', 'r s'])\n"
+                                               "def test_root(v):\n    assert v\n"})
+    task = Task(instance_id="acme__oddlib-1", repo="acme/oddlib", pull_number=1, base_commit=base,
+                patch=_git(repo, "diff", base, fixed), test_patch=_git(repo, "diff", fixed, tested),
+                problem_statement="shout should shout", created_at="2021-05-03T10:00:00Z")
+    folder = tmp_path / "tasks"
+    write_jsonl(folder / "tasks.jsonl", [task])
+    (folder / "source.json").write_text(f'{{"repo": "acme/oddlib", "clone_path": "{repo}", "source": "test"}}')
+    runtime = DockerRuntime(docker_client)
+    pytest_6 = EnvOverride(python="3.9", install=["python -m pip install -q pytest==6.2.5"], date_pin=False)
+    summary = build_tasks_dir(folder, runtime=runtime, options=BuildOptions(jobs=1, overrides={"acme/oddlib": pytest_6}))
+    assert summary.ok == 1, summary.failures
+    [task] = read_tasks(folder / "tasks.jsonl")
+    with runtime.start(task) as sandbox:
+        version = sandbox.exec("python -m pytest --version 2>&1").output
+    assert "pytest 6." in version, f"this test is about pytest < 7, the environment has {version}"
+
+    derivation = derive_tests(task, runtime, runs=1, hash_seeds=(0,), timeout_s=120)
+    assert derivation.error is None
+    module = "tests/pkg/test_odd.py::"
+    shapes = ["a::b", "x/y.z", "a.b::C.d", "with space", "\\xfcn\\xef", "[inner]", "a]b", "a[b"]
+    assert sorted(derivation.fail_to_pass) == sorted(
+        [f"{module}test_shout[{shape}]" for shape in shapes]
+        + [f"{module}test_long[long {'z' * 300} :: id]", f"{module}TestOuter::TestInner::test_nested[p::q]"])
+    assert sorted(derivation.pass_to_pass) == sorted(
+        [f"{module}test_untouched[{shape}]" for shape in shapes] + ["test_at_root.py::test_root[r::s]",
+                                                                   "test_at_root.py::test_root[r s]"])
+    task = task.model_copy(update={"FAIL_TO_PASS": derivation.fail_to_pass, "PASS_TO_PASS": derivation.pass_to_pass})
+    with Grader(runtime, tmp_path / "grades", timeout_s=120) as grader:
+        gold, empty = grader.grade(task, task.patch), grader.grade(task, "")
+    assert gold.error is None and gold.reward == 1.0 and set(gold.tests.values()) == {TestStatus.PASSED}
+    assert empty.reward == 0.0 and empty.p2p_rate == 1.0 and empty.f2p_rate == 0.0
