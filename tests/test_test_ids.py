@@ -168,6 +168,12 @@ def test_long(n):
     assert shout("a") == "A"
 
 
+# 400 ids of ~340 characters: more than one command-line argument may hold (128 KiB).
+@pytest.mark.parametrize("n", range(400), ids=[f"many {i:04} " + "m" * 320 for i in range(400)])
+def test_many(n):
+    assert n >= 0
+
+
 class TestOuter:
     class TestInner:
         @pytest.mark.parametrize("v", ["p::q"])
@@ -239,7 +245,8 @@ def test_odd_ids_survive_derivation_and_grading_on_pytest_6(docker_client, tmp_p
         + [f"{module}test_long[long {'z' * 300} :: id]", f"{module}TestOuter::TestInner::test_nested[p::q]"])
     assert sorted(derivation.pass_to_pass) == sorted(
         [f"{module}test_untouched[{shape}]" for shape in shapes] + ["test_at_root.py::test_root[r::s]",
-                                                                   "test_at_root.py::test_root[r s]"])
+                                                                   "test_at_root.py::test_root[r s]"]
+        + [f"{module}test_many[many {i:04} {'m' * 320}]" for i in range(400)])
     task = task.model_copy(update={"FAIL_TO_PASS": derivation.fail_to_pass, "PASS_TO_PASS": derivation.pass_to_pass})
     with Grader(runtime, tmp_path / "grades", timeout_s=120) as grader:
         gold, empty = grader.grade(task, task.patch), grader.grade(task, "")

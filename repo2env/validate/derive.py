@@ -28,6 +28,7 @@ from repo2env.verify.junit import outcomes_for, selection_args
 _JUNIT = "/tmp/repo2env-derive.xml"
 _MARKER = "===REPO2ENV-DERIVE-JUNIT==="
 _COLLECT_PATH, _IDS_PATH = "/tmp/repo2env-collect.py", "/tmp/repo2env-collected.json"
+_RUN_SCRIPT = "/tmp/repo2env-derive-run.sh"
 
 #: Collects like ``python -m pytest ARGS`` and writes the node ids pytest holds, as JSON, to the first
 #: argument. Read from pytest's items, not from its terminal: ``--collect-only -q`` prints the tree
@@ -147,8 +148,10 @@ def _run_tests(sandbox: DockerSandbox, test_cmd: str, seed: int, targets: list[s
     command = (f"PYTHONHASHSEED={seed} timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider "
                f"--continue-on-collection-errors --junitxml={_JUNIT} -o junit_family=xunit2 "
                + " ".join(shlex.quote(target) for target in targets))
-    result = sandbox.exec(f"rm -f {_JUNIT}; {command}; printf '\\n{_MARKER}\\n'; cat {_JUNIT} 2>/dev/null",
-                          workdir="/testbed", timeout=timeout_s + 30)
+    # From a script file: as one `sh -c` argument the command may hold at most 128 KiB (the kernel's
+    # limit on one argument), which the ids of a large test file or of the whole suite exceed.
+    sandbox.write_file(_RUN_SCRIPT, f"rm -f {_JUNIT}\n{command}\nprintf '\\n{_MARKER}\\n'\ncat {_JUNIT} 2>/dev/null\n")
+    result = sandbox.exec(["/bin/sh", _RUN_SCRIPT], workdir="/testbed", timeout=timeout_s + 30)
     output, found, xml = result.output.rpartition(f"\n{_MARKER}\n")
     return f"$ {command}\n{output}", (xml if found and xml.strip() else None)
 
