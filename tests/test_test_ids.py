@@ -143,6 +143,12 @@ def test_selection_keeps_ids_pytest_before_7_can_select_and_widens_the_others():
     assert selection_args(ids) == ["t.py::f", "t.py::f[plain]", "t.py::T::g", "t.py::h"]
 
 
+def test_ids_beyond_one_command_line_are_selected_by_file():
+    ids = [f"tests/test_{n % 3}.py::test_{n}[{'p' * 200}]" for n in range(20)]
+    assert selection_args(ids, max_bytes=10_000) == ids
+    assert selection_args(ids, max_bytes=1_000) == ["tests/test_0.py", "tests/test_1.py", "tests/test_2.py"]
+
+
 # --- in a container: derivation and grading on an old pytest -----------------------------------
 
 ODD_TESTS = '''

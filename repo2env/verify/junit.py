@@ -69,18 +69,27 @@ def _xml_visible(text: str) -> str:
 _XML_ILLEGAL = re.compile("[^\u0009\u000a\u000d\u0020-\u007e\u0080-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def selection_args(test_ids: Iterable[str]) -> list[str]:
+#: Most bytes of ids one pytest command line gets; the kernel allows 2 MiB of arguments and
+#: environment together, and the grading script's environment and options take some of it.
+SELECTION_MAX_BYTES = 1_500_000
+
+
+def selection_args(test_ids: Iterable[str], *, max_bytes: int = SELECTION_MAX_BYTES) -> list[str]:
     """The command-line arguments that make pytest run ``test_ids``, each at most once.
 
     pytest before 7 split an argument on every ``::``, so a parametrised id with ``::`` inside its
     brackets selects nothing there (``ERROR: not found``) and the whole run is lost; such an id is
-    selected by its function instead, and its own outcome is still read from the report."""
+    selected by its function instead, and its own outcome is still read from the report. Ids that
+    would not fit on one command line (a whole large suite) are selected by their files: more tests
+    run, and only the requested ones are read."""
     selected: dict[str, None] = {}
     for test_id in test_ids:
         path, names, params = split_node_id(test_id)
         if "::" in params:
             test_id = "::".join([path, *names])
         selected[test_id] = None
+    if sum(len(argument.encode()) + 1 for argument in selected) > max_bytes:
+        return list(dict.fromkeys(split_node_id(argument)[0] for argument in selected))
     return list(selected)
 
 
