@@ -203,30 +203,24 @@ def _commit(repo: Path, files: dict[str, str]) -> str:
     return _git(repo, "rev-parse", "HEAD").strip()
 
 
-@pytest.mark.docker
-def test_odd_ids_survive_derivation_and_grading_on_pytest_6(docker_client, tmp_path):
-    """On pytest 6 (which splits command-line ids on every '::') every odd id lands in FAIL_TO_PASS
-    or PASS_TO_PASS, the gold patch scores 1, the empty patch 0. The tests import the package from
-    the working directory, so installing pytest is all the environment needs."""
+def _built_oddlib(docker_client, tmp_path: Path, base_files: dict[str, str], test_files: dict[str, str]):
+    """A one-task repository (``oddlib.shout`` fixed by the PR, ``test_files`` its tests) built on
+    Python 3.9 with pytest 6.2.5, which splits command-line ids on every '::'. The tests import the
+    package from the working directory, so pytest is all the environment installs. (task, runtime)"""
     from repo2env.jsonl import read_tasks, write_jsonl
     from repo2env.models import Task
     from repo2env.runtime.build import BuildOptions, build_tasks_dir
     from repo2env.runtime.docker_backend import DockerRuntime
     from repo2env.runtime.overrides import EnvOverride
-    from repo2env.validate.derive import derive_tests
-    from repo2env.verify.grader import Grader
 
     repo = tmp_path / "oddlib"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
     base = _commit(repo, {
         "setup.py": "from setuptools import setup\nsetup(name='oddlib', version='1.0', packages=['oddlib'])\n",
-        "oddlib/__init__.py": "def shout(text):\n    return text\n",
-        "tests/__init__.py": "", "tests/pkg/__init__.py": "",
+        "oddlib/__init__.py": "def shout(text):\n    return text\n", **base_files,
     })
     fixed = _commit(repo, {"oddlib/__init__.py": "def shout(text):\n    return text.upper()\n"})
-    tested = _commit(repo, {"tests/pkg/test_odd.py": ODD_TESTS,
-                            "test_at_root.py": "import pytest\n\n@pytest.mark.parametrize('v', ['r::s', 'r s'])\n"
-                                               "def test_root(v):\n    assert v\n"})
+    tested = _commit(repo, test_files)
     task = Task(instance_id="acme__oddlib-1", repo="acme/oddlib", pull_number=1, base_commit=base,
                 patch=_git(repo, "diff", base, fixed), test_patch=_git(repo, "diff", fixed, tested),
                 problem_statement="shout should shout", created_at="2021-05-03T10:00:00Z")
@@ -240,10 +234,30 @@ def test_odd_ids_survive_derivation_and_grading_on_pytest_6(docker_client, tmp_p
     [task] = read_tasks(folder / "tasks.jsonl")
     with runtime.start(task) as sandbox:
         version = sandbox.exec("python -m pytest --version 2>&1").output
-    assert "pytest 6." in version, f"this test is about pytest < 7, the environment has {version}"
+    assert "pytest 6." in version, f"these tests are about pytest < 7, the environment has {version}"
+    return task, runtime
+
+
+def _derive_and_grade(task, runtime, tmp_path: Path):
+    """(derivation, gold grading, empty-patch grading) of a task."""
+    from repo2env.validate.derive import derive_tests
+    from repo2env.verify.grader import Grader
 
     derivation = derive_tests(task, runtime, runs=1, hash_seeds=(0,), timeout_s=120)
     assert derivation.error is None
+    task = task.model_copy(update={"FAIL_TO_PASS": derivation.fail_to_pass, "PASS_TO_PASS": derivation.pass_to_pass})
+    with Grader(runtime, tmp_path / "grades", timeout_s=120) as grader:
+        return derivation, grader.grade(task, task.patch), grader.grade(task, "")
+
+
+@pytest.mark.docker
+def test_odd_ids_survive_derivation_and_grading_on_pytest_6(docker_client, tmp_path):
+    """Every odd id lands in FAIL_TO_PASS or PASS_TO_PASS; the gold patch scores 1, the empty patch 0."""
+    task, runtime = _built_oddlib(docker_client, tmp_path, {"tests/__init__.py": "", "tests/pkg/__init__.py": ""}, {
+        "tests/pkg/test_odd.py": ODD_TESTS,
+        "test_at_root.py": "import pytest\n\n@pytest.mark.parametrize('v', ['r::s', 'r s'])\n"
+                           "def test_root(v):\n    assert v\n"})
+    derivation, gold, empty = _derive_and_grade(task, runtime, tmp_path)
     module = "tests/pkg/test_odd.py::"
     shapes = ["a::b", "x/y.z", "a.b::C.d", "with space", "\\xfcn\\xef", "[inner]", "a]b", "a[b"]
     assert sorted(derivation.fail_to_pass) == sorted(
@@ -253,8 +267,18 @@ def test_odd_ids_survive_derivation_and_grading_on_pytest_6(docker_client, tmp_p
         [f"{module}test_untouched[{shape}]" for shape in shapes] + ["test_at_root.py::test_root[r::s]",
                                                                    "test_at_root.py::test_root[r s]"]
         + [f"{module}test_many[many {i:04} {'m' * 320}]" for i in range(400)])
-    task = task.model_copy(update={"FAIL_TO_PASS": derivation.fail_to_pass, "PASS_TO_PASS": derivation.pass_to_pass})
-    with Grader(runtime, tmp_path / "grades", timeout_s=120) as grader:
-        gold, empty = grader.grade(task, task.patch), grader.grade(task, "")
     assert gold.error is None and gold.reward == 1.0 and set(gold.tests.values()) == {TestStatus.PASSED}
     assert empty.reward == 0.0 and empty.p2p_rate == 1.0 and empty.f2p_rate == 0.0
+
+
+@pytest.mark.docker
+def test_a_tests_folder_with_its_own_ini_file_keeps_runnable_ids(docker_client, tmp_path):
+    """pytest's rootdir is the folder of the nearest ini file above the tests; with tests/pytest.ini
+    the ids would be relative to tests/ and name no file from /testbed, where grading runs them."""
+    task, runtime = _built_oddlib(docker_client, tmp_path, {"tests/pytest.ini": "[pytest]\n"}, {
+        "tests/test_shout.py": "from oddlib import shout\n\ndef test_shout():\n    assert shout('a') == 'A'\n\n"
+                               "def test_same():\n    assert shout('') == ''\n"})
+    derivation, gold, empty = _derive_and_grade(task, runtime, tmp_path)
+    assert (derivation.fail_to_pass, derivation.pass_to_pass) == (["tests/test_shout.py::test_shout"],
+                                                                   ["tests/test_shout.py::test_same"])
+    assert gold.reward == 1.0 and empty.reward == 0.0 and empty.p2p_rate == 1.0

@@ -69,6 +69,12 @@ def _xml_visible(text: str) -> str:
 _XML_ILLEGAL = re.compile("[^\u0009\u000a\u000d\u0020-\u007e\u0080-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
+#: Collection and every run share this rootdir, the folder they run in. Node ids are relative to
+#: pytest's rootdir, which is the folder of the nearest ini file above the tests: a repository with
+#: ``tests/pytest.ini`` would get ids (``test_a.py::test_x``) that name no file from ``/testbed``
+#: and could not be selected. The ini file is still found and read; only the ids' base changes.
+ROOTDIR_OPTION = "--rootdir=/testbed"
+
 #: Most bytes of ids one pytest command line gets; the kernel allows 2 MiB of arguments and
 #: environment together, and the grading script's environment and options take some of it.
 SELECTION_MAX_BYTES = 1_500_000
