@@ -274,8 +274,10 @@ def test_odd_ids_survive_derivation_and_grading_on_pytest_6(docker_client, tmp_p
 @pytest.mark.docker
 def test_a_tests_folder_with_its_own_ini_file_keeps_runnable_ids(docker_client, tmp_path):
     """pytest's rootdir is the folder of the nearest ini file above the tests; with tests/pytest.ini
-    the ids would be relative to tests/ and name no file from /testbed, where grading runs them."""
-    task, runtime = _built_oddlib(docker_client, tmp_path, {"tests/pytest.ini": "[pytest]\n"}, {
+    the ids would be relative to tests/ and name no file from /testbed, where grading runs them. Its
+    addopts also put a prefix before every JUnit classname."""
+    ini = "[pytest]\naddopts = --junitprefix=acme\n"
+    task, runtime = _built_oddlib(docker_client, tmp_path, {"tests/pytest.ini": ini}, {
         "tests/test_shout.py": "from oddlib import shout\n\ndef test_shout():\n    assert shout('a') == 'A'\n\n"
                                "def test_same():\n    assert shout('') == ''\n"})
     derivation, gold, empty = _derive_and_grade(task, runtime, tmp_path)

@@ -23,7 +23,7 @@ from repo2env.models import Task, TestStatus
 from repo2env.runtime.docker_backend import DockerRuntime, DockerSandbox
 from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.verify.filtering import is_protected_path
-from repo2env.verify.junit import ROOTDIR_OPTION, outcomes_for, selection_args
+from repo2env.verify.junit import ID_OPTIONS, outcomes_for, selection_args
 
 _JUNIT = "/tmp/repo2env-derive.xml"
 _MARKER = "===REPO2ENV-DERIVE-JUNIT==="
@@ -97,7 +97,7 @@ def derive_tests(task: Task, runtime: DockerRuntime, *, runs: int = 3, hash_seed
         began = time.monotonic()
         after.write_file(_COLLECT_PATH, COLLECT_SCRIPT)
         collected = after.exec(f"rm -f {_IDS_PATH}; python {_COLLECT_PATH} {_IDS_PATH} --collect-only -q "
-                               f"-p no:cacheprovider {ROOTDIR_OPTION} {targets}; printf '\\n{_MARKER}\\n'; cat {_IDS_PATH} 2>/dev/null",
+                               f"-p no:cacheprovider {ID_OPTIONS} {targets}; printf '\\n{_MARKER}\\n'; cat {_IDS_PATH} 2>/dev/null",
                                workdir="/testbed", timeout=timeout_s)
         collected_output, _, ids_json = collected.output.rpartition(f"\n{_MARKER}\n")
         test_ids = read_collected_ids(ids_json)
@@ -145,7 +145,7 @@ def read_collected_ids(ids_json: str) -> list[str]:
 def _run_tests(sandbox: DockerSandbox, test_cmd: str, seed: int, targets: list[str], timeout_s: float) -> tuple[str, str | None]:
     """One pytest run in one exec; (its output, the JUnit XML or None). The report comes back after a
     marker: the gold patch and the PR's tests are trusted here, no agent code runs in derivation."""
-    command = (f"PYTHONHASHSEED={seed} timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider {ROOTDIR_OPTION} "
+    command = (f"PYTHONHASHSEED={seed} timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider {ID_OPTIONS} "
                f"--continue-on-collection-errors --junitxml={_JUNIT} -o junit_family=xunit2 "
                + " ".join(shlex.quote(target) for target in targets))
     # From a script file: as one `sh -c` argument the command may hold at most 128 KiB (the kernel's

@@ -34,7 +34,7 @@ from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.verify.filtering import filter_patch, runner_references
-from repo2env.verify.junit import ROOTDIR_OPTION, outcomes_for, selection_args
+from repo2env.verify.junit import ID_OPTIONS, outcomes_for, selection_args
 from repo2env.verify.reward import RewardMode, score
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -282,7 +282,7 @@ if [ -s {inputs}/agent.diff ]; then
 fi
 /usr/bin/python3 -I -S {inputs}/restore.py {inputs}/allowed || exit {_APPLY_FAILED}
 git apply --whitespace=nowarn --binary {inputs}/test.diff || exit {_TEST_PATCH_FAILED}
-timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider {ROOTDIR_OPTION} --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
+timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider {ID_OPTIONS} --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
   >{output} 2>&1 </dev/null
 status=$?
 # Nothing the tests started may outlive them and touch the report or this script's output: stop

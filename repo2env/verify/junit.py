@@ -69,11 +69,13 @@ def _xml_visible(text: str) -> str:
 _XML_ILLEGAL = re.compile("[^\u0009\u000a\u000d\u0020-\u007e\u0080-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-#: Collection and every run share this rootdir, the folder they run in. Node ids are relative to
-#: pytest's rootdir, which is the folder of the nearest ini file above the tests: a repository with
-#: ``tests/pytest.ini`` would get ids (``test_a.py::test_x``) that name no file from ``/testbed``
-#: and could not be selected. The ini file is still found and read; only the ids' base changes.
-ROOTDIR_OPTION = "--rootdir=/testbed"
+#: Options of collection and of every run that keep node ids and JUnit names what this module
+#: expects, whatever the repository's configuration says (given last, they win over its addopts):
+#: - one rootdir, the folder they run in. Node ids are relative to pytest's rootdir, the folder of
+#:   the nearest ini file above the tests: with ``tests/pytest.ini`` the ids (``test_a.py::test_x``)
+#:   would name no file from ``/testbed`` and could not be selected. The ini file is still read.
+#: - no JUnit prefix: ``--junitprefix=NAME`` in addopts would put NAME before every classname.
+ID_OPTIONS = "--rootdir=/testbed --junitprefix="
 
 #: Most bytes of ids one pytest command line gets; the kernel allows 2 MiB of arguments and
 #: environment together, and the grading script's environment and options take some of it.
