@@ -156,7 +156,7 @@ import pytest
 
 from oddlib import shout
 
-SHAPES = ["a::b", "x/y.z", "a.b::C.d", "with space", "ünï", "[inner]", "a]b", "a[b"]
+SHAPES = ["a::b", "x/y.z", "a.b::C.d", "with space", "ünï", "[inner]", "a]b", "a[b", "it's \\"$q\\"", "back\\\\slash"]
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -259,7 +259,8 @@ def test_odd_ids_survive_derivation_and_grading_on_pytest_6(docker_client, tmp_p
                            "def test_root(v):\n    assert v\n"})
     derivation, gold, empty = _derive_and_grade(task, runtime, tmp_path)
     module = "tests/pkg/test_odd.py::"
-    shapes = ["a::b", "x/y.z", "a.b::C.d", "with space", "\\xfcn\\xef", "[inner]", "a]b", "a[b"]
+    shapes = ["a::b", "x/y.z", "a.b::C.d", "with space", "\\xfcn\\xef", "[inner]", "a]b", "a[b", 'it\'s "$q"',
+              "back\\\\slash"]
     assert sorted(derivation.fail_to_pass) == sorted(
         [f"{module}test_shout[{shape}]" for shape in shapes]
         + [f"{module}test_long[long {'z' * 300} :: id]", f"{module}TestOuter::TestInner::test_nested[p::q]"])
