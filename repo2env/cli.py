@@ -228,7 +228,8 @@ def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...],
     """Build a runtime image per task: env image (dependencies, shared) + task image (the snapshot).
 
     Marks each task env_ok or env_failed (with the reason and the build log) in its tasks.jsonl;
-    one failure never stops the batch, and re-runs reuse every cached image.
+    one failure never stops the batch, and re-runs reuse every cached image. Ctrl-C or SIGTERM
+    stops at once: queued tasks are cancelled, running containers removed, finished tasks kept.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -407,7 +408,8 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     excluded), grade the gold patch, the empty patch, partial fixes and near misses (and K policy
     rollouts with --policy), and judge with the acceptance policy. Writes validation.jsonl,
     summary.md and validation.png next to each tasks.jsonl. ROOTS are searched for tasks.jsonl
-    (default: generated/). Re-runs resume.
+    (default: generated/). Re-runs resume. Ctrl-C or SIGTERM stops at once: queued tasks are
+    cancelled, running sandboxes removed, finished records kept.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
