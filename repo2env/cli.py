@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import sys
@@ -236,7 +237,8 @@ def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...],
     """Build a runtime image per task: env image (dependencies, shared) + task image (the snapshot).
 
     Marks each task env_ok or env_failed (with the reason and the build log) in its tasks.jsonl;
-    one failure never stops the batch, and re-runs reuse every cached image.
+    one failure never stops the batch, and re-runs reuse every cached image. Ctrl-C or SIGTERM
+    stops at once: queued tasks are cancelled, running containers removed, finished tasks kept.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -415,7 +417,8 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     excluded), grade the gold patch, the empty patch, partial fixes and near misses (and K policy
     rollouts with --policy), and judge with the acceptance policy. Writes validation.jsonl,
     summary.md and validation.png next to each tasks.jsonl. ROOTS are searched for tasks.jsonl
-    (default: generated/). Re-runs resume.
+    (default: generated/). Re-runs resume. Ctrl-C or SIGTERM stops at once: queued tasks are
+    cancelled, running sandboxes removed, finished records kept.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -661,19 +664,21 @@ def pipeline() -> None:
 
 def main() -> None:
     """Console entry point: user errors become one line on stderr and a non-zero exit."""
-    # SIGTERM (a killed job, a CI timeout) unwinds like Ctrl-C, so every sandbox is removed.
-    signal.signal(signal.SIGTERM, lambda signum, frame: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # SIGTERM (a killed job, a CI timeout) unwinds like Ctrl-C.
+    received = {"signal": signal.SIGINT}
+
+    def on_term(signum: int, frame: object) -> None:
+        received["signal"] = signal.SIGTERM
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
     try:
         exit_code = cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        console.print("interrupted")
-        sys.exit(130)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _stop_after_interrupt(128 + received["signal"])
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        console.print("interrupted")
-        sys.exit(130)
     except Repo2EnvError as exc:
         # Plain echo, not rich: an error must stay one line whatever the terminal's width.
         click.echo(f"error: {exc.message}", err=True)
@@ -681,3 +686,27 @@ def main() -> None:
             click.echo(f"hint: {exc.hint}", err=True)
         sys.exit(exc.exit_code)
     sys.exit(exit_code if isinstance(exit_code, int) else 0)
+
+
+def _stop_after_interrupt(exit_code: int) -> None:
+    """Remove every sandbox still running (other threads' too: build and validate run tasks in a
+    pool), say so in one line and exit at once. Queued tasks were cancelled on the way out; what
+    finished is already in tasks.jsonl / validation.jsonl (written whole, after each task).
+
+    The exit does not wait for threads still working: a task whose sandbox was removed fails
+    quickly, but an image build under way would hold the exit for minutes; the engine abandons
+    that build (and removes its step container) when this process's connection closes."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the clean-up short
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    removed = 0
+    backend = sys.modules.get("repo2env.runtime.docker_backend")
+    if backend is not None:
+        try:
+            removed = backend.stop_all_sandboxes()
+        except Exception:  # noqa: BLE001 - the engine may be what went away; exit all the same
+            pass
+    click.echo(f"interrupted{f': removed {removed} running sandbox(es)' if removed else ''}; "
+               "finished work is saved, re-run to resume", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)

@@ -50,6 +50,12 @@ class BuildError(Repo2EnvError):
         self.log_path = log_path
 
 
+class StoppingError(Repo2EnvError):
+    """The process is being stopped (a signal): no new sandbox or image build may start."""
+
+    exit_code = 130
+
+
 class NotImplementedYetError(Repo2EnvError):
     """A stage that is planned but not built yet. Exit status 2, like a usage error."""
 

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
+from repo2env.dataset_rows import task_from_row
 from repo2env.errors import InputError
 from repo2env.jsonl import write_jsonl
 from repo2env.models import EnvSpec, RolloutResult, Task, ValidationReport
 from repo2env.publish.dataset import PublishOptions, publish_to_folder, verify_manifest
-from repo2env.publish.rows import task_from_row
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

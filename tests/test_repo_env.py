@@ -8,9 +8,9 @@ import inspect
 
 import pytest
 
+from repo2env.dataset_rows import dataset_row
 from repo2env.envs import RepoEnv, RepoEnvConfig
 from repo2env.envs.repo_env import _task_of
-from repo2env.publish.rows import dataset_row
 
 
 def test_config_from_environment(monkeypatch):

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repo2env.envs.instruction import instruction_text
+from repo2env.dataset_rows import task_from_row
 from repo2env.envs.tools import AgentTools
 from repo2env.errors import InputError
+from repo2env.instruction import instruction_text
 from repo2env.models import GradeResult, Task
-from repo2env.publish.rows import task_from_row
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,7 @@ class RepoEnv:
     def _close(self) -> None:
         sandbox, self._sandbox, self._tools = self._sandbox, None, None
         if sandbox is not None:
-            sandbox.close()
+            sandbox.close(wait=False)  # removed in the background; interpreter exit waits for it
 
     def __del__(self) -> None:
         try:

@@ -25,11 +25,11 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 from repo2env import __version__
+from repo2env.dataset_rows import dataset_row
 from repo2env.errors import InputError
 from repo2env.jsonl import read_tasks
 from repo2env.models import Task, ValidationRecord
 from repo2env.publish.card import dataset_card
-from repo2env.publish.rows import dataset_row
 
 MANIFEST = "manifest.json"
 

@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repo2env.dataset_rows import task_from_row
 from repo2env.errors import InputError
 from repo2env.jsonl import update_tasks, write_repository_record
 from repo2env.models import RepositoryRecord, Task
 from repo2env.publish.dataset import MANIFEST, verify_manifest
 from repo2env.publish.images import IMAGES_TARBALL, load_images, runnable_here
-from repo2env.publish.rows import task_from_row
 
 
 @dataclass

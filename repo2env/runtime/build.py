@@ -103,21 +103,23 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOp
                           collect_timeout_s=options.collect_timeout_s)
         return task, spec, False
 
-    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        futures = [pool.submit(one, task) for task in selected]
-        try:
-            for future in as_completed(futures):
-                task, spec, reused = future.result()
-                _tally(summary, task, spec, reused)
-                # Written after every task (only its row, under the file's lock): an interrupted
-                # build keeps what it finished, and a concurrent run's rows stay.
-                update_tasks(tasks_path, [task.model_copy(update={"env_spec": spec})])
-                if progress:
-                    progress(task, spec)
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+    pool = ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="repo2env-build")
+    futures = [pool.submit(one, task) for task in selected]
+    try:
+        for future in as_completed(futures):
+            task, spec, reused = future.result()
+            _tally(summary, task, spec, reused)
+            # Written after every task (only its row, under the file's lock): an interrupted
+            # build keeps what it finished, and a concurrent run's rows stay.
+            update_tasks(tasks_path, [task.model_copy(update={"env_spec": spec})])
+            if progress:
+                progress(task, spec)
+    except BaseException:
+        # Interrupted (a signal) or broken: queued tasks never start, and nothing waits here for
+        # the running ones (the caller stops their containers: docker_backend.stop_all_sandboxes).
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return summary
 
 

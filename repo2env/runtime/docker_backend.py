@@ -23,7 +23,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from repo2env.errors import DockerUnavailableError, InputError, PatchError
+from repo2env.errors import DockerUnavailableError, InputError, PatchError, StoppingError
 from repo2env.models import ExecResult, Task
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.sandbox import SandboxLimits
@@ -35,6 +35,44 @@ _STREAM_GRACE_S = 5.0
 _open_sandboxes: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
 _removal_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-remove")
 _pending_removals: list[Future] = []
+# Stopping the process (a signal): once set, no sandbox starts; starts under way are counted so
+# that stop_all_sandboxes() can wait for them and remove what they created.
+_stopping = threading.Event()
+_starts = threading.Condition()
+_starts_under_way = 0
+
+
+def stopping() -> bool:
+    """True once :func:`stop_all_sandboxes` was called: nothing new may start."""
+    return _stopping.is_set()
+
+
+def stop_all_sandboxes(*, wait_s: float = 30.0) -> int:
+    """Stop this process's Docker work for good: refuse new sandboxes (and image builds, see
+    :mod:`repo2env.runtime.images`), wait up to ``wait_s`` for starts under way, then remove every
+    open sandbox, whichever thread owns it. Returns how many were removed.
+
+    Threads still running a command in a removed sandbox see it fail and end; an image build under
+    way is not touched here (the engine abandons it when the process's connection closes)."""
+    global _starts_under_way
+    _stopping.set()
+    deadline = time.monotonic() + wait_s
+    with _starts:
+        while _starts_under_way and time.monotonic() < deadline:
+            _starts.wait(max(0.0, deadline - time.monotonic()))
+    for future in list(_pending_removals):
+        try:
+            future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except Exception:  # noqa: BLE001 - a removal that failed or hangs is retried below if still open
+            pass
+    removed = 0
+    for sandbox in list(_open_sandboxes):
+        try:
+            sandbox.close()
+            removed += 1
+        except Exception:  # noqa: BLE001 - best effort: the engine may already be gone
+            pass
+    return removed
 
 
 def connect_docker(timeout: float = 10.0) -> docker.DockerClient:
@@ -70,7 +108,20 @@ class DockerRuntime:
     def start_image(self, image: str, *, limits: SandboxLimits | None = None,
                     labels: dict[str, str] | None = None, workdir: str = "/testbed") -> DockerSandbox:
         """Start a locked-down container from ``image``, ready for its first command."""
+        global _starts_under_way
         limits = limits or self.limits
+        with _starts:
+            if _stopping.is_set():
+                raise StoppingError("stopping: no new sandbox starts")
+            _starts_under_way += 1
+        try:
+            return self._start(image, limits, labels, workdir)
+        finally:
+            with _starts:
+                _starts_under_way -= 1
+                _starts.notify_all()
+
+    def _start(self, image: str, limits: SandboxLimits, labels: dict[str, str] | None, workdir: str) -> DockerSandbox:
         # A known name lets an interrupted start (Ctrl-C between the engine creating the container
         # and this call returning) find and remove what it created.
         name = f"repo2env-{secrets.token_hex(6)}"

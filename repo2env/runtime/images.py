@@ -23,9 +23,10 @@ import docker
 import docker.errors
 
 from repo2env import __version__
-from repo2env.errors import BuildError, DockerUnavailableError, InputError
+from repo2env.errors import BuildError, DockerUnavailableError, InputError, StoppingError
 from repo2env.models import EnvSpec, Task
 from repo2env.runtime.bootstrap import AGENT_UID, base_image_tag
+from repo2env.runtime.docker_backend import stopping
 from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
 
 KIND_LABEL = "repo2env.kind"
@@ -130,6 +131,8 @@ class ImageStore:
 
     def _build(self, dockerfile: str, snapshot_dir: Path, tag: str, labels: dict[str, str], log_path: Path,
                buildargs: dict[str, str] | None = None):
+        if stopping():
+            raise StoppingError("stopping: no new image build starts")
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="repo2env-build-") as context:
             context_path = Path(context)

@@ -10,6 +10,7 @@ flaky: it gets a flip rate and is in neither list.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shlex
@@ -22,10 +23,36 @@ from repo2env.models import Task, TestStatus
 from repo2env.runtime.docker_backend import DockerRuntime, DockerSandbox
 from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.verify.filtering import is_protected_path
-from repo2env.verify.junit import outcomes_for
+from repo2env.verify.junit import ID_OPTIONS, outcomes_for, selection_args
 
 _JUNIT = "/tmp/repo2env-derive.xml"
 _MARKER = "===REPO2ENV-DERIVE-JUNIT==="
+_COLLECT_PATH, _IDS_PATH = "/tmp/repo2env-collect.py", "/tmp/repo2env-collected.json"
+_RUN_SCRIPT = "/tmp/repo2env-derive-run.sh"
+
+#: Collects like ``python -m pytest ARGS`` and writes the node ids pytest holds, as JSON, to the first
+#: argument. Read from pytest's items, not from its terminal: ``--collect-only -q`` prints the tree
+#: instead when a repository's addopts raise the verbosity, and splits an id holding a line break
+#: (ids are raw when ``disable_test_id_escaping_and_forfeit_all_rights_to_community_support`` is set).
+COLLECT_SCRIPT = r'''
+import json, os, sys
+
+sys.path[0] = os.getcwd()  # what `python -m pytest` puts first, in place of this script's folder
+import pytest
+
+
+class NodeIds:
+    ids = []
+
+    def pytest_collection_finish(self, session):
+        self.ids = [item.nodeid for item in session.items]
+
+
+plugin = NodeIds()
+status = pytest.main(sys.argv[2:], plugins=[plugin])
+with open(sys.argv[1], "w", encoding="utf-8") as handle:
+    json.dump({"status": int(status), "ids": plugin.ids}, handle)
+'''
 
 
 @dataclass
@@ -68,21 +95,19 @@ def derive_tests(task: Task, runtime: DockerRuntime, *, runs: int = 3, hash_seed
         derivation.files_after = _read_files(after, source_files)
         targets = "" if whole_suite else " ".join(shlex.quote(path) for path in test_files)
         began = time.monotonic()
-        # `-q` lists node ids at pytest's default verbosity; a repository whose addopts raise the
-        # verbosity (`-v`) gets the tree instead, and one more `-q` brings the ids back.
-        for quiet in ("-q", "-qq"):
-            collected = after.exec(f"python -m pytest --collect-only {quiet} -p no:cacheprovider {targets}",
-                                   workdir="/testbed", timeout=timeout_s)
-            test_ids = [line.strip() for line in collected.output.splitlines()
-                        if "::" in line and not line.startswith(" ")]
-            if test_ids:
-                break
+        after.write_file(_COLLECT_PATH, COLLECT_SCRIPT)
+        collected = after.exec(f"rm -f {_IDS_PATH}; python {_COLLECT_PATH} {_IDS_PATH} --collect-only -q "
+                               f"-p no:cacheprovider {ID_OPTIONS} {targets}; printf '\\n{_MARKER}\\n'; cat {_IDS_PATH} 2>/dev/null",
+                               workdir="/testbed", timeout=timeout_s)
+        collected_output, _, ids_json = collected.output.rpartition(f"\n{_MARKER}\n")
+        test_ids = read_collected_ids(ids_json)
         derivation.test_seconds += time.monotonic() - began
         if log_dir:
             log_dir.mkdir(parents=True, exist_ok=True)
-            (log_dir / "collect.txt").write_text(collected.output)
+            (log_dir / "collect.txt").write_text(collected_output)
         if not test_ids:
-            derivation.error = f"no test collected after the fix (exit {collected.exit_code})"
+            last_line = (collected_output.strip().splitlines() or ["no output"])[-1]
+            derivation.error = f"no test collected after the fix ({last_line[:200]})"
             return derivation
         test_cmd = task.env_spec.test_cmd if task.env_spec else "python -m pytest -rA"
         for name, sandbox, record in (("before", before, derivation.before), ("after", after, derivation.after)):
@@ -91,7 +116,7 @@ def derive_tests(task: Task, runtime: DockerRuntime, *, runs: int = 3, hash_seed
                 order = list(test_ids)
                 random.Random(seed * 7919 + run).shuffle(order)
                 began = time.monotonic()
-                output, xml = _run_tests(sandbox, test_cmd, seed, order, timeout_s)
+                output, xml = _run_tests(sandbox, test_cmd, seed, selection_args(order), timeout_s)
                 if "ERROR: not found:" in output and xml is not None and "<testcase" not in xml:
                     # Some ids change between collection and run (parameters made from the clock,
                     # say): run the files instead; ids that do not come back are simply absent.
@@ -108,14 +133,25 @@ def derive_tests(task: Task, runtime: DockerRuntime, *, runs: int = 3, hash_seed
     return derivation
 
 
+def read_collected_ids(ids_json: str) -> list[str]:
+    """The node ids :data:`COLLECT_SCRIPT` wrote (none when it wrote nothing readable)."""
+    try:
+        ids = json.loads(ids_json)["ids"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return []
+    return list(dict.fromkeys(test_id for test_id in ids if isinstance(test_id, str)))
+
+
 def _run_tests(sandbox: DockerSandbox, test_cmd: str, seed: int, targets: list[str], timeout_s: float) -> tuple[str, str | None]:
     """One pytest run in one exec; (its output, the JUnit XML or None). The report comes back after a
     marker: the gold patch and the PR's tests are trusted here, no agent code runs in derivation."""
-    command = (f"PYTHONHASHSEED={seed} timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider "
+    command = (f"PYTHONHASHSEED={seed} timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider {ID_OPTIONS} "
                f"--continue-on-collection-errors --junitxml={_JUNIT} -o junit_family=xunit2 "
                + " ".join(shlex.quote(target) for target in targets))
-    result = sandbox.exec(f"rm -f {_JUNIT}; {command}; printf '\\n{_MARKER}\\n'; cat {_JUNIT} 2>/dev/null",
-                          workdir="/testbed", timeout=timeout_s + 30)
+    # From a script file: as one `sh -c` argument the command may hold at most 128 KiB (the kernel's
+    # limit on one argument), which the ids of a large test file or of the whole suite exceed.
+    sandbox.write_file(_RUN_SCRIPT, f"rm -f {_JUNIT}\n{command}\nprintf '\\n{_MARKER}\\n'\ncat {_JUNIT} 2>/dev/null\n")
+    result = sandbox.exec(["/bin/sh", _RUN_SCRIPT], workdir="/testbed", timeout=timeout_s + 30)
     output, found, xml = result.output.rpartition(f"\n{_MARKER}\n")
     return f"$ {command}\n{output}", (xml if found and xml.strip() else None)
 

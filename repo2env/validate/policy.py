@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import requests
 
-from repo2env.envs.instruction import agent_messages
 from repo2env.envs.tools import AgentTools, tool_schemas
 from repo2env.errors import PatchError
+from repo2env.instruction import agent_messages
 from repo2env.jsonl import write_json
 from repo2env.models import RolloutResult, Task
 from repo2env.runtime.sandbox import Sandbox

@@ -62,16 +62,25 @@ def validate_dir(tasks_dir: Path, runtime: DockerRuntime, policy: AcceptancePoli
     todo = [task for task in selected if task.instance_id not in done]
     summary.skipped = len(tasks) - len(todo)
     logs_dir = tasks_dir / "logs" / "validate"
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(validate_task, task, runtime, policy, logs_dir=logs_dir / task.instance_id,
-                               policy_runner=policy_runner, policy_k=policy_k) for task in todo]
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="repo2env-validate")
+    futures = [pool.submit(validate_task, task, runtime, policy, logs_dir=logs_dir / task.instance_id,
+                           policy_runner=policy_runner, policy_k=policy_k) for task in todo]
+    try:
         for future in as_completed(futures):
             task, record = future.result()
-            append_jsonl(records_path, [record])
+            # tasks.jsonl first (its row, under the file's lock), then the record: the record is what
+            # makes a re-run skip the task, so an interruption between the two only validates it again.
             update_tasks(tasks_path, [task])
+            append_jsonl(records_path, [record])
             summary.records.append(record)
             if progress:
                 progress(record)
+    except BaseException:
+        # Interrupted (a signal) or broken: queued tasks never start, and nothing waits here for
+        # the running ones (the caller stops their sandboxes: docker_backend.stop_all_sandboxes).
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     all_records = list(read_records(records_path))
     write_summary(tasks_dir / "summary.md", all_records, policy=policy, funnel_path=tasks_dir / "funnel.json",
                   total_tasks=len(tasks))

@@ -34,7 +34,7 @@ from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.verify.filtering import filter_patch, runner_references
-from repo2env.verify.junit import outcomes_for
+from repo2env.verify.junit import ID_OPTIONS, outcomes_for, selection_args
 from repo2env.verify.reward import RewardMode, score
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -271,7 +271,8 @@ def rescore(run_dir: Path, task: Task, mode: RewardMode) -> GradeResult:
 
 def _grading_script(task: Task, test_ids: list[str], inputs: str, junit_path: str, timeout_s: float) -> str:
     test_cmd = (task.env_spec.test_cmd if task.env_spec and task.env_spec.test_cmd else "python -m pytest -rA")
-    ids = " ".join(shlex.quote(test_id) for test_id in test_ids)
+    # Quoted one by one: ids hold spaces, brackets, quotes and backslashes.
+    ids = " ".join(shlex.quote(argument) for argument in selection_args(test_ids))
     output = f"{junit_path}.out"
     return f"""set -u
 cd /testbed
@@ -281,7 +282,7 @@ if [ -s {inputs}/agent.diff ]; then
 fi
 /usr/bin/python3 -I -S {inputs}/restore.py {inputs}/allowed || exit {_APPLY_FAILED}
 git apply --whitespace=nowarn --binary {inputs}/test.diff || exit {_TEST_PATCH_FAILED}
-timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
+timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider {ID_OPTIONS} --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
   >{output} 2>&1 </dev/null
 status=$?
 # Nothing the tests started may outlive them and touch the report or this script's output: stop

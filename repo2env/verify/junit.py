@@ -2,12 +2,15 @@
 
 pytest names a test in JUnit as (classname, name): the node id's file path with ``/`` turned into
 ``.`` and ``.py`` dropped, plus any classes, then the function name with its parameters
-(``tests/test_a.py::TestX::test_y[1]`` -> ``("tests.test_a.TestX", "test_y[1]")``). A test that is
-absent, errored, skipped or xfailed is not passed; so is every test when the XML cannot be read.
+(``tests/test_a.py::TestX::test_y[1]`` -> ``("tests.test_a.TestX", "test_y[1]")``). The parameters
+are opaque: they may hold ``::``, ``.``, ``/``, ``[`` and ``]``, so a node id is split the way
+pytest splits it, never on every ``::``. A test that is absent, errored, skipped or xfailed is not
+passed; so is every test when the XML cannot be read.
 """
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable
 
@@ -20,13 +23,82 @@ class JUnitError(ValueError):
     """The XML is missing or cannot be parsed."""
 
 
+def split_node_id(node_id: str) -> tuple[str, list[str], str]:
+    """(file path, names, parameters with their brackets) of a node id, split as pytest splits it:
+    the path ends at the first ``::``, the parameters start at the first ``[`` after it
+    (``a.py::T::f[x::y]`` -> ``("a.py", ["T", "f"], "[x::y]")``)."""
+    path, separator, rest = node_id.partition("::")
+    if not separator:
+        return path, [], ""
+    names, bracket, params = rest.partition("[")
+    return path, names.split("::"), bracket + params
+
+
+def junit_keys(node_id: str) -> list[tuple[str, str]]:
+    """The (classname, name) pairs pytest may write for a node id, the current spelling first.
+
+    Older pytest looked for the parameters' ``[`` before the first ``::`` too, so a file path
+    holding ``[`` was split there; that older spelling is the second candidate when it differs."""
+    path, names, params = split_node_id(node_id)
+    keys = [_junit_key(path, names, params)]
+    legacy_head, bracket, legacy_params = node_id.partition("[")
+    legacy_path, *legacy_names = legacy_head.split("::")
+    legacy = _junit_key(legacy_path, legacy_names, bracket + legacy_params)
+    return keys if legacy in keys else [*keys, legacy]
+
+
 def junit_key(node_id: str) -> tuple[str, str]:
     """pytest's (classname, name) for a node id."""
-    parts = node_id.split("::")
-    path = parts[0]
-    module = path[:-3] if path.endswith(".py") else path
-    classname = ".".join([module.replace("/", "."), *[part for part in parts[1:-1] if part != "()"]])
-    return classname, parts[-1] if len(parts) > 1 else ""
+    return junit_keys(node_id)[0]
+
+
+def _junit_key(path: str, names: list[str], params: str) -> tuple[str, str]:
+    module = re.sub(r"\.py$", "", path.replace("/", "."))
+    # "()" is the instance level that pytest < 7 put in node ids of methods; JUnit leaves it out.
+    parts = [module, *[name for name in names if name != "()"]]
+    parts[-1] += params
+    return ".".join(parts[:-1]), _xml_visible(parts[-1])
+
+
+def _xml_visible(text: str) -> str:
+    """What pytest's ``bin_xml_escape`` makes of a name: characters XML cannot hold become ``#xNN``."""
+    return _XML_ILLEGAL.sub(lambda match: f"#x{ord(match.group()):02X}" if ord(match.group()) <= 0xFF
+                            else f"#x{ord(match.group()):04X}", text)
+
+
+_XML_ILLEGAL = re.compile("[^\u0009\u000a\u000d\u0020-\u007e\u0080-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+#: Options of collection and of every run that keep node ids and JUnit names what this module
+#: expects, whatever the repository's configuration says (given last, they win over its addopts):
+#: - one rootdir, the folder they run in. Node ids are relative to pytest's rootdir, the folder of
+#:   the nearest ini file above the tests: with ``tests/pytest.ini`` the ids (``test_a.py::test_x``)
+#:   would name no file from ``/testbed`` and could not be selected. The ini file is still read.
+#: - no JUnit prefix: ``--junitprefix=NAME`` in addopts would put NAME before every classname.
+ID_OPTIONS = "--rootdir=/testbed --junitprefix="
+
+#: Most bytes of ids one pytest command line gets; the kernel allows 2 MiB of arguments and
+#: environment together, and the grading script's environment and options take some of it.
+SELECTION_MAX_BYTES = 1_500_000
+
+
+def selection_args(test_ids: Iterable[str], *, max_bytes: int = SELECTION_MAX_BYTES) -> list[str]:
+    """The command-line arguments that make pytest run ``test_ids``, each at most once.
+
+    pytest before 7 split an argument on every ``::``, so a parametrised id with ``::`` inside its
+    brackets selects nothing there (``ERROR: not found``) and the whole run is lost; such an id is
+    selected by its function instead, and its own outcome is still read from the report. Ids that
+    would not fit on one command line (a whole large suite) are selected by their files: more tests
+    run, and only the requested ones are read."""
+    selected: dict[str, None] = {}
+    for test_id in test_ids:
+        path, names, params = split_node_id(test_id)
+        if "::" in params:
+            test_id = "::".join([path, *names])
+        selected[test_id] = None
+    if sum(len(argument.encode()) + 1 for argument in selected) > max_bytes:
+        return list(dict.fromkeys(split_node_id(argument)[0] for argument in selected))
+    return list(selected)
 
 
 def parse_junit(xml_text: str) -> dict[tuple[str, str], TestStatus]:
@@ -62,4 +134,11 @@ def outcomes_for(test_ids: Iterable[str], xml_text: str | None) -> tuple[dict[st
         parsed = parse_junit(xml_text)
     except JUnitError as exc:
         return {test_id: TestStatus.MISSING for test_id in test_ids}, str(exc)
-    return {test_id: parsed.get(junit_key(test_id), TestStatus.MISSING) for test_id in test_ids}, None
+    return {test_id: _lookup(parsed, test_id) for test_id in test_ids}, None
+
+
+def _lookup(parsed: dict[tuple[str, str], TestStatus], test_id: str) -> TestStatus:
+    for key in junit_keys(test_id):
+        if key in parsed:
+            return parsed[key]
+    return TestStatus.MISSING

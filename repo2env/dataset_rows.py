@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from repo2env.envs.instruction import agent_messages
 from repo2env.errors import TaskFormatError
+from repo2env.instruction import agent_messages
 from repo2env.models import EnvSpec, Task, ValidationReport
 
 #: Columns holding a JSON document (decoded by :func:`task_from_row`).

@@ -1,0 +1,119 @@
+"""Environment throughput for training: RepoEnv under a scripted policy, N environments at once.
+
+Targets (issue: feeding GRPO): with the warm pool, reset p50 within 1.5x the engine's exec floor (a
+reset should cost one command, not a container start); tool-call p50 <= 10 ms.
+
+Per N in (1, 2, 4, 8): N threads, each owning one RepoEnv, run a group of episodes on one demo task
+each (as GRPO's num_generations rollouts of one prompt do: reset, three tool calls, the gold patch
+applied, get_reward); printed: reset
+latency p50/p95, tool-call latency p50, grading latency p50, completed episodes per minute. The
+engine's floors (container create+start, ``docker exec true``) are measured in the same run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from demo_tasks import built_demo_tasks  # noqa: E402
+
+from repo2env.envs import RepoEnv, RepoEnvConfig  # noqa: E402
+from repo2env.runtime.docker_backend import DockerRuntime  # noqa: E402
+from repo2env.validate.acceptance import load_acceptance_policy  # noqa: E402
+from repo2env.validate.run import validate_dir  # noqa: E402
+
+EPISODES_PER_ENV = 3
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def engine_floors(runtime: DockerRuntime, image: str) -> tuple[float, float]:
+    starts, execs = [], []
+    for _ in range(5):
+        began = time.perf_counter()
+        container = runtime.client.containers.run(image, ["sleep", "60"], detach=True, network_mode="none")
+        starts.append(time.perf_counter() - began)
+        for _ in range(4):
+            began = time.perf_counter()
+            runtime.client.api.exec_start(runtime.client.api.exec_create(container.id, ["true"]))
+            execs.append(time.perf_counter() - began)
+        container.remove(force=True)
+    return statistics.median(starts), statistics.median(execs)
+
+
+def run(n: int, tasks, logs: Path) -> dict[str, float]:
+    config = RepoEnvConfig(logs_dir=logs, warm_sandboxes=n)
+    resets, tools, grades, done = [], [], [], []
+    lock = threading.Lock()
+
+    def worker(index: int) -> None:
+        env = RepoEnv(config)
+        for _ in range(EPISODES_PER_ENV):
+            task = tasks[index % len(tasks)]
+            began = time.perf_counter()
+            env.reset(**task.model_dump())
+            reset_s = time.perf_counter() - began
+            calls = []
+            for call in (lambda: env.bash("ls"), lambda: env.read_file("README.md", 1, 5),
+                         lambda patch=task.patch: env.write_file("fix.diff", patch)):
+                began = time.perf_counter()
+                call()
+                calls.append(time.perf_counter() - began)
+            env.bash("git apply fix.diff && rm fix.diff")
+            began = time.perf_counter()
+            reward = env.get_reward()
+            grade_s = time.perf_counter() - began
+            with lock:
+                resets.append(reset_s)
+                tools.extend(calls)
+                grades.append(grade_s)
+                done.append(reward)
+        env._close()
+
+    began = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(index,)) for index in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - began
+    return {"reset_p50": statistics.median(resets), "reset_p95": percentile(resets, 0.95),
+            "tool_p50": statistics.median(tools), "grade_p50": statistics.median(grades),
+            "episodes_per_min": len(done) / wall * 60, "gold_rewards_ok": sum(reward == 1.0 for reward in done) / len(done)}
+
+
+def main() -> None:
+    runtime = DockerRuntime()
+    with tempfile.TemporaryDirectory(prefix="repo2env-bench-train-") as scratch:
+        root = Path(scratch)
+        _, tasks_dir, _ = built_demo_tasks(root, runtime)
+        policy = load_acceptance_policy("default").model_copy(update={"gold_runs": 1, "partial_limit": 0,
+                                                                      "near_miss_limit": 0})
+        validate_dir(tasks_dir, runtime, policy, jobs=2)
+        from repo2env.jsonl import read_tasks
+
+        tasks = [task for task in read_tasks(tasks_dir / "tasks.jsonl")
+                 if task.validation and task.validation.verdict == "accepted"]
+        start_s, exec_s = engine_floors(runtime, tasks[0].env_spec.image)
+        print(f"engine floors: container create+start p50 {start_s * 1000:.0f} ms, exec of `true` p50 "
+              f"{exec_s * 1000:.0f} ms")
+        for n in (1, 2, 4, 8):
+            figures = run(n, tasks, root / f"logs-{n}")
+            print(f"N={n}: reset p50 {figures['reset_p50'] * 1000:.0f} ms / p95 {figures['reset_p95'] * 1000:.0f} ms "
+                  f"({figures['reset_p50'] / exec_s:.1f}x the exec floor; target <= 1.5x), tool call p50 "
+                  f"{figures['tool_p50'] * 1000:.0f} ms (target <= 10 ms), grading p50 {figures['grade_p50']:.2f} s, "
+                  f"{figures['episodes_per_min']:.1f} episodes/min, gold episodes scoring 1.0: "
+                  f"{figures['gold_rewards_ok']:.0%}")
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The package's import graph is one-way: no cycles between its folders, nothing imports the CLI,
+and the base modules (errors, models, settings) import no stage."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "repo2env"
+BASE = {"repo2env.errors", "repo2env.models", "repo2env.settings"}
+
+
+def _unit(module: str) -> str:
+    """repo2env.runtime.spec -> repo2env.runtime (a folder); repo2env.jsonl stays itself."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else module
+
+
+class _Imports(ast.NodeVisitor):
+    """The repo2env modules a file imports (lazy imports included, TYPE_CHECKING ones not)."""
+
+    def __init__(self) -> None:
+        self.found: set[str] = set()
+
+    def visit_If(self, node: ast.If) -> None:
+        if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+            self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.module and node.module.startswith("repo2env.") and node.level == 0:
+            self.found.add(node.module)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        self.found.update(alias.name for alias in node.names if alias.name.startswith("repo2env."))
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Folder/module-level edges of every import in the package."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        imports = _Imports()
+        imports.visit(ast.parse(path.read_text(encoding="utf-8")))
+        edges[_unit(module)].update(_unit(name) for name in imports.found)
+    for source in edges:
+        edges[source].discard(source)
+    return edges
+
+
+def test_no_cycles_between_folders():
+    edges = import_graph()
+    state: dict[str, str] = {}
+    cycles = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = "open"
+        for target in sorted(edges.get(node, ())):
+            if state.get(target) == "open":
+                cycles.append(trail[trail.index(target):] + [target] if target in trail else [node, target])
+            elif target not in state:
+                visit(target, trail + [target])
+        state[node] = "done"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_nothing_imports_the_cli_and_the_base_imports_no_stage():
+    edges = import_graph()
+    assert {source for source, targets in edges.items() if "repo2env.cli" in targets} <= {"repo2env.__main__"}
+    for base in BASE:
+        assert edges.get(base, set()) <= BASE, f"{base} imports {edges[base] - BASE}"
