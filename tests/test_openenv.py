@@ -79,8 +79,8 @@ def _start(command: list[str], cwd: Path, logs: Path) -> tuple[subprocess.Popen,
     raise AssertionError("the server did not answer /health within 120 s")
 
 
-def _stop(process: subprocess.Popen) -> str:
-    process.send_signal(signal.SIGINT)
+def _stop(process: subprocess.Popen, signal_number: int = signal.SIGINT) -> str:
+    process.send_signal(signal_number)
     try:
         output, _ = process.communicate(timeout=120)
     except subprocess.TimeoutExpired:
@@ -180,13 +180,13 @@ def test_serve_runs_graded_episodes_over_openenv(published, docker_client, tmp_p
         report = validate_running_environment(url, timeout_s=30)
         assert report["passed"], [criterion for criterion in report["criteria"] if not criterion["passed"]]
     finally:
-        output = _stop(server)
+        output = _stop(server, signal.SIGTERM)  # what `docker stop` and CI timeouts send
         if left_open is not None:
             try:
                 left_open.close()
             except Exception:  # the server went away first, as intended
                 pass
-    assert server.returncode in (0, 130), output
+    assert server.returncode in (0, 130, 143), output
     assert "Traceback" not in output, output
     assert _containers_of(docker_client, images) <= before, "no sandbox outlives the server"
 
