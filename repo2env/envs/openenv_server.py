@@ -159,6 +159,8 @@ class RepoEnvClient(EnvClient[RepoAction, RepoObservation, RepoState]):
 
 def create_openenv_app(catalog: TaskCatalog, *, config: RepoEnvConfig | None = None, max_sessions: int = 8):
     """The FastAPI app serving ``catalog`` over OpenEnv's HTTP and WebSocket protocol."""
+    # Read REPO2ENV_ENV_* once, here: a bad value is a one-line error at start, not at the first reset.
+    config = config or RepoEnvConfig.from_environment()
     app = create_app(partial(RepoOpenEnv, catalog=catalog, config=config), RepoAction, RepoObservation,
                      env_name="repo2env", max_concurrent_envs=max_sessions)
     app.add_middleware(_QuietWebSocketClose)
