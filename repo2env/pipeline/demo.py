@@ -12,13 +12,14 @@ from pathlib import Path
 from repo2env.demo import build_demo
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
+from repo2env.publish.dataset import PublishOptions, publish_to_folder
 from repo2env.runtime.build import BuildOptions, build_tasks_dir
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.validate.acceptance import load_acceptance_policy
 from repo2env.validate.run import read_records, validate_dir
 
 #: Stages of the pipeline that have no implementation yet, in pipeline order.
-NOT_BUILT = ("publish", "train")
+NOT_BUILT = ("train",)
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,14 @@ def run_demo(out_dir: Path, *, progress: Callable[[str], None] = lambda message:
         "validate", "done",
         f"{accepted}/{len(records)} accepted ({validated.skipped} already validated)"
         f"{'; rejected PR ' + reasons if reasons else ''}; -> {tasks_dir / 'summary.md'}"))
+    progress("publishing the accepted environments as a dataset folder")
+    dataset_dir = out_dir / "dataset"
+    published = publish_to_folder([tasks_dir], dataset_dir, PublishOptions(name="repo2env/demo"), overwrite=True)
+    splits = ", ".join(f"{split} {count}" for split, count in published.splits.items())
+    report.stages.append(StageReport(
+        "publish", "done", f"{published.rows} environments ({splits}), {published.files} files -> {dataset_dir} "
+        "(datasets.load_dataset loads it)"))
     for stage in NOT_BUILT:
-        where = "repo2env.envs.RepoEnv for TRL" if stage == "train" else f"'repo2env {stage}' exits with status 2 for now"
-        report.stages.append(StageReport(stage, "not built yet", where))
+        report.stages.append(StageReport(stage, "not built yet", "repo2env.envs.RepoEnv is ready for TRL's GRPOTrainer"))
     return report
 
