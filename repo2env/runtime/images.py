@@ -264,12 +264,16 @@ def _env_tools(spec: EnvSpec, own: OwnCode) -> dict[str, str]:
         tools["reinstall"] = "\n".join([
             "#!/bin/sh",
             "# The project's editable install again (no dependencies), for files it generates in /testbed.",
-            "set -e", "cd /testbed", again,
+            "set -e", "cd /testbed",
+            # The snapshot belongs to the agent: git (run by setuptools-scm) needs root to trust it.
+            'export HOME="$(mktemp -d)"', "printf '[safe]\\n\\tdirectory = *\\n' > \"$HOME/.gitconfig\"",
+            again,
             f"python {PROBE} generated {dist} > {TOOLS_DIR}/generated.task",
+            f"python {PROBE} leftovers {dist} | while IFS= read -r path; do rm -rf \"$path\"; done",
             "mkdir -p .git/info",
             f'while IFS= read -r path; do chown -R {AGENT_UID}:{AGENT_UID} "$path"; '
             "printf '/%s\\n' \"$path\" >> .git/info/exclude; done < " + f"{TOOLS_DIR}/generated.task",
-            f"chown -R {AGENT_UID}:{AGENT_UID} .git/info", "rm -rf /root/.cache", "",
+            f"chown -R {AGENT_UID}:{AGENT_UID} .git/info", 'rm -rf /root/.cache "$HOME"', "",
         ])
     return tools
 

@@ -6,7 +6,8 @@ scripts run that code. Prints one ``own-code check failed: ...`` line per proble
 
 ``python own_code_probe.py generated [DISTRIBUTION]``: the files under ``/testbed`` that git does
 not track (ignored ones included) and the install left there, one path a line; caches, build
-leftovers and an ``.egg-info`` that is not the installed metadata left out.
+leftovers and an ``.egg-info`` that is not the installed metadata left out. ``leftovers`` lists
+those left out (top folders), which the task layer deletes.
 """
 
 import importlib.util
@@ -117,7 +118,10 @@ def check(arguments):
     return 1 if problems else 0
 
 
-def generated(distribution):
+def _untracked(distribution):
+    """(generated, leftovers): what the install created in /testbed that git does not track, split
+    into what the project needs at run time and what builds leave behind (caches, ``build/``, an
+    ``.egg-info`` that is not the installed metadata; the top folder of each)."""
     # The task layer runs this as root on files the agent owns: git's ownership check needs a
     # safe.directory from a global config (older gits ignore one given with -c).
     home = tempfile.mkdtemp()
@@ -134,19 +138,41 @@ def generated(distribution):
         path = os.path.realpath(str(getattr(dist, "_path", "")))
         if path.startswith(TESTBED + "/"):
             metadata_dir = os.path.relpath(path, TESTBED)
-    paths = []
+    generated, leftovers = [], set()
     for entry in listing.split("\0"):
         if not entry.startswith(("?? ", "!! ")):
             continue
-        path = entry[3:]
-        parts = path.rstrip("/").split("/")
-        if "__pycache__" in parts or path.endswith((".pyc", ".pyo")) or parts[0] in SKIPPED_DIRS:
-            continue
-        if any(part.endswith((".egg-info", ".dist-info")) for part in parts):
-            if metadata_dir is None or not (path + "/").startswith(metadata_dir.rstrip("/") + "/"):
-                continue
-        paths.append(path)
-    for path in sorted(paths):
+        path = entry[3:].rstrip("/")
+        parts = path.split("/")
+        leftover = None
+        if parts[0] in SKIPPED_DIRS:
+            leftover = parts[0]
+        elif "__pycache__" in parts:
+            leftover = "/".join(parts[: parts.index("__pycache__") + 1])
+        elif path.endswith((".pyc", ".pyo")):
+            leftover = path
+        else:
+            for index, part in enumerate(parts):
+                if part.endswith((".egg-info", ".dist-info")):
+                    top = "/".join(parts[: index + 1])
+                    if top != metadata_dir:
+                        leftover = top
+                    break
+        if leftover is None:
+            generated.append(path)
+        else:
+            leftovers.add(leftover)
+    return sorted(generated), sorted(leftovers)
+
+
+def generated(distribution):
+    for path in _untracked(distribution)[0]:
+        print(path)
+    return 0
+
+
+def leftovers(distribution):
+    for path in _untracked(distribution)[1]:
         print(path)
     return 0
 
@@ -154,9 +180,11 @@ def generated(distribution):
 def main(argv):
     if len(argv) >= 2 and argv[0] == "check":
         return check(json.loads(argv[1]))
-    if argv and argv[0] == "generated":
-        return generated(argv[1] if len(argv) > 1 else None)
-    print("usage: own_code_probe.py check JSON | generated [DISTRIBUTION]", file=sys.stderr)
+    if argv and argv[0] in ("generated", "leftovers"):
+        command = generated if argv[0] == "generated" else leftovers
+        return command(argv[1] if len(argv) > 1 and argv[1] else None)
+    print("usage: own_code_probe.py check JSON | generated [DISTRIBUTION] | leftovers [DISTRIBUTION]",
+          file=sys.stderr)
     return 2
 
 
