@@ -150,6 +150,17 @@ INICONFIG = """\
             self.path, self.lineno, self.msg = path, lineno, msg
 
 
+    class SectionWrapper:
+        def __init__(self, config, name):
+            self.config, self.name = config, name
+
+        def items(self):
+            return list(self.config.sections[self.name].items())
+
+        def get(self, key, default=None):
+            return self.config.sections[self.name].get(key, default)
+
+
     class IniConfig:
         def __init__(self, path, data=None):
             self.path = str(path)
@@ -167,7 +178,7 @@ INICONFIG = """\
             return name in self.sections
 
         def __getitem__(self, name):
-            return self.sections[name]
+            return SectionWrapper(self, name)
 
         def get(self, section, name, default=None):
             return self.sections.get(section, {}).get(name, default)

@@ -16,6 +16,7 @@ image carries labels (kind, repo, commit, spec hash, repo2env version) for ``ima
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -39,9 +40,8 @@ from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
 
 KIND_LABEL = "repo2env.kind"
 NAMESPACE_LABEL = "repo2env.namespace"
-#: What an env image holds besides site-packages; an env image of another format is rebuilt.
-ENV_FORMAT_LABEL = "repo2env.env_format"
-ENV_FORMAT = "2"  # 2: /opt/repo2env (own-code probe, generated files, reinstall script)
+#: A hash of the env image's /opt/repo2env tools (own-code probe, reinstall script).
+ENV_TOOLS_LABEL = "repo2env.env_tools"
 #: Where env images keep the own-code probe, the list of generated files and the reinstall script.
 TOOLS_DIR = "/opt/repo2env"
 PROBE = f"{TOOLS_DIR}/own_code_probe.py"
@@ -108,16 +108,18 @@ class ImageStore:
         with _env_locks_guard:
             lock = _env_locks.setdefault(tag, threading.Lock())
         with lock:
+            own = own or OwnCode(distribution=None, import_names=(), declared=False, vcs_version=False)
+            tools = _env_tools(spec, own)
+            tools_hash = hashlib.sha256(json.dumps(tools, sort_keys=True).encode()).hexdigest()[:16]
             existing = self.find(tag)
-            if existing is not None and (existing.labels or {}).get(ENV_FORMAT_LABEL) == ENV_FORMAT:
+            # An env image whose /opt/repo2env tools differ (an older repo2env) is built again.
+            if existing is not None and (existing.labels or {}).get(ENV_TOOLS_LABEL) == tools_hash:
                 return BuiltImage(tag, existing.id, built=False, size_bytes=existing.attrs.get("Size", 0))
             if self.find(base_image_tag(spec.python)) is None:
                 raise BuildError(f"base image {base_image_tag(spec.python)} is missing",
                                  hint=f"run 'repo2env runtime bootstrap --python {spec.python}'")
-            own = own or OwnCode(distribution=None, import_names=(), declared=False, vcs_version=False)
             labels = {KIND_LABEL: "env", NAMESPACE_LABEL: image_namespace(), "repo2env.repo": repo, "repo2env.spec_hash": spec.spec_hash(),
-                      "repo2env.python": spec.python, "repo2env.version": __version__, ENV_FORMAT_LABEL: ENV_FORMAT}
-            tools = _env_tools(spec, own)
+                      "repo2env.python": spec.python, "repo2env.version": __version__, ENV_TOOLS_LABEL: tools_hash}
             scm = scm_environment(scm_version)
             image = self._build(_env_dockerfile(spec, self.access, own, scm), snapshot_dir, tag, labels, log_path,
                                 buildargs={**self._index_args(), **scm}, tools=tools)
