@@ -297,9 +297,12 @@ def _env_dockerfile(spec: EnvSpec, access: PackageAccess, own: OwnCode, scm: dic
     # the editable install keeps pointing at /testbed. Before it goes: prove the install is the
     # project's own code, and record what the install generated in it (the task layer re-creates
     # those). `set -e`: any failing command fails the build.
-    lines.append(f"RUN set -e; cd /testbed; {install}; python {PROBE} check {check}; "
+    # Git (run by setuptools-scm and its file finder) refuses a repository it deems not owned by
+    # the caller ("dubious ownership"); a throw-away HOME trusts /testbed for this step only.
+    trust = 'export HOME="$(mktemp -d)"; printf \'[safe]\\n\\tdirectory = *\\n\' > "$HOME/.gitconfig"'
+    lines.append(f"RUN set -e; {trust}; cd /testbed; {install}; python {PROBE} check {check}; "
                  f"python {PROBE} generated {dist} > {TOOLS_DIR}/generated; "
-                 f"rm -rf /root/.cache /testbed; mkdir /testbed; chown {AGENT_UID}:{AGENT_UID} /testbed")
+                 f'rm -rf /root/.cache "$HOME" /testbed; mkdir /testbed; chown {AGENT_UID}:{AGENT_UID} /testbed')
     lines.append("WORKDIR /testbed")
     return "\n".join(lines) + "\n"
 
