@@ -255,3 +255,34 @@ def test_install_that_shadows_the_project_fails_with_the_reason_and_leaves_no_im
     left = [image.tags for image in docker_client.images.list(filters={"label": "repo2env.repo=acme/six"})
             if (image.labels or {}).get("repo2env.namespace") == image_namespace()]
     assert left == [], "a failed rung's env and task images are removed"
+
+
+def test_a_failed_rung_keeps_the_env_image_another_task_uses(docker_client, tmp_path):
+    """Two tasks share one env image; the one whose tests do not collect loses its task image, the
+    shared env image stays for the other."""
+    repo = _repo(tmp_path / "pair")
+    files = {
+        "pyproject.toml": """\
+            [build-system]
+            requires = ["setuptools>=64"]
+            build-backend = "setuptools.build_meta"
+
+            [project]
+            name = "pair"
+            version = "1.0"
+            requires-python = ">=3.11"
+            """,
+        "pair/__init__.py": "ONE = 1\n",
+        "tests/test_pair.py": "import pair\n\n\ndef test_one():\n    assert pair.ONE == 1\n",
+    }
+    good = _commit(repo, files, "good")
+    broken = _commit(repo, {"tests/test_pair.py": "def test_one(:\n"}, "tests that do not parse")
+    folder = _tasks_folder(tmp_path, repo, "acme/pair", [good, broken], "tests/test_pair.py")
+    options = BuildOptions(jobs=2, overrides={"acme/pair": EnvOverride(date_pin=False)})
+    summary = build_tasks_dir(folder, runtime=DockerRuntime(docker_client), options=options)
+    assert (summary.ok, summary.failed) == (1, 1)
+    tasks = {task.pull_number: task for task in read_tasks(folder / "tasks.jsonl")}
+    assert "test collection failed" in tasks[2].env_spec.error
+    images = {tag for image in docker_client.images.list(filters={"label": "repo2env.repo=acme/pair"})
+              if (image.labels or {}).get("repo2env.namespace") == image_namespace() for tag in image.tags}
+    assert images == {tasks[1].env_spec.image, tasks[1].env_spec.env_image}
