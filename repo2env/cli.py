@@ -237,7 +237,9 @@ def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...],
     """Build a runtime image per task: env image (dependencies, shared) + task image (the snapshot).
 
     Marks each task env_ok or env_failed (with the reason and the build log) in its tasks.jsonl;
-    one failure never stops the batch, and re-runs reuse every cached image. Ctrl-C or SIGTERM
+    one failure never stops the batch, and re-runs reuse every cached image. An install whose
+    project code does not import from /testbed (e.g. a released package installed over the
+    editable checkout) fails, and the images of failed attempts are removed. Ctrl-C or SIGTERM
     stops at once: queued tasks are cancelled, running containers removed, finished tasks kept.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -43,7 +43,7 @@ def dataset_row(task: Task, dockerfiles: Mapping[str, str] | None = None, *, jso
         "env_image": spec.env_image or "",
         "python": spec.python,
         "test_cmd": spec.test_cmd,
-        "env_spec": spec.model_dump_json(exclude={"log_path"}),
+        "env_spec": spec.model_dump_json(exclude={"log_path", "dockerfiles"}),
         "dockerfiles": json.dumps(dict(dockerfiles or {}), sort_keys=True),
         "verdict": report.verdict,
         "reasons": list(report.reasons),
@@ -80,7 +80,11 @@ def task_from_row(row: Mapping[str, Any], *, where: str = "row") -> Task:
     if fields.get("environment_setup_commit") == fields.get("base_commit"):
         fields["environment_setup_commit"] = None  # the SWE-bench row's stand-in for "not set"
     if spec is not None:
-        fields["env_spec"] = spec
+        try:
+            dockerfiles = json.loads(row.get("dockerfiles") or "{}")
+        except ValueError:
+            dockerfiles = {}
+        fields["env_spec"] = spec.model_copy(update={"dockerfiles": dockerfiles}) if isinstance(dockerfiles, dict) else spec
     if validation:
         fields["validation"] = ValidationReport(
             verdict=validation.get("verdict", "pending"), reasons=validation.get("reasons", []),

@@ -55,6 +55,8 @@ class EnvSpec(_Schema):
     status: Literal["pending", "env_ok", "env_failed"] = Field("pending", description="Outcome of 'repo2env build'.")
     error: str | None = Field(None, description="Why the build failed (status env_failed).")
     log_path: str | None = Field(None, description="Build log of the last attempt.")
+    dockerfiles: dict[str, str] = Field(default_factory=dict, description="The Dockerfile of each layer as built "
+                                        "(base: its tag; env; task), published with the dataset.")
 
     @field_validator("python")
     @classmethod

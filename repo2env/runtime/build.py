@@ -1,8 +1,11 @@
 """``repo2env build``: each task candidate -> a runnable environment (env image + task image).
 
 Per task: infer the EnvSpec from the files at ``base_commit``, make the snapshot, then climb the
-install ladder until a rung both installs and lets pytest collect the test suite in a locked-down
-sandbox. The task's ``env_spec`` records the rung, the images and ``env_ok``, or ``env_failed``
+install ladder until a rung installs the project's own code (its import names resolve to
+``/testbed``, in the env layer and in the task image) and lets pytest collect the test suite in a
+locked-down sandbox. Every rung's install keeps the project's editable install the one that runs
+(:func:`~repo2env.runtime.own_code.protect_own_install`); the images a failed rung built are
+removed. The task's ``env_spec`` records the rung, the images and ``env_ok``, or ``env_failed``
 with the reason and the log. One task's failure never stops the batch; a re-run reuses every
 image that is still there.
 """
@@ -10,11 +13,13 @@ image that is still there.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shlex
 import tempfile
+import threading
 import tomllib
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -24,10 +29,12 @@ from repo2env.errors import BuildError, DockerUnavailableError, InputError, Repo
 from repo2env.jsonl import read_repository_record, read_tasks, update_tasks
 from repo2env.mine.split import classify_path
 from repo2env.models import EnvSpec, Task
-from repo2env.runtime.bootstrap import local_base_pythons
+from repo2env.runtime.bootstrap import base_image_tag, local_base_pythons
 from repo2env.runtime.docker_backend import DockerRuntime
-from repo2env.runtime.images import WARMUP_FETCHED_PATH, ImageStore, env_image_tag
+from repo2env.runtime.images import PROBE, WARMUP_FETCHED_PATH, ImageStore, env_image_tag, task_image_tag
 from repo2env.runtime.overrides import EnvOverride, override_hash
+from repo2env.runtime.own_code import OwnCode, protect_own_install, read_own_code, reinstall_command
+from repo2env.runtime.own_code_probe import MARKER as OWN_CODE_MARKER
 from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
 from repo2env.runtime.spec import (
@@ -58,6 +65,11 @@ class BuildOptions:
     instance_ids: frozenset[str] = frozenset()
     collect_check: bool = True
     collect_timeout_s: float = COLLECT_TIMEOUT_S  #: how long the collection check may take
+
+
+# Env images a rung of this process is using right now: a failed rung never removes one of them.
+_env_users: Counter[str] = Counter()
+_env_users_guard = threading.Lock()
 
 
 @dataclass
@@ -149,6 +161,7 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
     files = GitRepoFiles(clone, task.base_commit)
     try:
         inferred = infer_env_spec(files, files.commit_date(), override, available)
+        own = read_own_code(files)
     except Repo2EnvError as exc:
         return EnvSpec(status="env_failed", error=f"cannot infer the environment: {exc.message}",
                        override_hash=override_hash(override))
@@ -168,47 +181,47 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
             rung, candidate = pending.popleft()
             packages = list(dict.fromkeys([*candidate.system_packages, *learned]))
             candidate = candidate.model_copy(update={"deps_fingerprint": fingerprint, "rung": rung,
-                                                     "system_packages": packages})
+                                                     "system_packages": packages,
+                                                     "install": protect_own_install(candidate.install, own)})
             log_path = logs_dir / f"{safe_id}-{rung}.log"
+            env_tag = env_image_tag(candidate)
+            with _env_users_guard:
+                _env_users[env_tag] += 1
             try:
-                env = store.ensure_env(candidate, snapshot_dir, repo=task.repo, log_path=log_path)
-                image = store.ensure_task(task, env.tag, snapshot_dir, snapshot_sha,
-                                          log_path=log_path.with_suffix(".task.log"), warmup=candidate.warmup)
-            except DockerUnavailableError:
-                raise
-            except BuildError as exc:
-                log = _read_log(exc.log_path)
-                explained = install_failure_reason(log, candidate.python, candidate.date_pin)
-                reason = f"image build failed: {explained}" if explained else exc.message
-                last_error, last_log = f"{rung}: {reason}", exc.log_path
-                if "disk is full" in exc.message:
-                    break  # no rung can succeed on a full disk
-                missing = [name for name in build_packages_needed(log) if name not in candidate.system_packages]
+                problem, problem_log, image, dockerfiles = _try_rung(task, candidate, own, snapshot_dir, snapshot_sha, store=store,
+                                                        runtime=runtime, log_path=log_path, collect_check=collect_check,
+                                                        collect_timeout_s=collect_timeout_s)
+            finally:
+                with _env_users_guard:
+                    _env_users[env_tag] -= 1
+            if problem is None and image is not None:
+                if candidate.warmup:
+                    candidate = candidate.model_copy(update={"needs_network": _warmup_fetched(runtime, image.tag)})
+                return candidate.model_copy(update={
+                    "status": "env_ok", "env_image": env_tag, "image": image.tag,
+                    "image_digest": image.image_id, "error": None, "log_path": str(log_path),
+                    "dockerfiles": dockerfiles,
+                })
+            last_error, last_log = f"{rung}: {problem}", problem_log
+            _discard_rung(store, task, env_tag)
+            if "disk is full" in (problem or ""):
+                break  # no rung can succeed on a full disk
+            if image is None:
+                missing = [name for name in build_packages_needed(_read_log(problem_log))
+                           if name not in candidate.system_packages]
                 if missing:
                     # A dependency of the day without a wheel for this Python: the same rung again,
                     # with the compiler and headers its source build asked for.
                     learned.extend(missing)
                     pending.appendleft((f"{rung}+{'compiler' if 'build-essential' in missing else 'headers'}", candidate))
                 continue
-            if collect_check:
-                problem = _collection_problem(runtime, image.tag, task, log_path.with_suffix(".collect.log"),
-                                              collect_timeout_s)
-                if problem:
-                    last_error, last_log = f"{rung}: {problem}", str(log_path.with_suffix(".collect.log"))
-                    if problem.startswith(COLLECTION_TIMEOUT):
-                        # A hang is no install problem: no other rung. Tests that download data on
-                        # first use hang in the network-less sandbox; a warm-up with network may cure it.
-                        if not candidate.warmup:
-                            pending = deque([(f"{rung}+warmup", candidate.model_copy(update={"warmup": WARMUP_COLLECT}))])
-                            continue
-                        break
+            if (problem or "").startswith(COLLECTION_TIMEOUT):
+                # A hang is no install problem: no other rung. Tests that download data on first use
+                # hang in the network-less sandbox; a warm-up with network may cure it.
+                if not candidate.warmup:
+                    pending = deque([(f"{rung}+warmup", candidate.model_copy(update={"warmup": WARMUP_COLLECT}))])
                     continue
-            if candidate.warmup:
-                candidate = candidate.model_copy(update={"needs_network": _warmup_fetched(runtime, image.tag)})
-            return candidate.model_copy(update={
-                "status": "env_ok", "env_image": env_image_tag(candidate), "image": image.tag,
-                "image_digest": image.image_id, "error": None, "log_path": str(log_path),
-            })
+                break
     return inferred.model_copy(update={"status": "env_failed", "error": last_error, "log_path": last_log,
                                        "deps_fingerprint": fingerprint})
 
@@ -227,17 +240,62 @@ def _read_log(path: str | None) -> str:
         return ""
 
 
-def _collection_problem(runtime: DockerRuntime, image: str, task: Task, log_path: Path,
-                        timeout_s: float = COLLECT_TIMEOUT_S) -> str | None:
-    """None when pytest can collect the tests the PR touches that exist at the base (or the suite)."""
+def _try_rung(task: Task, candidate: EnvSpec, own: OwnCode, snapshot_dir: Path, snapshot_sha: str, *,
+              store: ImageStore, runtime: DockerRuntime, log_path: Path, collect_check: bool,
+              collect_timeout_s: float = COLLECT_TIMEOUT_S):
+    """(problem or None, its log, the task image or None when an image build failed, the Dockerfile
+    of each layer) for one rung."""
+    try:
+        env = store.ensure_env(candidate, snapshot_dir, repo=task.repo, log_path=log_path, own=own,
+                               scm_version=task.scm_version)
+        image = store.ensure_task(task, env.tag, snapshot_dir, snapshot_sha, log_path=log_path.with_suffix(".task.log"),
+                                  vcs_version=own.vcs_version, warmup=candidate.warmup)
+    except DockerUnavailableError:
+        raise
+    except BuildError as exc:
+        explained = install_failure_reason(_read_log(exc.log_path), candidate.python, candidate.date_pin)
+        return (f"image build failed: {explained}" if explained else exc.message), exc.log_path, None, {}
+    dockerfiles = {"base": base_image_tag(candidate.python), "env": env.dockerfile, "task": image.dockerfile}
+    check_log = log_path.with_suffix(".collect.log")
+    editable = reinstall_command(candidate.install, own.distribution) is not None
+    problem = _image_problem(runtime, image.tag, task, own, editable=editable, log_path=check_log,
+                             collect_check=collect_check, timeout_s=collect_timeout_s)
+    return problem, str(check_log), image, dockerfiles
+
+
+def _discard_rung(store: ImageStore, task: Task, env_tag: str) -> None:
+    """Remove the task image a failed rung left, and its env image unless another task's image is
+    built on it or another rung of this process is using it."""
+    store.discard(task_image_tag(task))
+    with _env_users_guard:
+        if _env_users[env_tag] > 0:
+            return
+        if not store.used_by_task_images(env_tag):
+            store.discard(env_tag)
+
+
+def _image_problem(runtime: DockerRuntime, image: str, task: Task, own: OwnCode, *, editable: bool, log_path: Path,
+                   collect_check: bool, timeout_s: float = COLLECT_TIMEOUT_S) -> str | None:
+    """None when the task image runs the project's own code from /testbed and (``collect_check``)
+    pytest can collect the tests the PR touches that exist at the base (or the suite)."""
     touched = [path for path in _patch_paths(task.test_patch) if classify_path(path) == "test" and path.endswith(".py")
                and not path.endswith("conftest.py")]
+    probe = shlex.join(["python", PROBE, "check", json.dumps(own.probe_arguments(editable=editable))])
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     with runtime.start_image(image, limits=SandboxLimits(exec_timeout_s=timeout_s)) as sandbox:
+        checked = sandbox.exec(probe, timeout=60)
+        log_path.write_text(f"$ {probe}\n{checked.output}\n(exit {checked.exit_code})\n")
+        if checked.exit_code != 0:
+            reasons = [line.split(OWN_CODE_MARKER, 1)[1] for line in checked.output.splitlines() if OWN_CODE_MARKER in line]
+            detail = "; ".join(reasons) if reasons else checked.output.strip()[-200:]
+            return f"the project's own code is not what runs in the task image: {detail}"[:400]
+        if not collect_check:
+            return None
         existing = [path for path in touched if sandbox.exec(["test", "-f", path], timeout=10).exit_code == 0]
         command = f"python -m pytest --collect-only -q -p no:cacheprovider {' '.join(map(shlex.quote, existing))}"
         result = sandbox.exec(command, timeout=timeout_s)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.write_text(f"$ {command}\n{result.output}\n(exit {result.exit_code})\n")
+    with log_path.open("a") as log:
+        log.write(f"$ {command}\n{result.output}\n(exit {result.exit_code})\n")
     if result.timed_out:
         return f"{COLLECTION_TIMEOUT} after {timeout_s:.0f} s"
     if result.exit_code not in (0, 5):  # 5: nothing collected, which is not a broken environment

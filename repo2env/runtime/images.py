@@ -2,14 +2,22 @@
 
 An env image is keyed by the hash of its spec (Python, install commands, date pin, dependency
 files), so every task whose dependencies did not change shares it; its ``/testbed`` is emptied
-after installing, leaving only site-packages and an editable hook pointing at ``/testbed``. A task
-image adds one layer: the snapshot (files + one-commit git repo) owned by the agent. Every image
-carries labels (kind, repo, commit, spec hash, repo2env version) for ``images ls`` / ``images gc``.
+after installing, leaving only site-packages and an editable hook pointing at ``/testbed``. Before
+emptying it, the build proves the project's own code is what got installed (``own_code_probe.py
+check``: import names resolve to ``/testbed``, the distribution is the editable install) and lists
+the files the install generated inside ``/testbed`` (``/opt/repo2env/generated``).
+
+A task image adds the snapshot (files + one-commit git repo) owned by the agent, with the real
+version in its environment (``SETUPTOOLS_SCM_PRETEND_VERSION`` ...); when the install generated
+files, or the version comes from version control, it re-runs the project's editable install with
+``--no-deps`` (``/opt/repo2env/reinstall``) so generated files exist at the base commit. Every
+image carries labels (kind, repo, commit, spec hash, repo2env version) for ``images ls`` / ``images gc``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -27,10 +35,17 @@ from repo2env.errors import BuildError, DockerUnavailableError, InputError, Stop
 from repo2env.models import EnvSpec, Task
 from repo2env.runtime.bootstrap import AGENT_UID, base_image_tag
 from repo2env.runtime.docker_backend import stopping
+from repo2env.runtime.own_code import PROBE_PATH, OwnCode, reinstall_command, scm_environment
+from repo2env.runtime.own_code_probe import MARKER as OWN_CODE_MARKER
 from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
 
 KIND_LABEL = "repo2env.kind"
 NAMESPACE_LABEL = "repo2env.namespace"
+#: A hash of the env image's /opt/repo2env tools (own-code probe, reinstall script).
+ENV_TOOLS_LABEL = "repo2env.env_tools"
+#: Where env images keep the own-code probe, the list of generated files and the reinstall script.
+TOOLS_DIR = "/opt/repo2env"
+PROBE = f"{TOOLS_DIR}/own_code_probe.py"
 
 
 def image_namespace() -> str:
@@ -55,6 +70,7 @@ class BuiltImage:
     image_id: str
     built: bool
     size_bytes: int = 0
+    dockerfile: str = ""
 
 
 def env_image_tag(spec: EnvSpec) -> str:
@@ -81,56 +97,87 @@ class ImageStore:
         except docker.errors.ImageNotFound:
             return None
 
-    def ensure_env(self, spec: EnvSpec, snapshot_dir: Path, *, repo: str, log_path: Path) -> BuiltImage:
+    def ensure_env(self, spec: EnvSpec, snapshot_dir: Path, *, repo: str, log_path: Path,
+                   own: OwnCode | None = None, scm_version: str = "") -> BuiltImage:
         """The env image for ``spec``, built from the repository files in ``snapshot_dir`` if missing.
 
+        ``own`` (the project's distribution and import names) is checked after the install: a
+        name that imports from anywhere but ``/testbed`` fails the build. ``scm_version`` reaches
+        the build back-ends as ``SETUPTOOLS_SCM_PRETEND_VERSION`` (and its equivalents).
         Concurrent callers with the same spec wait for one build. Raises BuildError (with the log)
-        when an install command fails."""
+        when an install command or the check fails."""
         tag = env_image_tag(spec)
         with _env_locks_guard:
             lock = _env_locks.setdefault(tag, threading.Lock())
         with lock:
+            own = own or OwnCode(distribution=None, import_names=(), declared=False, vcs_version=False)
+            tools = _env_tools(spec, own)
+            tools_hash = hashlib.sha256(json.dumps(tools, sort_keys=True).encode()).hexdigest()[:16]
+            scm = scm_environment(scm_version)
+            dockerfile = _env_dockerfile(spec, self.access, own, scm)
             existing = self.find(tag)
-            if existing is not None:
-                return BuiltImage(tag, existing.id, built=False, size_bytes=existing.attrs.get("Size", 0))
+            # An env image whose /opt/repo2env tools differ (an older repo2env) is built again.
+            if existing is not None and (existing.labels or {}).get(ENV_TOOLS_LABEL) == tools_hash:
+                return BuiltImage(tag, existing.id, built=False, size_bytes=existing.attrs.get("Size", 0),
+                                  dockerfile=dockerfile)
             if self.find(base_image_tag(spec.python)) is None:
                 raise BuildError(f"base image {base_image_tag(spec.python)} is missing",
                                  hint=f"run 'repo2env runtime bootstrap --python {spec.python}'")
             labels = {KIND_LABEL: "env", NAMESPACE_LABEL: image_namespace(), "repo2env.repo": repo, "repo2env.spec_hash": spec.spec_hash(),
-                      "repo2env.python": spec.python, "repo2env.version": __version__}
-            image = self._build(_env_dockerfile(spec, self.access), snapshot_dir, tag, labels, log_path,
-                                buildargs=self._index_args())
-            return BuiltImage(tag, image.id, built=True, size_bytes=image.attrs.get("Size", 0))
+                      "repo2env.python": spec.python, "repo2env.version": __version__, ENV_TOOLS_LABEL: tools_hash}
+            image = self._build(dockerfile, snapshot_dir, tag, labels, log_path,
+                                buildargs={**self._index_args(), **scm}, tools=tools)
+            return BuiltImage(tag, image.id, built=True, size_bytes=image.attrs.get("Size", 0), dockerfile=dockerfile)
 
     def ensure_task(self, task: Task, env_tag: str, snapshot_dir: Path, snapshot_sha: str, *,
-                    log_path: Path, warmup: str | None = None) -> BuiltImage:
-        """The task image: ``env_tag`` plus the snapshot, then the ``warmup`` command (see
-        :func:`warmup_dockerfile_lines`). Reused when it exists for the same env, snapshot and Dockerfile."""
+                    log_path: Path, vcs_version: bool = False, warmup: str | None = None) -> BuiltImage:
+        """The task image: ``env_tag`` plus the snapshot, with ``task.scm_version`` in its environment.
+        When the env's install generated files in ``/testbed``, or ``vcs_version`` (the project's
+        version comes from version control) and the task has a version, it re-runs the project's
+        editable install so they exist at the base commit; then the ``warmup`` command (see
+        :func:`warmup_dockerfile_lines`). Reused when it exists for the same env, snapshot and
+        Dockerfile."""
         tag = task_image_tag(task)
-        plain = task_dockerfile(env_tag)
-        dockerfile = task_dockerfile(env_tag, warmup)
+        scm = scm_environment(task.scm_version)
+        dockerfile = task_dockerfile(env_tag, self.access, scm, reinstall=vcs_version and bool(scm), warmup=warmup)
         recipe = hashlib.sha256(dockerfile.encode()).hexdigest()[:16]
-        # Images from before this label had the plain recipe.
-        unlabelled = hashlib.sha256(plain.encode()).hexdigest()[:16]
         existing = self.find(tag)
         env = self.find(env_tag)
         if existing is not None and env is not None:
             labels = existing.labels or {}
             if (labels.get("repo2env.snapshot") == snapshot_sha and labels.get("repo2env.env_id") == env.id
-                    and labels.get("repo2env.recipe", unlabelled) == recipe):
-                return BuiltImage(tag, existing.id, built=False, size_bytes=existing.attrs.get("Size", 0))
+                    and labels.get("repo2env.recipe") == recipe):
+                return BuiltImage(tag, existing.id, built=False, size_bytes=existing.attrs.get("Size", 0),
+                                  dockerfile=dockerfile)
         labels = {KIND_LABEL: "task", NAMESPACE_LABEL: image_namespace(), "repo2env.repo": task.repo, "repo2env.instance_id": task.instance_id,
                   "repo2env.commit": task.base_commit, "repo2env.snapshot": snapshot_sha,
                   "repo2env.env_image": env_tag, "repo2env.env_id": env.id if env else "",
-                  "repo2env.version": __version__, "repo2env.recipe": recipe}
-        image = self._build(dockerfile, snapshot_dir, tag, labels, log_path)
-        return BuiltImage(tag, image.id, built=True, size_bytes=image.attrs.get("Size", 0))
+                  "repo2env.scm_version": task.scm_version, "repo2env.version": __version__,
+                  "repo2env.recipe": recipe}
+        image = self._build(dockerfile, snapshot_dir, tag, labels, log_path, buildargs=self._index_args())
+        return BuiltImage(tag, image.id, built=True, size_bytes=image.attrs.get("Size", 0), dockerfile=dockerfile)
+
+    def used_by_task_images(self, env_tag: str) -> bool:
+        """Whether a tagged task image of this namespace is built on ``env_tag``."""
+        images = self.client.images.list(filters={"label": [f"{KIND_LABEL}=task", f"repo2env.env_image={env_tag}"]})
+        return any(image.tags for image in images)
+
+    def discard(self, tag: str) -> bool:
+        """Remove the image ``tag`` unless an image built on it or a container still uses it (the
+        engine refuses then); True when it is gone."""
+        try:
+            self.client.images.remove(tag, force=False, noprune=False)
+        except docker.errors.ImageNotFound:
+            return True
+        except docker.errors.APIError:
+            return False
+        return True
 
     def _index_args(self) -> dict[str, str]:
         return {name: value for name, value in self.access.container_env().items() if value not in (CONTAINER_CA_PATH, "1")}
 
     def _build(self, dockerfile: str, snapshot_dir: Path, tag: str, labels: dict[str, str], log_path: Path,
-               buildargs: dict[str, str] | None = None):
+               buildargs: dict[str, str] | None = None, tools: dict[str, str] | None = None):
         if stopping():
             raise StoppingError("stopping: no new image build starts")
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,6 +186,9 @@ class ImageStore:
             # A hard-linked copy would be cheaper, but the build context must not follow symlinks
             # out of the snapshot; copytree keeps them as links.
             shutil.copytree(snapshot_dir, context_path / "snapshot", symlinks=True)
+            (context_path / "tools").mkdir()
+            for name, text in (tools or {}).items():
+                (context_path / "tools" / name).write_text(text)
             (context_path / "Dockerfile").write_text(dockerfile)
             log_lines: list[str] = [dockerfile, "----"]
             try:
@@ -160,6 +210,10 @@ class ImageStore:
             if error:
                 if "no space left on device" in error.lower():
                     raise BuildError("the disk is full", hint="free space: 'repo2env images gc' or 'docker system prune'",
+                                     log_path=str(log_path))
+                own_code = [line.split(OWN_CODE_MARKER, 1)[1] for line in log_lines if OWN_CODE_MARKER in line]
+                if own_code:
+                    raise BuildError(f"the project's own code is not what got installed: {'; '.join(own_code)[:400]}",
                                      log_path=str(log_path))
                 raise BuildError(f"image build failed: {_last_meaningful_line(error)}", log_path=str(log_path))
         return self.client.images.get(tag)
@@ -205,22 +259,14 @@ class ImageStore:
         return removed
 
 
-def task_dockerfile(env_tag: str, warmup: str | None = None) -> str:
-    """The task layer: the env image plus the snapshot (the build context's ``snapshot/``), then the
-    ``warmup`` command when there is one (see :func:`warmup_dockerfile_lines`)."""
-    plain = f"FROM {env_tag}\nCOPY --chown={AGENT_UID}:{AGENT_UID} snapshot/ /testbed/\nUSER root\nWORKDIR /testbed\n"
-    return plain + ("\n".join(warmup_dockerfile_lines(warmup)) + "\n" if warmup else "")
-
-
-def layer_dockerfiles(task: Task, access: PackageAccess | None = None) -> dict[str, str]:
-    """The Dockerfile text of a built task's env and task layers (as published with the dataset);
-    the base layer is named by its tag (it is built by ``repo2env runtime bootstrap``)."""
+def layer_dockerfiles(task: Task) -> dict[str, str]:
+    """The Dockerfile text of a built task's layers as its build recorded them (published with the
+    dataset); the base layer is named by its tag (``repo2env runtime bootstrap`` builds it)."""
     spec = task.env_spec
-    if spec is None or spec.status != "env_ok" or not spec.env_image:
+    if spec is None or spec.status != "env_ok":
         return {}
-    return {"base": base_image_tag(spec.python),
-            "env": _env_dockerfile(spec, access or PackageAccess.from_environment()),
-            "task": task_dockerfile(spec.env_image, spec.warmup)}
+    return dict(spec.dockerfiles)
+
 
 
 #: Where a task image lists the files its warm-up wrote (empty: it fetched nothing).
@@ -250,22 +296,78 @@ def warmup_dockerfile_lines(command: str) -> list[str]:
     ]
 
 
-def _env_dockerfile(spec: EnvSpec, access: PackageAccess) -> str:
+def _arg_lines(access: PackageAccess, scm: dict[str, str]) -> list[str]:
+    names = [name for name, value in access.container_env().items() if value not in (CONTAINER_CA_PATH, "1")]
+    return [f"ARG {name}" for name in sorted([*names, *scm])]
+
+
+def _env_tools(spec: EnvSpec, own: OwnCode) -> dict[str, str]:
+    """The files of ``/opt/repo2env``: the probe, and the task layer's reinstall script when the
+    project is installed in editable mode."""
+    tools = {"own_code_probe.py": PROBE_PATH.read_text()}
+    again = reinstall_command(spec.install, own.distribution)
+    if again is not None:
+        dist = shlex.quote(own.distribution or "")
+        # Generated files belong to the agent like the rest of /testbed, and git ignores them, so
+        # they never show up in the agent's diff.
+        tools["reinstall"] = "\n".join([
+            "#!/bin/sh",
+            "# The project's editable install again (no dependencies), for files it generates in /testbed.",
+            "set -e", "cd /testbed",
+            # The snapshot belongs to the agent: git (run by setuptools-scm) needs root to trust it.
+            'export HOME="$(mktemp -d)"', "printf '[safe]\\n\\tdirectory = *\\n' > \"$HOME/.gitconfig\"",
+            again,
+            f"python {PROBE} generated {dist} > {TOOLS_DIR}/generated.task",
+            f"python {PROBE} leftovers {dist} | while IFS= read -r path; do rm -rf \"$path\"; done",
+            "mkdir -p .git/info",
+            f'while IFS= read -r path; do chown -R {AGENT_UID}:{AGENT_UID} "$path"; '
+            "printf '/%s\\n' \"$path\" >> .git/info/exclude; done < " + f"{TOOLS_DIR}/generated.task",
+            f"chown -R {AGENT_UID}:{AGENT_UID} .git/info", 'rm -rf /root/.cache "$HOME"', "",
+        ])
+    return tools
+
+
+def _env_dockerfile(spec: EnvSpec, access: PackageAccess, own: OwnCode, scm: dict[str, str]) -> str:
     lines = [f"FROM {base_image_tag(spec.python)}", "USER root"]
     if spec.system_packages:
         packages = " ".join(shlex.quote(name) for name in spec.system_packages)
         lines.append("RUN apt-get update && apt-get install -y --no-install-recommends "
                      f"{packages} && rm -rf /var/lib/apt/lists/*")
-    for name in sorted(access.container_env()):
-        if access.container_env()[name] not in (CONTAINER_CA_PATH, "1"):
-            lines.append(f"ARG {name}")
+    lines.extend(_arg_lines(access, scm))
+    lines.append(f"COPY tools/ {TOOLS_DIR}/")
     lines.append("COPY snapshot/ /testbed/")
     install = "; ".join(f"({command})" for command in spec.install) or "true"
+    editable = reinstall_command(spec.install, own.distribution) is not None
+    check = shlex.quote(json.dumps(own.probe_arguments(editable=editable), separators=(",", ":")))
+    dist = shlex.quote(own.distribution or "")
     # The source goes away after installing: the task layer brings its own commit's files, and
-    # the editable install keeps pointing at /testbed. `set -e`: any failing command fails the build.
-    lines.append(f"RUN set -e; cd /testbed; {install}; rm -rf /root/.cache /testbed; mkdir /testbed; "
-                 f"chown {AGENT_UID}:{AGENT_UID} /testbed")
+    # the editable install keeps pointing at /testbed. Before it goes: prove the install is the
+    # project's own code, and record what the install generated in it (the task layer re-creates
+    # those). `set -e`: any failing command fails the build.
+    # Git (run by setuptools-scm and its file finder) refuses a repository it deems not owned by
+    # the caller ("dubious ownership"); a throw-away HOME trusts /testbed for this step only.
+    trust = 'export HOME="$(mktemp -d)"; printf \'[safe]\\n\\tdirectory = *\\n\' > "$HOME/.gitconfig"'
+    lines.append(f"RUN set -e; {trust}; cd /testbed; {install}; python {PROBE} check {check}; "
+                 f"python {PROBE} generated {dist} > {TOOLS_DIR}/generated; "
+                 f'rm -rf /root/.cache "$HOME" /testbed; mkdir /testbed; chown {AGENT_UID}:{AGENT_UID} /testbed')
     lines.append("WORKDIR /testbed")
+    return "\n".join(lines) + "\n"
+
+
+def task_dockerfile(env_tag: str, access: PackageAccess, scm: dict[str, str], *, reinstall: bool,
+                    warmup: str | None = None) -> str:
+    """The task layer: the env image plus the snapshot (the build context's ``snapshot/``), the
+    project's generated files re-created when needed, then the ``warmup`` command if any."""
+    lines = [f"FROM {env_tag}", f"COPY --chown={AGENT_UID}:{AGENT_UID} snapshot/ /testbed/", "USER root"]
+    if scm:
+        # Runtime calls to setuptools-scm (a package reading its version from git) agree with the build.
+        lines.append("ENV " + " ".join(f"{name}={shlex.quote(value)}" for name, value in sorted(scm.items())))
+    lines.extend(_arg_lines(access, {}))
+    wanted = "true" if reinstall else f"[ -s {TOOLS_DIR}/generated ]"
+    lines.append(f"RUN if [ -f {TOOLS_DIR}/reinstall ] && {wanted}; then sh {TOOLS_DIR}/reinstall; fi")
+    lines.append("WORKDIR /testbed")
+    if warmup:
+        lines.extend(warmup_dockerfile_lines(warmup))
     return "\n".join(lines) + "\n"
 
 
