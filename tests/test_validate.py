@@ -117,6 +117,8 @@ def rollout(kind: str, reward: float, error: str | None = None) -> RolloutResult
     ([rollout("gold", 1.0), rollout("null", 0.0)], {"t2": 0.3, "t3": 0.3}, ["f2p_flaky"]),
     ([rollout("gold", 1.0)], {}, ["missing_null_rollouts"]),
     ([rollout("gold", 1.0, "boom"), rollout("null", 0.0)], {}, ["grading_error"]),
+    ([rollout("gold", 1.0), rollout("null", 0.0), rollout("stub", 0.0), rollout("stub", 0.67)], {}, ["stub_passes"]),
+    ([rollout("gold", 1.0), rollout("null", 0.0), rollout("stub", 0.0)], {}, []),
 ])
 def test_judge_reasons(rollouts, flaky, expected):
     report = judge(AcceptancePolicy(), fail_to_pass=["t1"], flaky=flaky, rollouts=rollouts, leak_score=0.0)
@@ -137,6 +139,19 @@ def test_judge_learnable_band_and_statistics():
                        rollouts=[rollout("gold", 1.0), rollout("null", 0.0), rollout("policy", 1.0), rollout("policy", 0.0)])
     assert no_partial.reasons == ["no_partial_credit"]
     assert judge(AcceptancePolicy(), fail_to_pass=[], flaky={}, rollouts=[], leak_score=0.0).reasons == ["no_f2p"]
+
+
+def test_stub_threshold_is_the_null_rollout_or_a_number():
+    evidence = [rollout("gold", 1.0), rollout("null", 0.0), rollout("stub", 0.5)]
+    verdict = lambda policy: judge(policy, fail_to_pass=["t"], flaky={}, rollouts=evidence, leak_score=0.0).reasons  # noqa: E731
+    assert verdict(AcceptancePolicy()) == ["stub_passes"]
+    assert verdict(AcceptancePolicy(max_stub_reward=0.5)) == []
+    assert verdict(AcceptancePolicy(max_stub_reward=0.4)) == ["stub_passes"]
+    # A lenient null floor moves the default threshold with the null rollout's own reward.
+    lenient = AcceptancePolicy(null_floor=0.5)
+    assert judge(lenient, fail_to_pass=["t"], flaky={}, leak_score=0.0,
+                 rollouts=[rollout("gold", 1.0), rollout("null", 0.5), rollout("stub", 0.5)]).reasons == []
+    assert load_acceptance_policy("default").max_stub_reward == "null"
 
 
 def test_policy_files_load_and_errors_name_the_field(tmp_path):

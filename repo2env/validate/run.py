@@ -2,8 +2,8 @@
 
 For each task of a tasks folder: derive FAIL_TO_PASS / PASS_TO_PASS (catching flaky tests), then
 grade with the hidden verifier the gold patch (must be 1.0 every time), the empty patch (must be
-0), partial fixes (subsets of the gold hunks) and near misses (libcst mutations of the gold
-patch), plus K policy rollouts when a policy endpoint is given; the acceptance policy judges.
+0), partial fixes (subsets of the gold hunks), near misses (libcst mutations of the gold
+patch) and stubs (the functions the gold patch changed reduced to ``return []`` and the like), plus K policy rollouts when a policy endpoint is given; the acceptance policy judges.
 Results: ``validation.jsonl`` (one record per task, appended as each finishes, so a re-run resumes),
 ``tasks.jsonl`` updated with the tests and the verdict, ``summary.md`` and ``validation.png``.
 """
@@ -119,7 +119,7 @@ def validate_task(task: Task, runtime: DockerRuntime, policy: AcceptancePolicy, 
 
 def _reference_rollouts(task: Task, runtime: DockerRuntime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,
                         policy_runner: PolicyRunner | None, policy_k: int) -> tuple[list[RolloutResult], float]:
-    from repo2env.validate.variants import near_misses, partial_fixes
+    from repo2env.validate.variants import near_misses, partial_fixes, stubs
 
     references = [("gold", f"gold-{i}", task.patch) for i in range(policy.gold_runs)]
     # The unfixed code can hang on the new tests just as a mutated fix can: null runs with the variants.
@@ -127,6 +127,8 @@ def _reference_rollouts(task: Task, runtime: DockerRuntime, policy: AcceptancePo
     variants += [("partial", variant.name, variant.patch) for variant in partial_fixes(task.patch, limit=policy.partial_limit)]
     variants += [("near_miss", variant.name, variant.patch)
                  for variant in near_misses(derivation.files_before, derivation.files_after, limit=policy.near_miss_limit)]
+    variants += [("stub", variant.name, variant.patch)
+                 for variant in stubs(derivation.files_before, derivation.files_after, limit=policy.stub_limit)]
     rollouts: list[RolloutResult] = []
     grading_s = 0.0
 
