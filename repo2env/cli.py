@@ -311,7 +311,8 @@ def images_ls(as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 @click.option("--all", "remove_all", is_flag=True, help="Remove every env and task image, used or not.")
 def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> None:
-    """Remove task images no tasks.jsonl refers to, env images no kept task uses, and build leftovers."""
+    """Remove task images no tasks.jsonl refers to, env images no kept task uses, and build leftovers;
+    first, sandboxes whose repo2env process died (kill -9) without removing them."""
     from repo2env.jsonl import iter_tasks
     from repo2env.runtime.docker_backend import connect_docker
     from repo2env.runtime.images import ImageStore
@@ -325,8 +326,13 @@ def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> N
         for folder in folders:
             keep |= {task.env_spec.image for task in iter_tasks(folder / "tasks.jsonl")
                      if task.env_spec and task.env_spec.image}
-    removed = ImageStore(connect_docker()).gc(keep_tags=keep, dry_run=dry_run)
+    from repo2env.runtime.ownership import reap_orphans
+
+    client = connect_docker()
     verb = "would remove" if dry_run else "removed"
+    for name in reap_orphans(client, dry_run=dry_run):
+        console.print(f"{verb} container {name} (its repo2env process is gone)")
+    removed = ImageStore(client).gc(keep_tags=keep, dry_run=dry_run)
     for name in removed:
         console.print(f"{verb} {name}")
     console.print(f"{verb} {len(removed)} images; kept {len(keep)} task images in use")

@@ -4,6 +4,13 @@ Every sandbox: no network, the unprivileged ``agent`` user, all capabilities dro
 no-new-privileges, memory/CPU/pids limits, an init process that reaps zombies, commands killed
 with their whole process group at their timeout, output capped. Containers are removed on
 ``close()``, on leaving a ``with`` block (exceptions and Ctrl-C included) and at interpreter exit.
+
+What survives a ``kill -9`` of the owner is caught twice: every container is labelled with its
+owner (:mod:`repo2env.runtime.ownership`, reaped on the next start, by ``doctor`` and by
+``images gc``), and its keepalive (:data:`KEEPALIVE_SCRIPT`) ends the container after
+``limits.idle_timeout_s`` without a command running. The same keepalive stops the container when
+what it wrote grows past ``limits.disk_bytes`` (overlay2 on ext4 cannot cap a writable layer,
+and ``docker cp`` cannot reach into a tmpfs), and ``RLIMIT_FSIZE`` caps every single file.
 """
 
 from __future__ import annotations
@@ -23,12 +30,38 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from repo2env.errors import DockerUnavailableError, InputError, PatchError
+from repo2env.errors import DockerUnavailableError, InputError, PatchError, SandboxStoppedError
 from repo2env.models import ExecResult, Task
 from repo2env.runtime.bootstrap import AGENT_UID
+from repo2env.runtime.ownership import SANDBOX_LABEL, owner_labels, reap_orphans_now_and_then
 from repo2env.runtime.sandbox import SandboxLimits
 
-SANDBOX_LABEL = "repo2env.sandbox"
+#: Every exec appends to this file; the keepalive reads activity from it (and truncates it).
+HEARTBEAT_PATH = "/tmp/.repo2env-alive"
+#: Seconds between two looks of the keepalive at activity and disk use.
+KEEPALIVE_PERIOD_S = 5
+#: The keepalive's exit status (the container's) when it stopped the sandbox for its disk use.
+DISK_CAP_EXIT = 3
+#: Where the agent (and the tests) can write: what the disk cap measures.
+WRITABLE_PLACES = "/testbed /home /tmp /var/tmp"
+# The container's main process, as root without capabilities (the agent cannot kill it). Builtins
+# only between the looks, so its own children never count as activity: each look sees the
+# processes other than init and itself (a command or anything it left running) and the heartbeat
+# file. Disk use is measured only while something runs: an idle sandbox writes nothing.
+KEEPALIVE_SCRIPT = f"""umask 0; beat={HEARTBEAT_PATH}; : >"$beat"
+used() {{ du -sckx {WRITABLE_PLACES} 2>/dev/null | tail -n 1 | cut -f 1; }}
+limit=$(( $(used) + $2 / 1024 )); idle=0
+while [ "$idle" -lt "$1" ]; do
+  sleep {KEEPALIVE_PERIOD_S}
+  busy=
+  for proc in /proc/[0-9]*; do case "${{proc#/proc/}}" in 1|$$) ;; *) busy=1; break;; esac; done
+  if [ -s "$beat" ]; then busy=1; : >"$beat"; fi
+  if [ -z "$busy" ]; then idle=$((idle + {KEEPALIVE_PERIOD_S})); continue; fi
+  idle=0
+  [ "$(used)" -gt "$limit" ] && exit {DISK_CAP_EXIT}
+done
+exit 0
+"""
 #: Extra seconds past a command's timeout before the caller stops waiting on the stream.
 _STREAM_GRACE_S = 5.0
 
@@ -71,6 +104,8 @@ class DockerRuntime:
                     labels: dict[str, str] | None = None, workdir: str = "/testbed") -> DockerSandbox:
         """Start a locked-down container from ``image``, ready for its first command."""
         limits = limits or self.limits
+        # Containers left by a killed repo2env go before new ones come (one filtered list call).
+        reap_orphans_now_and_then(self.client)
         # A known name lets an interrupted start (Ctrl-C between the engine creating the container
         # and this call returning) find and remove what it created.
         name = f"repo2env-{secrets.token_hex(6)}"
@@ -78,7 +113,8 @@ class DockerRuntime:
             container = self.client.containers.run(
                 image,
                 name=name,
-                command=["sleep", "infinity"],
+                command=["/bin/sh", "-c", KEEPALIVE_SCRIPT, "keepalive",
+                         str(int(limits.idle_timeout_s)), str(int(limits.disk_bytes))],
                 detach=True,
                 init=True,
                 # The keepalive runs as root (without capabilities) so the agent cannot kill it;
@@ -92,7 +128,8 @@ class DockerRuntime:
                 memswap_limit=limits.memory,
                 nano_cpus=int(limits.cpus * 1e9),
                 pids_limit=limits.pids,
-                labels={SANDBOX_LABEL: "1", **(labels or {})},
+                ulimits=[docker.types.Ulimit(name="fsize", soft=limits.disk_bytes, hard=limits.disk_bytes)],
+                labels={SANDBOX_LABEL: "1", **owner_labels(), **(labels or {})},
                 environment={"HOME": "/home/agent", "PYTHONDONTWRITEBYTECODE": "1"},
             )
         except docker.errors.ImageNotFound:
@@ -139,29 +176,75 @@ class DockerSandbox:
         shell_command = command if isinstance(command, str) else shlex.join(command)
         # `timeout` runs the command in its own process group and signals the whole group, so
         # children (a fork bomb's too) die with it; -k escalates to SIGKILL for ones that trap TERM.
-        argv = ["timeout", "-k", "2", f"{timeout:.3f}", "/bin/sh", "-c", shell_command]
+        # The heartbeat tells the keepalive a command ran (a short one between two of its looks).
+        argv = ["timeout", "-k", "2", f"{timeout:.3f}", "/bin/sh", "-c",
+                f"echo 2>/dev/null >>{HEARTBEAT_PATH}; {shell_command}"]
         started = time.monotonic()
-        exec_id = self.client.api.exec_create(
-            self.container.id, argv, user=user or self.limits.user, workdir=workdir, environment=env,
-            stdout=True, stderr=True,
-        )["Id"]
-        stream = self.client.api.exec_start(exec_id, stream=True, demux=False)
+        try:
+            exec_id = self.client.api.exec_create(
+                self.container.id, argv, user=user or self.limits.user, workdir=workdir, environment=env,
+                stdout=True, stderr=True,
+            )["Id"]
+            stream = self.client.api.exec_start(exec_id, stream=True, demux=False)
+        except docker.errors.APIError:
+            if not self._running():  # stopped by its keepalive, or removed
+                raise self._stopped_error() from None
+            raise
         captured, truncated = self._drain(stream, deadline=started + timeout + _STREAM_GRACE_S)
         exit_code = self.client.api.exec_inspect(exec_id).get("ExitCode")
         duration = time.monotonic() - started
         timed_out = exit_code in (124, 137) and duration >= timeout * 0.99
-        if exit_code is None:
+        output = captured.decode("utf-8", errors="replace")
+        if (exit_code is None or exit_code >= 128) and not timed_out and self._stopping():
+            # The keepalive stopped the sandbox under this command: say why where the caller looks.
+            output += f"\n[repo2env: {self._stopped_error().message}]\n"
+            exit_code = 137 if exit_code is None else exit_code
+        elif exit_code is None:
             # Still running past the grace period: something left timeout's process group (setsid).
             # The keepalive runs as root, so killing every process of the agent user spares it.
             self._kill_agent_processes()
             exit_code, timed_out = 137, True
         return ExecResult(
             exit_code=exit_code,
-            output=captured.decode("utf-8", errors="replace"),
+            output=output,
             timed_out=timed_out,
             truncated=truncated,
             duration_s=duration,
         )
+
+    def _stopping(self) -> bool:
+        """Whether the container stopped (or is stopping) under a command that was killed."""
+        # The command's stream ends as the container's processes die, a moment before the
+        # engine records the container as exited.
+        for _ in range(5):
+            if not self._running():
+                return True
+            time.sleep(0.1)
+        return False
+
+    def _running(self) -> bool:
+        try:
+            self.container.reload()
+        except docker.errors.NotFound:
+            return False
+        return bool(self.container.attrs.get("State", {}).get("Running"))
+
+    def _stopped_error(self) -> SandboxStoppedError:
+        """Why this sandbox's container stopped, as an error to raise or to report."""
+        try:
+            self.container.reload()
+            state = self.container.attrs.get("State", {})
+        except docker.errors.NotFound:
+            return SandboxStoppedError("this sandbox's container was removed (by 'repo2env images gc', doctor "
+                                       "or another process)", hint="start a new sandbox")
+        if state.get("ExitCode") == DISK_CAP_EXIT:
+            return SandboxStoppedError(f"this sandbox stopped: it wrote more than its disk cap "
+                                       f"({self.limits.disk_bytes / 2**20:.0f} MB)", hint="start a new sandbox")
+        if state.get("ExitCode") == 0 and not state.get("OOMKilled"):
+            return SandboxStoppedError(f"this sandbox stopped after {self.limits.idle_timeout_s:.0f} s without a command",
+                                       hint="start a new sandbox, or raise SandboxLimits.idle_timeout_s")
+        return SandboxStoppedError(f"this sandbox's container stopped (exit {state.get('ExitCode')}"
+                                   f"{', out of memory' if state.get('OOMKilled') else ''})", hint="start a new sandbox")
 
     def diff(self) -> str:
         """The agent's change against the snapshot, as a git patch (new and deleted files included).

@@ -35,6 +35,7 @@ from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.verify.filtering import filter_patch, runner_references
 from repo2env.verify.junit import outcomes_for
+from repo2env.verify.logs import write_capped_log
 from repo2env.verify.reward import RewardMode, score
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -187,8 +188,8 @@ class Grader:
         run_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         filtered = filter_patch(patch)
-        (run_dir / "submitted.diff").write_text(patch)
-        (run_dir / "applied.diff").write_text(filtered.patch)
+        write_capped_log(run_dir / "submitted.diff", patch)
+        write_capped_log(run_dir / "applied.diff", filtered.patch)
         base = GradeResult(instance_id=task.instance_id, mode=mode, filtered_paths=list(filtered.dropped_paths),
                            log_dir=str(run_dir))
         tampering = set(filtered.suspicious) - runner_references(task.patch)
@@ -220,7 +221,7 @@ class Grader:
             # script ran to its end and nothing was cut.
             parsed = None
         if parsed is None:
-            (run_dir / "test_output.txt").write_text(result.output)
+            write_capped_log(run_dir / "test_output.txt", result.output)
             failure = {
                 _APPLY_FAILED: ("the patch does not apply to the snapshot", False),
                 _TEST_PATCH_FAILED: ("the hidden tests do not apply on top of this patch", True),
@@ -231,9 +232,9 @@ class Grader:
                 "patch_applied": failure[1], "error": failure[0], "pytest_exit": result.exit_code,
                 "tests": {test_id: TestStatus.MISSING for test_id in test_ids}}), run_dir, started)
         pytest_exit, xml_text, test_output = parsed
-        (run_dir / "test_output.txt").write_text(test_output)
+        write_capped_log(run_dir / "test_output.txt", test_output)
         if xml_text is not None:
-            (run_dir / "junit.xml").write_text(xml_text)
+            write_capped_log(run_dir / "junit.xml", xml_text)
         base = base.model_copy(update={"pytest_exit": pytest_exit})
         outcomes, error = outcomes_for(test_ids, xml_text)
         if pytest_exit in (124, 137):
@@ -329,7 +330,7 @@ def _inputs_archive(inputs: str, junit_dir: str, files: dict[str, str]) -> bytes
             info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, uid, uid, now
             tar.addfile(info)
         for name, text in files.items():
-            payload = text.encode("utf-8")
+            payload = text.encode("utf-8", errors="surrogateescape")  # a patch's bytes, as they came
             info = tarfile.TarInfo(f"{inputs.removeprefix('/tmp/')}/{name}")
             info.size, info.mode, info.mtime = len(payload), 0o644, now
             tar.addfile(info, io.BytesIO(payload))
