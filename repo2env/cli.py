@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import math
 import shlex
 import signal
 import sys
@@ -18,6 +20,24 @@ from repo2env.errors import InputError, NotImplementedYetError, Repo2EnvError
 
 console = Console(stderr=True, soft_wrap=True)
 stdout = Console(soft_wrap=True)
+
+
+class _Seconds(click.ParamType):
+    """A duration in seconds: a finite number above zero (``inf``, ``nan``, 0 and negatives are refused)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds <= 0:
+            self.fail(f"{value!r} is not a duration: give a finite number of seconds above 0", param, ctx)
+        return seconds
+
+
+SECONDS = _Seconds()
 
 
 class _Group(click.Group):
@@ -131,10 +151,13 @@ def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_
     )
     with Progress(TextColumn("[bold]mine[/] {task.description}"), BarColumn(bar_width=None),
                   TextColumn("{task.fields[scanned]} PRs scanned, {task.fields[kept]} kept"), TimeElapsedColumn(),
-                  console=console, transient=not console.is_terminal) as bar:
+                  console=console, disable=not console.is_terminal) as bar:
         task_id = bar.add_task(source.repo, total=None, scanned=0, kept=0)
         result = run_mine(source, out_dir, options,
                           progress=lambda scanned, kept: bar.update(task_id, scanned=scanned, kept=kept))
+    if result.torn_bytes:
+        click.echo(f"warning: cut a torn last line ({result.torn_bytes} bytes) off {result.tasks_path}: an earlier "
+                   "run was stopped while writing it; the rows before it are kept", err=True)
     funnel = result.funnel
     if as_json:
         stdout.print_json(funnel.model_dump_json())
@@ -260,7 +283,7 @@ def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...],
 @cli.command(context_settings={"allow_interspersed_args": False})
 @click.option("--task", "instance_id", required=True, help="Task id (owner__name-PR).")
 @_from_option
-@click.option("--timeout", type=float, default=600, show_default=True, help="Seconds before the command is killed.")
+@click.option("--timeout", type=SECONDS, default=600, show_default=True, help="Seconds before the command is killed.")
 @click.argument("command", nargs=-1, required=True)
 def run(instance_id: str, from_dirs: tuple[Path, ...], timeout: float, command: tuple[str, ...]) -> None:
     """Run COMMAND in the task's sandbox as the agent would; print its output and the resulting diff.
@@ -347,7 +370,7 @@ def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> N
 @_from_option
 @click.option("--mode", type=click.Choice(["graded", "binary", "f2p"]), default="graded", show_default=True,
               help="graded = f2p_rate x p2p_rate; binary = resolved; f2p = f2p_rate.")
-@click.option("--timeout", type=float, default=900, show_default=True, help="Seconds for the hidden tests.")
+@click.option("--timeout", type=SECONDS, default=900, show_default=True, help="Seconds for the hidden tests.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every GradeResult as JSONL here [default: grades.jsonl in the task folder].")
 @click.option("--json", "as_json", is_flag=True, help="Print the result(s) as JSON on stdout.")
@@ -368,8 +391,14 @@ def grade(instance_id: str | None, patch_path: Path | None, predictions: Path | 
     else:
         if str(patch_path) != "-" and not patch_path.is_file():
             raise InputError(f"no patch file at {patch_path}")
-        jobs = [(instance_id, sys.stdin.read() if str(patch_path) == "-" else patch_path.read_text())]
+        # A patch is bytes (a Latin-1 file, a binary hunk): carried as surrogate escapes, written back as read.
+        raw = sys.stdin.buffer.read() if str(patch_path) == "-" else patch_path.read_bytes()
+        jobs = [(instance_id, raw.decode("utf-8", errors="surrogateescape"))]
     tasks_files = [folder / "tasks.jsonl" for folder in _tasks_dirs(from_dirs)]
+    if out_path:
+        # A folder that cannot take the results fails now, not after the gradings it would lose.
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.open("a").close()
     runtime = DockerRuntime()
     results = []
     for job_id, patch in jobs:
@@ -477,6 +506,12 @@ def main() -> None:
     except click.exceptions.Abort:
         console.print("interrupted")
         sys.exit(130)
+    except click.UsageError as exc:
+        # One line, like every other user error; the command's help is one flag away.
+        click.echo(f"error: {exc.format_message()}", err=True)
+        if exc.ctx is not None:
+            click.echo(f"hint: see '{exc.ctx.command_path} --help'", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
@@ -489,4 +524,17 @@ def main() -> None:
         if exc.hint:
             click.echo(f"hint: {exc.hint}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        if exc.errno not in _USER_OS_ERRORS:
+            raise
+        # A read-only or full output folder, a path that is a file: the user's to fix, not a bug.
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"error: {where}{exc.strerror or exc}", err=True)
+        click.echo("hint: check that the folder exists, is writable and has free space", err=True)
+        sys.exit(1)
     sys.exit(exit_code if isinstance(exit_code, int) else 0)
+
+
+#: OS errors that a user's folder or disk causes (and fixes).
+_USER_OS_ERRORS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG,
+                             errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG})

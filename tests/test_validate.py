@@ -15,7 +15,8 @@ from repo2env.validate.run import read_records, validate_dir
 
 # The default policy, lighter on reruns of the reference rollouts so the suite stays quick; the
 # F2P/P2P derivation keeps its three shuffled runs under different hash seeds.
-QUICK = load_acceptance_policy("default").model_copy(update={"gold_runs": 1, "partial_limit": 2, "near_miss_limit": 2})
+QUICK = load_acceptance_policy("default").model_copy(update={"gold_runs": 1, "partial_limit": 2, "near_miss_limit": 2,
+                                                              "stub_limit": 2})
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,10 @@ def test_demo_verdicts_match_what_the_demo_contains(validated, demo_repo):
         if pull.expected_bucket != "kept":
             continue
         record = records[pull.number]
-        assert record.verdict == "accepted", (pull.number, record.reasons)
+        # Stubs of the changed functions (return None, return []) earn reward exactly where the
+        # demo's tests leave a trivial answer right.
+        assert record.reasons == (["stub_passes"] if pull.stub_earns else []), (pull.number, record.rewards)
+        assert (max(record.rewards["stub"]) > 0) == pull.stub_earns
         assert set(record.FAIL_TO_PASS) == set(pull.fail_to_pass), pull.number
         assert set(record.PASS_TO_PASS) == set(pull.pass_to_pass), pull.number
         assert set(record.flaky_tests) == set(pull.flaky), "the flaky test is caught and excluded"
@@ -61,7 +65,9 @@ def test_outputs_and_resume(validated, docker_client):
     assert "| mined |" in summary and "| accepted |" in summary and "repo2env-demo/textkit" in summary
     assert (folder / "validation.png").read_bytes().startswith(b"\x89PNG")
     tasks = read_tasks(folder / "tasks.jsonl")
-    assert all(task.validation and task.validation.verdict == "accepted" and task.FAIL_TO_PASS for task in tasks)
+    assert all(task.validation and task.FAIL_TO_PASS for task in tasks)
+    assert {task.validation.verdict for task in tasks} == {"accepted", "rejected"}
+    assert "| stubs fail |" in summary and "stub_passes" in summary
     again = validate_dir(folder, DockerRuntime(docker_client), QUICK)
     assert again.records == [] and again.skipped == len(records)
     assert len(read_records(folder / "validation.jsonl")) == len(records)
@@ -178,7 +184,7 @@ def test_policy_rollouts_through_the_cli_make_a_task_learnable(validated, tmp_pa
     task = read_tasks(folder / "tasks.jsonl")[0]
     write_jsonl(tmp_path / "tasks.jsonl", [task.model_copy(update={"validation": None})])
     policy = tmp_path / "learnable.yaml"
-    policy.write_text("name: learnable\ngold_runs: 1\npartial_limit: 1\nnear_miss_limit: 1\n"
+    policy.write_text("name: learnable\ngold_runs: 1\npartial_limit: 1\nnear_miss_limit: 1\nstub_limit: 0\n"
                       "required_rollouts: [gold, \"null\", policy]\nrequire_learnable: true\n")
     scripts = {"gold": gold_script(task), "nothing": nothing_script()}
     with ScriptedLLM(scripts, schedule=["gold", "nothing", "gold", "nothing"]) as server:

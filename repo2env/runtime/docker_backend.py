@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import io
+import os
 import secrets
 import shlex
 import tarfile
@@ -76,6 +77,12 @@ def connect_docker(timeout: float = 10.0) -> docker.DockerClient:
     try:
         client = docker.from_env(timeout=timeout)
         client.ping()
+    except ValueError as exc:
+        # docker-py parses DOCKER_HOST with urllib: a malformed one surfaces as a bare ValueError.
+        raise DockerUnavailableError(
+            f"DOCKER_HOST={os.environ.get('DOCKER_HOST', '')!r} is not a usable engine address ({_short(exc)})",
+            hint="unset it for the local engine, or give unix:///path/docker.sock, tcp://host:port or ssh://user@host",
+        ) from None
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         raise DockerUnavailableError(
             f"no Docker engine answers ({_short(exc)})",
