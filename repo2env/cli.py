@@ -438,7 +438,7 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     """Keep only environments whose rewards are right, stable and varied.
 
     Per task: derive FAIL_TO_PASS / PASS_TO_PASS (each test run several times, shuffled, flaky ones
-    excluded), grade the gold patch, the empty patch, partial fixes and near misses (and K policy
+    excluded), grade the gold patch, the empty patch, partial fixes, near misses and stubs (and K policy
     rollouts with --policy), and judge with the acceptance policy. Writes validation.jsonl,
     summary.md and validation.png next to each tasks.jsonl. ROOTS are searched for tasks.jsonl
     (default: generated/). Re-runs resume.

@@ -504,15 +504,20 @@ def test_stubs_reduce_every_function_the_fix_changed_and_nothing_else(shop: Gold
 
 def test_stubs_keep_the_signatures_of_functions_the_fix_adds(tmp_path: Path) -> None:
     # A new module with a method holding a nested function, and a one-line function.
-    added = ('class Basket:\n    def total(self, prices):\n        def add(a, b): return a + b\n'
+    added = ('class Basket:\n    def __init__(self):\n        self.items = []\n\n'
+             '    def total(self, prices):\n        def add(a, b): return a + b\n'
              '        return sum(prices)\n\n\ndef empty(): return not []\n')
     gold = make_gold(tmp_path, BASE, {"shop/basket.py": added, "shop/README.txt": "not code\n"})
 
-    (none, *_, raised) = stubs(gold.before, gold.after)
+    (none, listed, *_, raised) = stubs(gold.before, gold.after)
 
     text = gold.applied(none.patch)["shop/basket.py"] or ""
-    assert text == "class Basket:\n    def total(self, prices):\n        return None\n\n\ndef empty():\n    return None\n"
-    assert "raise NotImplementedError" in (gold.applied(raised.patch)["shop/basket.py"] or "")
+    assert text == ("class Basket:\n    def __init__(self):\n        return None\n\n"
+                    "    def total(self, prices):\n        return None\n\n\ndef empty():\n    return None\n")
+    # __init__ must return None: a value stub keeps it so, and only the raising stub breaks it.
+    assert "__init__(self):\n        return None\n" in (gold.applied(listed.patch)["shop/basket.py"] or "")
+    assert "total(self, prices):\n        return []\n" in (gold.applied(listed.patch)["shop/basket.py"] or "")
+    assert (gold.applied(raised.patch)["shop/basket.py"] or "").count("raise NotImplementedError") == 3
     assert gold.applied(none.patch)["shop/README.txt"] == "not code\n", "the rest of the fix stays"
 
 

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repo2env.jsonl import append_jsonl, read_tasks, write_jsonl
+from repo2env.jsonl import append_jsonl, drop_torn_tail, read_tasks, write_jsonl
 from repo2env.models import RolloutResult, Task, ValidationRecord
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.validate.acceptance import AcceptancePolicy, judge
@@ -52,6 +52,7 @@ def validate_dir(tasks_dir: Path, runtime: DockerRuntime, policy: AcceptancePoli
     """Validate every task of ``tasks_dir`` (resuming: tasks already in validation.jsonl are skipped)."""
     tasks_path, records_path = tasks_dir / "tasks.jsonl", tasks_dir / "validation.jsonl"
     tasks = read_tasks(tasks_path)
+    drop_torn_tail(records_path)  # a record cut short by a killed run: that task is validated again
     done = {record.instance_id: record for record in read_records(records_path)} if not force else {}
     if force:
         records_path.unlink(missing_ok=True)

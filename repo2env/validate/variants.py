@@ -750,6 +750,12 @@ STUB_BODIES: dict[StubStyle, str] = {
 }
 
 
+#: Methods Python requires to return ``None``: a value stub gives them ``return None`` instead, or
+#: every object would fail to build and the stub would measure that, not the tests.
+_RETURN_NONE_METHODS = frozenset({"__init__", "__post_init__", "__init_subclass__", "__set_name__", "__setattr__",
+                                  "__delattr__", "__set__", "__delete__", "__setitem__", "__delitem__"})
+
+
 def stubs(before: Mapping[str, str], after: Mapping[str, str], *, limit: int = len(STUB_BODIES)) -> list[Variant]:
     """Up to ``limit`` stub variants of the fix, one per style of :data:`STUB_BODIES` in its order.
 
@@ -759,7 +765,9 @@ def stubs(before: Mapping[str, str], after: Mapping[str, str], *, limit: int = l
     ``stub-zero`` ``0``, ``stub-str`` ``""`` and ``stub-raise`` raises ``NotImplementedError``. The
     stubs are made on the fixed version so that functions the fix adds exist with the fix's
     signatures: a stub that scores above the empty patch means tests that pass on a function
-    which does nothing. Docstrings stay; a function nested in a changed one goes with its body.
+    which does nothing. Docstrings stay; a function nested in a changed one goes with its body;
+    ``__init__`` and the other methods that must return ``None`` return ``None`` in every style
+    but ``stub-raise``.
     A variant whose patch equals the gold patch or another variant's is left out; without a
     changed function the result is ``[]``.
     """
@@ -787,8 +795,7 @@ def stubs(before: Mapping[str, str], after: Mapping[str, str], *, limit: int = l
     for style, body in STUB_BODIES.items():
         if len(variants) == limit:
             break
-        statement = cst.parse_statement(body)
-        stubbed = {path: module.visit(_BodyStubber(targets, statement)).code
+        stubbed = {path: module.visit(_BodyStubber(targets, body)).code
                    for path, (module, targets) in changed_functions.items()}
         patch = _diff_files(paths, before, {**after, **stubbed})
         if patch in seen:
@@ -813,13 +820,14 @@ def _outermost_changed_functions(positions: Mapping[cst.CSTNode, CodeRange],
 
 
 class _BodyStubber(cst.CSTTransformer):
-    """Replaces the body of the ``targets`` (functions of the module visited) by ``statement``,
-    after the docstring when there is one."""
+    """Replaces the body of the ``targets`` (functions of the module visited) by ``body``, after
+    the docstring when there is one."""
 
-    def __init__(self, targets: frozenset[cst.FunctionDef], statement: cst.BaseStatement) -> None:
+    def __init__(self, targets: frozenset[cst.FunctionDef], body: str) -> None:
         super().__init__()
         self.targets = targets
-        self.statement = statement
+        self.statement = cst.parse_statement(body)
+        self.returns_none = cst.parse_statement("return None") if body.startswith("return") else self.statement
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         if original_node not in self.targets:
@@ -829,5 +837,5 @@ class _BodyStubber(cst.CSTTransformer):
         first = original_node.body.body[0] if isinstance(original_node.body, cst.IndentedBlock) else None
         if docstring is not None and first is not None:
             body.append(first)
-        body.append(self.statement)
+        body.append(self.returns_none if original_node.name.value in _RETURN_NONE_METHODS else self.statement)
         return updated_node.with_changes(body=cst.IndentedBlock(body=body))
