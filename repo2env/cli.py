@@ -301,7 +301,9 @@ def run(instance_id: str, from_dirs: tuple[Path, ...], timeout: float, command: 
     console.print(f"[dim]exit {result.exit_code}{' (timed out)' if result.timed_out else ''}"
                   f"{' (output truncated)' if result.truncated else ''} in {result.duration_s:.2f} s[/]")
     console.rule("diff against the snapshot")
-    stdout.out(patch or "(no change)\n", end="", highlight=False)
+    # The diff's bytes that are not UTF-8 (surrogate escapes) are shown as U+FFFD, not a crash.
+    shown = patch.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+    stdout.out(shown or "(no change)\n", end="", highlight=False)
     sys.exit(result.exit_code)
 
 

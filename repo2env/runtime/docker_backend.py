@@ -177,6 +177,12 @@ class DockerSandbox:
              env: dict[str, str] | None = None, user: str | None = None) -> ExecResult:
         """Run ``command`` under ``timeout`` (default: the limits'); kill its process group at the
         deadline; capture at most ``output_cap_bytes`` of combined stdout/stderr."""
+        return self._exec(command, timeout=timeout, workdir=workdir, env=env, user=user, errors="replace")
+
+    def _exec(self, command: str | list[str], *, timeout: float | None, workdir: str | None = None,
+              env: dict[str, str] | None = None, user: str | None = None, errors: str) -> ExecResult:
+        """:meth:`exec`, its output decoded from UTF-8 with ``errors`` (``"surrogateescape"`` keeps
+        every byte, for a diff)."""
         if self._closed:
             raise InputError("this sandbox is closed")
         timeout = self.limits.exec_timeout_s if timeout is None else timeout
@@ -201,8 +207,9 @@ class DockerSandbox:
         exit_code = self.client.api.exec_inspect(exec_id).get("ExitCode")
         duration = time.monotonic() - started
         timed_out = exit_code in (124, 137) and duration >= timeout * 0.99
-        output = captured.decode("utf-8", errors="replace")
-        if (exit_code is None or exit_code >= 128) and not timed_out and self._stopping():
+        output = captured.decode("utf-8", errors=errors)
+        # A stopping container SIGKILLs what runs in it: only then is its state worth a look.
+        if exit_code in (None, 137) and not timed_out and self._stopping():
             # The keepalive stopped the sandbox under this command: say why where the caller looks.
             output += f"\n[repo2env: {self._stopped_error().message}]\n"
             exit_code = 137 if exit_code is None else exit_code
@@ -262,8 +269,9 @@ class DockerSandbox:
         snapshot = self.container.labels.get("repo2env.snapshot") or "HEAD"
         git = ("git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c diff.external= "
                "-c core.pager=cat -c color.ui=false")
-        result = self.exec(f"{git} add --all . && {git} diff --cached --binary --no-ext-diff --no-textconv "
-                           f"--no-renames {snapshot}", workdir="/testbed", timeout=120)
+        # Bytes as git wrote them (a Latin-1 file stays Latin-1), carried as surrogate escapes.
+        result = self._exec(f"{git} add --all . && {git} diff --cached --binary --no-ext-diff --no-textconv "
+                           f"--no-renames {snapshot}", workdir="/testbed", timeout=120, errors="surrogateescape")
         if result.exit_code != 0 or result.truncated:
             reason = "the diff is larger than the output cap" if result.truncated else result.output.strip()[-300:]
             raise PatchError(f"cannot compute the sandbox's diff: {reason}")
