@@ -37,32 +37,68 @@ from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.ownership import SANDBOX_LABEL, owner_labels, reap_orphans_now_and_then
 from repo2env.runtime.sandbox import SandboxLimits
 
-#: Every exec appends to this file; the keepalive reads activity from it (and truncates it).
+#: Every exec appends a byte to this file; the keepalive reads activity from its size and mtime.
 HEARTBEAT_PATH = "/tmp/.repo2env-alive"
 #: Seconds between two looks of the keepalive at activity and disk use.
 KEEPALIVE_PERIOD_S = 5
 #: The keepalive's exit status (the container's) when it stopped the sandbox for its disk use.
 DISK_CAP_EXIT = 3
 #: Where the agent (and the tests) can write: what the disk cap measures.
-WRITABLE_PLACES = "/testbed /home /tmp /var/tmp"
-# The container's main process, as root without capabilities (the agent cannot kill it). Builtins
-# only between the looks, so its own children never count as activity: each look sees the
-# processes other than init and itself (a command or anything it left running) and the heartbeat
-# file. Disk use is measured only while something runs: an idle sandbox writes nothing.
-KEEPALIVE_SCRIPT = f"""umask 0; beat={HEARTBEAT_PATH}; : >"$beat"
-used() {{ du -sckx {WRITABLE_PLACES} 2>/dev/null | tail -n 1 | cut -f 1; }}
-limit=$(( $(used) + $2 / 1024 )); idle=0
-while [ "$idle" -lt "$1" ]; do
-  sleep {KEEPALIVE_PERIOD_S}
-  busy=
-  for proc in /proc/[0-9]*; do case "${{proc#/proc/}}" in 1|$$) ;; *) busy=1; break;; esac; done
-  if [ -s "$beat" ]; then busy=1; : >"$beat"; fi
-  if [ -z "$busy" ]; then idle=$((idle + {KEEPALIVE_PERIOD_S})); continue; fi
-  idle=0
-  [ "$(used)" -gt "$limit" ] && exit {DISK_CAP_EXIT}
-done
-exit 0
+WRITABLE_PLACES = ("/testbed", "/home", "/tmp", "/var/tmp")
+# The container's main process, run by the image's system Python as root without capabilities (the
+# agent cannot kill it). It never forks: a fork bomb that takes every pid must not end it (a shell's
+# `sleep` would fail, and dash exits when it cannot fork). Every few seconds it looks for processes
+# other than init and itself (a command, or anything one left running) and whether the heartbeat
+# file each exec appends to changed; while something runs it also adds up the blocks under
+# WRITABLE_PLACES (what it may read: root without capabilities cannot enter another user's 0700
+# folder). It writes nothing: a file the agent made first cannot stop it.
+KEEPALIVE_SCRIPT = f"""
+import os, sys, time
+idle_max, cap, beat, me = int(sys.argv[1]), int(sys.argv[2]), {HEARTBEAT_PATH!r}, str(os.getpid())
+def used():
+    total, seen, stack = 0, set(), list({WRITABLE_PLACES!r})
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (info.st_dev, info.st_ino) in seen:
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            total += info.st_blocks * 512
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+    return total
+def last_beat():
+    try:
+        info = os.stat(beat)
+        return info.st_size, info.st_mtime_ns
+    except OSError:
+        return None
+os.umask(0)
+try:  # for every user to append to (a first exec may have been quicker: then it is that user's)
+    os.close(os.open(beat, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+except OSError:
+    pass
+limit, idle, seen_beat = used() + cap, 0, last_beat()
+while idle < idle_max:
+    time.sleep({KEEPALIVE_PERIOD_S})
+    busy = any(name.isdigit() and name not in ("1", me) for name in os.listdir("/proc"))
+    beat_now = last_beat()
+    busy, seen_beat = busy or beat_now != seen_beat, beat_now
+    idle = 0 if busy else idle + {KEEPALIVE_PERIOD_S}
+    if busy and used() > limit:
+        sys.exit({DISK_CAP_EXIT})
 """
+
+#: Tries to start one command when the container runtime cannot (see DockerSandbox._exec).
+_START_ATTEMPTS = 4
+_RUNC_START_FAILED = "OCI runtime exec failed"
 #: Extra seconds past a command's timeout before the caller stops waiting on the stream.
 _STREAM_GRACE_S = 5.0
 
@@ -120,7 +156,7 @@ class DockerRuntime:
             container = self.client.containers.run(
                 image,
                 name=name,
-                command=["/bin/sh", "-c", KEEPALIVE_SCRIPT, "keepalive",
+                command=["/usr/bin/python3", "-I", "-S", "-c", KEEPALIVE_SCRIPT,
                          str(int(limits.idle_timeout_s)), str(int(limits.disk_bytes))],
                 detach=True,
                 init=True,
@@ -183,6 +219,17 @@ class DockerSandbox:
               env: dict[str, str] | None = None, user: str | None = None, errors: str) -> ExecResult:
         """:meth:`exec`, its output decoded from UTF-8 with ``errors`` (``"surrogateescape"`` keeps
         every byte, for a diff)."""
+        for attempt in range(_START_ATTEMPTS):
+            result = self._exec_once(command, timeout=timeout, workdir=workdir, env=env, user=user, errors=errors)
+            # runc could not start the command (no pid left while a killed fork bomb is being
+            # reaped): it never ran, so running it again a moment later is safe.
+            if not (result.exit_code == 126 and result.output.startswith(_RUNC_START_FAILED)):
+                break
+            time.sleep(0.5 * (attempt + 1))
+        return result
+
+    def _exec_once(self, command: str | list[str], *, timeout: float | None, workdir: str | None,
+                   env: dict[str, str] | None, user: str | None, errors: str) -> ExecResult:
         if self._closed:
             raise InputError("this sandbox is closed")
         timeout = self.limits.exec_timeout_s if timeout is None else timeout
@@ -257,8 +304,13 @@ class DockerSandbox:
         if state.get("ExitCode") == 0 and not state.get("OOMKilled"):
             return SandboxStoppedError(f"this sandbox stopped after {self.limits.idle_timeout_s:.0f} s without a command",
                                        hint="start a new sandbox, or raise SandboxLimits.idle_timeout_s")
+        try:  # the keepalive's last words, when it had any
+            last_words = _short(self.container.logs(tail=1).decode("utf-8", errors="replace"))
+        except docker.errors.DockerException:
+            last_words = ""
         return SandboxStoppedError(f"this sandbox's container stopped (exit {state.get('ExitCode')}"
-                                   f"{', out of memory' if state.get('OOMKilled') else ''})", hint="start a new sandbox")
+                                   f"{', out of memory' if state.get('OOMKilled') else ''}"
+                                   f"{': ' + last_words if last_words else ''})", hint="start a new sandbox")
 
     def diff(self) -> str:
         """The agent's change against the snapshot, as a git patch (new and deleted files included).
