@@ -37,7 +37,7 @@ def test_modes_and_rescoring_from_logs(graded_demo, grader, demo_repo):
     partial = pull.partial_fixes[0]
     graded = grader.grade(task, partial.patch, mode="graded")
     run_dir = Path(graded.log_dir)
-    for name in ("submitted.diff", "applied.diff", "test_output.txt", "junit.xml", "result.json"):
+    for name in ("submitted.diff", "applied.diff", "test_output.txt", "result.json"):
         assert (run_dir / name).is_file(), name
     assert 0 < graded.reward < 1
     binary = rescore(run_dir, task, "binary")
@@ -132,7 +132,7 @@ def test_every_log_of_a_grading_is_capped(graded_demo, grader):
     result = grader.grade(task, task.patch + big)
     assert result.reward == 1.0, result.error
     logs = Path(result.log_dir)
-    for name in ("submitted.diff", "applied.diff", "test_output.txt", "junit.xml", "result.json"):
+    for name in ("submitted.diff", "applied.diff", "test_output.txt", "result.json"):
         size = (logs / name).stat().st_size
         assert size <= LOG_CAP_BYTES + 200, (name, size)
     assert (logs / "submitted.diff").read_text().endswith(f"bytes, the first {LOG_CAP_BYTES} kept]\n")
@@ -151,3 +151,22 @@ def test_grading_into_a_read_only_folder_is_a_one_line_error(graded_demo, built_
     with read_only(folder):
         assert_one_line_error(run_cli(*grade), str(folder))
     assert list(locked.iterdir()) == []
+
+
+def test_a_warm_spare_past_its_idle_lifetime_is_replaced(graded_demo, tmp_path, docker_client):
+    import time
+
+    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.sandbox import SandboxLimits
+    from repo2env.verify.grader import Grader
+
+    task = graded_demo[2]
+    limits = SandboxLimits(idle_timeout_s=1, exec_timeout_s=180, output_cap_bytes=50_000_000)
+    with Grader(DockerRuntime(docker_client), tmp_path, timeout_s=120, limits=limits, keep_warm=True) as grader:
+        assert grader.grade(task, task.patch).reward == 1.0
+        spare = next(iter(grader._spares.values())).result()
+        deadline = time.monotonic() + 30
+        while spare.alive and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not spare.alive, "the idle spare stopped itself"
+        assert grader.grade(task, task.patch).reward == 1.0, "the next grading starts a fresh sandbox instead"

@@ -283,6 +283,11 @@ class DockerSandbox:
             time.sleep(0.1)
         return False
 
+    @property
+    def alive(self) -> bool:
+        """Whether the container still runs (not stopped by its idle lifetime or disk cap, not removed)."""
+        return not self._closed and self._running()
+
     def _running(self) -> bool:
         try:
             self.container.reload()

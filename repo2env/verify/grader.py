@@ -35,7 +35,7 @@ from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.verify.filtering import filter_patch, runner_references
 from repo2env.verify.junit import outcomes_for
-from repo2env.verify.logs import write_capped_log
+from repo2env.verify.logs import JUNIT_CAP_BYTES, write_capped_log
 from repo2env.verify.reward import RewardMode, score
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -157,6 +157,9 @@ class Grader:
                 sandbox = spare.result()
             except Exception:  # noqa: BLE001 - a failed spare just means a cold start
                 sandbox = None
+            if sandbox is not None and not sandbox.alive:  # a spare that waited past its idle lifetime
+                sandbox.close()
+                sandbox = None
         if sandbox is None:
             sandbox = self.runtime.start(task, limits=self.limits)
         if self._spare_pool is not None and image:
@@ -234,7 +237,7 @@ class Grader:
         pytest_exit, xml_text, test_output = parsed
         write_capped_log(run_dir / "test_output.txt", test_output)
         if xml_text is not None:
-            write_capped_log(run_dir / "junit.xml", xml_text)
+            write_capped_log(run_dir / "junit.xml", xml_text, cap=JUNIT_CAP_BYTES)
         base = base.model_copy(update={"pytest_exit": pytest_exit})
         outcomes, error = outcomes_for(test_ids, xml_text)
         if pytest_exit in (124, 137):

@@ -6,6 +6,8 @@ from pathlib import Path
 
 #: The most bytes any one grading log keeps (its head), followed by a note of what was cut.
 LOG_CAP_BYTES = 1_000_000
+#: junit.xml is what rescore reads again, so it keeps more; a report cut at this size fails closed.
+JUNIT_CAP_BYTES = 16_000_000
 
 
 def write_capped_log(path: Path, text: str, *, cap: int = LOG_CAP_BYTES) -> None:
