@@ -179,7 +179,8 @@ def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor(as_json: bool) -> None:
-    """Check the Docker engine, the base images and what builds will be given (CA bundle, index)."""
+    """Check the Docker engine, the base images and what builds will be given (CA bundle, index);
+    remove sandboxes whose repo2env process died without removing them."""
     from repo2env.runtime.doctor import diagnose
 
     report = diagnose()
