@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import math
 import os
 import shlex
 import signal
@@ -19,6 +21,24 @@ from repo2env.errors import InputError, NotImplementedYetError, Repo2EnvError
 
 console = Console(stderr=True, soft_wrap=True)
 stdout = Console(soft_wrap=True)
+
+
+class _Seconds(click.ParamType):
+    """A duration in seconds: a finite number above zero (``inf``, ``nan``, 0 and negatives are refused)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds <= 0:
+            self.fail(f"{value!r} is not a duration: give a finite number of seconds above 0", param, ctx)
+        return seconds
+
+
+SECONDS = _Seconds()
 
 
 class _Group(click.Group):
@@ -137,10 +157,13 @@ def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_
     )
     with Progress(TextColumn("[bold]mine[/] {task.description}"), BarColumn(bar_width=None),
                   TextColumn("{task.fields[scanned]} PRs scanned, {task.fields[kept]} kept"), TimeElapsedColumn(),
-                  console=console, transient=not console.is_terminal) as bar:
+                  console=console, disable=not console.is_terminal) as bar:
         task_id = bar.add_task(source.repo, total=None, scanned=0, kept=0)
         result = run_mine(source, out_dir, options,
                           progress=lambda scanned, kept: bar.update(task_id, scanned=scanned, kept=kept))
+    if result.torn_bytes:
+        click.echo(f"warning: cut a torn last line ({result.torn_bytes} bytes) off {result.tasks_path}: an earlier "
+                   "run was stopped while writing it; the rows before it are kept", err=True)
     funnel = result.funnel
     if as_json:
         stdout.print_json(funnel.model_dump_json())
@@ -166,7 +189,8 @@ def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor(as_json: bool) -> None:
-    """Check the Docker engine, the base images and what builds will be given (CA bundle, index)."""
+    """Check the Docker engine, the base images and what builds will be given (CA bundle, index);
+    remove sandboxes whose repo2env process died without removing them."""
     from repo2env.runtime.doctor import diagnose
 
     report = diagnose()
@@ -273,7 +297,7 @@ def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...],
 @cli.command(context_settings={"allow_interspersed_args": False})
 @click.option("--task", "instance_id", required=True, help="Task id (owner__name-PR).")
 @_from_option
-@click.option("--timeout", type=float, default=600, show_default=True, help="Seconds before the command is killed.")
+@click.option("--timeout", type=SECONDS, default=600, show_default=True, help="Seconds before the command is killed.")
 @click.argument("command", nargs=-1, required=True)
 def run(instance_id: str, from_dirs: tuple[Path, ...], timeout: float, command: tuple[str, ...]) -> None:
     """Run COMMAND in the task's sandbox as the agent would; print its output and the resulting diff.
@@ -291,7 +315,9 @@ def run(instance_id: str, from_dirs: tuple[Path, ...], timeout: float, command: 
     console.print(f"[dim]exit {result.exit_code}{' (timed out)' if result.timed_out else ''}"
                   f"{' (output truncated)' if result.truncated else ''} in {result.duration_s:.2f} s[/]")
     console.rule("diff against the snapshot")
-    stdout.out(patch or "(no change)\n", end="", highlight=False)
+    # The diff's bytes that are not UTF-8 (surrogate escapes) are shown as U+FFFD, not a crash.
+    shown = patch.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+    stdout.out(shown or "(no change)\n", end="", highlight=False)
     sys.exit(result.exit_code)
 
 
@@ -324,7 +350,8 @@ def images_ls(as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 @click.option("--all", "remove_all", is_flag=True, help="Remove every env and task image, used or not.")
 def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> None:
-    """Remove task images no tasks.jsonl refers to, env images no kept task uses, and build leftovers."""
+    """Remove task images no tasks.jsonl refers to, env images no kept task uses, and build leftovers;
+    first, sandboxes whose repo2env process died (kill -9) without removing them."""
     from repo2env.jsonl import iter_tasks
     from repo2env.runtime.docker_backend import connect_docker
     from repo2env.runtime.images import ImageStore
@@ -338,8 +365,13 @@ def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> N
         for folder in folders:
             keep |= {task.env_spec.image for task in iter_tasks(folder / "tasks.jsonl")
                      if task.env_spec and task.env_spec.image}
-    removed = ImageStore(connect_docker()).gc(keep_tags=keep, dry_run=dry_run)
+    from repo2env.runtime.ownership import reap_orphans
+
+    client = connect_docker()
     verb = "would remove" if dry_run else "removed"
+    for name in reap_orphans(client, dry_run=dry_run):
+        console.print(f"{verb} container {name} (its repo2env process is gone)")
+    removed = ImageStore(client).gc(keep_tags=keep, dry_run=dry_run)
     for name in removed:
         console.print(f"{verb} {name}")
     console.print(f"{verb} {len(removed)} images; kept {len(keep)} task images in use")
@@ -354,7 +386,7 @@ def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> N
 @_from_option
 @click.option("--mode", type=click.Choice(["graded", "binary", "f2p"]), default="graded", show_default=True,
               help="graded = f2p_rate x p2p_rate; binary = resolved; f2p = f2p_rate.")
-@click.option("--timeout", type=float, default=900, show_default=True, help="Seconds for the hidden tests.")
+@click.option("--timeout", type=SECONDS, default=900, show_default=True, help="Seconds for the hidden tests.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every GradeResult as JSONL here [default: grades.jsonl in the task folder].")
 @click.option("--json", "as_json", is_flag=True, help="Print the result(s) as JSON on stdout.")
@@ -375,8 +407,14 @@ def grade(instance_id: str | None, patch_path: Path | None, predictions: Path | 
     else:
         if str(patch_path) != "-" and not patch_path.is_file():
             raise InputError(f"no patch file at {patch_path}")
-        jobs = [(instance_id, sys.stdin.read() if str(patch_path) == "-" else patch_path.read_text())]
+        # A patch is bytes (a Latin-1 file, a binary hunk): carried as surrogate escapes, written back as read.
+        raw = sys.stdin.buffer.read() if str(patch_path) == "-" else patch_path.read_bytes()
+        jobs = [(instance_id, raw.decode("utf-8", errors="surrogateescape"))]
     tasks_files = [folder / "tasks.jsonl" for folder in _tasks_dirs(from_dirs)]
+    if out_path:
+        # A folder that cannot take the results fails now, not after the gradings it would lose.
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.open("a").close()
     runtime = DockerRuntime()
     results = []
     for job_id, patch in jobs:
@@ -416,7 +454,7 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     """Keep only environments whose rewards are right, stable and varied.
 
     Per task: derive FAIL_TO_PASS / PASS_TO_PASS (each test run several times, shuffled, flaky ones
-    excluded), grade the gold patch, the empty patch, partial fixes and near misses (and K policy
+    excluded), grade the gold patch, the empty patch, partial fixes, near misses and stubs (and K policy
     rollouts with --policy), and judge with the acceptance policy. Writes validation.jsonl,
     summary.md and validation.png next to each tasks.jsonl. ROOTS are searched for tasks.jsonl
     (default: generated/). Re-runs resume. Ctrl-C or SIGTERM stops at once: queued tasks are
@@ -678,6 +716,12 @@ def main() -> None:
         exit_code = cli.main(standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt):
         _stop_after_interrupt(128 + received["signal"])
+    except click.UsageError as exc:
+        # One line, like every other user error; the command's help is one flag away.
+        click.echo(f"error: {exc.format_message()}", err=True)
+        if exc.ctx is not None:
+            click.echo(f"hint: see '{exc.ctx.command_path} --help'", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
@@ -687,6 +731,14 @@ def main() -> None:
         if exc.hint:
             click.echo(f"hint: {exc.hint}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        if exc.errno not in _USER_OS_ERRORS:
+            raise
+        # A read-only or full output folder, a path that is a file: the user's to fix, not a bug.
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"error: {where}{exc.strerror or exc}", err=True)
+        click.echo("hint: check that the folder exists, is writable and has free space", err=True)
+        sys.exit(1)
     sys.exit(exit_code if isinstance(exit_code, int) else 0)
 
 
@@ -712,3 +764,8 @@ def _stop_after_interrupt(exit_code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(exit_code)
+
+
+#: OS errors that a user's folder or disk causes (and fixes).
+_USER_OS_ERRORS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG,
+                             errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG})

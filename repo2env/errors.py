@@ -42,6 +42,10 @@ class DockerUnavailableError(Repo2EnvError):
     """No Docker engine answers, or the base image is missing."""
 
 
+class SandboxStoppedError(Repo2EnvError):
+    """A sandbox whose container stopped under its user: idle too long, over its disk cap, removed."""
+
+
 class BuildError(Repo2EnvError):
     """An image build or dependency install that failed; ``log_path`` keeps its log."""
 

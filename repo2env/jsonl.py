@@ -1,10 +1,12 @@
 """Reading and writing the pipeline's files: JSONL of tasks, JSON reports. The edges of the data flow.
 
 Writes never leave a half-written file: JSON files are written to a temporary file and renamed;
-JSONL lines are appended whole (one ``write`` per line, flushed), so an interrupted run leaves
-only complete rows and a re-run can resume from them. Every write to a file happens under an
-exclusive lock on a lock file beside it (``.NAME.lock``), and rows are updated by re-reading the
-file under that lock, so two runs on the same folder never lose each other's results.
+JSONL lines are appended whole (one ``write`` per line, flushed; a write that fails, on a full
+disk say, is cut back off), so an interrupted run leaves only complete rows and a re-run can
+resume from them. What a ``kill -9`` or a crash tears anyway, :func:`drop_torn_tail` removes.
+Every write to a file happens under an exclusive lock on a lock file beside it (``.NAME.lock``),
+and rows are updated by re-reading the file under that lock, so two runs on the same folder never
+lose each other's results.
 """
 
 from __future__ import annotations
@@ -33,11 +35,21 @@ def iter_tasks(path: str | os.PathLike[str]) -> Iterator[Task]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"no tasks file at {path}", hint="run 'repo2env mine' first, or pass --from DIR")
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            line = _decoded(raw, f"{path}:{lineno}")
             if not line.strip():
                 continue
             yield Task.from_json_line(line, where=f"{path}:{lineno}")
+
+
+def _decoded(raw: bytes, where: str) -> str:
+    """A JSONL line as text; a :class:`TaskFormatError` when it is not UTF-8 (a binary file, say)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskFormatError(f"{where}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})",
+                              hint="a tasks file holds one JSON task per line, as 'repo2env mine' writes it") from None
 
 
 def read_tasks(path: str | os.PathLike[str]) -> list[Task]:
@@ -51,8 +63,9 @@ def read_task_ids(path: str | os.PathLike[str]) -> set[str]:
     if not path.is_file():
         return set()
     ids = set()
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            line = _decoded(raw, f"{path}:{lineno}")
             if not line.strip():
                 continue
             try:
@@ -86,12 +99,61 @@ def append_jsonl(path: str | os.PathLike[str], rows: Iterable[BaseModel]) -> int
     """Append models as JSONL lines, each written whole and flushed; returns how many."""
     path = Path(path)
     written = 0
-    with locked(path), path.open("a", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(row.model_dump_json() + "\n")
-            handle.flush()
-            written += 1
+    with locked(path):
+        # Unbuffered, so a failed write can be undone: a buffered file retries the write on truncate.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            for row in rows:
+                line = memoryview((row.model_dump_json() + "\n").encode("utf-8"))
+                whole = os.lseek(fd, 0, os.SEEK_END)
+                try:
+                    while line:
+                        line = line[os.write(fd, line):]
+                except OSError:
+                    # A full disk takes part of the line: cut it off, so the file keeps whole rows only.
+                    _cut_back(fd, whole)
+                    raise
+                written += 1
+        finally:
+            os.close(fd)
     return written
+
+
+def _cut_back(fd: int, size: int) -> None:
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass  # drop_torn_tail repairs the file on the next run
+
+
+def drop_torn_tail(path: str | os.PathLike[str]) -> int:
+    """Cut off a torn last line (bytes after the last newline that are not a whole JSON value, as
+    a run killed in the middle of a write leaves them); a whole one only gets its newline back.
+    Returns how many bytes were dropped (0: the file is whole, or absent)."""
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return 0
+    with path.open("rb+") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        # Read backwards to the last newline: a row can be large, the file larger.
+        position, tail = size, b""
+        while position > 0 and b"\n" not in tail:
+            step = min(65536, position)
+            position -= step
+            handle.seek(position)
+            tail = handle.read(step) + tail
+        cut = tail.rfind(b"\n")
+        torn = tail[cut + 1:]
+        if not torn:
+            return 0
+        try:
+            json.loads(torn)
+        except ValueError:  # not JSON, or not UTF-8
+            handle.truncate(position + cut + 1)
+            return len(torn)
+        handle.seek(0, os.SEEK_END)
+        handle.write(b"\n")
+        return 0
 
 
 def write_jsonl(path: str | os.PathLike[str], rows: Iterable[BaseModel]) -> int:

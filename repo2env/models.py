@@ -112,7 +112,7 @@ class GradeResult(_Schema):
     tests_duration_s: float = Field(0.0, description="Wall time of the grading script in the sandbox (tests included).")
 
 
-RolloutKind = Literal["gold", "null", "partial", "near_miss", "policy"]
+RolloutKind = Literal["gold", "null", "partial", "near_miss", "stub", "policy"]
 
 
 class RolloutResult(_Schema):

@@ -93,7 +93,7 @@ def quick_policy():
     from repo2env.validate.acceptance import load_acceptance_policy
 
     return load_acceptance_policy("default").model_copy(update={"gold_runs": 1, "partial_limit": 2,
-                                                                "near_miss_limit": 2})
+                                                                "near_miss_limit": 2, "stub_limit": 2})
 
 
 @pytest.fixture(scope="session")

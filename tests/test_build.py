@@ -63,6 +63,15 @@ def test_diff_sees_every_change_even_after_the_agent_commits(built_demo, docker_
     assert "+# more" in patch
 
 
+def test_diff_keeps_bytes_that_are_not_utf8(built_demo, docker_client):
+    _, tasks = built_demo
+    task = next(iter(tasks.values()))
+    with DockerRuntime(docker_client).start(task) as sandbox:
+        sandbox.exec("printf 'cr\\350me br\\373l\\351e\\n' > menu.txt", workdir="/testbed")
+        patch = sandbox.diff().encode("utf-8", errors="surrogateescape")
+    assert b"+cr\xe8me br\xfbl\xe9e\n" in patch, "the agent's Latin-1 line reaches the grader byte for byte"
+
+
 def test_rebuild_reuses_every_image(built_demo, docker_client):
     folder, tasks = built_demo
     started = time.monotonic()

@@ -37,7 +37,7 @@ def test_modes_and_rescoring_from_logs(graded_demo, grader, demo_repo):
     partial = pull.partial_fixes[0]
     graded = grader.grade(task, partial.patch, mode="graded")
     run_dir = Path(graded.log_dir)
-    for name in ("submitted.diff", "applied.diff", "test_output.txt", "junit.xml", "result.json"):
+    for name in ("submitted.diff", "applied.diff", "test_output.txt", "result.json"):
         assert (run_dir / name).is_file(), name
     assert 0 < graded.reward < 1
     binary = rescore(run_dir, task, "binary")
@@ -88,3 +88,85 @@ def test_grade_cli_with_a_patch_and_with_predictions(graded_demo, built_demo, tm
     missing = subprocess.run([sys.executable, "-m", "repo2env", "grade", "--task", tasks[0].instance_id, "--patch",
                               str(tmp_path / "nope.diff"), "--from", str(folder)], capture_output=True, text=True)
     assert missing.returncode == 1 and missing.stderr.startswith("error: no patch file")
+
+
+# --- bytes end to end, capped logs, unwritable folders ----------------------------------------------
+
+LATIN1_FILE = (b"diff --git a/notes/caf\xe9.txt b/notes/caf\xe9.txt\nnew file mode 100644\n--- /dev/null\n"
+               b"+++ b/notes/caf\xe9.txt\n@@ -0,0 +1 @@\n+cr\xe8me br\xfbl\xe9e\n")
+
+
+def grading_folder(graded_demo, built_demo, tmp_path, number: int = 2) -> tuple[Path, object]:
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    task = graded_demo[number]
+    write_jsonl(folder / "tasks.jsonl", [task])
+    (folder / "source.json").write_text((built_demo[0] / "source.json").read_text())
+    return folder, task
+
+
+def test_a_patch_that_is_not_utf8_is_graded_byte_for_byte(graded_demo, built_demo, tmp_path):
+    """Patches are bytes: a Latin-1 line next to the gold fix, from a file and from stdin."""
+    folder, task = grading_folder(graded_demo, built_demo, tmp_path)
+    patch = task.patch.encode() + LATIN1_FILE
+    (tmp_path / "latin1.diff").write_bytes(patch)
+    for source, stdin in ((str(tmp_path / "latin1.diff"), None), ("-", patch)):
+        result = subprocess.run([sys.executable, "-m", "repo2env", "grade", "--task", task.instance_id, "--patch",
+                                 source, "--from", str(folder), "--json"], input=stdin, capture_output=True, timeout=300)
+        assert result.returncode == 0, result.stderr.decode(errors="replace")
+        graded = json.loads(result.stdout)
+        assert graded["reward"] == 1.0 and graded["error"] is None, "the whole patch applied, the fix with it"
+        logs = Path(graded["log_dir"])
+        assert (logs / "submitted.diff").read_bytes() == patch
+        assert (logs / "applied.diff").read_bytes() == patch
+    assert (tmp_path / "latin1.diff").read_bytes() == patch
+
+
+def test_every_log_of_a_grading_is_capped(graded_demo, grader):
+    from repo2env.verify.logs import LOG_CAP_BYTES
+
+    task = graded_demo[2]
+    lines = 60_000  # about 3.6 MB: the logs would keep it twice
+    big = (f"diff --git a/notes/big.txt b/notes/big.txt\nnew file mode 100644\n--- /dev/null\n+++ b/notes/big.txt\n"
+           f"@@ -0,0 +1,{lines} @@\n" + "".join(f"+line {i:08d} of a big generated file\n" for i in range(lines)))
+    result = grader.grade(task, task.patch + big)
+    assert result.reward == 1.0, result.error
+    logs = Path(result.log_dir)
+    for name in ("submitted.diff", "applied.diff", "test_output.txt", "result.json"):
+        size = (logs / name).stat().st_size
+        assert size <= LOG_CAP_BYTES + 200, (name, size)
+    assert (logs / "submitted.diff").read_text().endswith(f"bytes, the first {LOG_CAP_BYTES} kept]\n")
+
+
+def test_grading_into_a_read_only_folder_is_a_one_line_error(graded_demo, built_demo, tmp_path):
+    from test_cli import assert_one_line_error, read_only, run_cli
+
+    folder, task = grading_folder(graded_demo, built_demo, tmp_path)
+    (tmp_path / "gold.diff").write_text(task.patch)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    grade = ("grade", "--task", task.instance_id, "--patch", str(tmp_path / "gold.diff"), "--from", str(folder))
+    with read_only(locked):
+        assert_one_line_error(run_cli(*grade, "--out", str(locked / "grades.jsonl")), str(locked))
+    with read_only(folder):
+        assert_one_line_error(run_cli(*grade), str(folder))
+    assert list(locked.iterdir()) == []
+
+
+def test_a_warm_spare_past_its_idle_lifetime_is_replaced(graded_demo, tmp_path, docker_client):
+    import time
+
+    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.sandbox import SandboxLimits
+    from repo2env.verify.grader import Grader
+
+    task = graded_demo[2]
+    limits = SandboxLimits(idle_timeout_s=1, exec_timeout_s=180, output_cap_bytes=50_000_000)
+    with Grader(DockerRuntime(docker_client), tmp_path, timeout_s=120, limits=limits, keep_warm=True) as grader:
+        assert grader.grade(task, task.patch).reward == 1.0
+        spare = next(iter(grader._spares.values())).result()
+        deadline = time.monotonic() + 30
+        while spare.alive and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not spare.alive, "the idle spare stopped itself"
+        assert grader.grade(task, task.patch).reward == 1.0, "the next grading starts a fresh sandbox instead"

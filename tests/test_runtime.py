@@ -87,3 +87,126 @@ def test_base_image_reaches_the_package_index_through_the_host_ca_bundle(docker_
     with docker_runtime.start_image(BASE, limits=SandboxLimits(network=True)) as sandbox:
         result = sandbox.exec("python -m pip download --no-deps -q -d /tmp/wheels six==1.16.0", timeout=120)
         assert result.exit_code == 0, result.output[-2000:]
+
+
+# --- ownership, idle lifetime, disk cap ------------------------------------------------------
+
+
+def _owned_by(client, pid: int) -> list:
+    return client.containers.list(all=True, filters={"label": [SANDBOX_LABEL, f"repo2env.owner.pid={pid}"]})
+
+
+def _wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_sandboxes_of_a_killed_run_and_grade_are_reaped_by_the_next_start(graded_demo, built_demo, docker_client,
+                                                                          demo_repo, tmp_path):
+    """kill -9 skips every cleanup hook: the containers stay until a later start sees their owner dead."""
+    import difflib
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from repo2env.jsonl import write_jsonl
+
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    task = graded_demo[2]
+    write_jsonl(folder / "tasks.jsonl", [task])
+    (folder / "source.json").write_text((built_demo[0] / "source.json").read_text())
+    # A patch that makes the hidden tests hang on import, so the grading is under way when killed.
+    init = subprocess.run(["git", "-C", str(demo_repo.path), "show", f"{task.base_commit}:src/textkit/__init__.py"],
+                          capture_output=True, text=True, check=True).stdout
+    hang = "".join(difflib.unified_diff(init.splitlines(keepends=True),
+                                        ["import time; time.sleep(600)\n", *init.splitlines(keepends=True)],
+                                        "a/src/textkit/__init__.py", "b/src/textkit/__init__.py"))
+    (tmp_path / "hang.diff").write_text("diff --git a/src/textkit/__init__.py b/src/textkit/__init__.py\n" + hang)
+    base = [sys.executable, "-m", "repo2env"]
+    owners = [
+        subprocess.Popen([*base, "run", "--task", task.instance_id, "--from", str(folder), "--", "sleep", "600"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        subprocess.Popen([*base, "grade", "--task", task.instance_id, "--patch", str(tmp_path / "hang.diff"),
+                          "--from", str(folder), "--timeout", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+    ]
+    try:
+        orphans = [_wait_for(lambda owner=owner: _owned_by(docker_client, owner.pid), 60, "the owner's sandbox")[0]
+                   for owner in owners]
+        # The grading is running its tests (the hidden ones are in its container) when it dies.
+        _wait_for(lambda: "pytest" in docker_client.api.top(orphans[1].id)["Processes"].__repr__(), 60,
+                  "the grading's test run")
+    finally:
+        for owner in owners:
+            os.kill(owner.pid, signal.SIGKILL)
+            owner.wait()
+    for orphan in orphans:
+        orphan.reload()
+        assert orphan.status == "running", "nothing removes a killed owner's sandbox by itself"
+
+    later = subprocess.run([sys.executable, "-c", "from repo2env.runtime.docker_backend import DockerRuntime\n"
+                            f"DockerRuntime().start_image({BASE!r}).close()"], capture_output=True, text=True, timeout=120)
+    assert later.returncode == 0, later.stderr
+    for owner in owners:
+        assert _owned_by(docker_client, owner.pid) == [], "the next start reaps a dead owner's sandboxes"
+
+
+def test_reaping_spares_live_owners_and_doctor_and_gc_reap(docker_runtime, docker_client):
+    import subprocess
+    import sys
+
+    from repo2env.runtime.ownership import OWNER_PID_LABEL, OWNER_STARTED_LABEL, reap_orphans
+
+    with docker_runtime.start_image(BASE, labels={"repo2env.test": "alive"}) as mine:
+        assert mine.container.labels[OWNER_PID_LABEL].isdigit()
+        # A recycled pid is told apart by its start time: same pid, another process.
+        ghost = docker_runtime.start_image(BASE, labels={"repo2env.test": "ghost", OWNER_STARTED_LABEL: "1"})
+        assert reap_orphans(docker_client) == [ghost.container.name]
+        assert _sandbox_containers(docker_client, "ghost") == []
+        assert _sandbox_containers(docker_client, "alive"), "a live owner's sandbox stays"
+        for command in (["doctor", "--json"], ["images", "gc", "--dry-run"]):
+            ghost = docker_runtime.start_image(BASE, labels={"repo2env.test": "ghost", OWNER_STARTED_LABEL: "1"})
+            result = subprocess.run([sys.executable, "-m", "repo2env", *command], capture_output=True, text=True,
+                                    timeout=120)
+            assert result.returncode == 0, result.stderr
+            assert ghost.container.name in result.stdout + result.stderr, command
+            if command[0] == "doctor":
+                assert _sandbox_containers(docker_client, "ghost") == []
+            ghost.close()
+        assert _sandbox_containers(docker_client, "alive")
+
+
+def test_an_idle_sandbox_stops_itself_but_not_under_a_long_command(docker_runtime):
+    from repo2env.errors import SandboxStoppedError
+
+    with docker_runtime.start_image(BASE, limits=SandboxLimits(idle_timeout_s=1)) as sandbox:
+        # Longer than the idle lifetime and two looks of the keepalive: a running command is activity.
+        assert sandbox.exec("sleep 11; echo done", timeout=30).output.strip() == "done"
+        started = time.monotonic()
+        _wait_for(lambda: not sandbox._running(), 20, "the idle sandbox to stop")
+        assert time.monotonic() - started < 15
+        with pytest.raises(SandboxStoppedError, match="without a command"):
+            sandbox.exec("true")
+
+
+def test_writing_past_the_disk_cap_stops_the_sandbox_cleanly(docker_runtime):
+    from repo2env.errors import SandboxStoppedError
+
+    cap = 20 * 2**20
+    with docker_runtime.start_image(BASE, limits=SandboxLimits(disk_bytes=cap)) as sandbox:
+        one_file = sandbox.exec("dd if=/dev/zero of=/testbed/big bs=1M count=30 2>&1; echo status=$?")
+        assert "File size limit exceeded" in one_file.output or "status=153" in one_file.output
+        assert sandbox.exec("rm -f /testbed/big && echo ok").output.strip() == "ok"
+        # Many files under the cap each, more than the cap together: the keepalive stops the sandbox.
+        many = sandbox.exec("i=0; while [ $i -lt 10 ]; do dd if=/dev/zero of=/tmp/f$i bs=1M count=15 2>/dev/null;"
+                            " i=$((i+1)); done; sleep 30; echo survived", timeout=60)
+        assert "survived" not in many.output and many.exit_code != 0
+        assert "disk cap" in many.output
+        with pytest.raises(SandboxStoppedError, match="disk cap"):
+            sandbox.exec("true")

@@ -25,7 +25,10 @@ def test_demo_verdicts_match_what_the_demo_contains(validated, demo_repo):
         if pull.expected_bucket != "kept":
             continue
         record = records[pull.number]
-        assert record.verdict == "accepted", (pull.number, record.reasons)
+        # Stubs of the changed functions (return None, return []) earn reward exactly where the
+        # demo's tests leave a trivial answer right.
+        assert record.reasons == (["stub_passes"] if pull.stub_earns else []), (pull.number, record.rewards)
+        assert (max(record.rewards["stub"]) > 0) == pull.stub_earns
         assert set(record.FAIL_TO_PASS) == set(pull.fail_to_pass), pull.number
         assert set(record.PASS_TO_PASS) == set(pull.pass_to_pass), pull.number
         assert set(record.flaky_tests) == set(pull.flaky), "the flaky test is caught and excluded"
@@ -48,7 +51,9 @@ def test_outputs_and_resume(validated, docker_client):
     assert "| mined |" in summary and "| accepted |" in summary and "repo2env-demo/textkit" in summary
     assert (folder / "validation.png").read_bytes().startswith(b"\x89PNG")
     tasks = read_tasks(folder / "tasks.jsonl")
-    assert all(task.validation and task.validation.verdict == "accepted" and task.FAIL_TO_PASS for task in tasks)
+    assert all(task.validation and task.FAIL_TO_PASS for task in tasks)
+    assert {task.validation.verdict for task in tasks} == {"accepted", "rejected"}
+    assert "| stubs fail |" in summary and "stub_passes" in summary
     again = validate_dir(folder, DockerRuntime(docker_client), QUICK)
     assert again.records == [] and again.skipped == len(records)
     assert len(read_records(folder / "validation.jsonl")) == len(records)
@@ -104,6 +109,8 @@ def rollout(kind: str, reward: float, error: str | None = None) -> RolloutResult
     ([rollout("gold", 1.0), rollout("null", 0.0)], {"t2": 0.3, "t3": 0.3}, ["f2p_flaky"]),
     ([rollout("gold", 1.0)], {}, ["missing_null_rollouts"]),
     ([rollout("gold", 1.0, "boom"), rollout("null", 0.0)], {}, ["grading_error"]),
+    ([rollout("gold", 1.0), rollout("null", 0.0), rollout("stub", 0.0), rollout("stub", 0.67)], {}, ["stub_passes"]),
+    ([rollout("gold", 1.0), rollout("null", 0.0), rollout("stub", 0.0)], {}, []),
 ])
 def test_judge_reasons(rollouts, flaky, expected):
     report = judge(AcceptancePolicy(), fail_to_pass=["t1"], flaky=flaky, rollouts=rollouts, leak_score=0.0)
@@ -124,6 +131,19 @@ def test_judge_learnable_band_and_statistics():
                        rollouts=[rollout("gold", 1.0), rollout("null", 0.0), rollout("policy", 1.0), rollout("policy", 0.0)])
     assert no_partial.reasons == ["no_partial_credit"]
     assert judge(AcceptancePolicy(), fail_to_pass=[], flaky={}, rollouts=[], leak_score=0.0).reasons == ["no_f2p"]
+
+
+def test_stub_threshold_is_the_null_rollout_or_a_number():
+    evidence = [rollout("gold", 1.0), rollout("null", 0.0), rollout("stub", 0.5)]
+    verdict = lambda policy: judge(policy, fail_to_pass=["t"], flaky={}, rollouts=evidence, leak_score=0.0).reasons  # noqa: E731
+    assert verdict(AcceptancePolicy()) == ["stub_passes"]
+    assert verdict(AcceptancePolicy(max_stub_reward=0.5)) == []
+    assert verdict(AcceptancePolicy(max_stub_reward=0.4)) == ["stub_passes"]
+    # A lenient null floor moves the default threshold with the null rollout's own reward.
+    lenient = AcceptancePolicy(null_floor=0.5)
+    assert judge(lenient, fail_to_pass=["t"], flaky={}, leak_score=0.0,
+                 rollouts=[rollout("gold", 1.0), rollout("null", 0.5), rollout("stub", 0.5)]).reasons == []
+    assert load_acceptance_policy("default").max_stub_reward == "null"
 
 
 def test_policy_files_load_and_errors_name_the_field(tmp_path):
@@ -150,7 +170,7 @@ def test_policy_rollouts_through_the_cli_make_a_task_learnable(validated, tmp_pa
     task = read_tasks(folder / "tasks.jsonl")[0]
     write_jsonl(tmp_path / "tasks.jsonl", [task.model_copy(update={"validation": None})])
     policy = tmp_path / "learnable.yaml"
-    policy.write_text("name: learnable\ngold_runs: 1\npartial_limit: 1\nnear_miss_limit: 1\n"
+    policy.write_text("name: learnable\ngold_runs: 1\npartial_limit: 1\nnear_miss_limit: 1\nstub_limit: 0\n"
                       "required_rollouts: [gold, \"null\", policy]\nrequire_learnable: true\n")
     scripts = {"gold": gold_script(task), "nothing": nothing_script()}
     with ScriptedLLM(scripts, schedule=["gold", "nothing", "gold", "nothing"]) as server:

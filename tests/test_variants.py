@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from repo2env.mine.split import hunks, split_diff
-from repo2env.validate.variants import MUTATION_KINDS, Variant, near_misses, partial_fixes
+from repo2env.validate.variants import MUTATION_KINDS, STUB_BODIES, Variant, near_misses, partial_fixes, stubs
 
 PRICING_BEFORE = '''"""Prices, taxes and discounts."""
 
@@ -475,6 +475,62 @@ def test_non_python_files_are_never_mutated(tmp_path: Path) -> None:
     assert variants
     assert all(files["setup.cfg"] == fix["setup.cfg"] for files in applied.values())
     assert all(files["shop/types.pyi"] == fix["shop/types.pyi"] for files in applied.values())
+
+
+# --- stubs ---------------------------------------------------------------------------------
+
+
+def test_stubs_reduce_every_function_the_fix_changed_and_nothing_else(shop: Gold) -> None:
+    variants = stubs(shop.before, shop.after)
+
+    assert [variant.name for variant in variants] == [f"stub-{style}" for style in STUB_BODIES]
+    changed = {"shop/pricing.py": ("discount", "is_free", "label"), "shop/stock.py": ("available", "reserve")}
+    for variant, body in zip(variants, STUB_BODIES.values(), strict=True):
+        assert variant.kind == "stub" and body in variant.description
+        shop.check(variant.patch)
+        applied = shop.applied(variant.patch)
+        for path, names in changed.items():
+            module = ast.parse(applied[path] or "")
+            functions = {node.name: node for node in module.body if isinstance(node, ast.FunctionDef)}
+            for name, function in functions.items():
+                code = [statement for statement in function.body
+                        if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))]
+                if name in names:
+                    # The docstring stays, the rest is the stub's one statement.
+                    assert ast.get_docstring(function) and [ast.unparse(s) for s in code] == [ast.unparse(ast.parse(body))]
+                else:
+                    assert ast.unparse(function) in ast.unparse(ast.parse(shop.after[path])), name
+
+
+def test_stubs_keep_the_signatures_of_functions_the_fix_adds(tmp_path: Path) -> None:
+    # A new module with a method holding a nested function, and a one-line function.
+    added = ('class Basket:\n    def __init__(self):\n        self.items = []\n\n'
+             '    def total(self, prices):\n        def add(a, b): return a + b\n'
+             '        return sum(prices)\n\n\ndef empty(): return not []\n')
+    gold = make_gold(tmp_path, BASE, {"shop/basket.py": added, "shop/README.txt": "not code\n"})
+
+    (none, listed, *_, raised) = stubs(gold.before, gold.after)
+
+    text = gold.applied(none.patch)["shop/basket.py"] or ""
+    assert text == ("class Basket:\n    def __init__(self):\n        return None\n\n"
+                    "    def total(self, prices):\n        return None\n\n\ndef empty():\n    return None\n")
+    # __init__ must return None: a value stub keeps it so, and only the raising stub breaks it.
+    assert "__init__(self):\n        return None\n" in (gold.applied(listed.patch)["shop/basket.py"] or "")
+    assert "total(self, prices):\n        return []\n" in (gold.applied(listed.patch)["shop/basket.py"] or "")
+    assert (gold.applied(raised.patch)["shop/basket.py"] or "").count("raise NotImplementedError") == 3
+    assert gold.applied(none.patch)["shop/README.txt"] == "not code\n", "the rest of the fix stays"
+
+
+def test_stubs_without_a_changed_function_are_none(tmp_path: Path) -> None:
+    fixed = edited(PRICING_BEFORE, ("TAX_RATE = 0.2", "TAX_RATE = 0.25"))
+    gold = make_gold(tmp_path, BASE, {"shop/pricing.py": fixed})
+
+    assert stubs(gold.before, gold.after) == []
+    # A function the fix made return [] gives no stub-list: that variant would be the gold patch.
+    returns_list = ({"a.py": "def f():\n    return 1\n"}, {"a.py": "def f():\n    return []\n"})
+    assert [v.name for v in stubs(*returns_list)] == ["stub-none", "stub-zero", "stub-str", "stub-raise"]
+    assert [v.name for v in stubs(*returns_list, limit=2)] == ["stub-none", "stub-zero"]
+    assert stubs(gold.before, gold.after, limit=0) == []
 
 
 # --- the demo ------------------------------------------------------------------------------

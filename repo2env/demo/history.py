@@ -495,6 +495,7 @@ PULL_8 = PullSpec(
             "test_truncate_leaves_short_text_alone",
             "test_truncate_adds_ellipsis",
         ),
+        stub_earns=True,  # truncate returning "" (or []) passes test_truncate_never_exceeds_width
     ),
     author=ALAN,
     branch="truncate-width",
@@ -634,6 +635,7 @@ PULL_10 = PullSpec(
             "test_custom_separator",
             "test_formats_tags",
         ),
+        stub_earns=True,  # parse_tags returning [] (or "") passes test_format_round_trip
     ),
     author=ADA,
     branch="tag-normalization",
@@ -1047,6 +1049,7 @@ PULL_18 = PullSpec(
             "test_tags_are_normalized_before_comparing",
         ),
         flaky=_ids("test_common_tags.py", "test_keeps_the_order_of_the_first_group"),
+        stub_earns=True,  # common_tags returning [] passes two of its three stable tests
     ),
     author=ALAN,
     branch="common-tags",

@@ -116,7 +116,9 @@ class DemoPull:
     at the base commit with the PR's test files applied and pass after the merge;
     ``pass_to_pass`` ids are the other tests of the test files the PR touches, passing both
     before and after; ``flaky`` ids pass or fail depending on ``PYTHONHASHSEED`` after the merge.
-    ``leaks_fix`` says the linked issue's text gives the fix away.
+    ``leaks_fix`` says the linked issue's text gives the fix away. ``stub_earns`` says the PR's
+    tests give reward to a stub of the functions it changes (``return []`` or ``return ""``
+    passes one of them): validation's stub rollouts catch it.
     """
 
     number: int
@@ -129,6 +131,7 @@ class DemoPull:
     flaky: tuple[str, ...] = ()
     partial_fixes: tuple[PartialFix, ...] = ()
     leaks_fix: bool = False
+    stub_earns: bool = False
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from repo2env.errors import PatchError
-from repo2env.jsonl import append_jsonl, read_task_ids, write_json, write_repository_record
+from repo2env.jsonl import append_jsonl, drop_torn_tail, read_task_ids, write_json, write_repository_record
 from repo2env.mine.history import GitHistory, major_minor
 from repo2env.mine.leaks import strip_leaks
 from repo2env.mine.linking import pr_closing_refs
@@ -54,6 +54,8 @@ class MineResult:
     funnel_path: Path
     funnel: Funnel
     new_tasks: list[Task] = field(default_factory=list)
+    torn_bytes: int = 0
+    """Bytes of a torn last line (an earlier run killed mid-write) cut off tasks.jsonl on resume."""
 
 
 ProgressCallback = Callable[[int, int], None]  # (scanned, kept)
@@ -68,13 +70,14 @@ def mine(source: Source, out_dir: Path, options: MineOptions = MineOptions(), *,
          progress: ProgressCallback | None = None) -> MineResult:
     """Mine ``source`` into ``out_dir/tasks.jsonl`` and ``out_dir/funnel.json``."""
     tasks_path, funnel_path = out_dir / "tasks.jsonl", out_dir / "funnel.json"
+    torn_bytes = drop_torn_tail(tasks_path)
     existing = read_task_ids(tasks_path)
     funnel = Funnel(repo=source.repo, source=type(source).__name__, counts={step: 0 for step in FUNNEL_STEPS},
                     started_at=datetime.now(UTC).isoformat(timespec="seconds"),
                     previous_runs=_previous_runs(funnel_path))
     # A local-history source has read the graph already; reading it twice costs as much as mining.
     history = getattr(source, "history", None) or GitHistory(source.clone_path())
-    result = MineResult(tasks_path=tasks_path, funnel_path=funnel_path, funnel=funnel)
+    result = MineResult(tasks_path=tasks_path, funnel_path=funnel_path, funnel=funnel, torn_bytes=torn_bytes)
     out_dir.mkdir(parents=True, exist_ok=True)
     tasks_path.touch()  # no qualifying PR is a result too: an empty tasks.jsonl
     # Later stages (build) need the code: say where the clone is.

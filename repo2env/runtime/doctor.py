@@ -9,6 +9,7 @@ from pathlib import Path
 from repo2env.errors import DockerUnavailableError
 from repo2env.runtime.bootstrap import DEBIAN_SUITE_FOR_PYTHON, base_image_tag, find_base_image
 from repo2env.runtime.docker_backend import connect_docker
+from repo2env.runtime.ownership import reap_orphans
 from repo2env.runtime.package_access import PackageAccess
 
 
@@ -48,6 +49,12 @@ def diagnose(output_dir: Path = Path("generated")) -> DoctorReport:
     except DockerUnavailableError as exc:
         client = None
         checks.append(Check("docker engine", False, exc.message, fix=exc.hint or ""))
+    if client is not None:
+        # Sandboxes of a killed repo2env hold CPU, memory and (grading ones) the hidden tests.
+        reaped = reap_orphans(client)
+        checks.append(Check("orphaned sandboxes", True,
+                            f"removed {len(reaped)} left by dead repo2env processes: {', '.join(reaped)}" if reaped
+                            else "none (every sandbox's owner is alive)"))
     for python in DEBIAN_SUITE_FOR_PYTHON:
         name = f"base image {base_image_tag(python)}"
         required = python == "3.11"

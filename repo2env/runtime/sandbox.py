@@ -23,6 +23,11 @@ class SandboxLimits:
     output_cap_bytes: int = 1_000_000
     user: str = "agent"
     network: bool = False
+    idle_timeout_s: float = 1800.0
+    """The sandbox stops itself after this long with no command running (its owner may be gone)."""
+    disk_bytes: int = 2 * 2**30
+    """What the sandbox may add under /testbed, /home, /tmp and /var/tmp (and the largest file it
+    may write anywhere); past it the sandbox stops itself."""
 
 
 class Sandbox(Protocol):

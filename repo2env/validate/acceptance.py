@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from repo2env.models import RolloutResult, ValidationReport
 from repo2env.settings import find_settings_file, read_yaml_file, validate_settings
 
-RolloutKindName = Literal["gold", "null", "partial", "near_miss", "policy"]
+RolloutKindName = Literal["gold", "null", "partial", "near_miss", "stub", "policy"]
 
 
 class AcceptancePolicy(BaseModel):
@@ -34,6 +34,10 @@ class AcceptancePolicy(BaseModel):
     null_floor: float = Field(0.0, ge=0.0, le=1.0)
     partial_limit: int = Field(4, ge=0, description="Proper subsets of the gold hunks to grade.")
     near_miss_limit: int = Field(4, ge=0, description="libcst mutations of the gold patch to grade.")
+    stub_limit: int = Field(5, ge=0, le=5, description="Stub styles to grade (none, list, zero, str, raise: the "
+                            "gold-changed functions reduced to one statement); 0 grades none.")
+    max_stub_reward: float | Literal["null"] = Field(
+        "null", description='Reject (stub_passes) when a stub scores above this; "null": above the best null rollout.')
     required_rollouts: list[RolloutKindName] = Field(default_factory=lambda: ["gold", "null"])
     require_partial_credit: bool = Field(False, description="Reject unless some variant scores strictly in (0, 1).")
     max_flaky_fraction: float = Field(0.5, ge=0.0, le=1.0,
@@ -81,6 +85,10 @@ def judge(policy: AcceptancePolicy, *, fail_to_pass: list[str], flaky: dict[str,
                 reasons.append("gold_flaky")
         if any(reward > policy.null_floor for reward in by_kind.get("null", [])):
             reasons.append("null_passes")
+        stub_ceiling = (max(by_kind.get("null", []), default=policy.null_floor)
+                        if policy.max_stub_reward == "null" else policy.max_stub_reward)
+        if any(reward > stub_ceiling for reward in by_kind.get("stub", [])):
+            reasons.append("stub_passes")
         for kind in policy.required_rollouts if fail_to_pass else ():  # without F2P nothing was rolled out
             if kind not in by_kind and not (kind == "policy" and policy.policy_k == 0):
                 reasons.append(f"missing_{kind}_rollouts")

@@ -16,13 +16,14 @@ FUNNEL = (
     ("F2P found", {"no_f2p", "grading_error"}),
     ("gold ok", {"gold_fails", "gold_flaky"}),
     ("null ok", {"null_passes"}),
+    ("stubs fail", {"stub_passes"}),
     ("stable", {"f2p_flaky"}),
 )
-KIND_ORDER = ("gold", "null", "partial", "near_miss", "policy")
+KIND_ORDER = ("gold", "null", "partial", "near_miss", "stub", "policy")
 
 
 def funnel_counts(records: list[ValidationRecord], mined: int) -> list[tuple[str, int]]:
-    """mined -> built -> F2P found -> gold ok -> null ok -> stable -> accepted."""
+    """mined -> built -> F2P found -> gold ok -> null ok -> stubs fail -> stable -> accepted."""
     rows = [("mined", mined)]
     remaining = list(records)
     for step, stops in FUNNEL:

@@ -2,8 +2,8 @@
 
 For each task of a tasks folder: derive FAIL_TO_PASS / PASS_TO_PASS (catching flaky tests), then
 grade with the hidden verifier the gold patch (must be 1.0 every time), the empty patch (must be
-0), partial fixes (subsets of the gold hunks) and near misses (libcst mutations of the gold
-patch), plus K policy rollouts when a policy endpoint is given; the acceptance policy judges.
+0), partial fixes (subsets of the gold hunks), near misses (libcst mutations of the gold
+patch) and stubs (the functions the gold patch changed reduced to ``return []`` and the like), plus K policy rollouts when a policy endpoint is given; the acceptance policy judges.
 Results: ``validation.jsonl`` (one record per task, appended as each finishes, so a re-run resumes),
 ``tasks.jsonl`` updated with the tests and the verdict, ``summary.md`` and ``validation.png``.
 """
@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repo2env.jsonl import append_jsonl, drop_rows, read_tasks, update_tasks
+from repo2env.jsonl import append_jsonl, drop_rows, drop_torn_tail, read_tasks, update_tasks
 from repo2env.models import RolloutResult, Task, ValidationRecord
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.validate.acceptance import AcceptancePolicy, judge
@@ -53,6 +53,7 @@ def validate_dir(tasks_dir: Path, runtime: DockerRuntime, policy: AcceptancePoli
     tasks_path, records_path = tasks_dir / "tasks.jsonl", tasks_dir / "validation.jsonl"
     tasks = read_tasks(tasks_path)
     selected = [task for task in tasks if not instance_ids or task.instance_id in instance_ids]
+    drop_torn_tail(records_path)  # a record cut short by a killed run: that task is validated again
     if force:
         # Only the selected tasks' records go: `--force --task ID` re-validates that task alone.
         forced = {task.instance_id for task in selected}
@@ -148,7 +149,7 @@ def declared_differences(task: Task, flaky: dict[str, float]) -> dict[str, list[
 
 def _reference_rollouts(task: Task, runtime: DockerRuntime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,
                         policy_runner: PolicyRunner | None, policy_k: int) -> tuple[list[RolloutResult], float]:
-    from repo2env.validate.variants import near_misses, partial_fixes
+    from repo2env.validate.variants import near_misses, partial_fixes, stubs
 
     references = [("gold", f"gold-{i}", task.patch) for i in range(policy.gold_runs)]
     # The unfixed code can hang on the new tests just as a mutated fix can: null runs with the variants.
@@ -156,6 +157,8 @@ def _reference_rollouts(task: Task, runtime: DockerRuntime, policy: AcceptancePo
     variants += [("partial", variant.name, variant.patch) for variant in partial_fixes(task.patch, limit=policy.partial_limit)]
     variants += [("near_miss", variant.name, variant.patch)
                  for variant in near_misses(derivation.files_before, derivation.files_after, limit=policy.near_miss_limit)]
+    variants += [("stub", variant.name, variant.patch)
+                 for variant in stubs(derivation.files_before, derivation.files_after, limit=policy.stub_limit)]
     rollouts: list[RolloutResult] = []
     grading_s = 0.0
 

@@ -35,6 +35,7 @@ from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.verify.filtering import filter_patch, runner_references
 from repo2env.verify.junit import ID_OPTIONS, outcomes_for, selection_args
+from repo2env.verify.logs import JUNIT_CAP_BYTES, write_capped_log
 from repo2env.verify.reward import RewardMode, score
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -46,7 +47,7 @@ _OUTPUT_TAIL_BYTES = 200_000
 # nothing from the agent's patch runs before the tests do.
 _RESTORE_SCRIPT = r'''
 import os, subprocess, sys
-allowed = set(open(sys.argv[1], encoding="utf-8").read().split("\0")) - {""}
+allowed = set(open(sys.argv[1], encoding="utf-8", errors="surrogateescape").read().split("\0")) - {""}
 agent_diff = os.path.join(os.path.dirname(sys.argv[1]), "agent.diff")
 
 def git_output(*args):
@@ -156,6 +157,9 @@ class Grader:
                 sandbox = spare.result()
             except Exception:  # noqa: BLE001 - a failed spare just means a cold start
                 sandbox = None
+            if sandbox is not None and not sandbox.alive:  # a spare that waited past its idle lifetime
+                sandbox.close()
+                sandbox = None
         if sandbox is None:
             sandbox = self.runtime.start(task, limits=self.limits)
         if self._spare_pool is not None and image:
@@ -187,8 +191,8 @@ class Grader:
         run_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         filtered = filter_patch(patch)
-        (run_dir / "submitted.diff").write_text(patch)
-        (run_dir / "applied.diff").write_text(filtered.patch)
+        write_capped_log(run_dir / "submitted.diff", patch)
+        write_capped_log(run_dir / "applied.diff", filtered.patch)
         base = GradeResult(instance_id=task.instance_id, mode=mode, filtered_paths=list(filtered.dropped_paths),
                            log_dir=str(run_dir))
         tampering = set(filtered.suspicious) - runner_references(task.patch)
@@ -220,7 +224,7 @@ class Grader:
             # script ran to its end and nothing was cut.
             parsed = None
         if parsed is None:
-            (run_dir / "test_output.txt").write_text(result.output)
+            write_capped_log(run_dir / "test_output.txt", result.output)
             failure = {
                 _APPLY_FAILED: ("the patch does not apply to the snapshot", False),
                 _TEST_PATCH_FAILED: ("the hidden tests do not apply on top of this patch", True),
@@ -231,9 +235,9 @@ class Grader:
                 "patch_applied": failure[1], "error": failure[0], "pytest_exit": result.exit_code,
                 "tests": {test_id: TestStatus.MISSING for test_id in test_ids}}), run_dir, started)
         pytest_exit, xml_text, test_output = parsed
-        (run_dir / "test_output.txt").write_text(test_output)
+        write_capped_log(run_dir / "test_output.txt", test_output)
         if xml_text is not None:
-            (run_dir / "junit.xml").write_text(xml_text)
+            write_capped_log(run_dir / "junit.xml", xml_text, cap=JUNIT_CAP_BYTES)
         base = base.model_copy(update={"pytest_exit": pytest_exit})
         outcomes, error = outcomes_for(test_ids, xml_text)
         if pytest_exit in (124, 137):
@@ -330,7 +334,7 @@ def _inputs_archive(inputs: str, junit_dir: str, files: dict[str, str]) -> bytes
             info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, uid, uid, now
             tar.addfile(info)
         for name, text in files.items():
-            payload = text.encode("utf-8")
+            payload = text.encode("utf-8", errors="surrogateescape")  # a patch's bytes, as they came
             info = tarfile.TarInfo(f"{inputs.removeprefix('/tmp/')}/{name}")
             info.size, info.mode, info.mtime = len(payload), 0o644, now
             tar.addfile(info, io.BytesIO(payload))
@@ -339,7 +343,10 @@ def _inputs_archive(inputs: str, junit_dir: str, files: dict[str, str]) -> bytes
 
 def load_predictions(path: Path) -> list[dict]:
     """SWE-bench predictions: JSONL (or a JSON list) of {instance_id, model_name_or_path, model_patch}."""
-    text = Path(path).read_text(encoding="utf-8")
+    if not Path(path).is_file():
+        raise InputError(f"no predictions file at {path}")
+    # Bytes that are not UTF-8 (a patch's Latin-1 lines) stay as they were, as surrogate escapes.
+    text = Path(path).read_bytes().decode("utf-8", errors="surrogateescape")
     try:
         rows = json.loads(text) if text.lstrip().startswith("[") else [json.loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as exc:
@@ -347,4 +354,9 @@ def load_predictions(path: Path) -> list[dict]:
     for number, row in enumerate(rows, start=1):
         if not isinstance(row, dict) or "instance_id" not in row or "model_patch" not in row:
             raise InputError(f"{path}: prediction {number} needs instance_id and model_patch")
+        if not isinstance(row["instance_id"], str):
+            raise InputError(f"{path}: prediction {number}: instance_id must be a string")
+        if row["model_patch"] is not None and not isinstance(row["model_patch"], str):
+            raise InputError(f"{path}: prediction {number} ({row['instance_id']}): model_patch must be a string "
+                             f"(a diff) or null, not {type(row['model_patch']).__name__}")
     return rows
