@@ -360,6 +360,106 @@ def test_site_packages_are_not_writable_by_the_agent(docker_client, slug_task):
         assert sandbox.exec("python -c 'import site; assert not site.ENABLE_USER_SITE'").exit_code == 0
 
 
+# --- 5b: channels into the test process from outside the fix (issue 10) ---------------------------
+
+
+_METADATA = "Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+_ENTRY_POINT = "[pytest11]\nhack = textkit.plugin\n"
+# Package metadata whose folder suffix differs in case: importlib's lookup ignores case.
+CASED_METADATA = {
+    "src-DIST-INFO": {"src/Textkit_Hack-1.0.DIST-INFO/METADATA": _METADATA.format(name="textkit-hack"),
+                      "src/Textkit_Hack-1.0.DIST-INFO/entry_points.txt": _ENTRY_POINT},
+    "root-EGG-INFO": {"Textkit_Hack.EGG-INFO/PKG-INFO": _METADATA.format(name="textkit-hack"),
+                      "Textkit_Hack.EGG-INFO/entry_points.txt": _ENTRY_POINT},
+    "src-Egg-Info": {"src/textkit_hack.Egg-Info/PKG-INFO": _METADATA.format(name="textkit-hack"),
+                     "src/textkit_hack.Egg-Info/entry_points.txt": _ENTRY_POINT},
+    "src-dot-egg": {"src/textkit_hack-1.0.egg/EGG-INFO/PKG-INFO": _METADATA.format(name="textkit-hack"),
+                    "src/textkit_hack-1.0.egg/EGG-INFO/entry_points.txt": _ENTRY_POINT},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(CASED_METADATA))
+def test_metadata_in_any_case_registers_no_plugin(docker_client, grader, slug_task, empty, variant):
+    files = {"src/textkit/plugin.py": HIDDEN_PLUGIN, **CASED_METADATA[variant]}
+    result = grader.grade(slug_task, agent_patch(docker_client, slug_task, files=files))
+    assert_gains_nothing(result, empty[SLUG])
+    assert result.tests == empty[SLUG].tests
+
+
+# Top-level names the interpreter or pytest try to import at start-up and normally do not find
+# (Debian's sitecustomize tries apport_python_hook; copy tries org.python.core), placed on the
+# tests' sys.path: the repository's root (python -m puts it there) and src/ (the editable install's).
+_SETS_PLUGINS = 'import os\nos.environ["PYTEST" + "_PLUGINS"] = "textkit.plugin"\n'
+STARTUP_NAMES = {
+    "src-apport-hook": {"src/apport_python_hook.py": _SETS_PLUGINS + "\n\ndef install():\n    pass\n"},
+    "root-apport-hook": {"apport_python_hook.py": _SETS_PLUGINS + "\n\ndef install():\n    pass\n"},
+    "src-org-package": {"src/org/__init__.py": _SETS_PLUGINS},
+    "root-org-package": {"org/__init__.py": _SETS_PLUGINS, "org/python/__init__.py": ""},
+    "src-sitecustomize-package": {"src/sitecustomize/__init__.py": _SETS_PLUGINS},
+    "root-sitecustomize-package": {"sitecustomize/__init__.py": _SETS_PLUGINS},
+    "src-usercustomize-package": {"src/usercustomize/__init__.py": _SETS_PLUGINS},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(STARTUP_NAMES))
+def test_new_top_level_names_run_nothing_at_start_up(docker_client, grader, slug_task, empty, variant):
+    files = {"src/textkit/plugin.py": HIDDEN_PLUGIN, **STARTUP_NAMES[variant]}
+    result = grader.grade(slug_task, agent_patch(docker_client, slug_task, files=files))
+    assert_gains_nothing(result, empty[SLUG])
+    assert result.tests == empty[SLUG].tests
+
+
+NEWER_PYTEST_CONFIG = {
+    "pytest-toml": {"pytest.toml": '[pytest]\naddopts = ["-p", "textkit.plugin"]\n'},
+    "dot-pytest-toml": {".pytest.toml": '[pytest]\naddopts = ["-p", "textkit.plugin"]\n'},
+    "src-pytest-ini": {"src/pytest.ini": "[pytest]\naddopts = -p textkit.plugin\n"},
+    "PYTEST-INI-upper": {"PYTEST.INI": "[pytest]\naddopts = -p textkit.plugin\n"},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(NEWER_PYTEST_CONFIG))
+def test_config_files_of_newer_pytest_are_not_read(docker_client, grader, slug_task, empty, variant):
+    files = {"src/textkit/plugin.py": HIDDEN_PLUGIN, **NEWER_PYTEST_CONFIG[variant]}
+    result = grader.grade(slug_task, agent_patch(docker_client, slug_task, files=files))
+    assert_gains_nothing(result, empty[SLUG])
+    assert result.tests == empty[SLUG].tests
+
+
+# Runner tampering the added-lines check would catch in plain text, sent so that the text it reads
+# is not the text Python runs: a binary patch, or a source encoding that spells `_` as `+AF8-`.
+_PLAIN_TAMPERING = ("import _pytest.reports\n\n_original_init = _pytest.reports.TestReport.__init__\n\n\n"
+                    "def _passing_init(self, *args, **kwargs):\n    _original_init(self, *args, **kwargs)\n"
+                    "    self.outcome, self.longrepr = 'passed', None\n\n\n"
+                    "_pytest.reports.TestReport.__init__ = _passing_init\n")
+_UTF7_TAMPERING = "# -*- coding: utf-7 -*-\n" + _PLAIN_TAMPERING.replace("_", "+AF8-")
+
+
+def _binary_patch_of(docker_client, task, path: str, text: str) -> str:
+    """The agent's diff, with ``path`` (a new file) sent as a `GIT binary patch`."""
+    with RecordingRuntime(docker_client).start(task) as sandbox:
+        sandbox.exec(["mkdir", "-p", f"/testbed/{path.rsplit('/', 1)[0]}"])
+        sandbox.write_file(f"/testbed/{path}", text)
+        sandbox.exec("sed -i '1i import textkit._compat' src/textkit/__init__.py", workdir="/testbed")
+        result = sandbox.exec("git add --all . && git diff --cached --binary HEAD -- src/textkit/__init__.py && "
+                              f"printf '%s\\n' '{path} binary' > .gitattributes && "
+                              f"git diff --cached --binary HEAD -- {path}", workdir="/testbed")
+        assert result.exit_code == 0, result.output
+        return result.output
+
+
+@pytest.mark.parametrize("variant", ["binary-patch", "utf-7-cookie", "utf-7-cookie-binary"])
+def test_static_check_reads_what_python_runs(docker_client, grader, slug_task, empty, variant):
+    text = _PLAIN_TAMPERING if variant == "binary-patch" else _UTF7_TAMPERING
+    if "binary" in variant:
+        patch = _binary_patch_of(docker_client, slug_task, "src/textkit/_compat.py", text)
+        assert "GIT binary patch" in patch
+    else:
+        patch = agent_patch(docker_client, slug_task, files={"src/textkit/_compat.py": text},
+                            commands=("sed -i '1i import textkit._compat' src/textkit/__init__.py",))
+    result = grader.grade(slug_task, patch)
+    assert_gains_nothing(result, empty[SLUG])
+
+
 # --- 6: test configuration that deselects tests --------------------------------------------------
 
 

@@ -23,6 +23,11 @@ def file_diff(path: str, added: str = "x = 1") -> str:
     ("conftest.py", True), ("src/conftest.py", True), ("pytest.ini", True), ("tox.ini", True), ("setup.cfg", True),
     ("sitecustomize.py", True), ("src/usercustomize.py", True), ("src/hack.pth", True),
     ("pkg/__pycache__/core.cpython-311.pyc", True), (".git/config", True), ("../escape.py", True),
+    ("pytest.toml", True), (".pytest.toml", True), ("PYTEST.INI", True), ("src/Conftest.py", True),
+    ("src/X-1.0.DIST-INFO/entry_points.txt", True), ("Y.EGG-INFO/entry_points.txt", True),
+    ("src/y-1.0.egg/EGG-INFO/entry_points.txt", True), ("src/sitecustomize/__init__.py", True),
+    ("usercustomize.cpython-311-x86_64-linux-gnu.so", True), ("src/pkg/hack.PTH", True),
+    ("src/pkg/sitecustom.py", False), ("docs/eggs.md", False),
 ])
 def test_protected_paths(path, protected):
     assert is_protected_path(path) is protected
@@ -35,6 +40,27 @@ def test_filter_keeps_source_and_reports_dropped_paths():
     assert set(filtered.dropped_paths) == {"tests/test_core.py", "conftest.py"}
     assert filtered.patch == file_diff("src/pkg/core.py")
     assert filtered.suspicious == ()
+
+
+def binary_diff(path: str) -> str:
+    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\nindex 0000000..1111111\nGIT binary patch\n"
+            "literal 5\nMcmZ?wP|#rp00C+O=l}o!\n\nliteral 0\nHcmV?d00001\n\n")
+
+
+def test_binary_patches_of_importable_files_are_dropped():
+    filtered = filter_patch(binary_diff("src/pkg/core.py") + binary_diff("src/pkg/ext.abi3.so")
+                            + binary_diff("docs/logo.png"))
+    assert set(filtered.dropped_paths) == {"src/pkg/core.py", "src/pkg/ext.abi3.so"}
+    assert filtered.kept_paths == ("docs/logo.png",)
+
+
+def test_config_search_runs_from_the_tests_common_folder_to_the_root():
+    from repo2env.verify.grader import _config_search_dirs
+
+    assert _config_search_dirs(["tests/unit/test_a.py::x", "tests/unit/test_b.py::y"]) == [
+        "/testbed/tests/unit", "/testbed/tests", "/testbed"]
+    assert _config_search_dirs(["tests/a/t.py::x", "tests/b/t.py::y"]) == ["/testbed/tests", "/testbed"]
+    assert _config_search_dirs(["test_top.py::x", "tests/t.py::y"]) == ["/testbed"]
 
 
 def test_a_rename_into_a_test_path_is_dropped_whole():

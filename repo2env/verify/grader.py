@@ -33,19 +33,19 @@ from repo2env.models import GradeResult, Task, TestStatus
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.sandbox import SandboxLimits
-from repo2env.verify.filtering import filter_patch, runner_references
+from repo2env.verify.filtering import RUNNER_PATTERN, filter_patch, patch_paths, runner_references
 from repo2env.verify.junit import outcomes_for
 from repo2env.verify.reward import RewardMode, score
 
 DEFAULT_TIMEOUT_S = 900.0
-_APPLY_FAILED, _TEST_PATCH_FAILED = 90, 91
+_APPLY_FAILED, _TEST_PATCH_FAILED, _RUNNER_REFERENCED = 90, 91, 92
 _TRAILER = "REPO2ENV-GRADE-TRAILER"
 _OUTPUT_TAIL_BYTES = 200_000
 
 # Runs inside the grading sandbox with `python -I -S` (no site, no .pth, no cwd on sys.path), so
 # nothing from the agent's patch runs before the tests do.
 _RESTORE_SCRIPT = r'''
-import os, subprocess, sys
+import io, json, os, re, subprocess, sys, tokenize
 allowed = set(open(sys.argv[1], encoding="utf-8").read().split("\0")) - {""}
 agent_diff = os.path.join(os.path.dirname(sys.argv[1]), "agent.diff")
 
@@ -77,24 +77,79 @@ for path in dict.fromkeys(changed):
     if path not in allowed:
         revert(path)
 
-# `python -m pytest` puts the working directory first on sys.path, so a top-level module the patch
-# adds there would be imported in place of the installed module of that name: pytest itself, one of
-# its plugins, the standard library. The tests' interpreter says which names it finds outside.
-new_modules = {}
+# Every folder of /testbed on the tests' sys.path (the root, where `python -m` and rootdir
+# conftests put it; src/ or wherever an editable install's .pth points): a new top-level module
+# there runs when anything imports its name, and the interpreter and pytest try names at start-up
+# that they normally do not find (Debian's sitecustomize tries apport_python_hook, copy tries
+# org.python.core). A new top-level name stays only when the gold patch adds the same name in the
+# same folder, and never when it shadows an installed module: pytest, a plugin, the standard library.
+# The tests' interpreter is asked without running `site`'s customize hooks, which would import
+# the very modules under question.
+grading = json.load(open(os.path.join(os.path.dirname(sys.argv[1]), "grading.json"), encoding="utf-8"))
+
+def top_level(path, prefix):
+    """(the entry right under prefix that path lies in or is, its import name, whether importable)"""
+    rest = path[len(prefix):]
+    first = rest.split("/", 1)[0]
+    importable = "/" in rest or first.endswith((".py", ".pyw", ".pyc", ".so", ".pyd"))
+    return prefix + first, first.split(".", 1)[0], importable and first.split(".", 1)[0].isidentifier()
+
+new_paths = [path for path in sorted(allowed) if os.path.lexists(path) and not tracked(path)]
+if new_paths:
+    lookup = ("import importlib.machinery as m, json, os, site, sys\n"
+              "site.addsitepackages(site.venv(set()))\n"
+              "here = os.getcwd() + os.sep\n"
+              "outside = [p for p in sys.path if os.path.isabs(p) and not (p + os.sep).startswith(here)]\n"
+              "inside = [os.path.relpath(p) for p in sys.path if os.path.isabs(p) and (p + os.sep).startswith(here)]\n"
+              "print(json.dumps({'inside': inside, 'shadowing': [n for n in sys.argv[1:] "
+              "if n in sys.builtin_module_names or m.PathFinder.find_spec(n, outside)]}))")
+    names = sorted({part.split(".", 1)[0] for path in new_paths for part in path.split("/")
+                    if part.split(".", 1)[0].isidentifier()})
+    found = subprocess.run(["python", "-I", "-S", "-c", lookup, *names], capture_output=True, text=True)
+    try:
+        answer = json.loads(found.stdout)
+    except ValueError:  # when the interpreter cannot tell, every new top-level name counts as shadowing
+        answer = None
+    folders = [""] + [folder.rstrip("/") + "/" for folder in (answer["inside"] if answer else []) if folder != "."]
+    for prefix in folders:
+        gold = {top_level(path, prefix)[1] for path in grading["gold_paths"] if path.startswith(prefix)}
+        for path in new_paths:
+            if not path.startswith(prefix) or not os.path.lexists(path):
+                continue
+            top, name, importable = top_level(path, prefix)
+            if not importable or tracked(top):
+                continue
+            if answer is None or name in answer["shadowing"]:
+                revert(path, " (it would shadow the installed module " + name + ")")
+            elif name not in gold:
+                revert(path, " (a new top-level module " + name + " on the tests' sys.path, not one the gold patch adds)")
+
+# The filter read the patch's added lines as UTF-8 text; Python reads a file in the encoding its
+# coding cookie names. Check every kept Python file as it stands now, decoded as Python decodes it.
+runner_pattern = re.compile(grading["runner_pattern"])
+allowed_references = set(grading["gold_references"])
+
+def python_text(data):
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding, "replace")
+
+references = set()
 for path in sorted(allowed):
-    top = path.split("/", 1)[0]
-    name = top.split(".", 1)[0]
-    if name.isidentifier() and os.path.lexists(path) and not tracked(top):
-        new_modules.setdefault(name, []).append(path)
-if new_modules:
-    lookup = ("import importlib.machinery as m, os, sys\nhere = os.getcwd() + os.sep\n"
-              "path = [p for p in sys.path if os.path.isabs(p) and not (p + os.sep).startswith(here)]\n"
-              "print(*[n for n in sys.argv[1:] if n in sys.builtin_module_names or m.PathFinder.find_spec(n, path)])")
-    found = subprocess.run(["python", "-I", "-c", lookup, *new_modules], capture_output=True, text=True)
-    # When the interpreter cannot tell, every new top-level module counts as shadowing.
-    for name in (found.stdout.split() if found.returncode == 0 else new_modules):
-        for path in new_modules[name]:
-            revert(path, " (it would shadow the installed module " + name + ")")
+    if not path.endswith((".py", ".pyw")) or not os.path.isfile(path):
+        continue
+    try:
+        text = python_text(open(path, "rb").read())
+        before = subprocess.run(["git", "show", "HEAD:" + path], capture_output=True)
+        old_lines = set(python_text(before.stdout).splitlines()) if before.returncode == 0 else set()
+    except (SyntaxError, LookupError, UnicodeError):
+        references.add("an undecodable source encoding in " + path)
+        continue
+    for line in text.splitlines():
+        if line not in old_lines:
+            references.update(match.group(0) for match in runner_pattern.finditer(line))
+if references - allowed_references:
+    print("REPO2ENV-RUNNER-REFERENCES " + json.dumps(sorted(references - allowed_references)))
+    sys.exit(92)
 
 def sections(text):
     parts, current = [], ["", []]
@@ -206,6 +261,8 @@ class Grader:
             sandbox.container.put_archive("/tmp", _inputs_archive(inputs, junit_dir, {
                 "agent.diff": filtered.patch, "test.diff": task.test_patch, "grade.sh": script,
                 "restore.py": _RESTORE_SCRIPT, "allowed": "\0".join(filtered.kept_paths),
+                "grading.json": json.dumps({"gold_paths": patch_paths(task.patch), "runner_pattern": RUNNER_PATTERN,
+                                            "gold_references": sorted(runner_references(task.patch))}),
             }))
             result = sandbox.exec(["/bin/bash", f"{inputs}/grade.sh"], timeout=self.timeout_s + 30, workdir="/testbed")
             base = base.model_copy(update={"tests_duration_s": round(result.duration_s, 3)})
@@ -224,6 +281,8 @@ class Grader:
             failure = {
                 _APPLY_FAILED: ("the patch does not apply to the snapshot", False),
                 _TEST_PATCH_FAILED: ("the hidden tests do not apply on top of this patch", True),
+                _RUNNER_REFERENCED: (f"the patch reaches into the test runner ({_runner_references(result.output)}; "
+                                     "read as Python decodes the files)", True),
             }.get(result.exit_code, (f"the grading script did not finish (exit {result.exit_code}"
                                      f"{', timed out' if result.timed_out else ''}"
                                      f"{', output over the cap' if result.truncated else ''})", True))
@@ -271,17 +330,38 @@ def rescore(run_dir: Path, task: Task, mode: RewardMode) -> GradeResult:
 
 def _grading_script(task: Task, test_ids: list[str], inputs: str, junit_path: str, timeout_s: float) -> str:
     test_cmd = (task.env_spec.test_cmd if task.env_spec and task.env_spec.test_cmd else "python -m pytest -rA")
+    if test_cmd == "python -m pytest" or test_cmd.startswith("python -m pytest "):
+        # `python -m` puts the working directory first on sys.path, ahead of every installed module.
+        test_cmd = "python -c " + shlex.quote(_LAUNCHER) + test_cmd[len("python -m pytest"):]
     ids = " ".join(shlex.quote(test_id) for test_id in test_ids)
     output = f"{junit_path}.out"
+    config_dirs = " ".join(shlex.quote(folder) for folder in _config_search_dirs(test_ids))
     return f"""set -u
 cd /testbed
 export PYTHONDONTWRITEBYTECODE=1 PYTEST_ADDOPTS= PYTHONPATH=
 if [ -s {inputs}/agent.diff ]; then
   git apply --whitespace=nowarn --binary {inputs}/agent.diff || exit {_APPLY_FAILED}
 fi
-/usr/bin/python3 -I -S {inputs}/restore.py {inputs}/allowed || exit {_APPLY_FAILED}
+/usr/bin/python3 -I -S {inputs}/restore.py {inputs}/allowed
+case $? in 0) ;; {_RUNNER_REFERENCED}) exit {_RUNNER_REFERENCED};; *) exit {_APPLY_FAILED};; esac
 git apply --whitespace=nowarn --binary {inputs}/test.diff || exit {_TEST_PATCH_FAILED}
-timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
+# The snapshot's pytest configuration, named explicitly (-c, --rootdir): a file the patch adds is
+# never chosen, whatever name a pytest version looks for. pytest's own search order and tests.
+config=
+for dir in {config_dirs}; do
+  for name in pytest.toml .pytest.toml pytest.ini .pytest.ini pyproject.toml tox.ini setup.cfg; do
+    file=$dir/$name
+    [ -f "$file" ] || continue
+    case $name in
+      pyproject.toml) grep -q '^\[tool\.pytest[].]' "$file" || continue;;
+      tox.ini) grep -q '^\[pytest\]' "$file" || continue;;
+      setup.cfg) grep -q '^\[tool:pytest\]' "$file" || continue;;
+    esac
+    config="-c $file --rootdir=$dir"
+    break 2
+  done
+done
+timeout -k 5 {timeout_s:.0f} {test_cmd} $config -p no:cacheprovider --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
   >{output} 2>&1 </dev/null
 status=$?
 # Nothing the tests started may outlive them and touch the report or this script's output: stop
@@ -298,6 +378,30 @@ tail -c {_OUTPUT_TAIL_BYTES} {output}
 if [ -f {junit_path} ]; then size=$(stat -c %s {junit_path}); cat {junit_path}; else size=-1; fi
 printf '\\n{_TRAILER} %03d %012d\\n' "$status" "$size"
 """
+
+
+# `python -m pytest` without the working directory on sys.path.
+_LAUNCHER = "import runpy, sys; del sys.path[0]; runpy.run_module('pytest', run_name='__main__', alter_sys=True)"
+
+
+def _config_search_dirs(test_ids: list[str]) -> list[str]:
+    """The folders pytest searches for its configuration, nearest first: from the test files'
+    common folder up to the repository's root (``/testbed``)."""
+    folders = [test_id.split("::", 1)[0].split("/")[:-1] for test_id in test_ids]
+    common: list[str] = []
+    for parts in zip(*folders) if folders else ():
+        if len(set(parts)) != 1 or parts[0] in ("", ".", ".."):
+            break
+        common.append(parts[0])
+    return ["/".join(["/testbed", *common[:depth]]) for depth in range(len(common), -1, -1)]
+
+
+def _runner_references(output: str) -> str:
+    found = re.search(r"^REPO2ENV-RUNNER-REFERENCES (.*)$", output, re.MULTILINE)
+    try:
+        return ", ".join(json.loads(found.group(1))) if found else "unknown references"
+    except ValueError:
+        return "unreadable references"
 
 
 def _parse_trailer(output: str) -> tuple[int, str | None, str] | None:
