@@ -353,9 +353,9 @@ for dir in {config_dirs}; do
     file=$dir/$name
     [ -f "$file" ] || continue
     case $name in
-      pyproject.toml) grep -q '^\[tool\.pytest[].]' "$file" || continue;;
-      tox.ini) grep -q '^\[pytest\]' "$file" || continue;;
-      setup.cfg) grep -q '^\[tool:pytest\]' "$file" || continue;;
+      pyproject.toml) grep -q '^\\[tool\\.pytest[].]' "$file" || continue;;
+      tox.ini) grep -q '^\\[pytest\\]' "$file" || continue;;
+      setup.cfg) grep -q '^\\[tool:pytest\\]' "$file" || continue;;
     esac
     config="-c $file --rootdir=$dir"
     break 2
@@ -389,7 +389,7 @@ def _config_search_dirs(test_ids: list[str]) -> list[str]:
     common folder up to the repository's root (``/testbed``)."""
     folders = [test_id.split("::", 1)[0].split("/")[:-1] for test_id in test_ids]
     common: list[str] = []
-    for parts in zip(*folders) if folders else ():
+    for parts in zip(*folders, strict=False) if folders else ():
         if len(set(parts)) != 1 or parts[0] in ("", ".", ".."):
             break
         common.append(parts[0])
