@@ -33,13 +33,18 @@ from repo2env.models import GradeResult, Task, TestStatus
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.sandbox import SandboxLimits
+from repo2env.verify.canaries import CanaryPlan, plan_canaries
 from repo2env.verify.filtering import RUNNER_PATTERN, filter_patch, patch_paths, runner_references
 from repo2env.verify.junit import outcomes_for
 from repo2env.verify.reward import RewardMode, score
+from repo2env.verify.tamper import COLLECTOR_SCRIPT, PLUGIN_SOURCE, parse_stream, verdict
 
 DEFAULT_TIMEOUT_S = 900.0
 _APPLY_FAILED, _TEST_PATCH_FAILED, _RUNNER_REFERENCED = 90, 91, 92
 _TRAILER = "REPO2ENV-GRADE-TRAILER"
+# Collectors of live outcomes, one per grading in flight (shared: gradings run in many threads).
+_COLLECTORS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="repo2env-outcomes")
+_COLLECTOR_GRACE_S = 15.0
 _OUTPUT_TAIL_BYTES = 200_000
 
 # Runs inside the grading sandbox with `python -I -S` (no site, no .pth, no cwd on sys.path), so
@@ -255,16 +260,29 @@ class Grader:
         inputs = f"/tmp/repo2env-grade-{secrets.token_hex(8)}"
         junit_dir = f"/tmp/repo2env-junit-{secrets.token_hex(8)}"
         junit_path = f"{junit_dir}/{secrets.token_hex(8)}.xml"
-        script = _grading_script(task, test_ids, inputs, junit_path, self.timeout_s)
+        plan = plan_canaries(task.test_patch, task.FAIL_TO_PASS, test_ids)
+        stream_plugin = f"repo2env_outcomes_{secrets.token_hex(6)}"
+        fifo = f"{inputs}/{secrets.token_hex(8)}.fifo"
+        run_ids = _with_canaries(test_ids, plan)
+        script = _grading_script(task, run_ids, inputs, junit_path, self.timeout_s, plan=plan,
+                                 stream_plugin=stream_plugin, fifo=fifo)
+        canary_files = {f"canary-{number}.py": text for number, text in enumerate(plan.appendix.values())}
         sandbox = self._fresh_sandbox(task)
+        collector: Future | None = None
         try:
             sandbox.container.put_archive("/tmp", _inputs_archive(inputs, junit_dir, {
                 "agent.diff": filtered.patch, "test.diff": task.test_patch, "grade.sh": script,
                 "restore.py": _RESTORE_SCRIPT, "allowed": "\0".join(filtered.kept_paths),
                 "grading.json": json.dumps({"gold_paths": patch_paths(task.patch), "runner_pattern": RUNNER_PATTERN,
                                             "gold_references": sorted(runner_references(task.patch))}),
+                f"plugin/{stream_plugin}.py": PLUGIN_SOURCE.format(fifo=fifo), **canary_files,
             }))
+            # The collector runs as root, beside the grading script: what it has read is out of the
+            # tests' reach, and its output comes straight here.
+            collector = _COLLECTORS.submit(sandbox.exec, ["/bin/sh", "-c", COLLECTOR_SCRIPT, fifo],
+                                           timeout=self.timeout_s + 60, user="root")
             result = sandbox.exec(["/bin/bash", f"{inputs}/grade.sh"], timeout=self.timeout_s + 30, workdir="/testbed")
+            stream_result = _collected(collector)
             base = base.model_copy(update={"tests_duration_s": round(result.duration_s, 3)})
         except BaseException:
             sandbox.close()
@@ -293,14 +311,27 @@ class Grader:
         (run_dir / "test_output.txt").write_text(test_output)
         if xml_text is not None:
             (run_dir / "junit.xml").write_text(xml_text)
+        stream = parse_stream(stream_result.output) if stream_result is not None and not stream_result.truncated else None
+        (run_dir / "stream.jsonl").write_text(stream_result.output if stream_result is not None else "")
         base = base.model_copy(update={"pytest_exit": pytest_exit})
-        outcomes, error = outcomes_for(test_ids, xml_text)
+        all_outcomes, error = outcomes_for(run_ids, xml_text)
+        outcomes = {test_id: all_outcomes[test_id] for test_id in test_ids}
+        write_json(run_dir / "canaries.json", {
+            "must_fail": list(plan.must_fail), "must_pass": list(plan.must_pass),
+            "junit": {canary.test_id: all_outcomes[canary.test_id] for canary in plan.canaries},
+            "stream": {canary.test_id: stream.status(canary.test_id) if stream else None for canary in plan.canaries}})
         if pytest_exit in (124, 137):
             error = f"the tests timed out after {self.timeout_s:.0f} s"
-        elif error is None and pytest_exit != 0 and all(s == TestStatus.PASSED for s in outcomes.values()):
-            # The report says all passed, the runner says otherwise: trust neither.
-            error = f"pytest exited with status {pytest_exit} although its report shows every test passing"
-            outcomes = {test_id: TestStatus.ERROR for test_id in test_ids}
+        elif stream_result is None:
+            error = "the live outcome stream could not be read"
+            outcomes = {test_id: TestStatus.MISSING for test_id in test_ids}
+        else:
+            lie = verdict(stream=stream, junit=all_outcomes, output=test_output, pytest_exit=pytest_exit,
+                          plan=plan, test_ids=test_ids)
+            if lie is not None:
+                return self._finish(task, base.model_copy(update={
+                    "tampered": True, "error": f"tampered: {lie}",
+                    "tests": {test_id: TestStatus.ERROR for test_id in test_ids}}), run_dir, started)
         return self._finish(task, base.model_copy(update={"tests": outcomes, "error": error}), run_dir, started)
 
     def _finish(self, task: Task, result: GradeResult, run_dir: Path, started: float) -> GradeResult:
@@ -328,23 +359,34 @@ def rescore(run_dir: Path, task: Task, mode: RewardMode) -> GradeResult:
                                      "p2p_rate": parts.p2p_rate, "resolved": parts.resolved})
 
 
-def _grading_script(task: Task, test_ids: list[str], inputs: str, junit_path: str, timeout_s: float) -> str:
+def _grading_script(task: Task, test_ids: list[str], inputs: str, junit_path: str, timeout_s: float, *,
+                    plan: CanaryPlan, stream_plugin: str, fifo: str) -> str:
     test_cmd = (task.env_spec.test_cmd if task.env_spec and task.env_spec.test_cmd else "python -m pytest -rA")
+    plugin_dir = f"{inputs}/plugin"
+    python_path = plugin_dir
     if test_cmd == "python -m pytest" or test_cmd.startswith("python -m pytest "):
-        # `python -m` puts the working directory first on sys.path, ahead of every installed module.
-        test_cmd = "python -c " + shlex.quote(_LAUNCHER) + test_cmd[len("python -m pytest"):]
+        # `python -m` puts the working directory first on sys.path, ahead of every installed module;
+        # the launcher puts the outcome plugin's folder there instead.
+        test_cmd = "python -c " + shlex.quote(_LAUNCHER.format(plugin_dir=plugin_dir)) + test_cmd[len("python -m pytest"):]
+        python_path = ""
     ids = " ".join(shlex.quote(test_id) for test_id in test_ids)
     output = f"{junit_path}.out"
     config_dirs = " ".join(shlex.quote(folder) for folder in _config_search_dirs(test_ids))
+    add_canaries = "".join(f"cat {inputs}/canary-{number}.py >> {shlex.quote(path)} || exit {_TEST_PATCH_FAILED}\n"
+                           for number, path in enumerate(plan.appendix))
     return f"""set -u
 cd /testbed
-export PYTHONDONTWRITEBYTECODE=1 PYTEST_ADDOPTS= PYTHONPATH=
+export PYTHONDONTWRITEBYTECODE=1 PYTEST_ADDOPTS= PYTHONPATH={python_path}
+# The outcome collector waits for a writer: when pytest never opens its FIFO, this script's end does.
+trap '[ -p {fifo} ] && timeout 2 sh -c ": > {fifo}"' EXIT
 if [ -s {inputs}/agent.diff ]; then
   git apply --whitespace=nowarn --binary {inputs}/agent.diff || exit {_APPLY_FAILED}
 fi
 /usr/bin/python3 -I -S {inputs}/restore.py {inputs}/allowed
 case $? in 0) ;; {_RUNNER_REFERENCED}) exit {_RUNNER_REFERENCED};; *) exit {_APPLY_FAILED};; esac
 git apply --whitespace=nowarn --binary {inputs}/test.diff || exit {_TEST_PATCH_FAILED}
+{add_canaries}tries=0
+while [ ! -p {fifo} ] && [ $tries -lt 1000 ]; do sleep 0.01; tries=$((tries + 1)); done
 # The snapshot's pytest configuration, named explicitly (-c, --rootdir): a file the patch adds is
 # never chosen, whatever name a pytest version looks for. pytest's own search order and tests.
 config=
@@ -361,7 +403,7 @@ for dir in {config_dirs}; do
     break 2
   done
 done
-timeout -k 5 {timeout_s:.0f} {test_cmd} $config -p no:cacheprovider --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
+timeout -k 5 {timeout_s:.0f} {test_cmd} $config -p {stream_plugin} -p no:cacheprovider --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
   >{output} 2>&1 </dev/null
 status=$?
 # Nothing the tests started may outlive them and touch the report or this script's output: stop
@@ -380,8 +422,9 @@ printf '\\n{_TRAILER} %03d %012d\\n' "$status" "$size"
 """
 
 
-# `python -m pytest` without the working directory on sys.path.
-_LAUNCHER = "import runpy, sys; del sys.path[0]; runpy.run_module('pytest', run_name='__main__', alter_sys=True)"
+# `python -m pytest` with the outcome plugin's folder, not the working directory, first on sys.path.
+_LAUNCHER = ("import runpy, sys; sys.path[0] = {plugin_dir!r}; "
+             "runpy.run_module('pytest', run_name='__main__', alter_sys=True)")
 
 
 def _config_search_dirs(test_ids: list[str]) -> list[str]:
@@ -394,6 +437,23 @@ def _config_search_dirs(test_ids: list[str]) -> list[str]:
             break
         common.append(parts[0])
     return ["/".join(["/testbed", *common[:depth]]) for depth in range(len(common), -1, -1)]
+
+
+def _with_canaries(test_ids: list[str], plan: CanaryPlan) -> list[str]:
+    """The ids to run: the task's, in their order, with the canaries at random places among them."""
+    run_ids = list(test_ids)
+    for canary in plan.canaries:
+        run_ids.insert(secrets.randbelow(len(run_ids) + 1), canary.test_id)
+    return run_ids
+
+
+def _collected(collector: Future):
+    """The collector's result once the grading script has ended (every writer is dead by then),
+    or None when it does not end."""
+    try:
+        return collector.result(timeout=_COLLECTOR_GRACE_S)
+    except Exception:  # noqa: BLE001 - an unread stream fails the grading closed
+        return None
 
 
 def _runner_references(output: str) -> str:
@@ -428,7 +488,8 @@ def _inputs_archive(inputs: str, junit_dir: str, files: dict[str, str]) -> bytes
     archive = io.BytesIO()
     now = int(time.time())
     with tarfile.open(fileobj=archive, mode="w") as tar:
-        for name, uid, mode in ((inputs.removeprefix("/tmp/"), 0, 0o755), (junit_dir.removeprefix("/tmp/"), AGENT_UID, 0o700)):
+        for name, uid, mode in ((inputs.removeprefix("/tmp/"), 0, 0o755), (inputs.removeprefix("/tmp/") + "/plugin", 0, 0o755),
+                                (junit_dir.removeprefix("/tmp/"), AGENT_UID, 0o700)):
             info = tarfile.TarInfo(name)
             info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, uid, uid, now
             tar.addfile(info)
