@@ -124,6 +124,10 @@ ALL_PASSED_XML = ('<?xml version="1.0"?><testsuites><testsuite name="pytest" tes
 # --- helpers -------------------------------------------------------------------------------------
 
 
+def _shell_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
 class RecordingRuntime(DockerRuntime):
     """The Docker runtime, remembering every container it starts (the engine may be shared with
     other work, so "no container left" is checked on these only)."""
@@ -673,10 +677,6 @@ def test_exception_swallowing_wrapper_fails_the_value_checks(docker_client, grad
     assert_gains_nothing(result, empty[number])
 
 
-def _shell_quote(text: str) -> str:
-    return "'" + text.replace("'", "'\"'\"'") + "'"
-
-
 # --- 15: source code that tampers with the runner ------------------------------------------------
 
 
@@ -703,39 +703,93 @@ def test_plain_runner_tampering_is_refused(docker_client, grader, slug_task, emp
     assert "test runner" in result.error
 
 
-# --- residual risk: what code running inside the tests can still do ------------------------------
+# --- 16: in-process forging, caught by the canaries and the live outcome stream (issue 10) --------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "residual risk: the agent's code runs inside pytest's process, so it can rewrite pytest's "
-    "reports in memory; the static tamper check is a tripwire for plain references to the runner "
-    "and any indirection (string concatenation, getattr) gets past it"))
-def test_obfuscated_in_process_tampering(docker_client, grader, slug_task, empty):
-    patch = agent_patch(docker_client, slug_task, files={"src/textkit/_compat.py": HIDDEN_REPORT_PATCH},
-                        commands=("sed -i '1i import textkit._compat' src/textkit/__init__.py",))
-    assert_gains_nothing(grader.grade(slug_task, patch), empty[SLUG])
+# At the first call, every test function of the test modules becomes a no-op (the running test
+# itself, already executing, is the only one sacrificed).
+SWAP_TESTS_FOR_NO_OPS = r"""
+import sys, types
+if not getattr(sys, "_swapped", False):
+    sys._swapped = True
+
+    def _nothing(*args, **kwargs):
+        return None
+
+    for _module in list(sys.modules.values()):
+        if "/tests/" in (getattr(_module, "__file__", None) or ""):
+            for _name, _value in list(vars(_module).items()):
+                if _name.startswith("test") and isinstance(_value, types.FunctionType):
+                    _value.__code__ = _nothing.__code__
+"""
+# slugify answers whatever the calling line of the test expects.
+EXPECTED_VALUE_WRAPPER = """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "residual risk: a detached process started by a test shares the tests' user, so it can replace "
-    "pytest's report in the moment between pytest writing it and the grading script killing the "
-    "user's other processes; pytest's exit status (not forgeable this way) caps the gain below 1"))
-def test_report_rewritten_by_a_detached_process(docker_client, grader, slug_task, empty):
-    patch = agent_patch(docker_client, slug_task, edits=(in_slugify(REPORT_REWRITER),))
+_honest_slugify = slugify
+
+
+def slugify(*args, **kwargs):
+    import ast
+    import linecache
+    import sys
+
+    caller = sys._getframe(1)
+    line = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip()
+    try:
+        return ast.literal_eval(ast.parse(line).body[0].test.comparators[0])
+    except Exception:
+        return _honest_slugify(*args, **kwargs)
+"""
+# At shutdown: rewrite the report so that every test passed, then exec a process that exits 0.
+REWRITE_AT_SHUTDOWN_AND_EXEC = r"""
+import os, sys
+if not getattr(sys, "_armed", False):
+    sys._armed = True
+
+    def _forge():
+        report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--j"))
+        ids = [arg for arg in sys.argv if "::" in arg]
+        cases = "".join('<testcase classname="%s" name="%s" time="0"/>'
+                        % (i.split("::")[0][:-3].replace("/", "."), i.split("::")[-1]) for i in ids)
+        with open(report, "w") as out:
+            out.write('<?xml version="1.0"?><testsuites><testsuite name="pytest">%s</testsuite></testsuites>' % cases)
+        os.execv("/bin/true", ["true"])
+
+    getattr(__import__("ate" + "xit"), "register")(_forge)
+"""
+ALWAYS_EQUAL = ("    return _Same(slug)\n\n\nclass _Same(str):\n    def __eq__(self, other):\n        return True\n\n"
+                "    def __ne__(self, other):\n        return False\n\n    __hash__ = str.__hash__\n")
+IN_PROCESS_FORGERIES = {
+    "report-class-patched": {"files": {"src/textkit/_compat.py": HIDDEN_REPORT_PATCH},
+                             "commands": ("sed -i '1i import textkit._compat' src/textkit/__init__.py",)},
+    "detached-report-rewriter": {"edits": (in_slugify(REPORT_REWRITER),)},
+    "always-equal-result": {"edits": (("src/textkit/slug.py", "    return slug\n", ALWAYS_EQUAL),)},
+    "tests-swapped-for-no-ops": {"edits": (in_slugify(SWAP_TESTS_FOR_NO_OPS),)},
+    "expected-value-wrapper": {"commands": (f"printf '%s' {_shell_quote(EXPECTED_VALUE_WRAPPER)} >> src/textkit/slug.py",)},
+    "report-rewritten-at-exit-then-exec": {"edits": (in_slugify(REWRITE_AT_SHUTDOWN_AND_EXEC),)},
+}
+
+
+@pytest.mark.parametrize("forgery", sorted(IN_PROCESS_FORGERIES))
+def test_in_process_forgery_is_caught(docker_client, grader, slug_task, empty, forgery):
+    spec = IN_PROCESS_FORGERIES[forgery]
+    patch = agent_patch(docker_client, slug_task, files=spec.get("files"), edits=spec.get("edits", ()),
+                        commands=spec.get("commands", ()))
     result = grader.grade(slug_task, patch)
-    assert result.reward < 1.0
     assert_gains_nothing(result, empty[SLUG])
+    assert result.tampered and result.error.startswith("tampered: "), (result.error, result.tests)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "residual risk, in the hidden tests rather than the grader: a result object whose __eq__ always "
-    "answers True satisfies `assert result == expected`; no grader-side check sees the difference"))
-def test_always_equal_result(docker_client, grader, slug_task, empty):
-    always_equal = ("\n\nclass _Same(str):\n    def __eq__(self, other):\n        return True\n\n"
-                    "    def __ne__(self, other):\n        return False\n\n    __hash__ = str.__hash__\n")
-    patch = agent_patch(docker_client, slug_task, edits=(("src/textkit/slug.py", "    return slug\n",
-                                                           "    return _Same(slug)\n" + always_equal),))
-    assert_gains_nothing(grader.grade(slug_task, patch), empty[SLUG])
+def test_honest_gradings_are_never_called_tampered(graded_demo, grader, empty):
+    """Gold and empty patches, graded again: the canaries come out as they must, every time."""
+    for number in PROBED:
+        for patch in (graded_demo[number].patch, ""):
+            for _ in range(2):
+                result = grader.grade(graded_demo[number], patch)
+                assert not result.tampered, result.error
+                assert result.reward == (1.0 if patch else 0.0)
+    assert not any(result.tampered for result in empty.values())
 
 
 def test_no_sandbox_outlives_the_probes(docker_client):

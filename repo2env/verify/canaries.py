@@ -5,9 +5,10 @@ Code that runs inside the test process can forge outcomes (rewrite reports, swap
 for no-ops, return whatever the calling test expects); no static rule can prove that it does not.
 Canaries make it visible: for every module that holds a FAIL_TO_PASS test, one test that must fail
 (a call on the project, with arguments taken from the task's own tests, compared to a fresh random
-nonce) and one that must pass (a trivially true comparison), with names built from the module's
-own test names plus randomness, appended to the module inside the grading sandbox after the hidden
-tests are applied. The agent never sees them: they exist only for that grading. A must-fail canary
+nonce shaped like the task's own expected values) and two that must pass (a trivially true
+comparison), with names built from the module's own test words, placed at random top-level
+positions of the module (or added to the class the tests live in) inside the grading sandbox after
+the hidden tests are applied. The agent never sees them: they exist only for that grading. A must-fail canary
 that passes, or a must-pass canary that fails, means the reports are not the tests' own.
 """
 
@@ -26,7 +27,13 @@ _NOT_PROJECT = frozenset({
     "isinstance", "type", "repr", "open", "super", "getattr", "setattr", "hasattr", "enumerate", "zip", "map",
     "filter", "any", "all", "min", "max", "sum", "abs", "round", "object", "Exception", "ValueError", "TypeError",
 })
-_FILLER_WORDS = ("value", "input", "empty", "default", "result", "edge", "case", "again", "order", "many", "single")
+_STRING_LITERAL = re.compile(r"""["']([\w ,.:;!?-]{1,40})["']""")
+# One of these joins the module's own words in every canary name, so that a name never equals one
+# of the module's tests the task does not list.
+_FILLER_WORDS = ("value", "input", "empty", "default", "result", "edge", "case", "again", "order", "many", "single",
+                 "handles", "returns", "keeps", "unicode", "none", "zero", "long", "short", "twice", "nested",
+                 "trailing", "leading", "mixed", "upper", "lower", "invalid", "valid", "spaces", "newline",
+                 "multiple", "large", "small", "negative", "boundary", "repeated", "missing", "extra", "only")
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,7 @@ class CanaryPlan:
     """The canaries of one grading and the text appended to each test module."""
 
     canaries: tuple[Canary, ...]
-    appendix: dict[str, str]
+    definitions: dict[str, list[str]]
 
     @property
     def must_fail(self) -> tuple[str, ...]:
@@ -59,34 +66,42 @@ def plan_canaries(test_patch: str, fail_to_pass: list[str], known_ids: list[str]
     """Canaries for the modules of ``fail_to_pass`` (plain ``.py`` files), never colliding with
     ``known_ids``; ``rng`` defaults to the system's randomness."""
     rng = rng or random.SystemRandom()
-    taken = {test_id.split("::")[-1].split("[", 1)[0] for test_id in known_ids}
+    taken = {test_id.split("::")[-1].split("[", 1)[0] for test_id in [*known_ids, *fail_to_pass]}
+    taken |= set(re.findall(r"^\+\s*(?:async\s+)?def\s+(\w+)", test_patch, re.MULTILINE))
     canaries: list[Canary] = []
-    appendix: dict[str, str] = {}
+    definitions: dict[str, list[str]] = {}
     for path in dict.fromkeys(test_id.split("::", 1)[0] for test_id in fail_to_pass):
         if not path.endswith(".py"):
             continue
         module_ids = [test_id for test_id in [*fail_to_pass, *known_ids] if test_id.split("::", 1)[0] == path]
         first = next(test_id for test_id in fail_to_pass if test_id.split("::", 1)[0] == path)
         container = [part for part in first.split("::")[1:-1] if part != "()"]
-        words = [word for test_id in module_ids for word in test_id.split("::")[-1].split("[", 1)[0].split("_")
-                 if word and word != "test" and word.isidentifier()] or list(_FILLER_WORDS)
+        names = [test_id.split("::")[-1].split("[", 1)[0] for test_id in module_ids]
+        words = list(dict.fromkeys(word for name in names for word in name.split("_")
+                                   if word and word != "test" and word.isidentifier())) or list(_FILLER_WORDS)
+        lengths = [max(2, len(name.split("_")) - 1) for name in names]
         added = _added_lines(test_patch, path)
+        double = sum(line.count('"') for line in added) >= sum(line.count("'") for line in added)
         texts = []
-        for must_pass in (False, True):
-            name = _fresh_name(words, taken, rng)
+        # Two that must fail: a forger that sacrifices the first test it meets still meets a second.
+        for must_pass in (False, False, True):
+            name = _fresh_name(words, lengths, taken, rng)
             taken.add(name)
             body = _passing_body(rng) if must_pass else _failing_body(added, rng)
+            if double:
+                body = re.sub(r"'([^'\"\\]*)'", r'"\1"', body)
             texts.append(_definition(name, body, container))
             canaries.append(Canary("::".join([path, *container, name]), path, must_pass))
-        rng.shuffle(texts)
-        appendix[path] = "".join(texts)
-    return CanaryPlan(tuple(canaries), appendix)
+        definitions[path] = texts
+    return CanaryPlan(tuple(canaries), definitions)
 
 
-def _fresh_name(words: list[str], taken: set[str], rng: random.Random) -> str:
-    for length in (2, 3, 3, 4, 4, 5):
-        name = "test_" + "_".join(rng.sample(words, min(length, len(words))) if len(set(words)) >= length
-                                  else [rng.choice(words) for _ in range(length)])
+def _fresh_name(words: list[str], lengths: list[int], taken: set[str], rng: random.Random) -> str:
+    for _ in range(50):
+        chosen = rng.sample(words, min(max(1, rng.choice(lengths) - 1), len(words)))
+        filler = rng.choice([word for word in _FILLER_WORDS if word not in words] or ["again"])
+        chosen.insert(rng.randrange(len(chosen) + 1), filler)
+        name = "test_" + "_".join(chosen)
         if name not in taken and name.isidentifier():
             return name
     return f"test_{rng.choice(words)}_{rng.choice(_FILLER_WORDS)}_{rng.randrange(10, 99)}"
@@ -97,18 +112,31 @@ def _nonce(rng: random.Random) -> str:
 
 
 def _failing_body(added: list[str], rng: random.Random) -> str:
-    """A call the task's tests make, compared with a fresh nonce: no honest code returns it."""
+    """A call the task's tests make, compared with a fresh value shaped like their expected ones:
+    no honest code returns it."""
     calls = [match.groups() for line in added if (match := _ASSERT_CALL.match(line))
              and match.group(1).split(".")[-1] not in _NOT_PROJECT]
+    literals = [text for line in added for text in _STRING_LITERAL.findall(line)]
     if calls:
         callee, arguments = rng.choice(calls)
-        return f"assert {callee}({arguments}) == {_nonce(rng)!r}"
+        return f"assert {callee}({arguments}) == {_lookalike(literals, rng)!r}"
     named = Counter(name for line in added for name in _ANY_CALL.findall(line)
                     if name.split(".")[-1] not in _NOT_PROJECT and not name.startswith(("test", "pytest")))
     if named:
         callee = rng.choice(sorted(named))
-        return f"assert {callee}({_nonce(rng)!r}) == {_nonce(rng)!r}"
-    return f"assert {_nonce(rng)!r}.upper() == {_nonce(rng)!r}"
+        return f"assert {callee}({_lookalike(literals, rng)!r}) == {_lookalike(literals, rng)!r}"
+    return f"assert {_lookalike(literals, rng)!r}.upper() == {_lookalike(literals, rng)!r}"
+
+
+def _lookalike(literals: list[str], rng: random.Random) -> str:
+    """A string made of the characters of one of the tests' own string literals, of about its
+    length, that none of them equals."""
+    model = rng.choice(literals) if literals else _nonce(rng)
+    alphabet = sorted(set(model.lower()) | set(string.ascii_lowercase[:6])) if model.strip() else list(string.ascii_lowercase)
+    while True:
+        text = "".join(rng.choice(alphabet) for _ in range(max(4, len(model) + rng.randrange(-1, 3))))
+        if text not in literals and text.strip():
+            return text
 
 
 def _passing_body(rng: random.Random) -> str:

@@ -191,6 +191,39 @@ if os.path.exists("pyproject.toml"):
 '''
 
 
+# Runs inside the grading sandbox with `python -I -S`, after the hidden tests are applied: puts each
+# canary at a random top-level place of its module (before one of the module's tests, or at the
+# end), so that neither its place nor its name tells it from the task's tests. Methods of a class
+# come last in it: their block ends by attaching them to the class.
+_PLACE_SCRIPT = r'''
+import ast, json, random, sys
+rng = random.SystemRandom()
+for path, blocks in json.load(open(sys.argv[1], encoding="utf-8")).items():
+    lines = open(path, encoding="utf-8").read().splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    try:
+        tree = ast.parse("".join(lines))
+        starts = [min([node.lineno, *[d.lineno for d in node.decorator_list]]) - 1 for node in tree.body
+                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                  and node.name.lower().startswith("test")]
+    except (SyntaxError, ValueError):
+        starts = []
+    defined = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))} if starts else set()
+    if any(block.split("def ", 1)[1].split("(", 1)[0] in defined for block in blocks):
+        sys.exit("a canary's name is taken in " + path)
+    places = {}
+    for block in blocks:
+        at = rng.choice(starts + [len(lines)]) if "\ndel " not in block else len(lines)
+        places.setdefault(at, []).append(("\n\n" if at == len(lines) else "") + block.lstrip("\n") + "\n\n")
+    text = []
+    for number, line in enumerate(lines + [""]):
+        text.extend(places.get(number, []))
+        text.append(line)
+    open(path, "w", encoding="utf-8").write("".join(text).rstrip("\n") + "\n")
+'''
+
+
 class Grader:
     """Grades patches for tasks on one runtime; logs go under ``logs_root``."""
 
@@ -266,7 +299,6 @@ class Grader:
         run_ids = _with_canaries(test_ids, plan)
         script = _grading_script(task, run_ids, inputs, junit_path, self.timeout_s, plan=plan,
                                  stream_plugin=stream_plugin, fifo=fifo)
-        canary_files = {f"canary-{number}.py": text for number, text in enumerate(plan.appendix.values())}
         sandbox = self._fresh_sandbox(task)
         collector: Future | None = None
         try:
@@ -275,7 +307,8 @@ class Grader:
                 "restore.py": _RESTORE_SCRIPT, "allowed": "\0".join(filtered.kept_paths),
                 "grading.json": json.dumps({"gold_paths": patch_paths(task.patch), "runner_pattern": RUNNER_PATTERN,
                                             "gold_references": sorted(runner_references(task.patch))}),
-                f"plugin/{stream_plugin}.py": PLUGIN_SOURCE.format(fifo=fifo), **canary_files,
+                f"plugin/{stream_plugin}.py": PLUGIN_SOURCE.format(fifo=fifo),
+                "place.py": _PLACE_SCRIPT, "canaries.json": json.dumps(plan.definitions),
             }))
             # The collector runs as root, beside the grading script: what it has read is out of the
             # tests' reach, and its output comes straight here.
@@ -372,8 +405,6 @@ def _grading_script(task: Task, test_ids: list[str], inputs: str, junit_path: st
     ids = " ".join(shlex.quote(test_id) for test_id in test_ids)
     output = f"{junit_path}.out"
     config_dirs = " ".join(shlex.quote(folder) for folder in _config_search_dirs(test_ids))
-    add_canaries = "".join(f"cat {inputs}/canary-{number}.py >> {shlex.quote(path)} || exit {_TEST_PATCH_FAILED}\n"
-                           for number, path in enumerate(plan.appendix))
     return f"""set -u
 cd /testbed
 export PYTHONDONTWRITEBYTECODE=1 PYTEST_ADDOPTS= PYTHONPATH={python_path}
@@ -385,7 +416,8 @@ fi
 /usr/bin/python3 -I -S {inputs}/restore.py {inputs}/allowed
 case $? in 0) ;; {_RUNNER_REFERENCED}) exit {_RUNNER_REFERENCED};; *) exit {_APPLY_FAILED};; esac
 git apply --whitespace=nowarn --binary {inputs}/test.diff || exit {_TEST_PATCH_FAILED}
-{add_canaries}tries=0
+/usr/bin/python3 -I -S {inputs}/place.py {inputs}/canaries.json || exit {_TEST_PATCH_FAILED}
+tries=0
 while [ ! -p {fifo} ] && [ $tries -lt 1000 ]; do sleep 0.01; tries=$((tries + 1)); done
 # The snapshot's pytest configuration, named explicitly (-c, --rootdir): a file the patch adds is
 # never chosen, whatever name a pytest version looks for. pytest's own search order and tests.
