@@ -50,12 +50,31 @@ _OUTPUT_TAIL_BYTES = 200_000
 # Runs inside the grading sandbox with `python -I -S` (no site, no .pth, no cwd on sys.path), so
 # nothing from the agent's patch runs before the tests do.
 _RESTORE_SCRIPT = r'''
-import io, json, os, re, subprocess, sys, tokenize
+import ast, io, json, os, random, re, subprocess, sys, tokenize
 allowed = set(open(sys.argv[1], encoding="utf-8").read().split("\0")) - {""}
-agent_diff = os.path.join(os.path.dirname(sys.argv[1]), "agent.diff")
+inputs = os.path.dirname(sys.argv[1])
+agent_diff = os.path.join(inputs, "agent.diff")
 
 def git_output(*args):
     return subprocess.run(["git", *args], capture_output=True, check=True).stdout.decode("utf-8", "surrogateescape")
+
+def snapshot_blobs(paths):
+    """{path: its content at HEAD, or None}, from one git process."""
+    paths = [path for path in paths if "\n" not in path]
+    if not paths:
+        return {}
+    output = subprocess.run(["git", "cat-file", "--batch"], input="".join("HEAD:" + path + "\n" for path in paths).encode(),
+                            capture_output=True, check=True).stdout
+    blobs = {}
+    for path in paths:
+        header, _, output = output.partition(b"\n")
+        fields = header.split()
+        if len(fields) == 3 and fields[1] != b"missing":
+            size = int(fields[2])
+            blobs[path], output = output[:size], output[size + 1:]
+        else:
+            blobs[path] = None
+    return blobs
 
 def tracked(path):
     return subprocess.run(["git", "cat-file", "-e", "HEAD:" + path], capture_output=True).returncode == 0
@@ -99,7 +118,8 @@ def top_level(path, prefix):
     importable = "/" in rest or first.endswith((".py", ".pyw", ".pyc", ".so", ".pyd"))
     return prefix + first, first.split(".", 1)[0], importable and first.split(".", 1)[0].isidentifier()
 
-new_paths = [path for path in sorted(allowed) if os.path.lexists(path) and not tracked(path)]
+snapshot = snapshot_blobs(sorted(allowed))
+new_paths = [path for path in sorted(allowed) if os.path.lexists(path) and snapshot.get(path) is None]
 if new_paths:
     lookup = ("import importlib.machinery as m, json, os, site, sys\n"
               "site.addsitepackages(site.venv(set()))\n"
@@ -144,8 +164,8 @@ for path in sorted(allowed):
         continue
     try:
         text = python_text(open(path, "rb").read())
-        before = subprocess.run(["git", "show", "HEAD:" + path], capture_output=True)
-        old_lines = set(python_text(before.stdout).splitlines()) if before.returncode == 0 else set()
+        before = snapshot.get(path)
+        old_lines = set(python_text(before).splitlines()) if before is not None else set()
     except (SyntaxError, LookupError, UnicodeError):
         references.add("an undecodable source encoding in " + path)
         continue
@@ -155,6 +175,37 @@ for path in sorted(allowed):
 if references - allowed_references:
     print("REPO2ENV-RUNNER-REFERENCES " + json.dumps(sorted(references - allowed_references)))
     sys.exit(92)
+
+# The hidden tests, then the canaries: each at a random top-level place of its module (before one
+# of the module's tests, or at the end), so that neither its place nor its name tells it from the
+# task's tests. Methods of a class come last in it: their block ends by attaching them to the class.
+if subprocess.run(["git", "apply", "--whitespace=nowarn", "--binary", os.path.join(inputs, "test.diff")]).returncode:
+    sys.exit(91)
+rng = random.SystemRandom()
+for path, blocks in json.load(open(os.path.join(inputs, "canaries.json"), encoding="utf-8")).items():
+    lines = open(path, encoding="utf-8").read().splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    try:
+        tree = ast.parse("".join(lines))
+        starts = [min([node.lineno, *[d.lineno for d in node.decorator_list]]) - 1 for node in tree.body
+                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                  and node.name.lower().startswith("test")]
+    except (SyntaxError, ValueError):
+        starts = []
+    defined = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))} if starts else set()
+    if any(block.split("def ", 1)[1].split("(", 1)[0] in defined for block in blocks):
+        print("a canary's name is taken in " + path)
+        sys.exit(91)
+    places = {}
+    for block in blocks:
+        at = rng.choice(starts + [len(lines)]) if "\ndel " not in block else len(lines)
+        places.setdefault(at, []).append(("\n\n" if at == len(lines) else "") + block.lstrip("\n") + "\n\n")
+    text = []
+    for number, line in enumerate(lines + [""]):
+        text.extend(places.get(number, []))
+        text.append(line)
+    open(path, "w", encoding="utf-8").write("".join(text).rstrip("\n") + "\n")
 
 def sections(text):
     parts, current = [], ["", []]
@@ -188,39 +239,6 @@ if os.path.exists("pyproject.toml"):
     elif text != current_text:
         open("pyproject.toml", "w", encoding="utf-8").write(text)
         print("restored pytest sections of pyproject.toml")
-'''
-
-
-# Runs inside the grading sandbox with `python -I -S`, after the hidden tests are applied: puts each
-# canary at a random top-level place of its module (before one of the module's tests, or at the
-# end), so that neither its place nor its name tells it from the task's tests. Methods of a class
-# come last in it: their block ends by attaching them to the class.
-_PLACE_SCRIPT = r'''
-import ast, json, random, sys
-rng = random.SystemRandom()
-for path, blocks in json.load(open(sys.argv[1], encoding="utf-8")).items():
-    lines = open(path, encoding="utf-8").read().splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
-    try:
-        tree = ast.parse("".join(lines))
-        starts = [min([node.lineno, *[d.lineno for d in node.decorator_list]]) - 1 for node in tree.body
-                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                  and node.name.lower().startswith("test")]
-    except (SyntaxError, ValueError):
-        starts = []
-    defined = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))} if starts else set()
-    if any(block.split("def ", 1)[1].split("(", 1)[0] in defined for block in blocks):
-        sys.exit("a canary's name is taken in " + path)
-    places = {}
-    for block in blocks:
-        at = rng.choice(starts + [len(lines)]) if "\ndel " not in block else len(lines)
-        places.setdefault(at, []).append(("\n\n" if at == len(lines) else "") + block.lstrip("\n") + "\n\n")
-    text = []
-    for number, line in enumerate(lines + [""]):
-        text.extend(places.get(number, []))
-        text.append(line)
-    open(path, "w", encoding="utf-8").write("".join(text).rstrip("\n") + "\n")
 '''
 
 
@@ -308,7 +326,7 @@ class Grader:
                 "grading.json": json.dumps({"gold_paths": patch_paths(task.patch), "runner_pattern": RUNNER_PATTERN,
                                             "gold_references": sorted(runner_references(task.patch))}),
                 f"plugin/{stream_plugin}.py": PLUGIN_SOURCE.format(fifo=fifo),
-                "place.py": _PLACE_SCRIPT, "canaries.json": json.dumps(plan.definitions),
+                "canaries.json": json.dumps(plan.definitions),
             }))
             # The collector runs as root, beside the grading script: what it has read is out of the
             # tests' reach, and its output comes straight here.
@@ -414,9 +432,8 @@ if [ -s {inputs}/agent.diff ]; then
   git apply --whitespace=nowarn --binary {inputs}/agent.diff || exit {_APPLY_FAILED}
 fi
 /usr/bin/python3 -I -S {inputs}/restore.py {inputs}/allowed
-case $? in 0) ;; {_RUNNER_REFERENCED}) exit {_RUNNER_REFERENCED};; *) exit {_APPLY_FAILED};; esac
-git apply --whitespace=nowarn --binary {inputs}/test.diff || exit {_TEST_PATCH_FAILED}
-/usr/bin/python3 -I -S {inputs}/place.py {inputs}/canaries.json || exit {_TEST_PATCH_FAILED}
+restored=$?
+case $restored in 0) ;; {_TEST_PATCH_FAILED}|{_RUNNER_REFERENCED}) exit $restored;; *) exit {_APPLY_FAILED};; esac
 tries=0
 while [ ! -p {fifo} ] && [ $tries -lt 1000 ]; do sleep 0.01; tries=$((tries + 1)); done
 # The snapshot's pytest configuration, named explicitly (-c, --rootdir): a file the patch adds is
