@@ -3,16 +3,22 @@
 The hidden tests (``task.test_patch``) exist only on the host and in the grading sandbox, which
 is started fresh from the task image for each grading. Inside it, one script (one ``exec``):
 
-1. applies the filtered agent patch (test files and test configuration dropped, see
-   :mod:`repo2env.verify.filtering`); a patch that does not apply scores 0;
-2. reverts anything else that changed outside the accepted paths, and restores pyproject's pytest
-   sections to the snapshot's;
-3. applies ``test_patch`` and runs exactly FAIL_TO_PASS + PASS_TO_PASS, network off, under a
-   timeout, writing JUnit XML to a random path.
+1. applies the filtered agent patch (test files, test configuration, start-up hooks, metadata and
+   binary importable files dropped, see :mod:`repo2env.verify.filtering`); a patch that does not
+   apply scores 0;
+2. reverts anything else that changed outside the accepted paths, restores pyproject's pytest
+   sections, removes new top-level modules on the tests' sys.path the gold patch does not add, and
+   re-checks the kept Python files for runner references as Python decodes them;
+3. applies ``test_patch``, places the canaries (:mod:`repo2env.verify.canaries`) and runs exactly
+   FAIL_TO_PASS + PASS_TO_PASS + canaries with the snapshot's pytest configuration named explicitly,
+   network off, under a timeout, writing JUnit XML to a random path, while a root collector beside
+   it receives every outcome live (:mod:`repo2env.verify.tamper`).
 
-Outcomes come from that XML, cross-checked with pytest's exit status; whatever is missing, errored,
-skipped or unreadable counts as failed. Every grading keeps its output, XML, applied diff and
-result under its log folder, and :func:`rescore` re-reads them without running anything.
+Outcomes come from that XML; whatever is missing, errored, skipped or unreadable counts as failed.
+The XML, the live stream, the summary line and pytest's exit status must agree and every canary
+must come out as it must, or the grading scores 0 as ``tampered``. Every grading keeps its output,
+XML, stream, applied diff and result under its log folder, and :func:`rescore` re-reads them
+without running anything.
 """
 
 from __future__ import annotations
@@ -48,7 +54,8 @@ _COLLECTOR_GRACE_S = 15.0
 _OUTPUT_TAIL_BYTES = 200_000
 
 # Runs inside the grading sandbox with `python -I -S` (no site, no .pth, no cwd on sys.path), so
-# nothing from the agent's patch runs before the tests do.
+# nothing from the agent's patch runs before the tests do (and its interpreter lookup skips site's
+# customize hooks for the same reason).
 _RESTORE_SCRIPT = r'''
 import ast, io, json, os, random, re, subprocess, sys, tokenize
 allowed = set(open(sys.argv[1], encoding="utf-8").read().split("\0")) - {""}
