@@ -121,7 +121,7 @@ def _failing_body(added: list[str], rng: random.Random) -> str:
         callee, arguments = rng.choice(calls)
         return f"assert {callee}({arguments}) == {_lookalike(literals, rng)!r}"
     named = Counter(name for line in added for name in _ANY_CALL.findall(line)
-                    if name.split(".")[-1] not in _NOT_PROJECT and not name.startswith(("test", "pytest")))
+                    if name.split(".")[-1] not in _NOT_PROJECT and not name.startswith(("test", "pytest", "assert")))
     if named:
         callee = rng.choice(sorted(named))
         return f"assert {callee}({_lookalike(literals, rng)!r}) == {_lookalike(literals, rng)!r}"

@@ -28,11 +28,13 @@ PLUGIN_SOURCE = '''\
 import json as _json
 import os as _os
 
-_stream = _os.open({fifo!r}, _os.O_WRONLY)
+# pytest-xdist's workers import -p plugins too; their reports reach the controller's hooks.
+_stream = None if _os.environ.get("PYTEST_XDIST_WORKER") else _os.open({fifo!r}, _os.O_WRONLY)
 
 
 def _send(*fields):
-    _os.write(_stream, (_json.dumps(fields) + "\\n").encode("utf-8"))
+    if _stream is not None:
+        _os.write(_stream, (_json.dumps(fields) + "\\n").encode("utf-8"))
 
 
 _send("S", _os.getpid())
