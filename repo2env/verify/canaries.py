@@ -77,15 +77,17 @@ def plan_canaries(test_patch: str, fail_to_pass: list[str], known_ids: list[str]
         first = next(test_id for test_id in fail_to_pass if test_id.split("::", 1)[0] == path)
         container = [part for part in first.split("::")[1:-1] if part != "()"]
         names = [test_id.split("::")[-1].split("[", 1)[0] for test_id in module_ids]
+        # The first word of the task's test names: a project may collect `check_*`, not `test_*`.
+        prefix = first.split("::")[-1].split("_", 1)[0] if "_" in first.split("::")[-1] else "test"
         words = list(dict.fromkeys(word for name in names for word in name.split("_")
-                                   if word and word != "test" and word.isidentifier())) or list(_FILLER_WORDS)
+                                   if word and word not in ("test", prefix) and word.isidentifier())) or list(_FILLER_WORDS)
         lengths = [max(2, len(name.split("_")) - 1) for name in names]
         added = _added_lines(test_patch, path)
         double = sum(line.count('"') for line in added) >= sum(line.count("'") for line in added)
         texts = []
         # Two that must fail: a forger that sacrifices the first test it meets still meets a second.
         for must_pass in (False, False, True):
-            name = _fresh_name(words, lengths, taken, rng)
+            name = _fresh_name(prefix, words, lengths, taken, rng)
             taken.add(name)
             body = _passing_body(rng) if must_pass else _failing_body(added, rng)
             if double:
@@ -96,15 +98,15 @@ def plan_canaries(test_patch: str, fail_to_pass: list[str], known_ids: list[str]
     return CanaryPlan(tuple(canaries), definitions)
 
 
-def _fresh_name(words: list[str], lengths: list[int], taken: set[str], rng: random.Random) -> str:
+def _fresh_name(prefix: str, words: list[str], lengths: list[int], taken: set[str], rng: random.Random) -> str:
     for _ in range(50):
         chosen = rng.sample(words, min(max(1, rng.choice(lengths) - 1), len(words)))
         filler = rng.choice([word for word in _FILLER_WORDS if word not in words] or ["again"])
         chosen.insert(rng.randrange(len(chosen) + 1), filler)
-        name = "test_" + "_".join(chosen)
+        name = prefix + "_" + "_".join(chosen)
         if name not in taken and name.isidentifier():
             return name
-    return f"test_{rng.choice(words)}_{rng.choice(_FILLER_WORDS)}_{rng.randrange(10, 99)}"
+    return f"{prefix}_{rng.choice(words)}_{rng.choice(_FILLER_WORDS)}_{rng.randrange(10, 99)}"
 
 
 def _nonce(rng: random.Random) -> str:
