@@ -186,10 +186,17 @@ if references - allowed_references:
 # The hidden tests, then the canaries: each at a random top-level place of its module (before one
 # of the module's tests, or at the end), so that neither its place nor its name tells it from the
 # task's tests. Methods of a class come last in it: their block ends by attaching them to the class.
-if subprocess.run(["git", "apply", "--whitespace=nowarn", "--binary", os.path.join(inputs, "test.diff")]).returncode:
+# Both come from the agent's own (private) folder and are deleted once used: code in the tests that
+# read the hidden tests' diff could tell the canaries from the real tests.
+hidden_tests, canaries = sys.argv[2], sys.argv[3]
+applied = subprocess.run(["git", "apply", "--whitespace=nowarn", "--binary", hidden_tests]).returncode
+plan = json.load(open(canaries, encoding="utf-8"))
+os.remove(hidden_tests)
+os.remove(canaries)
+if applied:
     sys.exit(91)
 rng = random.SystemRandom()
-for path, blocks in json.load(open(os.path.join(inputs, "canaries.json"), encoding="utf-8")).items():
+for path, blocks in plan.items():
     lines = open(path, encoding="utf-8").read().splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
@@ -327,13 +334,13 @@ class Grader:
         sandbox = self._fresh_sandbox(task)
         collector: Future | None = None
         try:
-            sandbox.container.put_archive("/tmp", _inputs_archive(inputs, junit_dir, {
-                "agent.diff": filtered.patch, "test.diff": task.test_patch, "grade.sh": script,
+            sandbox.container.put_archive("/tmp", _inputs_archive(inputs, junit_dir, private={
+                "test.diff": task.test_patch, "canaries.json": json.dumps(plan.definitions)}, files={
+                "agent.diff": filtered.patch, "grade.sh": script,
                 "restore.py": _RESTORE_SCRIPT, "allowed": "\0".join(filtered.kept_paths),
                 "grading.json": json.dumps({"gold_paths": patch_paths(task.patch), "runner_pattern": RUNNER_PATTERN,
                                             "gold_references": sorted(runner_references(task.patch))}),
                 f"plugin/{stream_plugin}.py": PLUGIN_SOURCE.format(fifo=fifo),
-                "canaries.json": json.dumps(plan.definitions),
             }))
             # The collector runs as root, beside the grading script: what it has read is out of the
             # tests' reach, and its output comes straight here.
@@ -429,6 +436,7 @@ def _grading_script(task: Task, test_ids: list[str], inputs: str, junit_path: st
         python_path = ""
     ids = " ".join(shlex.quote(test_id) for test_id in test_ids)
     output = f"{junit_path}.out"
+    junit_dir = junit_path.rsplit("/", 1)[0]
     config_dirs = " ".join(shlex.quote(folder) for folder in _config_search_dirs(test_ids))
     return f"""set -u
 cd /testbed
@@ -438,7 +446,7 @@ trap '[ -p {fifo} ] && timeout 2 sh -c ": > {fifo}"' EXIT
 if [ -s {inputs}/agent.diff ]; then
   git apply --whitespace=nowarn --binary {inputs}/agent.diff || exit {_APPLY_FAILED}
 fi
-/usr/bin/python3 -I -S {inputs}/restore.py {inputs}/allowed
+/usr/bin/python3 -I -S {inputs}/restore.py {inputs}/allowed {junit_dir}/test.diff {junit_dir}/canaries.json
 restored=$?
 case $restored in 0) ;; {_TEST_PATCH_FAILED}|{_RUNNER_REFERENCED}) exit $restored;; *) exit {_APPLY_FAILED};; esac
 tries=0
@@ -538,9 +546,10 @@ def _parse_trailer(output: str) -> tuple[int, str | None, str] | None:
     return status, body[len(body) - size:].decode("utf-8", errors="replace"), body[:len(body) - size].decode("utf-8", errors="replace")
 
 
-def _inputs_archive(inputs: str, junit_dir: str, files: dict[str, str]) -> bytes:
+def _inputs_archive(inputs: str, junit_dir: str, *, files: dict[str, str], private: dict[str, str]) -> bytes:
     """A tar for /tmp: the inputs folder (root's, read-only to the agent) and the JUnit folder (the
-    agent's, because pytest runs as the agent)."""
+    agent's, because pytest runs as the agent), which also holds the ``private`` files the grading
+    script deletes before the tests run."""
     archive = io.BytesIO()
     now = int(time.time())
     with tarfile.open(fileobj=archive, mode="w") as tar:
@@ -549,11 +558,12 @@ def _inputs_archive(inputs: str, junit_dir: str, files: dict[str, str]) -> bytes
             info = tarfile.TarInfo(name)
             info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, uid, uid, now
             tar.addfile(info)
-        for name, text in files.items():
-            payload = text.encode("utf-8")
-            info = tarfile.TarInfo(f"{inputs.removeprefix('/tmp/')}/{name}")
-            info.size, info.mode, info.mtime = len(payload), 0o644, now
-            tar.addfile(info, io.BytesIO(payload))
+        for folder, uid, mode, entries in ((inputs, 0, 0o644, files), (junit_dir, AGENT_UID, 0o600, private)):
+            for name, text in entries.items():
+                payload = text.encode("utf-8")
+                info = tarfile.TarInfo(f"{folder.removeprefix('/tmp/')}/{name}")
+                info.size, info.mode, info.mtime, info.uid, info.gid = len(payload), mode, now, uid, uid
+                tar.addfile(info, io.BytesIO(payload))
     return archive.getvalue()
 
 
