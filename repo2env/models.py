@@ -106,6 +106,7 @@ class GradeResult(_Schema):
     patch_applied: bool = True
     filtered_paths: list[str] = Field(default_factory=list, description="Test files the grader dropped from the patch.")
     error: str | None = None
+    tampered: bool = Field(False, description="The run's outcomes were forged: a canary lied or the channels disagreed.")
     pytest_exit: int | None = None
     log_dir: str | None = None
     duration_s: float = 0.0

@@ -23,6 +23,11 @@ def file_diff(path: str, added: str = "x = 1") -> str:
     ("conftest.py", True), ("src/conftest.py", True), ("pytest.ini", True), ("tox.ini", True), ("setup.cfg", True),
     ("sitecustomize.py", True), ("src/usercustomize.py", True), ("src/hack.pth", True),
     ("pkg/__pycache__/core.cpython-311.pyc", True), (".git/config", True), ("../escape.py", True),
+    ("pytest.toml", True), (".pytest.toml", True), ("PYTEST.INI", True), ("src/Conftest.py", True),
+    ("src/X-1.0.DIST-INFO/entry_points.txt", True), ("Y.EGG-INFO/entry_points.txt", True),
+    ("src/y-1.0.egg/EGG-INFO/entry_points.txt", True), ("src/sitecustomize/__init__.py", True),
+    ("usercustomize.cpython-311-x86_64-linux-gnu.so", True), ("src/pkg/hack.PTH", True),
+    ("src/pkg/sitecustom.py", False), ("docs/eggs.md", False),
 ])
 def test_protected_paths(path, protected):
     assert is_protected_path(path) is protected
@@ -35,6 +40,27 @@ def test_filter_keeps_source_and_reports_dropped_paths():
     assert set(filtered.dropped_paths) == {"tests/test_core.py", "conftest.py"}
     assert filtered.patch == file_diff("src/pkg/core.py")
     assert filtered.suspicious == ()
+
+
+def binary_diff(path: str) -> str:
+    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\nindex 0000000..1111111\nGIT binary patch\n"
+            "literal 5\nMcmZ?wP|#rp00C+O=l}o!\n\nliteral 0\nHcmV?d00001\n\n")
+
+
+def test_binary_patches_of_importable_files_are_dropped():
+    filtered = filter_patch(binary_diff("src/pkg/core.py") + binary_diff("src/pkg/ext.abi3.so")
+                            + binary_diff("docs/logo.png"))
+    assert set(filtered.dropped_paths) == {"src/pkg/core.py", "src/pkg/ext.abi3.so"}
+    assert filtered.kept_paths == ("docs/logo.png",)
+
+
+def test_config_search_runs_from_the_tests_common_folder_to_the_root():
+    from repo2env.verify.grader import _config_search_dirs
+
+    assert _config_search_dirs(["tests/unit/test_a.py::x", "tests/unit/test_b.py::y"]) == [
+        "/testbed/tests/unit", "/testbed/tests", "/testbed"]
+    assert _config_search_dirs(["tests/a/t.py::x", "tests/b/t.py::y"]) == ["/testbed/tests", "/testbed"]
+    assert _config_search_dirs(["test_top.py::x", "tests/t.py::y"]) == ["/testbed"]
 
 
 def test_a_rename_into_a_test_path_is_dropped_whole():
@@ -107,3 +133,90 @@ def test_trailer_is_read_from_the_very_end_only():
     assert _parse_trailer(forged_early)[0] == 1, "only the last line counts"
     assert _parse_trailer("output cut short by the cap") is None
     assert _parse_trailer(f"x\n{_TRAILER} 124 -00000000001\n") == (124, None, "x")
+
+
+# --- canaries and the live outcome stream (issue 10) ----------------------------------------------
+
+
+def _demo_test_patch() -> str:
+    return ('diff --git a/tests/test_slug.py b/tests/test_slug.py\n--- a/tests/test_slug.py\n+++ b/tests/test_slug.py\n'
+            '@@ -1,2 +1,8 @@\n+def test_collapses_repeated_separators():\n+    assert slugify("Hello,  World") == "hello-world"\n'
+            '+\n+def test_strips_separators_from_both_ends():\n+    assert slugify("  Hello World!  ") == "hello-world"\n')
+
+
+def test_canaries_call_the_project_and_never_reuse_a_name():
+    import random
+
+    from repo2env.verify.canaries import plan_canaries
+
+    f2p = ["tests/test_slug.py::test_collapses_repeated_separators", "tests/test_slug.py::test_strips_separators_from_both_ends"]
+    known = [*f2p, "tests/test_slug.py::test_max_length"]
+    for seed in range(30):
+        plan = plan_canaries(_demo_test_patch(), f2p, known, random.Random(seed))
+        assert len(plan.must_fail) == 2 and len(plan.must_pass) == 1
+        names = [canary.test_id for canary in plan.canaries]
+        assert len(set(names)) == 3 and not set(names) & set(known)
+        blocks = plan.definitions["tests/test_slug.py"]
+        failing = [block for block in blocks if "len(" not in block]
+        assert all('slugify("' in block and '== "hello-world"' not in block for block in failing)
+        for block in blocks:
+            compile(block, "canary", "exec")
+
+
+def test_canaries_join_the_class_their_module_tests_live_in():
+    import random
+
+    from repo2env.verify.canaries import plan_canaries
+
+    plan = plan_canaries(_demo_test_patch(), ["tests/test_slug.py::TestSlug::test_collapses_repeated_separators"], [],
+                         random.Random(1))
+    assert all(canary.test_id.startswith("tests/test_slug.py::TestSlug::test_") for canary in plan.canaries)
+    assert all("(self):" in block and "TestSlug." in block for block in plan.definitions["tests/test_slug.py"])
+
+
+def _stream(*records) -> str:
+    import json
+
+    return "".join(json.dumps(record) + "\n" for record in records)
+
+
+def _run(test_id, outcome="passed"):
+    return [["R", test_id, "setup", "passed", False], ["R", test_id, "call", outcome, False],
+            ["R", test_id, "teardown", "passed", False]]
+
+
+def _verdict(records, junit, *, output="== 1 failed, 2 passed in 0.1s ==", exit_status=1):
+    from repo2env.verify.canaries import Canary, CanaryPlan
+    from repo2env.verify.tamper import parse_stream, verdict
+
+    plan = CanaryPlan((Canary("t.py::test_fail", "t.py", False), Canary("t.py::test_pass", "t.py", True)), {})
+    return verdict(stream=parse_stream(_stream(*records)), junit=junit, output=output, pytest_exit=exit_status,
+                   plan=plan, test_ids=["t.py::test_real"])
+
+
+HONEST = [["S", 1], *_run("t.py::test_real"), *_run("t.py::test_fail", "failed"), *_run("t.py::test_pass"), ["E", 1]]
+HONEST_JUNIT = {"t.py::test_real": TestStatus.PASSED, "t.py::test_fail": TestStatus.FAILED, "t.py::test_pass": TestStatus.PASSED}
+
+
+def test_an_honest_run_is_not_tampered():
+    assert _verdict(HONEST, HONEST_JUNIT) is None
+
+
+@pytest.mark.parametrize(("records", "junit", "exit_status", "reason"), [
+    (HONEST, {**HONEST_JUNIT, "t.py::test_fail": TestStatus.PASSED}, 1, "must fail passed"),
+    ([["S", 1], *_run("t.py::test_real", "failed"), *_run("t.py::test_fail", "failed"), *_run("t.py::test_pass"), ["E", 1]],
+     HONEST_JUNIT, 1, "report says t.py::test_real passed"),
+    ([["S", 1], *_run("t.py::test_real"), *_run("t.py::test_fail", "failed"), *_run("t.py::test_pass", "failed"), ["E", 1]],
+     {**HONEST_JUNIT, "t.py::test_pass": TestStatus.FAILED}, 1, "must pass failed"),
+    (HONEST, HONEST_JUNIT, 0, "exited with 0"),
+    (HONEST[:-1], HONEST_JUNIT, 0, "never finished"),
+    ([], HONEST_JUNIT, 1, "no live outcomes"),
+])
+def test_lies_are_tampering(records, junit, exit_status, reason):
+    found = _verdict(records, junit, exit_status=exit_status)
+    assert found is not None and all(word in found for word in reason.split()[-2:]), found
+
+
+def test_a_summary_line_that_counts_more_passes_than_the_stream_is_tampering():
+    assert "summary line" in _verdict(HONEST, HONEST_JUNIT, output="== 3 passed in 0.1s ==")
+    assert _verdict(HONEST, HONEST_JUNIT, output="no summary at all") is None

@@ -1,14 +1,17 @@
 """What of an agent's patch the grader accepts: changes to the code, never to the tests or their setup.
 
 Dropped (and reported): files on test paths (the split's own rule), test configuration
-(``conftest.py`` anywhere, ``pytest.ini``, ``.pytest.ini``, ``tox.ini``, ``setup.cfg``, ``noxfile.py``),
-and files that Python or pytest load by themselves (``sitecustomize.py``, ``usercustomize.py``,
-``*.pth``, ``__pycache__``/``.pyc``, and package metadata in ``*.dist-info``/``*.egg-info``, whose
-``pytest11`` entry points pytest loads as plugins). ``pyproject.toml`` is kept, but its pytest
-sections are restored inside the grading sandbox. Added lines that reach into the test runner
-(pytest internals, its hooks, JUnit output, exiting the interpreter) are listed as ``suspicious``:
-the grader scores such a patch 0 unless the task's own fix does the same (a pytest plugin's
-repository, say).
+(``conftest.py`` anywhere, ``pytest.toml``, ``.pytest.toml``, ``pytest.ini``, ``.pytest.ini``,
+``tox.ini``, ``setup.cfg``, ``noxfile.py``), files that Python or pytest load by themselves
+(``sitecustomize``/``usercustomize`` as modules or packages, ``*.pth``, ``__pycache__``/``.pyc``, and
+package metadata in ``*.dist-info``/``*.egg-info``/``*.egg``, whose ``pytest11`` entry points pytest
+loads as plugins), and binary patches of importable files (Python sources, ``.pth``, compiled
+modules), which no text check can read. Names compare without case: Python's metadata lookup
+ignores it. ``pyproject.toml`` is kept, but its pytest sections are restored inside the grading
+sandbox. Added lines that reach into the test runner (pytest internals, its hooks, JUnit output,
+exiting the interpreter) are listed as ``suspicious``: the grader scores such a patch 0 unless the
+task's own fix does the same (a pytest plugin's repository, say). The grading sandbox runs the same
+check again on the files as they stand after applying, decoded the way Python decodes them.
 """
 
 from __future__ import annotations
@@ -19,17 +22,24 @@ from pathlib import PurePosixPath
 
 from repo2env.mine.split import classify_path
 
-# pytest reads `.pytest.ini` before pyproject.toml, so it would override the restored pytest sections.
-_TEST_CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "noxfile.py",
-                                "sitecustomize.py", "usercustomize.py"})
+# pytest reads `pytest.toml`, `.pytest.toml` (pytest 9) and `.pytest.ini` before pyproject.toml, so
+# they would override the restored pytest sections. Compared in lower case.
+_TEST_CONFIG_NAMES = frozenset({"conftest.py", "pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "tox.ini",
+                                "setup.cfg", "noxfile.py"})
+# Imported by `site` at start-up, as a module or a package of any suffix (.py, .pyc, .so, a folder).
+_STARTUP_MODULES = frozenset({"sitecustomize", "usercustomize"})
 # Any `*.dist-info`/`*.egg-info` on sys.path (the repository's root, an editable install's src/) is
-# package metadata to importlib, and pytest loads the plugins its entry_points.txt declares.
-_METADATA_SUFFIXES = (".dist-info", ".egg-info")
-_RUNNER_TAMPERING = re.compile(
+# package metadata to importlib, whose lookup ignores case, and pytest loads the plugins its
+# entry_points.txt declares; an `*.egg` folder on sys.path holds metadata too.
+_METADATA_SUFFIXES = (".dist-info", ".egg-info", ".egg")
+# Files Python imports or executes: a binary patch of one hides its text from every check.
+_IMPORTABLE_SUFFIXES = (".py", ".pyw", ".pyi", ".pth", ".pyc", ".pyo", ".so", ".pyd", ".toml", ".ini", ".cfg", ".txt")
+RUNNER_PATTERN = (
     r"_pytest|pytest_(?:runtest|collect|report|configure|sessionfinish|sessionstart|unconfigure|plugin)"
     r"|junit|PYTEST_|sys\.modules\[\s*['\"]pytest|os\._exit|atexit|faulthandler|sys\.settrace|sys\.setprofile"
-    r"|builtins\.__import__|__builtins__\[",
+    r"|builtins\.__import__|__builtins__\["
 )
+_RUNNER_TAMPERING = re.compile(RUNNER_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -44,11 +54,13 @@ class FilteredPatch:
 
 def is_protected_path(path: str) -> bool:
     """Whether the grader refuses changes to ``path`` (test files and test configuration)."""
-    name = PurePosixPath(path).name
     parts = PurePosixPath(path).parts
-    return (classify_path(path) == "test" or name in _TEST_CONFIG_NAMES or name.endswith((".pth", ".pyc"))
-            or "__pycache__" in parts or ".git" in parts or path.startswith("/") or ".." in parts
-            or any(part.endswith(_METADATA_SUFFIXES) for part in parts[:-1]))
+    lowered = tuple(part.lower() for part in parts)
+    name = lowered[-1] if lowered else ""
+    return (classify_path(path) == "test" or name in _TEST_CONFIG_NAMES or name.endswith((".pth", ".pyc", ".pyo"))
+            or "__pycache__" in lowered or ".git" in lowered or path.startswith("/") or ".." in parts
+            or any(part.split(".", 1)[0] in _STARTUP_MODULES for part in lowered)
+            or any(part.endswith(_METADATA_SUFFIXES) for part in lowered))
 
 
 def filter_patch(patch: str) -> FilteredPatch:
@@ -61,7 +73,9 @@ def filter_patch(patch: str) -> FilteredPatch:
         if not block.startswith("diff --git "):
             continue
         paths = _block_paths(block)
-        if any(is_protected_path(path) for path in paths):
+        binary_code = re.search(r"(?m)^(GIT binary patch|Binary files )", block) and any(
+            path.lower().endswith(_IMPORTABLE_SUFFIXES) for path in paths)
+        if binary_code or any(is_protected_path(path) for path in paths):
             dropped.extend(path for path in paths if path not in dropped)
         else:
             kept.append(block if block.endswith("\n") else block + "\n")
@@ -74,6 +88,12 @@ def filter_patch(patch: str) -> FilteredPatch:
 def runner_references(patch: str) -> set[str]:
     """The test-runner references a patch's added lines make (used on the gold patch)."""
     return {match.group(0) for line in _added_lines(patch) for match in _RUNNER_TAMPERING.finditer(line)}
+
+
+def patch_paths(patch: str) -> list[str]:
+    """Every path a patch touches (the gold patch's new top-level modules are allowed to the agent)."""
+    blocks = re.split(r"(?m)^(?=diff --git )", patch)
+    return list(dict.fromkeys(path for block in blocks if block.startswith("diff --git ") for path in _block_paths(block)))
 
 
 def _block_paths(block: str) -> list[str]:

@@ -3,16 +3,22 @@
 The hidden tests (``task.test_patch``) exist only on the host and in the grading sandbox, which
 is started fresh from the task image for each grading. Inside it, one script (one ``exec``):
 
-1. applies the filtered agent patch (test files and test configuration dropped, see
-   :mod:`repo2env.verify.filtering`); a patch that does not apply scores 0;
-2. reverts anything else that changed outside the accepted paths, and restores pyproject's pytest
-   sections to the snapshot's;
-3. applies ``test_patch`` and runs exactly FAIL_TO_PASS + PASS_TO_PASS, network off, under a
-   timeout, writing JUnit XML to a random path.
+1. applies the filtered agent patch (test files, test configuration, start-up hooks, metadata and
+   binary importable files dropped, see :mod:`repo2env.verify.filtering`); a patch that does not
+   apply scores 0;
+2. reverts anything else that changed outside the accepted paths, restores pyproject's pytest
+   sections, removes new top-level modules on the tests' sys.path the gold patch does not add, and
+   re-checks the kept Python files for runner references as Python decodes them;
+3. applies ``test_patch``, places the canaries (:mod:`repo2env.verify.canaries`) and runs exactly
+   FAIL_TO_PASS + PASS_TO_PASS + canaries with the snapshot's pytest configuration named explicitly,
+   network off, under a timeout, writing JUnit XML to a random path, while a root collector beside
+   it receives every outcome live (:mod:`repo2env.verify.tamper`).
 
-Outcomes come from that XML, cross-checked with pytest's exit status; whatever is missing, errored,
-skipped or unreadable counts as failed. Every grading keeps its output, XML, applied diff and
-result under its log folder, and :func:`rescore` re-reads them without running anything.
+Outcomes come from that XML; whatever is missing, errored, skipped or unreadable counts as failed.
+The XML, the live stream, the summary line and pytest's exit status must agree and every canary
+must come out as it must, or the grading scores 0 as ``tampered``. Every grading keeps its output,
+XML, stream, applied diff and result under its log folder, and :func:`rescore` re-reads them
+without running anything.
 """
 
 from __future__ import annotations
@@ -33,25 +39,50 @@ from repo2env.models import GradeResult, Task, TestStatus
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.sandbox import SandboxLimits
-from repo2env.verify.filtering import filter_patch, runner_references
+from repo2env.verify.canaries import CanaryPlan, plan_canaries
+from repo2env.verify.filtering import RUNNER_PATTERN, filter_patch, patch_paths, runner_references
 from repo2env.verify.junit import ID_OPTIONS, outcomes_for, selection_args
 from repo2env.verify.logs import JUNIT_CAP_BYTES, write_capped_log
 from repo2env.verify.reward import RewardMode, score
+from repo2env.verify.tamper import COLLECTOR_SCRIPT, PLUGIN_SOURCE, parse_stream, verdict
 
 DEFAULT_TIMEOUT_S = 900.0
-_APPLY_FAILED, _TEST_PATCH_FAILED = 90, 91
+_APPLY_FAILED, _TEST_PATCH_FAILED, _RUNNER_REFERENCED = 90, 91, 92
 _TRAILER = "REPO2ENV-GRADE-TRAILER"
+# Collectors of live outcomes, one per grading in flight (shared: gradings run in many threads).
+_COLLECTORS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="repo2env-outcomes")
+_COLLECTOR_GRACE_S = 15.0
 _OUTPUT_TAIL_BYTES = 200_000
 
 # Runs inside the grading sandbox with `python -I -S` (no site, no .pth, no cwd on sys.path), so
-# nothing from the agent's patch runs before the tests do.
+# nothing from the agent's patch runs before the tests do (and its interpreter lookup skips site's
+# customize hooks for the same reason).
 _RESTORE_SCRIPT = r'''
-import os, subprocess, sys
+import ast, io, json, os, random, re, subprocess, sys, tokenize
 allowed = set(open(sys.argv[1], encoding="utf-8", errors="surrogateescape").read().split("\0")) - {""}
-agent_diff = os.path.join(os.path.dirname(sys.argv[1]), "agent.diff")
+inputs = os.path.dirname(sys.argv[1])
+agent_diff = os.path.join(inputs, "agent.diff")
 
 def git_output(*args):
     return subprocess.run(["git", *args], capture_output=True, check=True).stdout.decode("utf-8", "surrogateescape")
+
+def snapshot_blobs(paths):
+    """{path: its content at HEAD, or None}, from one git process."""
+    paths = [path for path in paths if "\n" not in path]
+    if not paths:
+        return {}
+    output = subprocess.run(["git", "cat-file", "--batch"], input="".join("HEAD:" + path + "\n" for path in paths).encode(),
+                            capture_output=True, check=True).stdout
+    blobs = {}
+    for path in paths:
+        header, _, output = output.partition(b"\n")
+        fields = header.split()
+        if len(fields) == 3 and fields[1] != b"missing":
+            size = int(fields[2])
+            blobs[path], output = output[:size], output[size + 1:]
+        else:
+            blobs[path] = None
+    return blobs
 
 def tracked(path):
     return subprocess.run(["git", "cat-file", "-e", "HEAD:" + path], capture_output=True).returncode == 0
@@ -78,24 +109,118 @@ for path in dict.fromkeys(changed):
     if path not in allowed:
         revert(path)
 
-# `python -m pytest` puts the working directory first on sys.path, so a top-level module the patch
-# adds there would be imported in place of the installed module of that name: pytest itself, one of
-# its plugins, the standard library. The tests' interpreter says which names it finds outside.
-new_modules = {}
+# Every folder of /testbed on the tests' sys.path (the root, where `python -m` and rootdir
+# conftests put it; src/ or wherever an editable install's .pth points): a new top-level module
+# there runs when anything imports its name, and the interpreter and pytest try names at start-up
+# that they normally do not find (Debian's sitecustomize tries apport_python_hook, copy tries
+# org.python.core). A new top-level name stays only when the gold patch adds the same name in the
+# same folder, and never when it shadows an installed module: pytest, a plugin, the standard library.
+# The tests' interpreter is asked without running `site`'s customize hooks, which would import
+# the very modules under question.
+grading = json.load(open(os.path.join(os.path.dirname(sys.argv[1]), "grading.json"), encoding="utf-8"))
+
+def top_level(path, prefix):
+    """(the entry right under prefix that path lies in or is, its import name, whether importable)"""
+    rest = path[len(prefix):]
+    first = rest.split("/", 1)[0]
+    importable = "/" in rest or first.endswith((".py", ".pyw", ".pyc", ".so", ".pyd"))
+    return prefix + first, first.split(".", 1)[0], importable and first.split(".", 1)[0].isidentifier()
+
+snapshot = snapshot_blobs(sorted(allowed))
+new_paths = [path for path in sorted(allowed) if os.path.lexists(path) and snapshot.get(path) is None]
+if new_paths:
+    lookup = ("import importlib.machinery as m, json, os, site, sys\n"
+              "site.addsitepackages(site.venv(set()))\n"
+              "here = os.getcwd() + os.sep\n"
+              "outside = [p for p in sys.path if os.path.isabs(p) and not (p + os.sep).startswith(here)]\n"
+              "inside = [os.path.relpath(p) for p in sys.path if os.path.isabs(p) and (p + os.sep).startswith(here)]\n"
+              "print(json.dumps({'inside': inside, 'shadowing': [n for n in sys.argv[1:] "
+              "if n in sys.builtin_module_names or m.PathFinder.find_spec(n, outside)]}))")
+    names = sorted({part.split(".", 1)[0] for path in new_paths for part in path.split("/")
+                    if part.split(".", 1)[0].isidentifier()})
+    found = subprocess.run(["python", "-I", "-S", "-c", lookup, *names], capture_output=True, text=True)
+    try:
+        answer = json.loads(found.stdout)
+    except ValueError:  # when the interpreter cannot tell, every new top-level name counts as shadowing
+        answer = None
+    folders = [""] + [folder.rstrip("/") + "/" for folder in (answer["inside"] if answer else []) if folder != "."]
+    for prefix in folders:
+        gold = {top_level(path, prefix)[1] for path in grading["gold_paths"] if path.startswith(prefix)}
+        for path in new_paths:
+            if not path.startswith(prefix) or not os.path.lexists(path):
+                continue
+            top, name, importable = top_level(path, prefix)
+            if not importable or tracked(top):
+                continue
+            if answer is None or name in answer["shadowing"]:
+                revert(path, " (it would shadow the installed module " + name + ")")
+            elif name not in gold:
+                revert(path, " (a new top-level module " + name + " on the tests' sys.path, not one the gold patch adds)")
+
+# The filter read the patch's added lines as UTF-8 text; Python reads a file in the encoding its
+# coding cookie names. Check every kept Python file as it stands now, decoded as Python decodes it.
+runner_pattern = re.compile(grading["runner_pattern"])
+allowed_references = set(grading["gold_references"])
+
+def python_text(data):
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding, "replace")
+
+references = set()
 for path in sorted(allowed):
-    top = path.split("/", 1)[0]
-    name = top.split(".", 1)[0]
-    if name.isidentifier() and os.path.lexists(path) and not tracked(top):
-        new_modules.setdefault(name, []).append(path)
-if new_modules:
-    lookup = ("import importlib.machinery as m, os, sys\nhere = os.getcwd() + os.sep\n"
-              "path = [p for p in sys.path if os.path.isabs(p) and not (p + os.sep).startswith(here)]\n"
-              "print(*[n for n in sys.argv[1:] if n in sys.builtin_module_names or m.PathFinder.find_spec(n, path)])")
-    found = subprocess.run(["python", "-I", "-c", lookup, *new_modules], capture_output=True, text=True)
-    # When the interpreter cannot tell, every new top-level module counts as shadowing.
-    for name in (found.stdout.split() if found.returncode == 0 else new_modules):
-        for path in new_modules[name]:
-            revert(path, " (it would shadow the installed module " + name + ")")
+    if not path.endswith((".py", ".pyw")) or not os.path.isfile(path):
+        continue
+    try:
+        text = python_text(open(path, "rb").read())
+        before = snapshot.get(path)
+        old_lines = set(python_text(before).splitlines()) if before is not None else set()
+    except (SyntaxError, LookupError, UnicodeError):
+        references.add("an undecodable source encoding in " + path)
+        continue
+    for line in text.splitlines():
+        if line not in old_lines:
+            references.update(match.group(0) for match in runner_pattern.finditer(line))
+if references - allowed_references:
+    print("REPO2ENV-RUNNER-REFERENCES " + json.dumps(sorted(references - allowed_references)))
+    sys.exit(92)
+
+# The hidden tests, then the canaries: each at a random top-level place of its module (before one
+# of the module's tests, or at the end), so that neither its place nor its name tells it from the
+# task's tests. Methods of a class come last in it: their block ends by attaching them to the class.
+# Both come from the agent's own (private) folder and are deleted once used: code in the tests that
+# read the hidden tests' diff could tell the canaries from the real tests.
+hidden_tests, canaries = sys.argv[2], sys.argv[3]
+applied = subprocess.run(["git", "apply", "--whitespace=nowarn", "--binary", hidden_tests]).returncode
+plan = json.load(open(canaries, encoding="utf-8"))
+os.remove(hidden_tests)
+os.remove(canaries)
+if applied:
+    sys.exit(91)
+rng = random.SystemRandom()
+for path, blocks in plan.items():
+    lines = open(path, encoding="utf-8").read().splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    try:
+        tree = ast.parse("".join(lines))
+        starts = [min([node.lineno, *[d.lineno for d in node.decorator_list]]) - 1 for node in tree.body
+                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                  and node.name.lower().startswith("test")]
+    except (SyntaxError, ValueError):
+        starts = []
+    defined = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))} if starts else set()
+    if any(block.split("def ", 1)[1].split("(", 1)[0] in defined for block in blocks):
+        print("a canary's name is taken in " + path)
+        sys.exit(91)
+    places = {}
+    for block in blocks:
+        at = rng.choice(starts + [len(lines)]) if "\ndel " not in block else len(lines)
+        places.setdefault(at, []).append(("\n\n" if at == len(lines) else "") + block.lstrip("\n") + "\n\n")
+    text = []
+    for number, line in enumerate(lines + [""]):
+        text.extend(places.get(number, []))
+        text.append(line)
+    open(path, "w", encoding="utf-8").write("".join(text).rstrip("\n") + "\n")
 
 def sections(text):
     parts, current = [], ["", []]
@@ -204,14 +329,29 @@ class Grader:
         inputs = f"/tmp/repo2env-grade-{secrets.token_hex(8)}"
         junit_dir = f"/tmp/repo2env-junit-{secrets.token_hex(8)}"
         junit_path = f"{junit_dir}/{secrets.token_hex(8)}.xml"
-        script = _grading_script(task, test_ids, inputs, junit_path, self.timeout_s)
+        plan = plan_canaries(task.test_patch, task.FAIL_TO_PASS, test_ids)
+        stream_plugin = f"repo2env_outcomes_{secrets.token_hex(6)}"
+        fifo = f"{inputs}/{secrets.token_hex(8)}.fifo"
+        run_ids = _with_canaries(test_ids, plan)
+        script = _grading_script(task, run_ids, inputs, junit_path, self.timeout_s, plan=plan,
+                                 stream_plugin=stream_plugin, fifo=fifo)
         sandbox = self._fresh_sandbox(task)
+        collector: Future | None = None
         try:
-            sandbox.container.put_archive("/tmp", _inputs_archive(inputs, junit_dir, {
-                "agent.diff": filtered.patch, "test.diff": task.test_patch, "grade.sh": script,
+            sandbox.container.put_archive("/tmp", _inputs_archive(inputs, junit_dir, private={
+                "test.diff": task.test_patch, "canaries.json": json.dumps(plan.definitions)}, files={
+                "agent.diff": filtered.patch, "grade.sh": script,
                 "restore.py": _RESTORE_SCRIPT, "allowed": "\0".join(filtered.kept_paths),
+                "grading.json": json.dumps({"gold_paths": patch_paths(task.patch), "runner_pattern": RUNNER_PATTERN,
+                                            "gold_references": sorted(runner_references(task.patch))}),
+                f"plugin/{stream_plugin}.py": PLUGIN_SOURCE.format(fifo=fifo),
             }))
+            # The collector runs as root, beside the grading script: what it has read is out of the
+            # tests' reach, and its output comes straight here.
+            collector = _COLLECTORS.submit(sandbox.exec, ["/bin/sh", "-c", COLLECTOR_SCRIPT, fifo],
+                                           timeout=self.timeout_s + 60, user="root")
             result = sandbox.exec(["/bin/bash", f"{inputs}/grade.sh"], timeout=self.timeout_s + 30, workdir="/testbed")
+            stream_result = _collected(collector)
             base = base.model_copy(update={"tests_duration_s": round(result.duration_s, 3)})
         except BaseException:
             sandbox.close()
@@ -228,6 +368,8 @@ class Grader:
             failure = {
                 _APPLY_FAILED: ("the patch does not apply to the snapshot", False),
                 _TEST_PATCH_FAILED: ("the hidden tests do not apply on top of this patch", True),
+                _RUNNER_REFERENCED: (f"the patch reaches into the test runner ({_runner_references(result.output)}; "
+                                     "read as Python decodes the files)", True),
             }.get(result.exit_code, (f"the grading script did not finish (exit {result.exit_code}"
                                      f"{', timed out' if result.timed_out else ''}"
                                      f"{', output over the cap' if result.truncated else ''})", True))
@@ -238,14 +380,27 @@ class Grader:
         write_capped_log(run_dir / "test_output.txt", test_output)
         if xml_text is not None:
             write_capped_log(run_dir / "junit.xml", xml_text, cap=JUNIT_CAP_BYTES)
+        stream = parse_stream(stream_result.output) if stream_result is not None and not stream_result.truncated else None
+        write_capped_log(run_dir / "stream.jsonl", stream_result.output if stream_result is not None else "")
         base = base.model_copy(update={"pytest_exit": pytest_exit})
-        outcomes, error = outcomes_for(test_ids, xml_text)
+        all_outcomes, error = outcomes_for(run_ids, xml_text)
+        outcomes = {test_id: all_outcomes[test_id] for test_id in test_ids}
+        write_json(run_dir / "canaries.json", {
+            "must_fail": list(plan.must_fail), "must_pass": list(plan.must_pass),
+            "junit": {canary.test_id: all_outcomes[canary.test_id] for canary in plan.canaries},
+            "stream": {canary.test_id: stream.status(canary.test_id) if stream else None for canary in plan.canaries}})
         if pytest_exit in (124, 137):
             error = f"the tests timed out after {self.timeout_s:.0f} s"
-        elif error is None and pytest_exit != 0 and all(s == TestStatus.PASSED for s in outcomes.values()):
-            # The report says all passed, the runner says otherwise: trust neither.
-            error = f"pytest exited with status {pytest_exit} although its report shows every test passing"
-            outcomes = {test_id: TestStatus.ERROR for test_id in test_ids}
+        elif stream_result is None:
+            error = "the live outcome stream could not be read"
+            outcomes = {test_id: TestStatus.MISSING for test_id in test_ids}
+        else:
+            lie = verdict(stream=stream, junit=all_outcomes, output=test_output, pytest_exit=pytest_exit,
+                          plan=plan, test_ids=test_ids)
+            if lie is not None:
+                return self._finish(task, base.model_copy(update={
+                    "tampered": True, "error": f"tampered: {lie}",
+                    "tests": {test_id: TestStatus.ERROR for test_id in test_ids}}), run_dir, started)
         return self._finish(task, base.model_copy(update={"tests": outcomes, "error": error}), run_dir, started)
 
     def _finish(self, task: Task, result: GradeResult, run_dir: Path, started: float) -> GradeResult:
@@ -273,20 +428,52 @@ def rescore(run_dir: Path, task: Task, mode: RewardMode) -> GradeResult:
                                      "p2p_rate": parts.p2p_rate, "resolved": parts.resolved})
 
 
-def _grading_script(task: Task, test_ids: list[str], inputs: str, junit_path: str, timeout_s: float) -> str:
+def _grading_script(task: Task, test_ids: list[str], inputs: str, junit_path: str, timeout_s: float, *,
+                    plan: CanaryPlan, stream_plugin: str, fifo: str) -> str:
     test_cmd = (task.env_spec.test_cmd if task.env_spec and task.env_spec.test_cmd else "python -m pytest -rA")
+    plugin_dir = f"{inputs}/plugin"
+    python_path = plugin_dir
+    if test_cmd == "python -m pytest" or test_cmd.startswith("python -m pytest "):
+        # `python -m` puts the working directory first on sys.path, ahead of every installed module;
+        # the launcher puts the outcome plugin's folder there instead.
+        test_cmd = "python -c " + shlex.quote(_LAUNCHER.format(plugin_dir=plugin_dir)) + test_cmd[len("python -m pytest"):]
+        python_path = ""
     # Quoted one by one: ids hold spaces, brackets, quotes and backslashes.
     ids = " ".join(shlex.quote(argument) for argument in selection_args(test_ids))
     output = f"{junit_path}.out"
+    junit_dir = junit_path.rsplit("/", 1)[0]
+    config_dirs = " ".join(shlex.quote(folder) for folder in _config_search_dirs(test_ids))
     return f"""set -u
 cd /testbed
-export PYTHONDONTWRITEBYTECODE=1 PYTEST_ADDOPTS= PYTHONPATH=
+export PYTHONDONTWRITEBYTECODE=1 PYTEST_ADDOPTS= PYTHONPATH={python_path}
+# The outcome collector waits for a writer: when pytest never opens its FIFO, this script's end does.
+trap '[ -p {fifo} ] && timeout 2 sh -c ": > {fifo}"' EXIT
 if [ -s {inputs}/agent.diff ]; then
   git apply --whitespace=nowarn --binary {inputs}/agent.diff || exit {_APPLY_FAILED}
 fi
-/usr/bin/python3 -I -S {inputs}/restore.py {inputs}/allowed || exit {_APPLY_FAILED}
-git apply --whitespace=nowarn --binary {inputs}/test.diff || exit {_TEST_PATCH_FAILED}
-timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider {ID_OPTIONS} --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
+/usr/bin/python3 -I -S {inputs}/restore.py {inputs}/allowed {junit_dir}/test.diff {junit_dir}/canaries.json
+restored=$?
+case $restored in 0) ;; {_TEST_PATCH_FAILED}|{_RUNNER_REFERENCED}) exit $restored;; *) exit {_APPLY_FAILED};; esac
+tries=0
+while [ ! -p {fifo} ] && [ $tries -lt 1000 ]; do sleep 0.01; tries=$((tries + 1)); done
+# The snapshot's pytest configuration, named explicitly (-c): a file the patch adds is never chosen,
+# whatever name a pytest version looks for. pytest's own search order and tests. The rootdir stays
+# /testbed ({ID_OPTIONS}), where the test ids are relative to.
+config=
+for dir in {config_dirs}; do
+  for name in pytest.toml .pytest.toml pytest.ini .pytest.ini pyproject.toml tox.ini setup.cfg; do
+    file=$dir/$name
+    [ -f "$file" ] || continue
+    case $name in
+      pyproject.toml) grep -q '^\\[tool\\.pytest[].]' "$file" || continue;;
+      tox.ini) grep -q '^\\[pytest\\]' "$file" || continue;;
+      setup.cfg) grep -q '^\\[tool:pytest\\]' "$file" || continue;;
+    esac
+    config="-c $file"
+    break 2
+  done
+done
+timeout -k 5 {timeout_s:.0f} {test_cmd} $config -p {stream_plugin} -p no:cacheprovider {ID_OPTIONS} --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
   >{output} 2>&1 </dev/null
 status=$?
 # Nothing the tests started may outlive them and touch the report or this script's output: stop
@@ -303,6 +490,48 @@ tail -c {_OUTPUT_TAIL_BYTES} {output}
 if [ -f {junit_path} ]; then size=$(stat -c %s {junit_path}); cat {junit_path}; else size=-1; fi
 printf '\\n{_TRAILER} %03d %012d\\n' "$status" "$size"
 """
+
+
+# `python -m pytest` with the outcome plugin's folder, not the working directory, first on sys.path.
+_LAUNCHER = ("import runpy, sys; sys.path[0] = {plugin_dir!r}; "
+             "runpy.run_module('pytest', run_name='__main__', alter_sys=True)")
+
+
+def _config_search_dirs(test_ids: list[str]) -> list[str]:
+    """The folders pytest searches for its configuration, nearest first: from the test files'
+    common folder up to the repository's root (``/testbed``)."""
+    folders = [test_id.split("::", 1)[0].split("/")[:-1] for test_id in test_ids]
+    common: list[str] = []
+    for parts in zip(*folders, strict=False) if folders else ():
+        if len(set(parts)) != 1 or parts[0] in ("", ".", ".."):
+            break
+        common.append(parts[0])
+    return ["/".join(["/testbed", *common[:depth]]) for depth in range(len(common), -1, -1)]
+
+
+def _with_canaries(test_ids: list[str], plan: CanaryPlan) -> list[str]:
+    """The ids to run: the task's, in their order, with the canaries at random places among them."""
+    run_ids = list(test_ids)
+    for canary in plan.canaries:
+        run_ids.insert(secrets.randbelow(len(run_ids) + 1), canary.test_id)
+    return run_ids
+
+
+def _collected(collector: Future):
+    """The collector's result once the grading script has ended (every writer is dead by then),
+    or None when it does not end."""
+    try:
+        return collector.result(timeout=_COLLECTOR_GRACE_S)
+    except Exception:  # noqa: BLE001 - an unread stream fails the grading closed
+        return None
+
+
+def _runner_references(output: str) -> str:
+    found = re.search(r"^REPO2ENV-RUNNER-REFERENCES (.*)$", output, re.MULTILINE)
+    try:
+        return ", ".join(json.loads(found.group(1))) if found else "unknown references"
+    except ValueError:
+        return "unreadable references"
 
 
 def _parse_trailer(output: str) -> tuple[int, str | None, str] | None:
@@ -323,21 +552,24 @@ def _parse_trailer(output: str) -> tuple[int, str | None, str] | None:
     return status, body[len(body) - size:].decode("utf-8", errors="replace"), body[:len(body) - size].decode("utf-8", errors="replace")
 
 
-def _inputs_archive(inputs: str, junit_dir: str, files: dict[str, str]) -> bytes:
+def _inputs_archive(inputs: str, junit_dir: str, *, files: dict[str, str], private: dict[str, str]) -> bytes:
     """A tar for /tmp: the inputs folder (root's, read-only to the agent) and the JUnit folder (the
-    agent's, because pytest runs as the agent)."""
+    agent's, because pytest runs as the agent), which also holds the ``private`` files the grading
+    script deletes before the tests run."""
     archive = io.BytesIO()
     now = int(time.time())
     with tarfile.open(fileobj=archive, mode="w") as tar:
-        for name, uid, mode in ((inputs.removeprefix("/tmp/"), 0, 0o755), (junit_dir.removeprefix("/tmp/"), AGENT_UID, 0o700)):
+        for name, uid, mode in ((inputs.removeprefix("/tmp/"), 0, 0o755), (inputs.removeprefix("/tmp/") + "/plugin", 0, 0o755),
+                                (junit_dir.removeprefix("/tmp/"), AGENT_UID, 0o700)):
             info = tarfile.TarInfo(name)
             info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, uid, uid, now
             tar.addfile(info)
-        for name, text in files.items():
-            payload = text.encode("utf-8", errors="surrogateescape")  # a patch's bytes, as they came
-            info = tarfile.TarInfo(f"{inputs.removeprefix('/tmp/')}/{name}")
-            info.size, info.mode, info.mtime = len(payload), 0o644, now
-            tar.addfile(info, io.BytesIO(payload))
+        for folder, uid, mode, entries in ((inputs, 0, 0o644, files), (junit_dir, AGENT_UID, 0o600, private)):
+            for name, text in entries.items():
+                payload = text.encode("utf-8", errors="surrogateescape")  # a patch's bytes, as they came
+                info = tarfile.TarInfo(f"{folder.removeprefix('/tmp/')}/{name}")
+                info.size, info.mode, info.mtime, info.uid, info.gid = len(payload), mode, now, uid, uid
+                tar.addfile(info, io.BytesIO(payload))
     return archive.getvalue()
 
 

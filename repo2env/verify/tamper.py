@@ -1,0 +1,156 @@
+"""Tamper detection: test outcomes streamed live out of the test process, cross-checked.
+
+A small pytest plugin (a root-owned file, loaded with ``-p`` before any of the project's code can
+run) opens a FIFO that a root process in the grading sandbox created and reads; that process
+removes the FIFO the moment the plugin has opened it, so nothing started later can open it by name,
+and what it has read is out of the agent user's reach (its output goes straight to the grader).
+The plugin writes one line per test report, one per failed collection and one with the session's
+exit status. :func:`verdict` then compares four channels that a forger must keep consistent: the
+stream, the JUnit report, the terminal summary line and pytest's exit status, and checks the
+canaries (:mod:`repo2env.verify.canaries`).
+
+What remains: code inside the test process can find the plugin's descriptor and write lines of its
+own, or change reports before any hook sees them; only the canaries, whose names and expected
+values it would have to tell apart from the real hidden tests, stand in its way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from repo2env.models import TestStatus
+from repo2env.verify.canaries import CanaryPlan
+
+# {fifo} is filled in per grading. Written for every pytest from 6 to 9, stdlib only.
+PLUGIN_SOURCE = '''\
+import json as _json
+import os as _os
+
+# pytest-xdist's workers import -p plugins too; their reports reach the controller's hooks.
+_stream = None if _os.environ.get("PYTEST_XDIST_WORKER") else _os.open({fifo!r}, _os.O_WRONLY)
+
+
+def _send(*fields):
+    if _stream is not None:
+        _os.write(_stream, (_json.dumps(fields) + "\\n").encode("utf-8"))
+
+
+_send("S", _os.getpid())
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        _send("C", report.nodeid)
+
+
+def pytest_runtest_logreport(report):
+    _send("R", report.nodeid, report.when, report.outcome, bool(getattr(report, "wasxfail", False)))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _send("E", int(exitstatus))
+'''
+
+# Runs as root in the grading sandbox; its output is the stream.
+COLLECTOR_SCRIPT = 'umask 077; mkfifo -m 622 "$0" && chmod 622 "$0" && exec 3<"$0" && rm -f "$0" && exec cat <&3'
+
+_SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s(?: \([^)]*\))?\s*=*\s*$", re.MULTILINE)
+
+
+@dataclass
+class Stream:
+    """What the plugin reported: per node id, its reports' phases and outcomes."""
+
+    started: bool = False
+    exit_status: int | None = None
+    reports: dict[str, list[tuple[str, str, bool]]] = field(default_factory=dict)
+    collect_errors: list[str] = field(default_factory=list)
+    unreadable_lines: int = 0
+
+    def status(self, test_id: str) -> TestStatus:
+        """The test's outcome as the live reports gave it (JUnit's ranking: the worst phase wins)."""
+        reports = self.reports.get(test_id)
+        if not reports:
+            return TestStatus.MISSING
+        if any(outcome == "failed" and when != "call" for when, outcome, _ in reports):
+            return TestStatus.ERROR
+        if any(outcome == "failed" for _, outcome, _ in reports):
+            return TestStatus.FAILED
+        if any(outcome == "skipped" or xfail for _, outcome, xfail in reports):
+            return TestStatus.SKIPPED
+        if any(when == "call" and outcome == "passed" for when, outcome, _ in reports):
+            return TestStatus.PASSED
+        return TestStatus.MISSING
+
+    def passed_count(self) -> int:
+        return sum(1 for reports in self.reports.values()
+                   if any(when == "call" and outcome == "passed" and not xfail for when, outcome, xfail in reports))
+
+
+def parse_stream(text: str) -> Stream:
+    """Read the plugin's lines; a line that is not one of its records is counted, not trusted."""
+    stream = Stream()
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+            kind = record[0]
+            if kind == "S":
+                stream.started = True
+            elif kind == "C":
+                stream.collect_errors.append(str(record[1]))
+            elif kind == "R":
+                stream.reports.setdefault(str(record[1]), []).append((str(record[2]), str(record[3]), bool(record[4])))
+            elif kind == "E":
+                stream.exit_status = int(record[1])
+            else:
+                stream.unreadable_lines += 1
+        except (ValueError, IndexError, TypeError, KeyError):
+            stream.unreadable_lines += 1
+    return stream
+
+
+def summary_counts(output: str) -> dict[str, int] | None:
+    """pytest's last summary line (``4 failed, 5 passed in 0.12s``) as counts, or None."""
+    found = _SUMMARY.findall(output)
+    if not found:
+        return None
+    counts: dict[str, int] = {}
+    for part in found[-1].split(", "):
+        number, _, word = part.partition(" ")
+        counts[word.rstrip("s") if word.endswith("errors") else word] = int(number)
+    return counts
+
+
+def verdict(*, stream: Stream | None, junit: dict[str, TestStatus], output: str, pytest_exit: int,
+            plan: CanaryPlan, test_ids: list[str]) -> str | None:
+    """Why the run's reports cannot be trusted, or None when every channel agrees and every canary
+    came out as it must. ``junit`` holds the outcomes of ``test_ids`` and the canaries."""
+    if stream is None or not stream.started:
+        # The plugin is loaded before any of the project's code; only pytest failing to start at
+        # all (nothing passed then) leaves the stream empty.
+        passed = [test_id for test_id, status in junit.items() if status == TestStatus.PASSED]
+        return f"no live outcomes were streamed, yet the report shows {len(passed)} passed" if passed else None
+    for test_id in plan.must_fail:
+        if junit.get(test_id) == TestStatus.PASSED or stream.status(test_id) == TestStatus.PASSED:
+            return f"a canary that must fail passed ({test_id})"
+    collected_badly = set(stream.collect_errors)
+    for test_id in plan.must_pass:
+        module = test_id.split("::", 1)[0]
+        if stream.exit_status is not None and not any(error.split("::", 1)[0] == module for error in collected_badly) \
+                and stream.status(test_id) in (TestStatus.FAILED, TestStatus.ERROR):
+            return f"a canary that must pass failed ({test_id})"
+    for test_id in [*test_ids, *(canary.test_id for canary in plan.canaries)]:
+        if junit.get(test_id) == TestStatus.PASSED and stream.status(test_id) != TestStatus.PASSED:
+            return f"the report says {test_id} passed, the live outcomes say {stream.status(test_id).value}"
+    if stream.exit_status is None:
+        if pytest_exit == 0 or any(status == TestStatus.PASSED for status in junit.values()):
+            return "pytest's session never finished, yet the run reports passing tests"
+        return None
+    if pytest_exit != stream.exit_status and pytest_exit not in (124, 137):
+        return f"pytest ended its session with status {stream.exit_status}, the process exited with {pytest_exit}"
+    counts = summary_counts(output)
+    if counts is not None and counts.get("passed", 0) > stream.passed_count():
+        return f"the summary line counts {counts['passed']} passed, the live outcomes {stream.passed_count()}"
+    return None
