@@ -33,6 +33,41 @@ class TinyModelConfig:
     seed: int = 0
 
 
+def repo_env_tools() -> list[dict[str, Any]]:
+    """RepoEnv's tools exactly as TRL renders them into the prompt (the JSON schema transformers
+    derives from each public method, in TRL's order), so a taught prompt is the prompt GRPO shows."""
+    import inspect
+
+    from transformers.utils import get_json_schema
+
+    from repo2env.envs import RepoEnv
+
+    # Bound methods of an uninitialised instance: the schemas need signatures, not a Docker engine.
+    bare = object.__new__(RepoEnv)
+    return [get_json_schema(getattr(bare, name)) for name, _ in inspect.getmembers(RepoEnv, inspect.isfunction)
+            if not name.startswith("_") and name not in ("reset", "get_reward")]
+
+
+def hunk_replacements(patch: str) -> list[tuple[str, str, str]]:
+    """Each hunk of a unified diff as a ``str_replace`` call: (path, old text, new text), where the
+    old text is the hunk's removed lines with the context between them (a short, exact edit a tiny
+    model can learn to emit, unlike a whole patch). Hunks that only add lines are left out."""
+    from unidiff import PatchSet
+
+    replacements = []
+    for patched in PatchSet(patch):
+        for hunk in patched:
+            lines = list(hunk)
+            changed = [index for index, line in enumerate(lines) if line.is_added or line.is_removed]
+            if not any(line.is_removed for line in lines):
+                continue
+            span = lines[changed[0]:changed[-1] + 1]
+            old = "".join(line.value for line in span if not line.is_added)
+            new = "".join(line.value for line in span if not line.is_removed)
+            replacements.append((patched.path, old, new))
+    return replacements
+
+
 def tool_call_turn(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """An assistant message calling one tool, in the chat format transformers' templates take."""
     return {"role": "assistant", "content": "",
@@ -89,8 +124,8 @@ def chat_corpus(conversations: Sequence[Sequence[dict[str, Any]]], tools: Sequen
 def teach(model, tokenizer, examples: Sequence[tuple[Sequence[dict[str, Any]], Sequence[dict[str, Any]]]],
           tools: Sequence[dict[str, Any]], *, steps: int = 200, learning_rate: float = 3e-3, seed: int = 0) -> list[float]:
     """Supervised fine-tuning on (prompt messages, answer messages) pairs: the loss covers the answer
-    only. One example per step, drawn at random, so a prompt taught two answers learns both (a
-    policy whose group of rollouts can differ). Returns the loss per step."""
+    only. One example per step, each once per shuffled round, so a prompt taught two answers learns
+    both about equally (a policy whose group of rollouts can differ). Returns the loss per step."""
     import torch
 
     rng = random.Random(seed)
@@ -107,12 +142,15 @@ def teach(model, tokenizer, examples: Sequence[tuple[Sequence[dict[str, Any]], S
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
     model.train()
     losses = []
+    order: list[int] = []
     for _ in range(steps):
-        input_ids, labels = encoded[rng.randrange(len(encoded))]
+        if not order:  # every example once per round, shuffled: two answers to one prompt stay balanced
+            order = rng.sample(range(len(encoded)), len(encoded))
+        input_ids, labels = encoded[order.pop()]
         loss = model(input_ids=input_ids, labels=labels).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     model.eval()
     return losses
