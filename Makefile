@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.repo2env-installed
 PYTEST_ARGS ?=
 
-.PHONY: install engine base-image demo test validate bench lint clean
+.PHONY: install train-extra engine base-image demo train-demo test validate bench lint clean
 
 install: $(STAMP)
 
@@ -15,6 +15,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $@
+
+## The train extra (trl, transformers, torch==2.13.0 CPU: a local wheel here, pinned so CUDA builds are never pulled).
+train-extra: install
+	$(BIN)/python -m pip install -q -e '.[train,dev]'
 
 ## A running Docker engine (installs docker.io and starts dockerd as root on Debian).
 engine:
@@ -28,8 +32,13 @@ base-image: install engine
 demo: base-image
 	$(BIN)/repo2env demo run --out generated/demo
 
-## The whole test suite, Docker tests included.
-test: base-image
+## The whole loop on this machine: demo published to a folder, a tiny model taught to call tools, a short
+## GRPO run with RepoEnv, evaluation on the held-out split, reward.png -> generated/train-demo/run/
+train-demo: base-image train-extra
+	$(BIN)/repo2env train --demo --output generated/train-demo
+
+## The whole test suite, Docker and training tests included.
+test: base-image train-extra
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## Validate what is in generated/ (the demo, mined and built first if missing), default policy.
