@@ -599,7 +599,7 @@ def train(ctx: click.Context, source: str | None, model_path: str | None, output
     from repo2env.train.run import grpo_trainer, prepare_dataset, run_training
 
     (args,) = HfArgumentParser(GRPOConfig).parse_args_into_dataclasses(
-        ["--output_dir", str(output_dir), "--eval_strategy", "steps", "--eval_steps", str(eval_steps), *ctx.args])
+        ["--output_dir", str(output_dir), "--logging_steps", "1", "--eval_strategy", "steps", "--eval_steps", str(eval_steps), *ctx.args])
     with console.status("loading the dataset and its images"):
         prepared = prepare_dataset(source, output_dir / "work", clones=_clone_mapping(clones))
     tokenizer = AutoTokenizer.from_pretrained(model_path)

@@ -24,7 +24,6 @@ from repo2env.envs.instruction import instruction_text
 from repo2env.envs.tools import AgentTools
 from repo2env.errors import InputError
 from repo2env.models import GradeResult, Task
-from repo2env.publish.rows import task_from_row
 
 
 @dataclass(frozen=True)
@@ -277,6 +276,9 @@ class RepoEnv:
 
 def _task_of(row: dict[str, Any]) -> Task:
     """A published dataset row (JSON columns) or a Task's own fields, as a Task."""
+    # Imported here: repo2env.publish.rows imports repo2env.envs (the instruction), a cycle at import.
+    from repo2env.publish.rows import task_from_row
+
     if isinstance(row.get("env_spec"), str):
         return task_from_row(row, where="dataset row")
     fields = {name: value for name, value in row.items() if name in Task.model_fields}
