@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.repo2env-installed
+TRAIN_STAMP := $(VENV)/.repo2env-train-installed
 PYTEST_ARGS ?=
 
 .PHONY: install train-extra engine base-image demo train-demo test validate bench lint clean
@@ -17,8 +18,11 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 ## The train extra (trl, transformers, torch==2.13.0 CPU: a local wheel here, pinned so CUDA builds are never pulled).
-train-extra: install
+train-extra: $(TRAIN_STAMP)
+
+$(TRAIN_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[train,dev]'
+	@touch $@
 
 ## A running Docker engine (installs docker.io and starts dockerd as root on Debian).
 engine:
