@@ -4,9 +4,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.repo2env-installed
+TRAIN_STAMP := $(VENV)/.repo2env-train-installed
 PYTEST_ARGS ?=
 
-.PHONY: install engine base-image demo test validate bench lint clean
+.PHONY: install train-extra engine base-image demo train-demo test validate bench lint clean
 
 install: $(STAMP)
 
@@ -14,6 +15,13 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev,openenv]'
+	@touch $@
+
+## The train extra (trl, transformers, torch==2.13.0 CPU: a local wheel here, pinned so CUDA builds are never pulled).
+train-extra: $(TRAIN_STAMP)
+
+$(TRAIN_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[train,dev]'
 	@touch $@
 
 ## A running Docker engine (installs docker.io and starts dockerd as root on Debian).
@@ -28,8 +36,13 @@ base-image: install engine
 demo: base-image
 	$(BIN)/repo2env demo run --out generated/demo
 
-## The whole test suite, Docker tests included.
-test: base-image
+## The whole loop on this machine: demo published to a folder, a tiny model taught to call tools, a short
+## GRPO run with RepoEnv, evaluation on the held-out split, reward.png -> generated/train-demo/run/
+train-demo: base-image train-extra
+	$(BIN)/repo2env train --demo --output generated/train-demo
+
+## The whole test suite, Docker and training tests included.
+test: base-image train-extra
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## Validate what is in generated/ (the demo, mined and built first if missing), default policy.

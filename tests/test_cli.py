@@ -90,7 +90,7 @@ def test_demo_run_with_a_relative_output_folder(tmp_path):
     """What `make demo` runs: a relative --out, twice (the second run reuses and resumes)."""
     first = repo2env("demo", "run", "--out", "generated/demo", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert "not built yet" in first.stderr
+    assert "make train-demo" in first.stderr
     assert (tmp_path / "generated" / "demo" / "dataset" / "manifest.json").is_file(), "the demo publishes"
     tasks = tmp_path / "generated" / "demo" / "tasks" / "tasks.jsonl"
     count = len(tasks.read_text().splitlines())

@@ -63,8 +63,10 @@ def test_scripted_episodes_give_gold_partial_and_empty_rewards(demo_rows, docker
     row = dataset_row(task)  # a published row, JSON columns and all
     env = RepoEnv(RepoEnvConfig(logs_dir=tmp_path / "logs"))
 
-    instruction = env.reset(**row)
+    instruction = env.reset(**task.model_dump())
     assert task.problem_statement.strip()[:40] in instruction
+    # A published row's prompt already holds the instruction, and TRL appends what reset returns.
+    assert env.reset(**row) is None and row["prompt"][-1]["content"] == instruction
     assert "[exit 0]" in _apply(env, task.patch)
     assert env.get_reward() == 1.0 and env.last_grade.reward == 1.0
     first_sandbox = env._sandbox.id
@@ -75,11 +77,13 @@ def test_scripted_episodes_give_gold_partial_and_empty_rewards(demo_rows, docker
     assert "[exit 0]" in _apply(env, partial_pull.partial_fixes[0].patch)
     partial = env.get_reward()
     assert 0.0 < partial < 1.0
+    assert env.last_diff.startswith("diff --git"), "the graded diff is kept for the diff-size metric"
 
     env.reset(**row)
     env.read_file("README.md")
-    assert env.get_reward() == 0.0
-    assert env.tool_calls == {"read_file": 1}
+    env.read_file("README.md")
+    assert env.get_reward() == 0.0 and env.last_diff == ""
+    assert env.tool_calls == {"read_file": 2} and env.repeated_calls == 1
     assert first_sandbox not in _containers(docker_client), "reset tears down the previous sandbox"
     last = env._sandbox.id
     del env

@@ -113,6 +113,23 @@ def _shared_machinery(config: RepoEnvConfig):
         return _shared[key]
 
 
+def release_shared_sandboxes() -> None:
+    """Remove the warm sandboxes every RepoEnv of this process shares (the reset pool's and the
+    grader's spares): call it when training ends, so no container outlives the run."""
+    with _shared_lock:
+        machinery = [value for key, value in _shared.items() if key[0] == os.getpid()]
+    for _, grader, pool in machinery:
+        grader.close()
+        with pool._lock:
+            spares = [future for queue in pool._ready.values() for future in queue]
+            pool._ready.clear()
+        for future in spares:
+            try:
+                future.result().close()
+            except Exception:  # a spare that never started has nothing to remove
+                pass
+
+
 class RepoEnv:
     """A coding task in a sandbox: the repository at /testbed, shell and file tools, and the
     fraction of the PR's hidden tests that pass as the reward."""
@@ -127,12 +144,18 @@ class RepoEnv:
         self._reward: float | None = None
         self.last_grade: GradeResult | None = None
         self.tool_calls: dict[str, int] = {}
+        # Per-episode signs of reward hacking or a stuck policy, read by repo2env.train's metrics.
+        self.repeated_calls = 0
+        self.timeouts = 0
+        self.last_diff = ""
+        self._seen_calls: set[tuple] = set()
 
     # --- episode ---------------------------------------------------------------------------------
 
-    def reset(self, **row: Any) -> str:
+    def reset(self, **row: Any) -> str | None:
         """Start the task of ``row`` (a published dataset row or a Task's fields) in a fresh sandbox
-        and return its instruction."""
+        and return its instruction, or None when the row's ``prompt`` already carries it (TRL appends
+        what reset returns to the prompt, so a published row would otherwise show the issue twice)."""
         self._close()
         task = _task_of(row)
         self._task = task
@@ -142,7 +165,12 @@ class RepoEnv:
                                  output_cap_chars=self._config.output_cap_chars)
         self._started = time.monotonic()
         self._reward, self.last_grade, self.tool_calls = None, None, {}
-        return instruction_text(task)
+        self.repeated_calls, self.timeouts, self.last_diff, self._seen_calls = 0, 0, "", set()
+        instruction = instruction_text(task)
+        prompt = row.get("prompt")
+        if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict) and prompt[-1].get("content") == instruction:
+            return None
+        return instruction
 
     def get_reward(self) -> float:
         """Grade the sandbox's changes with the hidden tests in a fresh sandbox; 0.0 without an episode."""
@@ -150,7 +178,7 @@ class RepoEnv:
             return self._reward
         if self._task is None or self._sandbox is None:
             return 0.0
-        diff = self._sandbox.diff()
+        diff = self.last_diff = self._sandbox.diff()
         self.last_grade = self._grader.grade(self._task, diff, mode=self._config.reward_mode)
         self._reward = self.last_grade.reward
         return self._reward
@@ -166,7 +194,7 @@ class RepoEnv:
         Returns:
             The combined stdout and stderr, then "[exit N]".
         """
-        return self._use("bash", lambda tools: tools.bash(command))
+        return self._use("bash", lambda tools: tools.bash(command), command)
 
     def read_file(self, path: str, start_line: int = 1, end_line: int = 0) -> str:
         """Read a text file of the repository, with line numbers.
@@ -179,7 +207,8 @@ class RepoEnv:
         Returns:
             The numbered lines, or an error message.
         """
-        return self._use("read_file", lambda tools: tools.read_file(path, start_line, end_line))
+        return self._use("read_file", lambda tools: tools.read_file(path, start_line, end_line),
+                         path, start_line, end_line)
 
     def write_file(self, path: str, content: str) -> str:
         """Create or overwrite a text file of the repository.
@@ -191,7 +220,7 @@ class RepoEnv:
         Returns:
             A confirmation, or an error message.
         """
-        return self._use("write_file", lambda tools: tools.write_file(path, content))
+        return self._use("write_file", lambda tools: tools.write_file(path, content), path, content)
 
     def str_replace(self, path: str, old: str, new: str) -> str:
         """Replace one exact occurrence of a text in a file of the repository.
@@ -204,7 +233,7 @@ class RepoEnv:
         Returns:
             A confirmation, or an error message (not found, or found more than once).
         """
-        return self._use("str_replace", lambda tools: tools.replace_in_file(path, old, new))
+        return self._use("str_replace", lambda tools: tools.replace_in_file(path, old, new), path, old, new)
 
     def run_tests(self, paths: str = "") -> str:
         """Run the repository's visible tests with pytest.
@@ -216,17 +245,23 @@ class RepoEnv:
         Returns:
             pytest's output, then "[exit N]".
         """
-        return self._use("run_tests", lambda tools: tools.run_tests(paths))
+        return self._use("run_tests", lambda tools: tools.run_tests(paths), paths)
 
     # --- internals --------------------------------------------------------------------------------
 
-    def _use(self, name: str, call) -> str:
+    def _use(self, name: str, call, *arguments: Any) -> str:
         self.tool_calls[name] = self.tool_calls.get(name, 0) + 1
+        key = (name, *arguments)
+        self.repeated_calls += key in self._seen_calls
+        self._seen_calls.add(key)
         if self._tools is None:
             return "error: no task is loaded (reset first)"
         if time.monotonic() - self._started > self._config.episode_timeout_s:
+            self.timeouts += 1
             return f"error: the episode's {self._config.episode_timeout_s:.0f} s are used up; stop and answer"
-        return call(self._tools)
+        answer = call(self._tools)
+        self.timeouts += "[timed out after" in answer
+        return answer
 
     def _close(self) -> None:
         sandbox, self._sandbox, self._tools = self._sandbox, None, None

@@ -59,6 +59,7 @@ _OUTPUT_TAIL_BYTES = 200_000
 # customize hooks for the same reason).
 _RESTORE_SCRIPT = r'''
 import ast, io, json, os, random, re, subprocess, sys, tokenize
+sys.stdout.reconfigure(errors="backslashreplace")  # paths may be any bytes (surrogate-escaped here)
 allowed = set(open(sys.argv[1], encoding="utf-8", errors="surrogateescape").read().split("\0")) - {""}
 inputs = os.path.dirname(sys.argv[1])
 agent_diff = os.path.join(inputs, "agent.diff")
@@ -71,7 +72,7 @@ def snapshot_blobs(paths):
     paths = [path for path in paths if "\n" not in path]
     if not paths:
         return {}
-    output = subprocess.run(["git", "cat-file", "--batch"], input="".join("HEAD:" + path + "\n" for path in paths).encode(),
+    output = subprocess.run(["git", "cat-file", "--batch"], input="".join("HEAD:" + path + "\n" for path in paths).encode("utf-8", "surrogateescape"),
                             capture_output=True, check=True).stdout
     blobs = {}
     for path in paths:
