@@ -19,7 +19,6 @@ from repo2env.validate.acceptance import load_acceptance_policy
 from repo2env.validate.run import read_records, validate_dir
 
 
-
 @dataclass(frozen=True)
 class StageReport:
     """One row of the demo's report."""
