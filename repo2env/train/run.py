@@ -42,9 +42,7 @@ def diff_size(diff: str) -> int:
 
 def is_tampered(grade) -> bool:
     """Whether the grader caught the agent's code lying to the tests (reason ``tampered``)."""
-    if grade is None:
-        return False
-    return getattr(grade, "reason", None) == "tampered" or "tamper" in (grade.error or "")
+    return bool(grade is not None and grade.tampered)
 
 
 def episode_signals(env) -> dict[str, float]:
