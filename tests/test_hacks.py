@@ -60,7 +60,7 @@ FAKE_RUNNER = '''\
 import sys
 
 ids = [arg for arg in sys.argv[1:] if "::" in arg]
-report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--j"))
+report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--junitxml"))
 cases = "".join('<testcase classname="%s" name="%s" time="0"/>'
                 % (i.split("::")[0][:-3].replace("/", "."), i.split("::")[-1]) for i in ids)
 with open(report, "w") as out:
@@ -98,7 +98,7 @@ REPORT_REWRITER = r'''
 import os, sys, time
 if not getattr(sys, "_rewriter_started", False):
     sys._rewriter_started = True
-    report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--j"))
+    report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--junitxml"))
     ids = [arg for arg in sys.argv if "::" in arg]
     if os.fork() == 0:
         os.setsid()
@@ -748,7 +748,7 @@ if not getattr(sys, "_armed", False):
     sys._armed = True
 
     def _forge():
-        report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--j"))
+        report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--junitxml"))
         ids = [arg for arg in sys.argv if "::" in arg]
         cases = "".join('<testcase classname="%s" name="%s" time="0"/>'
                         % (i.split("::")[0][:-3].replace("/", "."), i.split("::")[-1]) for i in ids)

@@ -51,6 +51,18 @@ def _containers(docker_client) -> set[str]:
     return {row["Id"] for row in docker_client.api.containers(all=True)}
 
 
+def _gone(docker_client, container_id: str, timeout_s: float = 30.0) -> bool:
+    """Whether the container is removed within ``timeout_s`` (removal runs in the background)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while container_id in _containers(docker_client):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def _apply(env: RepoEnv, patch: str) -> str:
     env.write_file("fix.diff", patch)
     return env.bash("git apply fix.diff && rm fix.diff")
@@ -84,13 +96,13 @@ def test_scripted_episodes_give_gold_partial_and_empty_rewards(demo_rows, docker
     env.read_file("README.md")
     assert env.get_reward() == 0.0 and env.last_diff == ""
     assert env.tool_calls == {"read_file": 2} and env.repeated_calls == 1
-    assert first_sandbox not in _containers(docker_client), "reset tears down the previous sandbox"
+    assert _gone(docker_client, first_sandbox), "reset tears down the previous sandbox"
     last = env._sandbox.id
     del env
     import gc
 
     gc.collect()
-    assert last not in _containers(docker_client)
+    assert _gone(docker_client, last)
 
 
 @pytest.mark.docker

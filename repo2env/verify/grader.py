@@ -494,7 +494,10 @@ printf '\\n{_TRAILER} %03d %012d\\n' "$status" "$size"
 
 
 # `python -m pytest` with the outcome plugin's folder, not the working directory, first on sys.path.
-_LAUNCHER = ("import runpy, sys; sys.path[0] = {plugin_dir!r}; "
+# The working directory (/testbed) goes last instead: the project's own top-level modules import as
+# they do under `python -m pytest` (derivation runs that way), but nothing there can shadow the
+# standard library, pytest or an installed module; new top-level names are filtered out besides.
+_LAUNCHER = ("import os, runpy, sys; sys.path[0] = {plugin_dir!r}; sys.path.append(os.getcwd()); "
              "runpy.run_module('pytest', run_name='__main__', alter_sys=True)")
 
 
