@@ -60,7 +60,7 @@ FAKE_RUNNER = '''\
 import sys
 
 ids = [arg for arg in sys.argv[1:] if "::" in arg]
-report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--junitxml"))
+report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--j" + "unitxml"))
 cases = "".join('<testcase classname="%s" name="%s" time="0"/>'
                 % (i.split("::")[0][:-3].replace("/", "."), i.split("::")[-1]) for i in ids)
 with open(report, "w") as out:
@@ -98,7 +98,7 @@ REPORT_REWRITER = r'''
 import os, sys, time
 if not getattr(sys, "_rewriter_started", False):
     sys._rewriter_started = True
-    report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--junitxml"))
+    report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--j" + "unitxml"))
     ids = [arg for arg in sys.argv if "::" in arg]
     if os.fork() == 0:
         os.setsid()
@@ -328,7 +328,10 @@ def test_fake_runner_cannot_shadow_pytest(docker_client, grader, slug_task, empt
         files["pytest/__init__.py"] = ""
     result = grader.grade(slug_task, agent_patch(docker_client, slug_task, files=files))
     assert_gains_nothing(result, empty[SLUG])
-    assert result.tests == empty[SLUG].tests
+    # Either the fake runner never ran (the outcomes are the empty patch's), or the check of the
+    # applied files caught its reach into the runner (the repository root is on the tests' path,
+    # last) and refused the patch outright.
+    assert result.tests == empty[SLUG].tests or "reaches into the test runner" in (result.error or "")
 
 
 # --- 5: files Python loads by itself, and the environment ----------------------------------------
@@ -387,7 +390,10 @@ def test_metadata_in_any_case_registers_no_plugin(docker_client, grader, slug_ta
     files = {"src/textkit/plugin.py": HIDDEN_PLUGIN, **CASED_METADATA[variant]}
     result = grader.grade(slug_task, agent_patch(docker_client, slug_task, files=files))
     assert_gains_nothing(result, empty[SLUG])
-    assert result.tests == empty[SLUG].tests
+    # Either the fake runner never ran (the outcomes are the empty patch's), or the check of the
+    # applied files caught its reach into the runner (the repository root is on the tests' path,
+    # last) and refused the patch outright.
+    assert result.tests == empty[SLUG].tests or "reaches into the test runner" in (result.error or "")
 
 
 # Top-level names the interpreter or pytest try to import at start-up and normally do not find
@@ -410,7 +416,10 @@ def test_new_top_level_names_run_nothing_at_start_up(docker_client, grader, slug
     files = {"src/textkit/plugin.py": HIDDEN_PLUGIN, **STARTUP_NAMES[variant]}
     result = grader.grade(slug_task, agent_patch(docker_client, slug_task, files=files))
     assert_gains_nothing(result, empty[SLUG])
-    assert result.tests == empty[SLUG].tests
+    # Either the fake runner never ran (the outcomes are the empty patch's), or the check of the
+    # applied files caught its reach into the runner (the repository root is on the tests' path,
+    # last) and refused the patch outright.
+    assert result.tests == empty[SLUG].tests or "reaches into the test runner" in (result.error or "")
 
 
 NEWER_PYTEST_CONFIG = {
@@ -426,7 +435,10 @@ def test_config_files_of_newer_pytest_are_not_read(docker_client, grader, slug_t
     files = {"src/textkit/plugin.py": HIDDEN_PLUGIN, **NEWER_PYTEST_CONFIG[variant]}
     result = grader.grade(slug_task, agent_patch(docker_client, slug_task, files=files))
     assert_gains_nothing(result, empty[SLUG])
-    assert result.tests == empty[SLUG].tests
+    # Either the fake runner never ran (the outcomes are the empty patch's), or the check of the
+    # applied files caught its reach into the runner (the repository root is on the tests' path,
+    # last) and refused the patch outright.
+    assert result.tests == empty[SLUG].tests or "reaches into the test runner" in (result.error or "")
 
 
 # Runner tampering the added-lines check would catch in plain text, sent so that the text it reads
@@ -748,7 +760,7 @@ if not getattr(sys, "_armed", False):
     sys._armed = True
 
     def _forge():
-        report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--junitxml"))
+        report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--j" + "unitxml"))
         ids = [arg for arg in sys.argv if "::" in arg]
         cases = "".join('<testcase classname="%s" name="%s" time="0"/>'
                         % (i.split("::")[0][:-3].replace("/", "."), i.split("::")[-1]) for i in ids)

@@ -20,6 +20,8 @@ import string
 from collections import Counter
 from dataclasses import dataclass
 
+from repo2env.verify.junit import split_node_id
+
 _ASSERT_CALL = re.compile(r"^\s*assert\s+((?!self\.)[A-Za-z_][\w.]*)\((.*)\)\s*==\s*\S")
 _ANY_CALL = re.compile(r"\b((?!self\.)[A-Za-z_][\w.]*)\(")
 _NOT_PROJECT = frozenset({
@@ -61,24 +63,31 @@ class CanaryPlan:
         return tuple(canary.test_id for canary in self.canaries if canary.must_pass)
 
 
+def _function(test_id: str) -> str:
+    """The test function's name of a node id (no class, no parameters)."""
+    names = split_node_id(test_id)[1]
+    return names[-1] if names else ""
+
+
 def plan_canaries(test_patch: str, fail_to_pass: list[str], known_ids: list[str],
                   rng: random.Random | None = None) -> CanaryPlan:
     """Canaries for the modules of ``fail_to_pass`` (plain ``.py`` files), never colliding with
     ``known_ids``; ``rng`` defaults to the system's randomness."""
     rng = rng or random.SystemRandom()
-    taken = {test_id.split("::")[-1].split("[", 1)[0] for test_id in [*known_ids, *fail_to_pass]}
+    # Ids split as pytest builds them: parameters (which may hold "::", "[" or ".") stay opaque.
+    taken = {_function(test_id) for test_id in [*known_ids, *fail_to_pass]}
     taken |= set(re.findall(r"^\+\s*(?:async\s+)?def\s+(\w+)", test_patch, re.MULTILINE))
     canaries: list[Canary] = []
     definitions: dict[str, list[str]] = {}
-    for path in dict.fromkeys(test_id.split("::", 1)[0] for test_id in fail_to_pass):
+    for path in dict.fromkeys(split_node_id(test_id)[0] for test_id in fail_to_pass):
         if not path.endswith(".py"):
             continue
-        module_ids = [test_id for test_id in [*fail_to_pass, *known_ids] if test_id.split("::", 1)[0] == path]
-        first = next(test_id for test_id in fail_to_pass if test_id.split("::", 1)[0] == path)
-        container = [part for part in first.split("::")[1:-1] if part != "()"]
-        names = [test_id.split("::")[-1].split("[", 1)[0] for test_id in module_ids]
+        module_ids = [test_id for test_id in [*fail_to_pass, *known_ids] if split_node_id(test_id)[0] == path]
+        first = next(test_id for test_id in fail_to_pass if split_node_id(test_id)[0] == path)
+        container = [part for part in split_node_id(first)[1][:-1] if part != "()"]
+        names = [_function(test_id) for test_id in module_ids]
         # The first word of the task's test names: a project may collect `check_*`, not `test_*`.
-        prefix = first.split("::")[-1].split("_", 1)[0] if "_" in first.split("::")[-1] else "test"
+        prefix = _function(first).split("_", 1)[0] if "_" in _function(first) else "test"
         words = list(dict.fromkeys(word for name in names for word in name.split("_")
                                    if word and word not in ("test", prefix) and word.isidentifier())) or list(_FILLER_WORDS)
         lengths = [max(2, len(name.split("_")) - 1) for name in names]
