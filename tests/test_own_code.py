@@ -112,3 +112,12 @@ def test_probe_reports_a_name_that_imports_from_elsewhere(tmp_path):
                             text=True, cwd=tmp_path)
     assert "no_such_module_x is not importable" in result.stdout
     assert "the distribution no-such-dist-x is not installed" in result.stdout
+
+
+def test_the_reinstall_keeps_the_build_back_end_exemption_of_an_old_date_pin():
+    """Under a 2021 pin setuptools may reach 2023 (build_editable); the re-install builds again."""
+    command = ("uv pip install --python python --compile-bytecode --exclude-newer 2021-06-01T00:00:00Z "
+               "--exclude-newer-package setuptools=2023-01-01T00:00:00Z -e .")
+    again = reinstall_command([command, "uv pip install --python python pytest"], "datalib")
+    assert "--exclude-newer-package setuptools=2023-01-01T00:00:00Z" in again
+    assert again.endswith("--no-deps --reinstall-package=datalib -e .")

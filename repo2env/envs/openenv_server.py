@@ -23,6 +23,7 @@ from typing import Any
 from repo2env.envs.catalog import TaskCatalog
 from repo2env.envs.repo_env import RepoEnv, RepoEnvConfig
 from repo2env.errors import InputError, Repo2EnvError
+from repo2env.instruction import instruction_text
 
 try:
     from openenv.core.client_types import StepResult
@@ -86,7 +87,9 @@ class RepoOpenEnv(Environment[RepoAction, RepoObservation, RepoState]):
         try:
             row = self._catalog.row(task_id) if task_id else self._catalog.pick(seed)
             self._state.task_id = row["instance_id"]
-            instruction = self._env.reset(**row)
+            # RepoEnv answers None when the row's prompt carries the instruction (TRL appends it);
+            # an OpenEnv client has no prompt, so the observation always holds it.
+            instruction = self._env.reset(**row) or instruction_text(self._env.task)
         except Repo2EnvError as exc:  # an unknown task, an image that is not here: the client's to fix
             self._state.submitted = True
             return RepoObservation(output=f"error: {exc}", task_id=self._state.task_id, error=True, done=True)

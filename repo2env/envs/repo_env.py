@@ -150,6 +150,11 @@ class RepoEnv:
         self.last_diff = ""
         self._seen_calls: set[tuple] = set()
 
+    @property
+    def task(self) -> Task | None:
+        """The task of the current episode (a property: TRL turns only methods into tools)."""
+        return self._task
+
     # --- episode ---------------------------------------------------------------------------------
 
     def reset(self, **row: Any) -> str | None:

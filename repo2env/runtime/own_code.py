@@ -52,8 +52,11 @@ _VCS_VERSION = re.compile(r"setuptools[_-]scm|hatch-vcs|use_scm_version|versioni
                           r"|setuptools[_-]git[_-]versioning|dunamai", re.IGNORECASE)
 #: Options of the editable install that the ``--no-deps`` re-install keeps (how to reach and pin
 #: the build back-end); every other option and target is dropped.
-_KEPT_OPTIONS = frozenset({"--exclude-newer", "-i", "--index-url", "--extra-index-url", "-f", "--find-links",
-                           "--no-index", "--no-build-isolation", "--prerelease", "--pre"})
+# --exclude-newer-package: the date pin's exemption for build back-ends (an older pin would get a
+# setuptools without build_editable); the re-install builds the project again, so it needs it too.
+_KEPT_OPTIONS = frozenset({"--exclude-newer", "--exclude-newer-package", "--compile-bytecode", "-i", "--index-url",
+                           "--extra-index-url", "-f", "--find-links", "--no-index", "--no-build-isolation",
+                           "--prerelease", "--pre"})
 
 
 @dataclass(frozen=True)
