@@ -447,6 +447,10 @@ def _grading_script(task: Task, test_ids: list[str], inputs: str, junit_path: st
     return f"""set -u
 cd /testbed
 export PYTHONDONTWRITEBYTECODE=1 PYTEST_ADDOPTS= PYTHONPATH={python_path}
+# The outcome plugin by name, not with -p: `-p` makes pytest look the name up among the installed
+# entry points too, through the pluggy of the environment, which may be the project under test at
+# an old commit without that API (pytest-dev/pluggy).
+export PYTEST_PLUGINS={stream_plugin}
 # The outcome collector waits for a writer: when pytest never opens its FIFO, this script's end does.
 trap '[ -p {fifo} ] && timeout 2 sh -c ": > {fifo}"' EXIT
 if [ -s {inputs}/agent.diff ]; then
@@ -474,7 +478,7 @@ for dir in {config_dirs}; do
     break 2
   done
 done
-timeout -k 5 {timeout_s:.0f} {test_cmd} $config -p {stream_plugin} -p no:cacheprovider {ID_OPTIONS} --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
+timeout -k 5 {timeout_s:.0f} {test_cmd} $config -p no:cacheprovider {ID_OPTIONS} --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
   >{output} 2>&1 </dev/null
 status=$?
 # Nothing the tests started may outlive them and touch the report or this script's output: stop
