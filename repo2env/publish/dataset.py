@@ -164,6 +164,19 @@ def write_manifest(root: Path, *, tasks: int) -> int:
     return len(files) + 1
 
 
+def check_published_tree(tree: Path) -> dict:
+    """The manifest of a published dataset tree, after checking every file against it; an
+    InputError saying what to do when the tree is not one or its files changed."""
+    if not (tree / MANIFEST).is_file():
+        raise InputError(f"{tree} is not a repo2env dataset (no {MANIFEST})",
+                         hint="pass the folder 'repo2env publish' wrote, or hf://org/name")
+    problems = verify_manifest(tree)
+    if problems:
+        raise InputError(f"{tree}: files do not match the manifest: {'; '.join(problems[:3])}",
+                         hint="publish or download the dataset again")
+    return json.loads((tree / MANIFEST).read_text())
+
+
 def verify_manifest(root: Path) -> list[str]:
     """The files of a published tree whose content does not match its manifest (empty: intact)."""
     manifest = json.loads((root / MANIFEST).read_text())

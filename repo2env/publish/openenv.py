@@ -14,7 +14,6 @@ The package is written next to itself and renamed into place: complete or absent
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from repo2env import __version__
 from repo2env.errors import InputError
-from repo2env.publish.dataset import MANIFEST, verify_manifest
+from repo2env.publish.dataset import check_published_tree
 
 PORT = 8000
 
@@ -134,14 +133,7 @@ def export_openenv(dataset: Path, out_dir: Path, *, name: str = "repo2env", whee
                    overwrite: bool = False) -> OpenEnvPackage:
     """Write the OpenEnv package serving the published ``dataset`` to ``out_dir``."""
     dataset, out_dir = Path(dataset).absolute(), Path(out_dir).absolute()
-    if not (dataset / MANIFEST).is_file():
-        raise InputError(f"{dataset} is not a published dataset (no {MANIFEST})",
-                         hint="pass the folder 'repo2env publish --to DIR' wrote")
-    problems = verify_manifest(dataset)
-    if problems:
-        raise InputError(f"{dataset} does not match its manifest: {'; '.join(problems[:3])}",
-                         hint="publish the dataset again")
-    tasks = int(json.loads((dataset / MANIFEST).read_text()).get("tasks", 0))
+    tasks = int(check_published_tree(dataset).get("tasks", 0))
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())) and not overwrite:
         raise InputError(f"{out_dir} exists and is not empty", hint="choose another folder, or pass --overwrite")
     out_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from repo2env.dataset_rows import task_from_row
 from repo2env.errors import InputError
 from repo2env.jsonl import update_tasks, write_repository_record
 from repo2env.models import RepositoryRecord, Task
-from repo2env.publish.dataset import MANIFEST, verify_manifest
+from repo2env.publish.dataset import check_published_tree
 from repo2env.publish.images import IMAGES_TARBALL, load_images, runnable_here
 
 
@@ -35,13 +35,7 @@ def dataset_tasks(tree: Path) -> list[Task]:
     """The tasks of a published dataset tree (every split), its manifest verified first."""
     import pyarrow.parquet as pq
 
-    if not (tree / MANIFEST).is_file():
-        raise InputError(f"{tree} is not a repo2env dataset (no {MANIFEST})",
-                         hint="pass the folder 'repo2env publish' wrote, or hf://org/name")
-    problems = verify_manifest(tree)
-    if problems:
-        raise InputError(f"{tree}: files do not match the manifest: {'; '.join(problems[:3])}",
-                         hint="download the dataset again")
+    check_published_tree(tree)
     tasks = []
     for path in sorted((tree / "data").glob("*.parquet")):
         for index, row in enumerate(pq.read_table(path).to_pylist(), start=1):
