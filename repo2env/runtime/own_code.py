@@ -29,14 +29,11 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from repo2env.runtime.spec import (
+from repo2env.runtime.spec.files import RepoFiles, _ini_get, _ini_lines, _read_project
+from repo2env.runtime.spec.pinning import (
     _UV_PREFIX,
-    RepoFiles,
-    _ini_get,
-    _ini_lines,
     _join_args,
     _pip_install_args,
-    _read_project,
     _requirement_name,
     _split_args,
 )

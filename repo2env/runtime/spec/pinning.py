@@ -1,0 +1,227 @@
+"""Date pinning: install commands rewritten for ``uv pip install --exclude-newer``."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Sequence
+from datetime import date, datetime
+from typing import TYPE_CHECKING
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from repo2env.runtime.spec.install import PIP_INSTALL
+from repo2env.runtime.spec.python import _utc_day
+
+if TYPE_CHECKING:
+    pass
+
+
+def date_pin(commit_date: datetime) -> str:
+    """The first day of the month after the commit's (UTC) month: dependencies resolve as they
+    stood at the end of that month.
+
+    A month, not the commit's day, so that tasks whose dependency files did not change within a
+    month share one env image; the price is up to a month of newer releases.
+    """
+    day = _utc_day(commit_date)
+    return (date(day.year + 1, 1, 1) if day.month == 12 else date(day.year, day.month + 1, 1)).isoformat()
+
+
+# pip options uv's `uv pip install` accepts unchanged; the ones taking a value list it after them.
+_UV_SAME_FLAGS = frozenset({
+    "-e", "--editable", "-r", "--requirement", "-c", "--constraint", "--group", "-U", "--upgrade", "--no-deps",
+    "-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--no-build-isolation", "--force-reinstall",
+    "--no-binary", "--only-binary", "-q", "--quiet", "-v", "--verbose", "--no-index", "--prefix", "--target",
+    "--require-hashes", "--upgrade-package",
+})
+_VALUE_FLAGS = frozenset({
+    "-e", "--editable", "-r", "--requirement", "-c", "--constraint", "--group", "-i", "--index-url",
+    "--extra-index-url", "-f", "--find-links", "--no-binary", "--only-binary", "--prefix", "--target",
+    "--upgrade-package", "--exclude-newer", "--exclude-newer-package", "--python", "--prerelease",
+})
+_UV_RENAMED = {"--pre": ("--prerelease", "allow"), "--no-cache-dir": ("--no-cache",)}
+_UV_DROPPED = frozenset({"--disable-pip-version-check", "--no-warn-script-location", "--no-input"})
+_PIP_PREFIXES = (("python", "-m", "pip", "install"), ("python3", "-m", "pip", "install"),
+                 ("pip", "install"), ("pip3", "install"))
+# --compile-bytecode: pip writes .pyc files at install, uv does not unless asked. Without them the
+# agent (who cannot write to site-packages) compiles each dependency at every import, and a suite
+# with `filterwarnings = error` fails on a dependency's invalid escape sequence warning.
+_UV_PREFIX = ("uv", "pip", "install", "--python", "python", "--compile-bytecode")
+UV_BOOTSTRAP = f"{PIP_INSTALL} uv"
+
+#: Build back-ends (and what they need to build) that an editable install may take newer than the
+#: date pin. ``uv --exclude-newer`` limits the isolated build environment too, and before setuptools
+#: 64 (August 2022) there is no ``build_editable`` hook (PEP 660): a date-pinned ``-e .`` of an older
+#: setuptools project fails. Build tools do not run in the test process, so letting them reach
+#: :data:`BUILD_BACKEND_FLOOR` keeps the project's runtime dependencies at the commit's date.
+BUILD_BACKENDS = ("setuptools", "wheel", "setuptools-scm", "flit-core", "poetry-core", "tomli")
+
+#: The upload date build back-ends may reach in an editable install with an older date pin: after
+#: setuptools 64 (PEP 660), flit_core 3.4 and poetry-core 1.1 added editable builds, and before the
+#: 2025 setuptools releases that reject long-deprecated ``setup.cfg`` spellings.
+BUILD_BACKEND_FLOOR = "2023-01-01"
+
+#: The upload date setuptools may reach in any date-pinned install: a dependency's sdist without a
+#: ``[build-system]`` builds with ``setuptools>=40.8.0`` (pip's and uv's default), which a pin before
+#: February 2019 excludes; newer setuptools would break sdists of that time (``use_2to3``).
+DEFAULT_BUILD_FLOOR = "2019-03-01"
+
+
+def _pip_install_args(command: str) -> list[str] | None:
+    """The arguments of a plain ``pip install`` command, or None for any other command."""
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return None
+    if any(token in ("&&", "||", ";", "|") for token in tokens):
+        return None
+    for prefix in _PIP_PREFIXES:
+        if tuple(tokens[: len(prefix)]) == prefix:
+            return tokens[len(prefix):]
+    return None
+
+
+def _split_args(args: Sequence[str]) -> tuple[list[tuple[str, str | None]], list[str]]:
+    """(options with their values, positional requirement arguments)."""
+    options: list[tuple[str, str | None]] = []
+    targets: list[str] = []
+    tokens = iter(args)
+    for token in tokens:
+        if token.startswith("-") and token != "-":
+            if "=" in token and token.startswith("--"):
+                flag, value = token.split("=", 1)
+                options.append((flag, value))
+            elif token in _VALUE_FLAGS:
+                options.append((token, next(tokens, "")))
+            elif re.fullmatch(r"-[erc]\S+", token):
+                options.append((token[:2], token[2:]))
+            else:
+                options.append((token, None))
+        else:
+            targets.append(token)
+    return options, targets
+
+
+def _join_args(options: Iterable[tuple[str, str | None]], targets: Iterable[str]) -> list[str]:
+    tokens: list[str] = []
+    for flag, value in options:
+        tokens.append(flag)
+        if value is not None:
+            tokens.append(value)
+    return tokens + list(targets)
+
+
+def _is_tooling(targets: Sequence[str]) -> bool:
+    names = [_requirement_name(target) for target in targets]
+    return bool(names) and all(name in ("pip", "uv") for name in names)
+
+
+def _requirement_name(target: str) -> str | None:
+    try:
+        return str(canonicalize_name(Requirement(target).name))
+    except InvalidRequirement:
+        return None
+
+
+def _only_exact_pins(options: Sequence[tuple[str, str | None]], targets: Sequence[str]) -> bool:
+    if not targets or any(flag in ("-e", "--editable", "-r", "--requirement", "--group") for flag, _ in options):
+        return False
+    for target in targets:
+        try:
+            specifiers = list(Requirement(target).specifier)
+        except InvalidRequirement:
+            return False
+        if len(specifiers) != 1 or specifiers[0].operator != "==" or specifiers[0].version.endswith("*"):
+            return False
+    return True
+
+
+def pinned_install(commands: list[str], date_pin: str) -> list[str]:
+    """Rewrite ``pip install`` commands to resolve as of ``date_pin`` (ISO day, exclusive).
+
+    The result starts with ``python -m pip install uv``; each ``python -m pip install ARGS`` (also
+    ``pip install``, ``python3 -m pip install``) becomes ``uv pip install --python python
+    --compile-bytecode --exclude-newer <date_pin>T00:00:00Z ARGS`` with ``-e``, ``-r``, extras and
+    ``--group`` as they were (uv takes them alike; ``--pre`` becomes ``--prerelease allow``; uv,
+    unlike pip, writes bytecode only when asked). Left unchanged:
+
+    - commands that are not a plain pip install (shell pipelines, apt-get ...);
+    - installs of pip or uv themselves (tooling, not the project's dependencies);
+    - installs with an option uv lacks (``--user``, ``--install-option`` ...): they stay on pip,
+      unpinned, since pip's ``--uploaded-prior-to`` needs a pip (26+) old base images lack.
+
+    An editable install with a pin before :data:`BUILD_BACKEND_FLOOR` also gets
+    ``--exclude-newer-package NAME=<floor>`` for each of :data:`BUILD_BACKENDS`, so that the build
+    back-end can do editable installs (PEP 660) while the project's dependencies stay pinned; any
+    other install with a pin before :data:`DEFAULT_BUILD_FLOOR` lets setuptools reach that day.
+
+    A command whose requirements are all exact ``==`` pins gets no ``--exclude-newer``: its
+    versions are chosen already, and their dependencies may need releases newer than the pin
+    (``pytest==4.6.11`` needs a pluggy released after a 2018 pin). Applying it twice changes
+    nothing more. Raises ``ValueError`` if ``date_pin`` is not an ISO date.
+    """
+    day = date.fromisoformat(date_pin).isoformat()
+    rewritten = [UV_BOOTSTRAP]
+    for command in commands:
+        args = _pip_install_args(command)
+        if args is None:
+            rewritten.append(command)
+            continue
+        options, targets = _split_args(args)
+        translated = _uv_options(options)
+        if _is_tooling(targets) or translated is None:
+            rewritten.append(command)
+            continue
+        exclude = [] if _only_exact_pins(options, targets) else [("--exclude-newer", f"{day}T00:00:00Z")]
+        if exclude and day < BUILD_BACKEND_FLOOR and any(flag in ("-e", "--editable") for flag, _ in options):
+            exclude.extend(("--exclude-newer-package", f"{name}={BUILD_BACKEND_FLOOR}T00:00:00Z")
+                           for name in BUILD_BACKENDS)
+        elif exclude and day < DEFAULT_BUILD_FLOOR:
+            exclude.append(("--exclude-newer-package", f"setuptools={DEFAULT_BUILD_FLOOR}T00:00:00Z"))
+        rewritten.append(shlex.join([*_UV_PREFIX, *_join_args([*exclude, *translated], targets)]))
+    return list(dict.fromkeys(rewritten))
+
+
+def _uv_options(options: Sequence[tuple[str, str | None]]) -> list[tuple[str, str | None]] | None:
+    """pip's options as uv spells them, or None if one has no uv equivalent."""
+    translated: list[tuple[str, str | None]] = []
+    for flag, value in options:
+        if flag in _UV_RENAMED:
+            renamed = _UV_RENAMED[flag]
+            translated.append((renamed[0], renamed[1] if len(renamed) > 1 else None))
+        elif flag in _UV_SAME_FLAGS:
+            translated.append((flag, value))
+        elif flag not in _UV_DROPPED:
+            return None
+    return translated
+
+
+def _unpinned(commands: list[str]) -> list[str]:
+    """The inverse of :func:`pinned_install`: uv commands back to ``python -m pip install``."""
+    restored: list[str] = []
+    for command in commands:
+        if command == UV_BOOTSTRAP:
+            continue
+        try:
+            tokens = shlex.split(command)
+        except ValueError:
+            restored.append(command)
+            continue
+        if tuple(tokens[: len(_UV_PREFIX)]) != _UV_PREFIX:
+            restored.append(command)
+            continue
+        options, targets = _split_args(tokens[len(_UV_PREFIX):])
+        pip_options: list[tuple[str, str | None]] = []
+        for flag, value in options:
+            if flag in ("--exclude-newer", "--exclude-newer-package"):
+                continue
+            if flag == "--prerelease" and value == "allow":
+                pip_options.append(("--pre", None))
+            elif flag == "--no-cache":
+                pip_options.append(("--no-cache-dir", None))
+            else:
+                pip_options.append((flag, value))
+        restored.append(shlex.join(["python", "-m", "pip", "install", *_join_args(pip_options, targets)]))
+    return restored
