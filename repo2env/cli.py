@@ -272,7 +272,7 @@ def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...],
     from repo2env.jsonl import read_task_ids
     from repo2env.runtime.build import BuildOptions, build_tasks_dir
     from repo2env.runtime.docker_backend import DockerRuntime
-    from repo2env.runtime.overrides import load_overrides
+    from repo2env.runtime.spec.overrides import load_overrides
 
     options = BuildOptions(jobs=jobs, overrides=load_overrides(overrides) if overrides else {},
                            instance_ids=frozenset(instance_ids), collect_check=not no_collect_check)

@@ -16,7 +16,7 @@ from repo2env.models import Task
 from repo2env.runtime.build import BuildOptions, build_tasks_dir
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.images import image_namespace
-from repo2env.runtime.overrides import EnvOverride
+from repo2env.runtime.spec.overrides import EnvOverride
 
 pytestmark = pytest.mark.docker
 

@@ -13,7 +13,6 @@ import pytest
 from repo2env.demo.library import PYPROJECT as TEXTKIT_PYPROJECT
 from repo2env.errors import InputError
 from repo2env.models import EnvSpec
-from repo2env.runtime.overrides import EnvOverride, load_overrides, overrides_from_document
 from repo2env.runtime.spec import (
     AVAILABLE_PYTHONS,
     DEFAULT_TEST_CMD,
@@ -32,6 +31,7 @@ from repo2env.runtime.spec import (
     pinned_install,
     pytest_for,
 )
+from repo2env.runtime.spec.overrides import EnvOverride, load_overrides, overrides_from_document
 
 
 def repo(paths: dict[str, str] | None = None, **files: str) -> DictRepoFiles:
@@ -699,7 +699,7 @@ def test_pinned_pytest_goes_before_the_users_extra_commands() -> None:
 
 
 def test_override_hash_changes_with_the_override() -> None:
-    from repo2env.runtime.overrides import override_hash
+    from repo2env.runtime.spec.overrides import override_hash
 
     assert override_hash(None) is None
     assert override_hash(EnvOverride()) is None

@@ -211,7 +211,7 @@ def _built_oddlib(docker_client, tmp_path: Path, base_files: dict[str, str], tes
     from repo2env.models import Task
     from repo2env.runtime.build import BuildOptions, build_tasks_dir
     from repo2env.runtime.docker_backend import DockerRuntime
-    from repo2env.runtime.overrides import EnvOverride
+    from repo2env.runtime.spec.overrides import EnvOverride
 
     repo = tmp_path / "oddlib"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)

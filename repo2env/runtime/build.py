@@ -32,7 +32,6 @@ from repo2env.models import EnvSpec, Task
 from repo2env.runtime.bootstrap import base_image_tag, local_base_pythons
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.images import PROBE, WARMUP_FETCHED_PATH, ImageStore, env_image_tag, task_image_tag
-from repo2env.runtime.overrides import EnvOverride, override_hash
 from repo2env.runtime.own_code import OwnCode, protect_own_install, read_own_code, reinstall_command
 from repo2env.runtime.own_code_probe import MARKER as OWN_CODE_MARKER
 from repo2env.runtime.sandbox import SandboxLimits
@@ -45,6 +44,7 @@ from repo2env.runtime.spec import (
     install_failure_reason,
     install_ladder,
 )
+from repo2env.runtime.spec.overrides import EnvOverride, override_hash
 
 COLLECT_TIMEOUT_S = 300.0
 #: How a collection timeout's failure reason starts. It ends the ladder (another install would hang

@@ -16,8 +16,9 @@ that the layered build turns into images:
 
 The package has one module per concern, each depending only on the ones listed before it:
 ``files`` (the repository's files and the configuration read from them), ``python``,
-``pytest_config``, ``install``, ``system_packages``, ``pinning``, ``env_spec`` (the spec and the
-install ladder) and ``failures`` (why an install failed, read from its log).
+``overrides`` (the per-repository corrections read from YAML), ``pytest_config``, ``install``,
+``system_packages``, ``pinning``, ``env_spec`` (the spec with its override applied, and the install
+ladder) and ``failures`` (why an install failed, read from its log).
 """
 
 from __future__ import annotations

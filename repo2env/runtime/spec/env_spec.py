@@ -6,7 +6,7 @@ import re
 import shlex
 from collections.abc import Sequence
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
@@ -15,6 +15,7 @@ from packaging.version import Version as PackageVersion
 from repo2env.models import EnvSpec
 from repo2env.runtime.spec.files import RepoFiles, _Project, _read_project
 from repo2env.runtime.spec.install import _infer_install, _requirement_choice
+from repo2env.runtime.spec.overrides import EnvOverride
 from repo2env.runtime.spec.pinning import (
     UV_BOOTSTRAP,
     _is_tooling,
@@ -36,10 +37,6 @@ from repo2env.runtime.spec.pytest_config import (
 )
 from repo2env.runtime.spec.python import AVAILABLE_PYTHONS, _allows, _infer_python, _requires_python, _xy
 from repo2env.runtime.spec.system_packages import _infer_system_packages
-
-if TYPE_CHECKING:
-    from repo2env.runtime.overrides import EnvOverride
-
 
 #: The ladder's rung names, in the order :func:`install_ladder` tries them. ``other-requirements-N``
 #: rungs (another test requirement file instead of the chosen one) may follow ``inferred``.

@@ -27,7 +27,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from repo2env.errors import InputError
-from repo2env.runtime.spec import KNOWN_PYTHONS, load_yaml_text
+from repo2env.runtime.spec.python import KNOWN_PYTHONS
+from repo2env.settings import load_yaml_text
 
 _REPO_NAME = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
