@@ -146,6 +146,36 @@ def test_local_source_from_a_url_clones_with_pull_refs(demo_repo, tmp_path):
     assert result.funnel.counts["kept"] == sum(pull.expected_bucket == "kept" for pull in demo_repo.pulls)
 
 
+def test_local_source_clone_is_fetched_into_and_never_mined_for_another_url(demo_repo, tmp_path):
+    bare = tmp_path / "textkit.git"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(demo_repo.path), str(bare)], check=True)
+    work = tmp_path / "work"
+    first = GitSource(f"file://{bare}", workdir=work)
+    head = first.history.repo.head.commit.hexsha
+    # The remote gains a PR ref and loses a branch: the next run's clone is fetched and pruned.
+    subprocess.run(["git", "-C", str(bare), "update-ref", "refs/pull/999/head", head], check=True)
+    subprocess.run(["git", "-C", str(bare), "branch", "-q", "gone", head], check=True)
+    GitSource(f"file://{bare}", workdir=work)
+    subprocess.run(["git", "-C", str(bare), "branch", "-q", "-D", "gone"], check=True)
+    again = GitSource(f"file://{bare}", workdir=work)
+    assert again.path == first.path == work / "clone"
+    assert again.history.repo.commit("refs/pull/999/head").hexsha == head
+    assert "gone" not in [branch.name for branch in again.history.repo.branches]
+
+    other = tmp_path / "other.git"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(bare), str(other)], check=True)
+    with pytest.raises(SourceError, match=r"is a clone of file://.*textkit\.git, not of file://.*other\.git"):
+        GitSource(f"file://{other}", workdir=work)
+
+
+def test_local_source_failed_clone_leaves_nothing_and_hides_credentials(tmp_path):
+    work = tmp_path / "work"
+    with pytest.raises(SourceError, match=r"cannot clone https://127\.0\.0\.1:1/acme/widgets\.git: ") as raised:
+        GitSource("https://user:s3cret@127.0.0.1:1/acme/widgets.git", workdir=work)
+    assert "s3cret" not in str(raised.value) and "s3cret" not in str(raised.value.hint)
+    assert list(work.iterdir()) == []
+
+
 def test_without_issues_file_prs_are_named_after_the_directory(demo_repo, tmp_path):
     source = GitSource(demo_repo.path)
     assert source.repo == "local/repo"

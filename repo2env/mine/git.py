@@ -20,9 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import git
-
 from repo2env.errors import InputError, SourceError
+from repo2env.mine.clone import MIRROR_REFSPECS, clone_or_fetch, without_credentials
 from repo2env.mine.history import CommitInfo, GitHistory
 from repo2env.mine.source import Comment, Issue, PullRequest
 
@@ -48,7 +47,8 @@ class GitSource:
         if looks_like_url(location):
             if workdir is None:
                 raise InputError("a workdir is needed to clone a URL")
-            self.path = _clone(location, workdir / "clone")
+            self.path = clone_or_fetch(location, workdir / "clone", name=without_credentials(location), mirror=True,
+                                       refspecs=MIRROR_REFSPECS, hint="check the URL and your access to it")
         else:
             self.path = Path(location).expanduser()
             if not self.path.exists():
@@ -428,17 +428,3 @@ def _load_issues(path: Path) -> dict[str, Any]:
     if not isinstance(payload, dict) or not isinstance(payload.get("issues", []), list):
         raise InputError(f"{path}: expected GitHub issue objects (a list, or an object with an 'issues' list)")
     return payload
-
-
-def _clone(url: str, dest: Path) -> Path:
-    """A mirror clone of ``url`` (all branches and refs/pull/*), reused and fetched when present."""
-    try:
-        if (dest / "HEAD").exists():
-            git.Repo(dest).git.fetch("--prune", "origin", "+refs/*:refs/*")
-        else:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            git.Repo.clone_from(url, dest, mirror=True)
-    except git.GitCommandError as exc:
-        detail = (exc.stderr or "").strip().splitlines()
-        raise SourceError(f"cannot clone {url}: {detail[-1] if detail else exc}") from None
-    return dest

@@ -1,78 +1,50 @@
-"""Merged pull requests from GitHub's API (github.com or GitHub Enterprise): :class:`GitHubSource`.
+"""The GitHub source itself: :class:`GitHubSource` pages through merged PRs and issues.
 
-Cost is the design constraint: GitHub allows 5,000 REST calls and 5,000 GraphQL points an hour,
-and a repository can have tens of thousands of PRs. So:
-
-* **GraphQL first.** One ``MergedPullRequests`` query returns a page of 50 merged PRs with their
-  commits, the issues they close (``closingIssuesReferences``) and those issues' comments: the
-  whole mining input for a page in one call. Issues that arrived this way are kept in memory and
-  :meth:`GitHubSource.issue` answers from there.
-* **REST fallback** when GraphQL is unavailable (no token, 401/403/404 on the endpoint, or an
-  Enterprise server whose schema lacks a field): closed PRs, every issue and every comment come
-  from three paginated bulk lists of 100 items per page, never one call per PR.
-* **Conditional requests.** Every REST GET is stored on disk with its ETag
-  (``workdir/http-cache``, through requests-cache) and revalidated with ``If-None-Match``, so a
-  re-run costs 304s, which GitHub does not charge. GraphQL is a POST without ETags: not cached.
-* **Rate limits are waited out**, not failed on: a 403/429 with ``X-RateLimit-Remaining: 0`` or
-  ``Retry-After`` (or a GraphQL ``RATE_LIMITED`` error) sleeps until the reset and retries,
-  telling ``on_wait`` first; a wait beyond ``max_wait_s`` is a :class:`SourceError`.
-
-What each mode knows (the miner copes with both):
-
-======================  =====================================  ====================================
-field                   GraphQL                                REST fallback
-======================  =====================================  ====================================
-PRs listed              merged only (the funnel's not_merged   every closed PR, ``merged`` set
-                        count stays 0)
-``linked_issues``       closing references to issues of this   ``None``: the miner parses the texts
-                        repository
-``commit_messages``     the first 100 commits' messages        empty
-``first_commit_at``     earliest authored date of those        ``None``
-issue comments          the first 50 per linked issue          all of them
-======================  =====================================  ====================================
-
-``squashed`` is always ``False``: the API does not say how a PR was merged.
+GraphQL pages first, the REST lists as the fallback (see :mod:`repo2env.mine.github` for what each
+mode knows); the records come from :mod:`~repo2env.mine.github.records`, the HTTP session and the
+git credentials from :mod:`~repo2env.mine.github.transport`, the clone from
+:mod:`repo2env.mine.clone`.
 """
 
 from __future__ import annotations
 
-import base64
 import math
 import os
 import re
-import shutil
-import tempfile
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
-import git
 import github
 import requests
-import requests_cache
-from github.GithubObject import NonCompletableGithubObject
 from github.PaginatedList import PaginatedList
-from requests.adapters import HTTPAdapter
 
 from repo2env.errors import InputError, SourceError
+from repo2env.mine.clone import PULL_REFSPECS, clone_or_fetch
+from repo2env.mine.github.records import comment_from_rest, issue_from_rest, pull_from_graphql, pull_from_rest
+from repo2env.mine.github.transport import (
+    DEFAULT_API_URL,
+    SECONDARY_LIMIT_WAIT_S,
+    ApiMeter,
+    RateLimitWaiter,
+    RawObject,
+    api_session,
+    default_clone_url,
+    default_graphql_url,
+    git_environment,
+    github_message,
+    origin,
+    reset_delay,
+    use_session,
+)
 from repo2env.mine.source import Comment, Issue, PullRequest
 
-DEFAULT_API_URL = "https://api.github.com"
 #: PRs per GraphQL page. Each PR brings up to 100 commits and 20 issues with 50 comments each;
 #: 50 keeps a page far below GitHub's 500,000-node limit and its 10 s query timeout.
 DEFAULT_PAGE_SIZE = 50
 #: Server timeouts (502/504) halve the page down to this before giving up.
 MIN_PAGE_SIZE = 5
-#: GitHub's reset times are whole seconds of a clock that is not ours: wait a little past them.
-RESET_MARGIN_S = 1.0
-#: GitHub's advice for a secondary rate limit that names no time: wait at least a minute.
-SECONDARY_LIMIT_WAIT_S = 60.0
-#: The anonymous author GitHub shows for deleted accounts.
-GHOST = "ghost"
 
 _CLONE_HINT = "check the clone URL and your access; a private repository needs --token or GITHUB_TOKEN"
 _REPO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}")
@@ -101,6 +73,10 @@ query MergedPullRequests($owner: String!, $name: String!, $first: Int!, $after: 
   }
 }
 """
+
+
+class _GraphQLUnavailable(Exception):
+    """The GraphQL endpoint refused the first query: use the REST fallback."""
 
 
 class GitHubSource:
@@ -141,9 +117,9 @@ class GitHubSource:
         self.repo = repo
         self.api_url = api_url.rstrip("/")
         self.graphql_url = graphql_url or default_graphql_url(self.api_url)
-        if _origin(self.graphql_url) != _origin(self.api_url):
+        if origin(self.graphql_url) != origin(self.api_url):
             raise InputError(
-                f"the GraphQL URL {self.graphql_url} is not on the API's host {_origin(self.api_url)}",
+                f"the GraphQL URL {self.graphql_url} is not on the API's host {origin(self.api_url)}",
                 hint="leave --graphql-url out to derive it from --api-url",
             )
         self.clone_url = clone_url or default_clone_url(self.api_url, repo)
@@ -153,8 +129,8 @@ class GitHubSource:
         self._token = (token if token is not None else os.environ.get("GITHUB_TOKEN")) or None
         self._page_size = page_size
         self._timeout_s = timeout_s
-        self._meter = _ApiMeter()
-        self._waiter = _RateLimitWaiter(on_wait, max_wait_s)
+        self._meter = ApiMeter()
+        self._waiter = RateLimitWaiter(on_wait, max_wait_s)
         self._github: github.Github | None = None
         self._default_branch: str | None = None
         self._issues: dict[int, Issue] = {}
@@ -178,7 +154,7 @@ class GitHubSource:
             return
         self.mode = "graphql"
         if first_page.get("defaultBranchRef") is None:
-            raise self._empty()
+            raise SourceError(f"repository {self.repo} is empty", hint="it has no commits to mine")
         repository = first_page
         while True:
             connection = repository["pullRequests"]
@@ -215,7 +191,9 @@ class GitHubSource:
         to the host the API's own clone URL points at. A failed clone leaves nothing behind.
         """
         if self._clone is None:
-            self._clone = self._sync_clone()
+            environment = git_environment(self._token, self.clone_url, self.api_url, self.repo)
+            self._clone = clone_or_fetch(self.clone_url, self.workdir / "clone", name=self.repo, mirror=False,
+                                         refspecs=PULL_REFSPECS, environment=environment, hint=_CLONE_HINT)
         return self._clone
 
     # -- counters and lifecycle ----------------------------------------------------------------
@@ -248,7 +226,7 @@ class GitHubSource:
         if self._github is None:
             cache_dir = self.workdir / "http-cache"
             cache_dir.mkdir(parents=True, exist_ok=True)
-            session = _api_session(cache_dir / "github.sqlite", self._meter, self._waiter)
+            session = api_session(cache_dir / "github.sqlite", self._meter, self._waiter)
             self._github = github.Github(
                 base_url=self.api_url,
                 auth=github.Auth.Token(self._token) if self._token else None,
@@ -261,7 +239,7 @@ class GitHubSource:
                 seconds_between_requests=None,
                 seconds_between_writes=None,
             )
-            _use_session(self._github, session)
+            use_session(self._github, session)
         return self._github
 
     @contextmanager
@@ -274,7 +252,7 @@ class GitHubSource:
         except github.UnknownObjectException as error:
             raise self._not_found() from error
         except github.GithubException as error:
-            message = _github_message(error)
+            message = github_message(error)
             if error.status == 401:
                 raise self._bad_token() from error
             if error.status == 403:
@@ -309,9 +287,6 @@ class GitHubSource:
             hint="pass a valid token with --token or GITHUB_TOKEN, or none for a public repository",
         )
 
-    def _empty(self) -> SourceError:
-        return SourceError(f"repository {self.repo} is empty", hint="it has no commits to mine")
-
     def _repository(self) -> str:
         """Check the repository exists and is readable (one conditional GET); its default branch."""
         if self._default_branch is None:
@@ -321,7 +296,7 @@ class GitHubSource:
 
     def _rest_items(self, path: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Every item of a paginated REST list (100 per page) as GitHub's JSON."""
-        items = iter(PaginatedList(_RawObject, self._client().requester, path, params))
+        items = iter(PaginatedList(RawObject, self._client().requester, path, params))
         while True:
             with self._translated_errors():
                 item = next(items, None)
@@ -364,7 +339,7 @@ class GitHubSource:
                     continue
                 if error.status in (401, 403, 404) and after is None:
                     raise _GraphQLUnavailable(
-                        f"{self.graphql_url} answered {error.status} ({_github_message(error)})"
+                        f"{self.graphql_url} answered {error.status} ({github_message(error)})"
                     ) from error
                 raise
             errors = answer.get("errors") or []
@@ -372,7 +347,7 @@ class GitHubSource:
                 return answer["data"]["repository"]
             kinds = {error.get("type") for error in errors}
             if "RATE_LIMITED" in kinds:
-                delay = _reset_delay(headers) or SECONDARY_LIMIT_WAIT_S
+                delay = reset_delay(headers) or SECONDARY_LIMIT_WAIT_S
                 waited = self._waiter.wait(delay, waited)
                 continue
             if "NOT_FOUND" in kinds:
@@ -383,36 +358,9 @@ class GitHubSource:
             raise SourceError(f"GitHub's GraphQL API failed for {self.repo}: {message}", hint="retry later")
 
     def _pull_from_graphql(self, node: dict[str, Any]) -> PullRequest:
-        commits = [entry["commit"] for entry in (node.get("commits") or {}).get("nodes") or [] if entry]
-        dates = [c.get("authoredDate") or c.get("committedDate") for c in commits]
-        known_dates = [d for d in dates if d]
-        linked: list[int] = []
-        for issue_node in (node.get("closingIssuesReferences") or {}).get("nodes") or []:
-            if not issue_node:
-                continue
-            # A PR can close issues of other repositories; their numbers mean nothing here.
-            owner_repo = (issue_node.get("repository") or {}).get("nameWithOwner") or self.repo
-            if owner_repo.lower() != self.repo.lower():
-                continue
-            issue = _issue_from_graphql(issue_node)
-            self._issues[issue.number] = issue
-            if issue.number not in linked:
-                linked.append(issue.number)
-        merge_commit = node.get("mergeCommit") or {}
-        return PullRequest(
-            number=int(node["number"]),
-            title=node.get("title") or "",
-            body=node.get("body") or "",
-            created_at=node["createdAt"],
-            merged=True,
-            merged_at=node.get("mergedAt"),
-            merge_commit=merge_commit.get("oid"),
-            head_sha=node.get("headRefOid"),
-            base_ref=node.get("baseRefName") or self._repository(),
-            commit_messages=tuple(c.get("message") or "" for c in commits),
-            first_commit_at=min(known_dates, key=datetime.fromisoformat) if known_dates else None,
-            linked_issues=tuple(linked),
-        )
+        pull, issues = pull_from_graphql(node, self.repo, self._repository())
+        self._issues.update((issue.number, issue) for issue in issues)
+        return pull
 
     # -- REST ------------------------------------------------------------------------------------
 
@@ -420,20 +368,7 @@ class GitHubSource:
         default_branch = self._repository()
         params = {"state": "closed", "sort": "created", "direction": "desc"}
         for raw in self._rest_items(f"/repos/{self.repo}/pulls", params):
-            merged_at = raw.get("merged_at")
-            yield PullRequest(
-                number=int(raw["number"]),
-                title=raw.get("title") or "",
-                body=raw.get("body") or "",
-                created_at=raw["created_at"],
-                merged=merged_at is not None,
-                merged_at=merged_at,
-                # GitHub fills merge_commit_sha for unmerged PRs too (a test merge): not ours.
-                merge_commit=raw.get("merge_commit_sha") if merged_at else None,
-                head_sha=(raw.get("head") or {}).get("sha"),
-                base_ref=(raw.get("base") or {}).get("ref") or default_branch,
-                linked_issues=None,
-            )
+            yield pull_from_rest(raw, default_branch)
 
     def _load_all_issues(self) -> None:
         """Every issue (PRs included) and every comment, in two bulk paginated lists."""
@@ -444,9 +379,9 @@ class GitHubSource:
             f"/repos/{self.repo}/issues/comments", {"sort": "created", "direction": "asc"}
         ):
             number = int(str(raw["issue_url"]).rstrip("/").rsplit("/", 1)[1])
-            comments.setdefault(number, []).append(_comment_from_rest(raw))
+            comments.setdefault(number, []).append(comment_from_rest(raw))
         for raw in self._rest_items(f"/repos/{self.repo}/issues", {"state": "all"}):
-            issue = _issue_from_rest(raw, comments.get(int(raw["number"]), []))
+            issue = issue_from_rest(raw, comments.get(int(raw["number"]), []))
             self._issues.setdefault(issue.number, issue)
         self._all_issues_loaded = True
 
@@ -468,337 +403,9 @@ class GitHubSource:
         comments: list[Comment] = []
         if raw.get("comments", 1):
             comments = [
-                _comment_from_rest(c)
+                comment_from_rest(c)
                 for c in self._rest_items(f"/repos/{self.repo}/issues/{number}/comments")
             ]
-        issue = _issue_from_rest(raw, comments)
+        issue = issue_from_rest(raw, comments)
         self._issues[number] = issue
         return issue
-
-    # -- git -------------------------------------------------------------------------------------
-
-    def _sync_clone(self) -> Path:
-        target = self.workdir / "clone"
-        shown_url = _without_credentials(self.clone_url)
-        environment = self._git_environment()
-        if target.exists() and not (target / ".git").is_dir():
-            raise SourceError(
-                f"{target} exists but is not a git clone", hint="remove it or choose another workdir"
-            )
-        if target.exists():
-            repo = git.Repo(target)
-            origin_url = repo.remotes.origin.url if "origin" in repo.remotes else None
-            if origin_url != self.clone_url:
-                raise SourceError(
-                    f"{target} is a clone of {_without_credentials(origin_url or '?')}, not of {shown_url}",
-                    hint="choose another workdir for this repository",
-                )
-            self._fetch(repo, environment)
-            if not repo.head.is_valid():
-                raise self._empty()
-            return target
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".clone-", dir=self.workdir))
-        try:
-            try:
-                repo = git.Repo.clone_from(self.clone_url, staging, env=environment)
-            except git.GitCommandError as error:
-                raise SourceError(
-                    f"cannot clone {shown_url}: {_git_reason(error)}",
-                    hint=_CLONE_HINT,
-                ) from error
-            if not repo.head.is_valid():
-                raise self._empty()
-            self._fetch(repo, environment)
-            repo.close()
-            staging.rename(target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        return target
-
-    def _fetch(self, repo: git.Repo, environment: dict[str, str]) -> None:
-        refspecs = ["+refs/heads/*:refs/remotes/origin/*", "+refs/pull/*/head:refs/pull/*/head"]
-        try:
-            repo.git.fetch("origin", *refspecs, env=environment)
-        except git.GitCommandError as error:
-            raise SourceError(
-                f"cannot fetch from {_without_credentials(self.clone_url)}: {_git_reason(error)}",
-                hint=_CLONE_HINT,
-            ) from error
-
-    def _git_environment(self) -> dict[str, str]:
-        """Environment for git: no password prompts, and the token as a header where it belongs."""
-        environment = {"GIT_TERMINAL_PROMPT": "0"}
-        if not self._token or not _token_may_go_to(self.clone_url, self.api_url, self.repo):
-            return environment
-        # GIT_CONFIG_COUNT/KEY/VALUE configure this one command without touching .git/config and
-        # keep the token out of the process list; extend any such config the caller already set.
-        index = int(os.environ.get("GIT_CONFIG_COUNT") or 0)
-        credentials = base64.b64encode(f"x-access-token:{self._token}".encode()).decode()
-        environment |= {
-            "GIT_CONFIG_COUNT": str(index + 1),
-            f"GIT_CONFIG_KEY_{index}": "http.extraheader",
-            f"GIT_CONFIG_VALUE_{index}": f"Authorization: Basic {credentials}",
-        }
-        return environment
-
-
-# -- URLs ------------------------------------------------------------------------------------------
-
-
-def default_graphql_url(api_url: str) -> str:
-    """GitHub's GraphQL endpoint for a REST base URL.
-
-    ``https://api.github.com`` -> ``https://api.github.com/graphql``;
-    ``https://HOST/api/v3`` (Enterprise) -> ``https://HOST/api/graphql``.
-    """
-    parts = urlsplit(api_url.rstrip("/"))
-    path = parts.path.rstrip("/").removesuffix("/v3")
-    return urlunsplit(parts._replace(path=f"{path}/graphql"))
-
-
-def default_clone_url(api_url: str, repo: str) -> str:
-    """The HTTPS clone URL of ``repo`` on the server behind ``api_url``.
-
-    ``https://api.github.com`` -> ``https://github.com/owner/name.git``;
-    ``https://HOST/api/v3`` -> ``https://HOST/owner/name.git``.
-    """
-    parts = urlsplit(api_url.rstrip("/"))
-    host = "github.com" if parts.hostname == "api.github.com" else parts.netloc
-    path = parts.path.rstrip("/").removesuffix("/api/v3")
-    return urlunsplit((parts.scheme, host, f"{path}/{repo}.git", "", ""))
-
-
-def _origin(url: str) -> tuple[str, str | None, int | None]:
-    parts = urlsplit(url)
-    return parts.scheme, parts.hostname, parts.port
-
-
-def _token_may_go_to(clone_url: str, api_url: str, repo: str) -> bool:
-    """Whether git may send the API token to ``clone_url``.
-
-    Only to the server the API belongs to (its derived clone host), and over plain HTTP only
-    when the API itself is plain HTTP there: a mirror elsewhere must not see the token.
-    """
-    clone, own = urlsplit(clone_url), urlsplit(default_clone_url(api_url, repo))
-    if clone.scheme not in ("http", "https") or clone.hostname != own.hostname:
-        return False
-    return clone.scheme == "https" or own.scheme == "http"
-
-
-def _without_credentials(url: str) -> str:
-    parts = urlsplit(url)
-    if not parts.username and not parts.password:
-        return url
-    netloc = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def _git_reason(error: git.GitCommandError) -> str:
-    """The last ``fatal:``/``error:`` line git printed (GitPython wraps stderr in quotes)."""
-    text = str(error.stderr or "").strip().removeprefix("stderr:").strip().strip("'")
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    wanted = [line for line in lines if line.startswith(("fatal:", "error:"))] or lines
-    if not wanted:
-        return f"git exited with {error.status}"
-    return wanted[-1].removeprefix("fatal:").removeprefix("error:").strip()
-
-
-# -- records ---------------------------------------------------------------------------------------
-
-
-def _issue_from_graphql(node: dict[str, Any]) -> Issue:
-    comments = tuple(
-        Comment(
-            author=(c.get("author") or {}).get("login") or GHOST,
-            body=c.get("body") or "",
-            created_at=c.get("createdAt") or "",
-        )
-        for c in (node.get("comments") or {}).get("nodes") or []
-        if c
-    )
-    return Issue(
-        number=int(node["number"]),
-        title=node.get("title") or "",
-        body=node.get("body") or "",
-        created_at=node.get("createdAt") or "",
-        comments=comments,
-    )
-
-
-def _issue_from_rest(raw: dict[str, Any], comments: list[Comment]) -> Issue:
-    return Issue(
-        number=int(raw["number"]),
-        title=raw.get("title") or "",
-        body=raw.get("body") or "",
-        created_at=raw.get("created_at") or "",
-        is_pull_request="pull_request" in raw,
-        comments=tuple(comments),
-    )
-
-
-def _comment_from_rest(raw: dict[str, Any]) -> Comment:
-    return Comment(
-        author=(raw.get("user") or {}).get("login") or GHOST,
-        body=raw.get("body") or "",
-        created_at=raw.get("created_at") or "",
-    )
-
-
-class _RawObject(NonCompletableGithubObject):
-    """A REST list item kept as GitHub's JSON.
-
-    PyGithub's typed objects fetch an item again to "complete" any field the list left out (a
-    plain issue has no ``pull_request`` key, for one): one hidden call per item.
-    """
-
-    def _initAttributes(self) -> None:
-        pass
-
-    def _useAttributes(self, attributes: dict[str, Any]) -> None:
-        pass
-
-
-class _GraphQLUnavailable(Exception):
-    """The GraphQL endpoint refused the first query: use the REST fallback."""
-
-
-def _github_message(error: github.GithubException) -> str:
-    data = error.data if isinstance(error.data, dict) else {}
-    return str(data.get("message") or error.message or "no message")
-
-
-# -- transport: counting, rate limits, conditional requests ----------------------------------------
-
-
-class _ApiMeter:
-    """Counts HTTP requests to the API; 304s are free on GitHub's quota."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.charged = 0
-
-    def record(self, status: int) -> None:
-        self.calls += 1
-        if status != 304:
-            self.charged += 1
-
-
-class _RateLimitWaiter:
-    """Sleeps out a rate limit after telling ``on_wait``, up to ``max_wait_s`` per request."""
-
-    def __init__(self, on_wait: Callable[[str], None] | None, max_wait_s: float) -> None:
-        self._on_wait = on_wait
-        self._max_wait_s = max_wait_s
-
-    def wait(self, delay_s: float, waited_s: float) -> float:
-        """Wait ``delay_s`` more for a request that already waited ``waited_s``; the new total."""
-        if waited_s + delay_s > self._max_wait_s:
-            raise SourceError(
-                f"GitHub rate limit reached; the reset is {math.ceil(delay_s)} s away, "
-                f"more than the {self._max_wait_s:g} s allowed to wait",
-                hint="retry later, allow a longer wait, or use a token with a higher quota: "
-                "--token or GITHUB_TOKEN",
-            )
-        if self._on_wait is not None:
-            self._on_wait(f"GitHub rate limit reached; waiting {math.ceil(delay_s)} s until reset")
-        time.sleep(delay_s)
-        return waited_s + delay_s
-
-
-def _reset_delay(headers: Mapping[str, Any]) -> float | None:
-    """Seconds until ``X-RateLimit-Reset`` (plus a margin), or ``None`` without the header."""
-    lowered = {key.lower(): value for key, value in headers.items()}
-    reset = lowered.get("x-ratelimit-reset")
-    if reset is None:
-        return None
-    return max(float(reset) - time.time(), 0.0) + RESET_MARGIN_S
-
-
-def rate_limit_delay(status: int, headers: Mapping[str, Any], body: str) -> float | None:
-    """How long to wait before retrying a response, or ``None`` if it is not a rate limit.
-
-    GitHub signals a primary limit with 403/429 and ``X-RateLimit-Remaining: 0`` (wait for
-    ``X-RateLimit-Reset``), a secondary one with ``Retry-After`` or, failing that, its message.
-    """
-    if status not in (403, 429):
-        return None
-    lowered = {key.lower(): value for key, value in headers.items()}
-    retry_after = lowered.get("retry-after")
-    if retry_after is not None:
-        try:
-            return max(float(retry_after), 0.0)
-        except ValueError:
-            pass
-    if str(lowered.get("x-ratelimit-remaining")) == "0":
-        return _reset_delay(lowered) or SECONDARY_LIMIT_WAIT_S
-    if status == 429 or "secondary rate limit" in body.lower():
-        return SECONDARY_LIMIT_WAIT_S
-    return None
-
-
-class _QuotaAdapter(HTTPAdapter):
-    """Counts every request that reaches the network and waits out rate limits, then retries."""
-
-    def __init__(self, meter: _ApiMeter, waiter: _RateLimitWaiter) -> None:
-        super().__init__()
-        self._meter = meter
-        self._waiter = waiter
-
-    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
-        waited = 0.0
-        while True:
-            response = super().send(request, *args, **kwargs)
-            self._meter.record(response.status_code)
-            delay = rate_limit_delay(response.status_code, response.headers, response.text)
-            if delay is None:
-                return response
-            response.close()
-            waited = self._waiter.wait(delay, waited)
-
-
-def _keep_headers(request: requests.PreparedRequest) -> requests.PreparedRequest:
-    # A session without auth would let requests replace PyGithub's Authorization header with
-    # ~/.netrc credentials; PyGithub guards against this the same way.
-    return request
-
-
-def _api_session(cache_path: Path, meter: _ApiMeter, waiter: _RateLimitWaiter) -> requests.Session:
-    """A requests session that stores GET responses with their ETags and revalidates each use."""
-    session = requests_cache.CachedSession(
-        str(cache_path),
-        backend="sqlite",
-        # Never answer from the cache unasked: every GET goes out with If-None-Match, and only a
-        # 304 (free on GitHub's quota) lets the stored body be used.
-        expire_after=requests_cache.EXPIRE_IMMEDIATELY,
-        allowable_methods=("GET",),
-        allowable_codes=(200,),
-        cache_control=False,
-    )
-    adapter = _QuotaAdapter(meter, waiter)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    session.auth = _keep_headers
-    return session
-
-
-def _use_session(client: github.Github, session: requests.Session) -> None:
-    """Make ``client`` send its requests through ``session``.
-
-    PyGithub's only public hook for its transport, ``Requester.injectConnectionClasses``, is
-    process-wide; setting the connection class on this client's requester leaves every other
-    PyGithub client in the process as it was.
-    """
-    requester = client.requester
-    attribute = "_Requester__connectionClass"
-    base = getattr(requester, attribute, None)
-    if base is None:
-        raise RuntimeError("this PyGithub version has no per-client connection class; pin pygithub<3")
-
-    def init(connection: Any, *args: Any, **kwargs: Any) -> None:
-        base.__init__(connection, *args, **kwargs)
-        connection.session.close()
-        connection.session = session
-
-    setattr(requester, attribute, type("CachedSessionConnection", (base,), {"__init__": init}))
