@@ -314,3 +314,44 @@ def test_a_fast_forwarded_head_lands_once(tmp_path):
     assert "test_one_more" in result.new_tasks[0].test_patch and "def one" in result.new_tasks[0].patch
     assert [(r.pull_number, r.reason, r.detail) for r in result.funnel.rejections] == [
         (20, "not_merged", f"its head {head[:12]} landed as part of PR #21")]
+
+
+def test_in_memory_graph_walks_agree_with_git(history_repo):
+    """merge_base and commits_between walk the graph in memory (git's paint-down walk) for commits
+    off the mainline; git itself must give the same answers for every pair of them."""
+    from repo2env.mine.history import GitHistory
+
+    history = GitHistory(history_repo.path)
+    stable = history_repo.git("rev-parse", "stable")
+    points = [history_repo.git("rev-parse", f"refs/pull/{number}/head") for number in range(10, 16)]
+    points += [history_repo.marks["stable_fix"], history_repo.marks["merge10"], stable]
+    assert not any(history.on_mainline(sha) for sha in points)
+    for left in points:
+        for right in points:
+            bases = history_repo.git("merge-base", "--all", left, right).split()
+            assert len(bases) == 1 and history.merge_base(left, right) == bases[0], (left, right)
+            between = {commit.sha for commit in history.commits_between(left, right)}
+            assert between == set(history_repo.git("rev-list", f"{left}..{right}").split()), (left, right)
+
+
+def test_batch_object_readers_agree_with_git(history_repo):
+    """The one-process ``git cat-file`` readers give what one git call per object gives."""
+    from repo2env.mine.history import GitHistory
+
+    history = GitHistory(history_repo.path)
+    merge10 = history_repo.marks["merge10"]
+    queries = [f"{merge10}:pyproject.toml", f"{merge10}:src/widget", f"{merge10}:no/such/file", "main:CHANGES.rst",
+               f"{history_repo.marks['stable_fix']}:src/widget/compat.py", "main:README.md"]
+    ids = history._blob_ids(queries)
+    blobs = history._blobs(queries)
+    trees = history._objects(queries, "tree")
+    for query in queries:
+        kind = subprocess.run(["git", "-C", str(history_repo.path), "cat-file", "-t", query],
+                              capture_output=True, text=True).stdout.strip()
+        if kind == "blob":
+            assert ids[query] == history_repo.git("rev-parse", query)
+            assert blobs[query] == history_repo.git("cat-file", "blob", query) + "\n"
+        else:
+            assert ids[query] is None and query not in blobs
+        assert (query in trees) == (kind == "tree")
+    assert blobs and trees  # both kinds were really asked for

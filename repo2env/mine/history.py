@@ -14,7 +14,7 @@ import re
 import subprocess
 import tempfile
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,21 +189,30 @@ class GitHistory:
 
     def _common_ancestors(self, left: str, right: str) -> list[str]:
         """The candidates ``git merge-base --all`` starts from (redundant ones not removed)."""
-        generations = self.generations()
         left_flag, right_flag, stale = 1, 2, 4
         flags = {left: left_flag}
         flags[right] = flags.get(right, 0) | right_flag
-        queue = [(-generations[sha], sha) for sha in {left, right}]
-        heapq.heapify(queue)
         found = []
-        # The frontier stays small (a few branch tips), so scanning it each step is cheap.
-        while queue and any(not flags[sha] & stale for _, sha in queue):
-            _, sha = heapq.heappop(queue)
-            current = flags[sha]
+        for sha, current in self._paint_down(flags, until=stale):
             if current & (left_flag | right_flag) == left_flag | right_flag and not current & stale:
                 found.append(sha)
-                current |= stale
-                flags[sha] = current
+                flags[sha] = current | stale
+        return found
+
+    def _paint_down(self, flags: dict[str, int], *, until: int) -> Iterator[tuple[str, int]]:
+        """git's "paint down" walk: from the commits in ``flags``, newest generation first, each
+        commit's flags are OR-ed into its parents'; a commit is yielded (with its flags) only after
+        every descendant of it in the walk was. The caller may add flags to ``flags[sha]`` before
+        asking for the next commit: they flow on to the parents. The walk ends when every commit
+        left to visit has the ``until`` flag."""
+        generations = self.generations()
+        queue = [(-generations[sha], sha) for sha in flags]
+        heapq.heapify(queue)
+        # The frontier stays small (a few branch tips), so scanning it each step is cheap.
+        while queue and any(not flags[sha] & until for _, sha in queue):
+            _, sha = heapq.heappop(queue)
+            yield sha, flags[sha]
+            current = flags[sha]
             for parent in self.commits[sha].parents:
                 if parent not in self.commits:
                     continue
@@ -212,7 +221,6 @@ class GitHistory:
                     continue
                 flags[parent] = before | current
                 heapq.heappush(queue, (-generations[parent], parent))
-        return found
 
     def generations(self) -> dict[str, int]:
         """Each commit's generation number: 1 for a root, else one more than its highest parent."""
@@ -297,28 +305,13 @@ class GitHistory:
     def _commits_between_anywhere(self, base: str, head: str) -> list[CommitInfo]:
         # ``git rev-list base..head`` in memory: newest generation first, so every commit is
         # known to be reachable from ``base`` (or not) before it is judged.
-        generations = self.generations()
         if head not in self.commits:
             return []
         wanted, excluded = 1, 2
         flags = {head: wanted}
         flags[base] = flags.get(base, 0) | excluded
-        queue = [(-generations[sha], sha) for sha in {base, head}]
-        heapq.heapify(queue)
-        result = []
-        while queue and any(not flags[sha] & excluded for _, sha in queue):
-            _, sha = heapq.heappop(queue)
-            current = flags[sha]
-            if not current & excluded:
-                result.append(self.commits[sha])
-            for parent in self.commits[sha].parents:
-                if parent not in self.commits:
-                    continue
-                before = flags.get(parent, 0)
-                if before & current == current:
-                    continue
-                flags[parent] = before | current
-                heapq.heappush(queue, (-generations[parent], parent))
+        result = [self.commits[sha] for sha, current in self._paint_down(flags, until=excluded)
+                  if not current & excluded]
         return sorted(result, key=lambda commit: commit.author_date)
 
     # --- batch diffs ---------------------------------------------------------------------------
@@ -398,14 +391,8 @@ class GitHistory:
 
     def _blob_ids(self, queries: Sequence[str]) -> dict[str, str | None]:
         """``rev:path`` -> blob id (None when missing), from one ``git cat-file --batch-check``."""
-        if not queries:
-            return {}
-        output = self._git("cat-file", "--batch-check", input_text="\n".join(queries) + "\n").splitlines()
-        ids: dict[str, str | None] = {}
-        for query, line in zip(queries, output, strict=True):
-            fields = line.split()
-            ids[query] = fields[0] if len(fields) == 3 and fields[1] == "blob" else None
-        return ids
+        found = self._cat_file(queries, contents=False)
+        return {query: found[query][0] if query in found and found[query][1] == "blob" else None for query in queries}
 
     # --- files at a commit ---------------------------------------------------------------------
 
@@ -478,21 +465,26 @@ class GitHistory:
     def _objects(self, queries: Sequence[str], kind: str) -> dict[str, bytes]:
         """``rev:path`` -> raw content for the ones that exist and are a ``kind`` (blob, tree), from
         one ``git cat-file --batch``."""
+        return {query: data for query, (_, found_kind, data) in self._cat_file(queries, contents=True).items()
+                if found_kind == kind}
+
+    def _cat_file(self, queries: Sequence[str], *, contents: bool) -> dict[str, tuple[str, str, bytes]]:
+        """``rev:path`` -> (object id, type, content) for the ones that exist, from one ``git
+        cat-file --batch`` (``--batch-check`` and empty contents when ``contents`` is false)."""
         if not queries:
             return {}
-        result = subprocess.run(["git", "-C", str(self.path), "cat-file", "--batch"],
+        result = subprocess.run(["git", "-C", str(self.path), "cat-file", "--batch" if contents else "--batch-check"],
                                 input=("\n".join(queries) + "\n").encode(), capture_output=True)
         output, position, found = result.stdout, 0, {}
-        wanted = kind.encode()
         for query in queries:
             end = output.index(b"\n", position)
             header = output[position:end].split()
             position = end + 1
             if len(header) == 3 and header[1] in (b"blob", b"tree", b"commit", b"tag"):
-                size = int(header[2])
-                if header[1] == wanted:
-                    found[query] = output[position:position + size]
-                position += size + 1
+                size = int(header[2]) if contents else 0
+                found[query] = (header[0].decode(), header[1].decode(), output[position:position + size])
+                if contents:  # the content and its newline follow the header
+                    position += size + 1
         return found
 
     def scm_versions(self, commits: Sequence[str]) -> dict[str, str]:
