@@ -6,7 +6,7 @@ import ast
 import configparser
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -252,3 +252,17 @@ def _poetry_constraint(constraint: str) -> str | None:
         else:
             parts.append(part.replace(" ", ""))
     return ",".join(parts)
+
+
+def _workflow_jobs(project: _Project) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, job) of every job in the repository's GitHub Actions workflows."""
+    for path in project.listing:
+        if not (path.startswith(".github/workflows/") and path.endswith((".yml", ".yaml"))):
+            continue
+        workflow = _load_yaml_quietly(project.files.read(path))
+        jobs = workflow.get("jobs") if isinstance(workflow, dict) else None
+        if not isinstance(jobs, dict):
+            continue
+        for name, job in jobs.items():
+            if isinstance(job, dict):
+                yield str(name), job

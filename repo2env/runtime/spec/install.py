@@ -14,11 +14,11 @@ from repo2env.runtime.spec.files import (
     RepoFiles,
     _ini_get,
     _ini_lines,
-    _load_yaml_quietly,
     _poetry_constraint,
     _Project,
     _read_project,
     _valid_requirement,
+    _workflow_jobs,
 )
 from repo2env.runtime.spec.pytest_config import _plugins_needed
 
@@ -229,20 +229,13 @@ def _nox_requirement_files(project: _Project) -> list[str]:
 
 def _ci_requirement_files(project: _Project) -> list[str]:
     found: list[str] = []
-    for path in project.listing:
-        if not (path.startswith(".github/workflows/") and path.endswith((".yml", ".yaml"))):
+    for job_name, job in _workflow_jobs(project):
+        if not isinstance(job.get("steps"), list):
             continue
-        workflow = _load_yaml_quietly(project.files.read(path))
-        jobs = workflow.get("jobs") if isinstance(workflow, dict) else None
-        if not isinstance(jobs, dict):
-            continue
-        for job_name, job in jobs.items():
-            if not isinstance(job, dict) or not isinstance(job.get("steps"), list):
-                continue
-            runs = "\n".join(str(step.get("run", "")) for step in job["steps"] if isinstance(step, dict))
-            label = f"{job_name} {job.get('name', '')}".lower()
-            if "test" in label or "pytest" in runs:
-                found.extend(path.removeprefix("./") for path in _R_OPTION.findall(runs))
+        runs = "\n".join(str(step.get("run", "")) for step in job["steps"] if isinstance(step, dict))
+        label = f"{job_name} {job.get('name', '')}".lower()
+        if "test" in label or "pytest" in runs:
+            found.extend(path.removeprefix("./") for path in _R_OPTION.findall(runs))
     return found
 
 

@@ -16,6 +16,7 @@ from repo2env.runtime.spec.files import (
     _poetry_constraint,
     _Project,
     _read_project,
+    _workflow_jobs,
 )
 
 if TYPE_CHECKING:
@@ -246,20 +247,11 @@ def _ci_versions(project: _Project) -> set[_Minor]:
     """Pythons in GitHub Actions matrices (or, without matrices, any setup-python) and Travis."""
     matrix_versions: set[_Minor] = set()
     any_versions: set[_Minor] = set()
-    for path in project.listing:
-        if not (path.startswith(".github/workflows/") and path.endswith((".yml", ".yaml"))):
-            continue
-        workflow = _load_yaml_quietly(project.files.read(path))
-        jobs = workflow.get("jobs") if isinstance(workflow, dict) else None
-        if not isinstance(jobs, dict):
-            continue
-        for job in jobs.values():
-            if not isinstance(job, dict):
-                continue
-            strategy = job.get("strategy")
-            if isinstance(strategy, dict):
-                matrix_versions |= _python_values(strategy.get("matrix"))
-            any_versions |= _python_values(job.get("steps"))
+    for _, job in _workflow_jobs(project):
+        strategy = job.get("strategy")
+        if isinstance(strategy, dict):
+            matrix_versions |= _python_values(strategy.get("matrix"))
+        any_versions |= _python_values(job.get("steps"))
     # A lint job on the newest Python says little about the test matrix, so matrices come first.
     versions = matrix_versions or any_versions
     travis = _load_yaml_quietly(project.files.read(".travis.yml"))
