@@ -39,7 +39,8 @@ def looks_like_url(spec: str) -> bool:
 
 
 class GitSource:
-    """Merged PRs read from a local clone (or a URL cloned into ``workdir``)."""
+    """Merged PRs read from a local clone, or from a mirror of a URL in ``workdir/clone`` (fetched again
+    on every run)."""
 
     def __init__(self, location: str | Path, *, issues_path: Path | None = None, workdir: Path | None = None,
                  repo: str | None = None, branch: str | None = None) -> None:

@@ -1,9 +1,11 @@
 """A repository's commit graph, read once, and the batch git operations mining needs.
 
 Mining thousands of PRs must not cost a ``git`` process per PR: the whole graph comes from one
-``git log``, merge bases are found by walking it in memory, and diffs for a batch of PRs come
-from one ``git diff-tree --stdin``. Only the ``git apply --check`` of a kept PR runs per PR, in a
-small thread pool.
+``git log``, merge bases are found by walking it in memory, diffs for a batch of PRs come from one
+``git diff-tree --stdin`` and whether their patches apply from one ``git cat-file --batch-check``
+of the blobs they change. git runs per PR only where that is not conclusive: a merge base with
+several candidates (``git merge-base``), a patch the blob ids cannot settle (``git apply --check``,
+in a small thread pool).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Where merged pull requests come from: the ``Source`` interface and the records it yields.
 
 Two sources implement it: :mod:`repo2env.mine.git` (local history, offline) and
-:mod:`repo2env.mine.github` (GitHub's API through PyGithub). The miner only sees this interface.
+:mod:`repo2env.mine.github` (GitHub's API through PyGithub). The miner sees only this interface, and reuses a local source's
+``history`` (the commit graph it has already read) when there is one.
 These records are internal to mining (plain frozen dataclasses, cheap to make by the thousand);
 what leaves the stage is a :class:`repo2env.models.Task`.
 """
@@ -68,7 +69,7 @@ class Source(Protocol):
     repo: str  #: owner/name
 
     def clone_path(self) -> Path:
-        """A local non-bare clone holding every commit the PRs need (``refs/pull/*/head`` too)."""
+        """A local clone, bare or not, holding every commit the PRs need (``refs/pull/*/head`` too)."""
         ...
 
     def pulls(self) -> Iterator[PullRequest]:

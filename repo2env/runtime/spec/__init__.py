@@ -1,8 +1,9 @@
 """Environment inference: how to build and test a repository at one commit, read from its files.
 
 Everything here is a pure function of the repository's files (a :class:`RepoFiles`) and the commit
-date: no Docker, no network, no subprocess. The result is an :class:`~repo2env.models.EnvSpec`
-that the layered build turns into images:
+date: no Docker, no network, no subprocess; reading an override file
+(:func:`~repo2env.runtime.spec.overrides.load_overrides`) is the one file read. The result is an
+:class:`~repo2env.models.EnvSpec` that the layered build turns into images:
 
 - :func:`infer_python` picks the base image's Python from ``requires-python``, trove classifiers,
   tox's envlist, CI matrices and the commit date;
