@@ -168,6 +168,18 @@ def test_local_source_clone_is_fetched_into_and_never_mined_for_another_url(demo
         GitSource(f"file://{other}", workdir=work)
 
 
+def test_repo_url_is_mirrored_into_the_cache(demo_repo, tmp_path, monkeypatch):
+    from repo2env.mine.open import open_source
+
+    bare = tmp_path / "textkit.git"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(demo_repo.path), str(bare)], check=True)
+    monkeypatch.setenv("REPO2ENV_CACHE", str(tmp_path / "cache"))
+    source = open_source(f"file://{bare}", name="acme/textkit")
+    assert isinstance(source, GitSource) and source.repo == "acme/textkit"
+    assert source.clone_path().parent.parent == tmp_path / "cache" / "urls"
+    assert git.Repo(source.clone_path()).bare
+
+
 def test_local_source_failed_clone_leaves_nothing_and_hides_credentials(tmp_path):
     work = tmp_path / "work"
     with pytest.raises(SourceError, match=r"cannot clone https://127\.0\.0\.1:1/acme/widgets\.git: ") as raised:

@@ -25,11 +25,12 @@ def open_source(spec: str, *, issues_path: Path | None = None, token: str | None
     """A Source for ``spec``: an existing path or a URL -> local history; owner/name -> GitHub."""
     if name is not None and not _OWNER_NAME.match(name):
         raise InputError(f"--name {name!r} is not of the form owner/name")
-    if Path(spec).expanduser().exists() or spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1:
-        return GitSource(spec, issues_path=issues_path, repo=name, branch=branch)
+    # A URL first: it has slashes enough to pass for a path below.
     if looks_like_url(spec):
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", spec.split("://")[-1]).strip("_")
         return GitSource(spec, issues_path=issues_path, workdir=cache_dir() / "urls" / slug, repo=name, branch=branch)
+    if Path(spec).expanduser().exists() or spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1:
+        return GitSource(spec, issues_path=issues_path, repo=name, branch=branch)
     if _OWNER_NAME.match(spec) and not spec.startswith((".", "/", "~")):
         from repo2env.mine.github import GitHubSource
 
