@@ -1,5 +1,5 @@
-"""The package's import graph is one-way: no cycles between its folders, nothing imports the CLI,
-and the base modules (errors, models, settings) import no stage."""
+"""The package's import graph is one-way: no cycles between its folders or between its modules,
+nothing imports the CLI, and the base modules (errors, models, settings) import no stage."""
 
 from __future__ import annotations
 
