@@ -231,27 +231,26 @@ class ImageStore:
     def gc(self, *, keep_tags: set[str], dry_run: bool = False) -> list[str]:
         """Remove task and env images whose tags are not in ``keep_tags`` (and env images no kept task
         uses), plus dangling leftovers of earlier builds; base images stay. Returns what was removed."""
-        # Only this namespace's env and task images: another checkout's are not ours to remove.
-        images = [image for image in self.client.images.list(filters={"label": KIND_LABEL})
-                  if (image.labels or {}).get(NAMESPACE_LABEL, "repo2env") == image_namespace()]
-        kept_envs = {(image.labels or {}).get("repo2env.env_image") for image in images
-                     if (image.labels or {}).get(KIND_LABEL) == "task" and set(image.tags) & keep_tags}
-        doomed = []
-        for image in images:
-            kind = (image.labels or {}).get(KIND_LABEL)
-            if kind == "task" and not set(image.tags) & keep_tags:
-                doomed.append(image)
-        for image in images:
-            kind = (image.labels or {}).get(KIND_LABEL)
-            if kind == "env" and not set(image.tags) & (keep_tags | kept_envs):
-                doomed.append(image)
+        # Only this namespace's env and task images: another checkout's are not ours to remove. The
+        # low-level listing reads every image in one call: listing Image objects inspects each one,
+        # and an image another session removes meanwhile would fail the whole collection.
+        images = [(row["Id"], row.get("RepoTags") or [], row.get("Labels") or {})
+                  for row in self.client.api.images(filters={"label": KIND_LABEL})]
+        images = [image for image in images
+                  if image[2].get(NAMESPACE_LABEL, "repo2env") == image_namespace()]
+        kept_envs = {labels.get("repo2env.env_image") for _, tags, labels in images
+                     if labels.get(KIND_LABEL) == "task" and set(tags) & keep_tags}
+        doomed = [image for image in images
+                  if image[2].get(KIND_LABEL) == "task" and not set(image[1]) & keep_tags]
+        doomed += [image for image in images
+                   if image[2].get(KIND_LABEL) == "env" and not set(image[1]) & (keep_tags | kept_envs)]
         removed = []
-        for image in doomed:
-            name = image.tags[0] if image.tags else image.short_id
+        for image_id, tags, _ in doomed:
+            name = tags[0] if tags and tags[0] != "<none>:<none>" else image_id.removeprefix("sha256:")[:12]
             if not dry_run:
                 try:
-                    self.client.images.remove(image.id, force=True)
-                except docker.errors.APIError:
+                    self.client.images.remove(image_id, force=True)
+                except docker.errors.APIError:  # gone already, or in use by a running sandbox
                     continue
             removed.append(name)
         if not dry_run:
