@@ -24,6 +24,9 @@ SCHEMA_VERSION = 1
 
 INSTANCE_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+$")
 SHA_PATTERN = re.compile(r"^[0-9a-f]{40}$")
+REPO_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,38}/(?!\.\.?$)[A-Za-z0-9_.-]{1,100}")
+"""A repository as ``owner/name`` (the one definition; use with ``fullmatch``). A little wider than
+GitHub's rules, so local clones named ``my_org/x`` pass; never ``.``/``..`` as a name."""
 
 
 class _Schema(BaseModel):

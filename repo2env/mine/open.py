@@ -10,8 +10,7 @@ from pathlib import Path
 from repo2env.errors import InputError
 from repo2env.mine.git import GitSource, looks_like_url
 from repo2env.mine.source import Source
-
-_OWNER_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+from repo2env.models import REPO_NAME_PATTERN
 
 
 def cache_dir() -> Path:
@@ -23,7 +22,7 @@ def open_source(spec: str, *, issues_path: Path | None = None, token: str | None
                 api_url: str | None = None, name: str | None = None, on_wait: Callable[[str], None] | None = None,
                 branch: str | None = None) -> Source:
     """A Source for ``spec``: an existing path or a URL -> local history; owner/name -> GitHub."""
-    if name is not None and not _OWNER_NAME.match(name):
+    if name is not None and not REPO_NAME_PATTERN.fullmatch(name):
         raise InputError(f"--name {name!r} is not of the form owner/name")
     # A URL first: it has slashes enough to pass for a path below.
     if looks_like_url(spec):
@@ -31,7 +30,7 @@ def open_source(spec: str, *, issues_path: Path | None = None, token: str | None
         return GitSource(spec, issues_path=issues_path, workdir=cache_dir() / "urls" / slug, repo=name, branch=branch)
     if Path(spec).expanduser().exists() or spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1:
         return GitSource(spec, issues_path=issues_path, repo=name, branch=branch)
-    if _OWNER_NAME.match(spec) and not spec.startswith((".", "/", "~")):
+    if REPO_NAME_PATTERN.fullmatch(spec) and not spec.startswith((".", "/", "~")):
         from repo2env.mine.github import GitHubSource
 
         if issues_path is not None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +38,7 @@ from repo2env.mine.github.transport import (
     use_session,
 )
 from repo2env.mine.source import Comment, Issue, PullRequest
+from repo2env.models import REPO_NAME_PATTERN
 
 #: PRs per GraphQL page. Each PR brings up to 100 commits and 20 issues with 50 comments each;
 #: 50 keeps a page far below GitHub's 500,000-node limit and its 10 s query timeout.
@@ -47,7 +47,6 @@ DEFAULT_PAGE_SIZE = 50
 MIN_PAGE_SIZE = 5
 
 _CLONE_HINT = "check the clone URL and your access; a private repository needs --token or GITHUB_TOKEN"
-_REPO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}")
 
 MERGED_PULL_REQUESTS_QUERY = """
 query MergedPullRequests($owner: String!, $name: String!, $first: Int!, $after: String) {
@@ -110,7 +109,7 @@ class GitHubSource:
         page_size: int = DEFAULT_PAGE_SIZE,
         timeout_s: float = 30.0,
     ) -> None:
-        if not _REPO_NAME.fullmatch(repo):
+        if not REPO_NAME_PATTERN.fullmatch(repo):
             raise InputError(f"{repo!r} is not a GitHub repository name", hint="write it as owner/name")
         if not 1 <= page_size <= 100:
             raise InputError(f"page_size {page_size} is out of range", hint="GitHub serves 1 to 100 per page")

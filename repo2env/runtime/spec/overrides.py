@@ -18,7 +18,6 @@ override is recorded in each task it built (:func:`override_hash`), so changing 
 from __future__ import annotations
 
 import hashlib
-import re
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal
@@ -27,10 +26,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from repo2env.errors import InputError
+from repo2env.models import REPO_NAME_PATTERN
 from repo2env.runtime.spec.python import KNOWN_PYTHONS
 from repo2env.settings import load_yaml_text
-
-_REPO_NAME = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
 
 class EnvOverride(BaseModel):
@@ -143,7 +141,7 @@ def overrides_from_document(document: Any, *, where: str) -> dict[str, EnvOverri
     overrides: dict[str, EnvOverride] = {}
     seen: set[str] = set()
     for name, env, field_path in entries:
-        if not _REPO_NAME.fullmatch(name):
+        if not REPO_NAME_PATTERN.fullmatch(name):
             raise InputError(f"{where}: {field_path}: expected a repository as 'owner/name', got {name!r}")
         if name in seen:
             raise InputError(f"{where}: {field_path}: {name} is listed twice")
