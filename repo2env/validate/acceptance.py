@@ -12,10 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from repo2env.models import RolloutResult, ValidationReport
+from repo2env.models import RolloutKind, RolloutResult, ValidationReport
 from repo2env.settings import find_settings_file, read_yaml_file, validate_settings
-
-RolloutKindName = Literal["gold", "null", "partial", "near_miss", "stub", "policy"]
 
 
 class AcceptancePolicy(BaseModel):
@@ -38,7 +36,7 @@ class AcceptancePolicy(BaseModel):
                             "gold-changed functions reduced to one statement); 0 grades none.")
     max_stub_reward: float | Literal["null"] = Field(
         "null", description='Reject (stub_passes) when a stub scores above this; "null": above the best null rollout.')
-    required_rollouts: list[RolloutKindName] = Field(default_factory=lambda: ["gold", "null"])
+    required_rollouts: list[RolloutKind] = Field(default_factory=lambda: ["gold", "null"])
     require_partial_credit: bool = Field(False, description="Reject unless some variant scores strictly in (0, 1).")
     max_flaky_fraction: float = Field(0.5, ge=0.0, le=1.0,
                                       description="Reject when more of the would-be F2P tests than this are flaky.")
