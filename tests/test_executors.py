@@ -8,6 +8,8 @@ functions are; Ray gets them by value since its workers cannot import this test 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import time
 from concurrent.futures import CancelledError
@@ -261,21 +263,63 @@ def test_a_task_that_cannot_travel_is_refused_at_submit():
         executor.submit(lambda: 1)
 
 
-def test_a_task_that_ignores_its_timeout_is_killed_after_the_grace(tmp_path):
-    with LocalExecutor(jobs=1, grace_s=0.5) as executor:
-        future = executor.submit(_ignore_timeouts, resources=Resources(timeout_s=0.5))
-        error = future.exception(timeout=30)
-        assert isinstance(error, TaskTimeoutError) and "killed" in str(error)
-        assert executor.submit(add, 1, 2).result(timeout=30) == 3
+def test_a_task_that_ignores_its_timeout_is_killed_after_the_grace(make):
+    executor = make(grace_s=0.5)
+    future = executor.submit(ignore_timeouts, resources=Resources(timeout_s=0.5))
+    error = future.exception(timeout=30)
+    assert isinstance(error, TaskTimeoutError) and "killed" in str(error)
+    assert executor.submit(add, 1, 2).result(timeout=30) == 3
 
 
-def _ignore_timeouts():
+def ignore_timeouts():
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             time.sleep(0.05)
         except Repo2EnvError:
-            pass  # a stage with a broad except swallows the timeout: the pool must still stop it
+            pass  # a stage with a broad except swallows the timeout: the executor must still stop it
+
+
+def test_local_workers_do_not_outlive_a_runner_killed_with_sigkill(tmp_path):
+    pid_file = tmp_path / "worker.pid"
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER_SCRIPT, str(pid_file)], cwd=Path(__file__).parent)
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert runner.poll() is None and time.monotonic() < deadline, "the runner never started its task"
+            time.sleep(0.05)
+        worker_pid = int(pid_file.read_text())
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait()
+        deadline = time.monotonic() + 10
+        while _alive(worker_pid):
+            assert time.monotonic() < deadline, "the worker outlived its runner"
+            time.sleep(0.05)
+    finally:
+        runner.kill()
+
+
+RUNNER_SCRIPT = """
+import sys, time
+from repo2env.pipeline.executors import LocalExecutor
+from test_executors import write_pid_then_sleep
+if __name__ == "__main__":
+    LocalExecutor(jobs=1).submit(write_pid_then_sleep, sys.argv[1])
+    time.sleep(60)
+"""
+
+
+def write_pid_then_sleep(path):
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(60)
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
 
 
 def test_the_workers_get_repo2env_settings_from_the_driver():
