@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -327,6 +328,23 @@ def test_the_workers_get_repo2env_settings_from_the_driver():
 
     environ = {"REPO2ENV_IMAGE_NAMESPACE": "team-a", "HOME": "/root", "GITHUB_TOKEN": "secret"}
     assert worker_env_vars(environ) == {"REPO2ENV_IMAGE_NAMESPACE": "team-a"}
+
+
+def test_a_ray_address_where_nothing_listens_is_refused_at_once():
+    from repo2env.pipeline.ray_executor import check_cluster_answers
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        check_cluster_answers(f"127.0.0.1:{listening.getsockname()[1]}")
+        closed = listening.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(InputError, match="no Ray cluster answers") as refused:
+        check_cluster_answers(f"127.0.0.1:{closed}")
+    assert time.monotonic() - started < 5 and "ray start --head" in refused.value.hint
+    with pytest.raises(InputError, match="not a Ray address"):
+        check_cluster_answers("head-node")
+    check_cluster_answers("auto")  # Ray finds it (or says it cannot)
 
 
 @pytest.mark.docker

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -56,6 +57,23 @@ def worker_env_vars(environ: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in environ.items() if name.startswith("REPO2ENV_")}
 
 
+def check_cluster_answers(address: str, *, timeout_s: float = 5.0) -> None:
+    """An InputError unless something listens at a ``HOST:PORT`` address (``auto`` and ``ray://``
+    addresses are left to Ray): Ray itself retries a wrong address forever."""
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError(f"{address!r} is not a Ray address", hint="give auto, HOST:PORT (the head's GCS port, 6379 by "
+                                                                   "default) or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise InputError(f"no Ray cluster answers at {address!r} ({exc.strerror or exc})",
+                         hint="check the head's address and port ('ray status' on the head prints it) "
+                              "and that 'ray start --head' runs there") from None
+
+
 class RayExecutor:
     """Runs tasks as Ray tasks: on the cluster at ``address`` (``"auto"``: the one started on
     this machine with ``ray start``, or ``RAY_ADDRESS``; ``"HOST:PORT"``; ``"ray://HOST:PORT"``
@@ -79,6 +97,7 @@ class RayExecutor:
                 self._start_local_head(env, env_vars, num_cpus=num_cpus or os.cpu_count() or 1,
                                        object_store_memory=object_store_memory or DEFAULT_OBJECT_STORE_BYTES)
             else:
+                check_cluster_answers(address)
                 if env_vars:
                     env["env_vars"] = env_vars
                 try:
