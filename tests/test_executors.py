@@ -323,11 +323,24 @@ def _alive(pid):
         return False
 
 
-def test_the_workers_get_repo2env_settings_from_the_driver():
-    from repo2env.pipeline.ray_executor import worker_env_vars
+def test_the_workers_get_repo2env_settings_and_the_proxies_in_effect_from_the_driver():
+    from repo2env.pipeline.ray_executor import proxy_env_in_effect, worker_env_vars
 
     environ = {"REPO2ENV_IMAGE_NAMESPACE": "team-a", "HOME": "/root", "GITHUB_TOKEN": "secret"}
     assert worker_env_vars(environ) == {"REPO2ENV_IMAGE_NAMESPACE": "team-a"}
+    assert proxy_env_in_effect({"HTTP_PROXY": "http://proxy:3128", "no_proxy": "localhost"}) == {
+        "http_proxy": "http://proxy:3128", "HTTP_PROXY": "http://proxy:3128", "no_proxy": "localhost", "NO_PROXY": "localhost"}
+    assert proxy_env_in_effect({"http_proxy": "", "HTTP_PROXY": "http://ignored:1"})["HTTP_PROXY"] == ""
+    assert set(proxy_env_in_effect({}).values()) == {""}
+
+
+def settings_seen():
+    return {name: os.environ.get(name) or None for name in ("REPO2ENV_IMAGE_NAMESPACE", "http_proxy", "HTTP_PROXY")}
+
+
+def test_a_task_sees_the_drivers_settings_and_proxies(make):
+    executor = make()
+    assert executor.submit(settings_seen).result(timeout=60) == settings_seen()
 
 
 def test_a_ray_address_where_nothing_listens_is_refused_at_once():

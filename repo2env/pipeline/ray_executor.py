@@ -14,7 +14,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError, Future
 from concurrent.futures import wait as wait_futures
 from typing import Any
@@ -35,9 +35,9 @@ from repo2env.pipeline.executor_base import (
 
 #: Object store of a Ray head started here: repo2env moves task records, not tensors.
 DEFAULT_OBJECT_STORE_BYTES = 256 * 2**20
-#: A closed port on the loopback address (discard): see _offline_head_env.
-_NOWHERE = "http://127.0.0.1:9"
-_PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY")
+#: The proxy settings while a local head starts: plain HTTP goes to a closed loopback port (discard),
+#: with no exception (see RayExecutor._start_local_head).
+_WHILE_HEAD_STARTS = {("http_proxy", "HTTP_PROXY"): "http://127.0.0.1:9", ("no_proxy", "NO_PROXY"): ""}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: Seconds a cluster's node list is trusted before the next feasibility check asks again.
 _NODES_TTL_S = 10.0
@@ -72,6 +72,17 @@ def check_cluster_answers(address: str, *, timeout_s: float = 5.0) -> None:
         raise InputError(f"no Ray cluster answers at {address!r} ({exc.strerror or exc})",
                          hint="check the head's address and port ('ray status' on the head prints it) "
                               "and that 'ray start --head' runs there") from None
+
+
+def proxy_env_in_effect(environ: Mapping[str, str]) -> dict[str, str]:
+    """Both spellings of each proxy variable set to the value in effect in ``environ`` ("" for
+    none): urllib reads both, the lower-case one winning, and a worker's variables can be set but
+    not unset."""
+    effective = {}
+    for lower, upper in _WHILE_HEAD_STARTS:
+        value = environ.get(lower) if environ.get(lower) is not None else environ.get(upper, "")
+        effective[lower] = effective[upper] = value
+    return effective
 
 
 class RayExecutor:
@@ -121,9 +132,10 @@ class RayExecutor:
         # loopback port through the proxy variables, set only while the head starts. Workers get
         # the driver's own values back through the runtime environment.
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        saved = {name: os.environ.get(name) for name in _PROXY_VARIABLES}
-        env["env_vars"] = {**{name: value or "" for name, value in saved.items()}, **env_vars}
-        os.environ.update(dict.fromkeys(_PROXY_VARIABLES, _NOWHERE))
+        saved = {name: os.environ.get(name) for pair in _WHILE_HEAD_STARTS for name in pair}
+        env["env_vars"] = {**proxy_env_in_effect(os.environ), **env_vars}
+        for pair, value in _WHILE_HEAD_STARTS.items():
+            os.environ.update(dict.fromkeys(pair, value))
         try:
             self._ray.init(address=None, num_cpus=num_cpus, object_store_memory=object_store_memory,
                            include_dashboard=False, _node_ip_address="127.0.0.1", runtime_env=env,
