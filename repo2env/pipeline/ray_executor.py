@@ -229,8 +229,10 @@ class RayExecutor:
             self._closed = True
             pending = dict(self._tasks)
         if cancel:
-            for ref in pending.values():
-                self._ray.cancel(ref)  # a running task sees KeyboardInterrupt: its finally blocks run
+            # Newest first: the queued tasks go before the running ones free their CPUs for them.
+            # A running task sees KeyboardInterrupt, so its finally blocks run.
+            for ref in reversed(list(pending.values())):
+                self._ray.cancel(ref)
             _, stuck = wait_futures(pending, timeout=self._grace_s)
             for future in stuck:
                 self._ray.cancel(pending[future], force=True)
