@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import CancelledError, Future
+from concurrent.futures import CancelledError, Future, InvalidStateError
 from concurrent.futures import wait as wait_futures
 from typing import Any
 
@@ -117,8 +117,6 @@ class RayExecutor:
                     raise InputError(f"no Ray cluster answers at {address!r}: {exc}",
                                      hint="start one with 'ray start --head' (then --address auto), give its HOST:PORT, "
                                           "or leave --address out to start Ray on this machine") from None
-        # Ray runs a task's retries itself when its worker dies; a stage is retried by the pipeline
-        # (--retry-failed), which records each attempt, so Ray must not run one twice unseen.
         self._remote = ray.remote(_run_task)
         self._lock = threading.Lock()
         self._closed = False
@@ -168,6 +166,8 @@ class RayExecutor:
                 hint="lower the stage's resources in the pipeline spec or add a node; on an autoscaling cluster "
                      "make the executor with check_resources=False",
             )
+        # Ray would retry a task whose worker died on its own; a stage is retried by the pipeline
+        # (--retry-failed), which records each attempt, so Ray must not run one twice unseen.
         options: dict[str, Any] = {"num_cpus": resources.cpus, "max_retries": 0, "retry_exceptions": False}
         if resources.memory_bytes is not None:
             options["memory"] = resources.memory_bytes
@@ -213,8 +213,8 @@ class RayExecutor:
                 future.set_result(outcome[1])
             else:
                 future.set_exception(outcome[1])
-        except Exception:  # noqa: BLE001 - InvalidStateError: a caller's cancel won the race
-            pass
+        except InvalidStateError:
+            pass  # a caller's cancel won the race
 
     def _forget(self, future: Future) -> None:
         with self._lock:
