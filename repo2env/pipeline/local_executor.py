@@ -264,7 +264,9 @@ class LocalExecutor:
         self._used_cpus -= job.resources.cpus
         self._used_memory -= job.resources.memory_bytes or 0
         if dead:
-            # Its pipe and sentinel close while it exits, before it can be reaped: wait for that.
+            # Its pipe and sentinel close while it exits, before it can be reaped: wait for that
+            # (and make sure of it: a worker whose pipe broke may still run).
+            worker.process.kill()
             worker.process.join()
             worker.conn.close()
             self._workers.remove(worker)
