@@ -255,8 +255,12 @@ def test_resources_and_executor_names_are_checked_with_what_to_do():
     assert "local, ray" in unknown.value.hint
     with pytest.raises(InputError, match="options"):
         make_executor("local", workers=2)
+    with pytest.raises(InputError, match="options"):
+        make_executor("ray", adress="auto")  # refused before anything connects
     with pytest.raises(InputError, match="--jobs 0"):
         make_executor("local", jobs=0)
+    with make_executor("local", jobs=1) as executor:
+        assert isinstance(executor, LocalExecutor) and executor.submit(add, 1, 2).result(timeout=60) == 3
 
 
 def test_a_task_that_cannot_travel_is_refused_at_submit():
