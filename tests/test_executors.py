@@ -53,7 +53,9 @@ def fail_with_hint():
     raise InputError("the spec names no repository", hint="add one under repos:")
 
 
-def crash():
+def crash(runs_file):
+    with open(runs_file, "a") as runs:
+        runs.write("ran\n")
     os._exit(3)
 
 
@@ -178,7 +180,7 @@ def test_one_failure_does_not_stop_the_others(make, tmp_path):
     futures = {
         "first": executor.submit(add, 1, 1),
         "raises": executor.submit(fail, 1),
-        "crashes": executor.submit(crash),
+        "crashes": executor.submit(crash, str(tmp_path / "crash-runs")),
         "times out": executor.submit(sleep_then_mark, str(marker), 60, resources=Resources(timeout_s=1.0)),
         "last": executor.submit(add, 2, 2),
     }
@@ -186,6 +188,7 @@ def test_one_failure_does_not_stop_the_others(make, tmp_path):
     assert futures["last"].result(timeout=60) == 4
     assert isinstance(futures["raises"].exception(timeout=60), ValueError)
     assert isinstance(futures["crashes"].exception(timeout=60), TaskCrashedError)
+    assert (tmp_path / "crash-runs").read_text() == "ran\n"  # not run again behind the caller's back
     timed_out = futures["times out"].exception(timeout=60)
     assert isinstance(timed_out, TaskTimeoutError) and "1 s" in str(timed_out)
     assert time.monotonic() - started < 30  # the timeout stopped the 60 s task
