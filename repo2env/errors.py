@@ -64,3 +64,19 @@ class NotImplementedYetError(Repo2EnvError):
     """A stage that is planned but not built yet. Exit status 2, like a usage error."""
 
     exit_code = 2
+
+
+class TaskTimeoutError(Repo2EnvError):
+    """An executor's task that ran past its ``Resources.timeout_s`` and was stopped (only that task)."""
+
+
+class TaskCrashedError(Repo2EnvError):
+    """An executor's task whose worker process died under it (a crash, the OOM killer, a kill)."""
+
+
+class TaskCancelledError(Repo2EnvError):
+    """An executor's task stopped by ``shutdown(cancel=True)`` (or a cancel) before it finished."""
+
+
+class TaskResultError(Repo2EnvError):
+    """An executor's task whose result or exception could not travel back to the caller."""

@@ -1,0 +1,92 @@
+"""What an executor costs per task: the local pool and Ray on this machine (two workers each).
+
+Prints, per executor: the start-up (Ray: the head started here; local: nothing to start), the
+first task (a worker process started and the task's module imported), a no-op task's round trip
+(submit -> result, one at a time, p50/p95) and a batch's throughput, and a task that runs
+`docker exec <sandbox> true`: each round trip less the exec's own time measured inside the task is
+what the executor adds to a task that talks to Docker. Needs the Ray extra and a Docker engine with
+the base image (``make base-image``).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from repo2env.pipeline.executors import LocalExecutor, RayExecutor
+from repo2env.runtime.docker_backend import DockerRuntime
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from executor_tasks import docker_exec_true, noop  # noqa: E402
+
+BASE = "repo2env/base:py3.11"
+SEQUENTIAL = 50
+BATCH = 200
+DOCKER_EXECS = 30
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def round_trips(executor, fn, *args, count: int) -> list[tuple[float, float]]:
+    """(submit -> result seconds, what the task returned) for ``count`` tasks, one at a time."""
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        returned = executor.submit(fn, *args).result()
+        times.append((time.perf_counter() - started, returned))
+    return times
+
+
+def measure(make, container_id: str) -> dict[str, float]:
+    started = time.perf_counter()
+    executor = make()
+    startup = time.perf_counter() - started
+    started = time.perf_counter()
+    executor.submit(noop).result()
+    first = time.perf_counter() - started
+    executor.submit(noop).result()  # the second worker too, where there is one
+    sequential = [seconds for seconds, _ in round_trips(executor, noop, count=SEQUENTIAL)]
+    started = time.perf_counter()
+    for future in [executor.submit(noop) for _ in range(BATCH)]:
+        future.result()
+    batch = time.perf_counter() - started
+    executor.submit(docker_exec_true, container_id).result()  # the worker's client, connected once
+    via_executor = round_trips(executor, docker_exec_true, container_id, count=DOCKER_EXECS)
+    executor.shutdown()
+    return {"startup_s": startup, "first_task_s": first, "noop_p50_ms": percentile(sequential, 0.5) * 1e3,
+            "noop_p95_ms": percentile(sequential, 0.95) * 1e3, "batch_tasks_per_s": BATCH / batch,
+            "docker_exec_p50_ms": percentile([seconds for seconds, _ in via_executor], 0.5) * 1e3,
+            # The exec's own time, measured inside the task, taken off each round trip: what is left
+            # is the executor's share, free of the engine's noise on a loaded machine.
+            "added_p50_ms": percentile([seconds - inside for seconds, inside in via_executor], 0.5) * 1e3}
+
+
+def main() -> None:
+    runtime = DockerRuntime()
+    with runtime.start_image(BASE, labels={"repo2env.bench": "executors"}) as sandbox:
+        container_id = sandbox.id
+        docker_exec_true(container_id)
+        inline = [docker_exec_true(container_id) for _ in range(DOCKER_EXECS)]
+        inline_p50 = statistics.median(inline) * 1e3
+        results = {
+            "local (2 jobs)": measure(lambda: LocalExecutor(jobs=2), container_id),
+            "ray (local head, 2 CPUs)": measure(lambda: RayExecutor(address=None, num_cpus=2), container_id),
+        }
+    print(f"executors on this machine ({os.cpu_count()} cores); `docker exec true` inline here: p50 {inline_p50:.1f} ms")
+    print(f"{'executor':<26} {'start-up':>9} {'1st task':>9} {'no-op p50':>10} {'no-op p95':>10} "
+          f"{'batch':>11} {'exec p50':>9} {'added':>8}")
+    for name, row in results.items():
+        print(f"{name:<26} {row['startup_s']:>8.2f}s {row['first_task_s']:>8.2f}s {row['noop_p50_ms']:>8.1f}ms "
+              f"{row['noop_p95_ms']:>8.1f}ms {row['batch_tasks_per_s']:>7.0f}/s {row['docker_exec_p50_ms']:>7.1f}ms "
+              f"{row['added_p50_ms']:>6.1f}ms")
+    print("no-op: submit -> result one at a time; batch: 200 no-ops submitted at once; exec: a task running "
+          "`docker exec true`; added: p50 of its round trip minus the exec's own time inside the task")
+
+
+if __name__ == "__main__":
+    main()
