@@ -186,7 +186,7 @@ class _Recorder:
         if logs is not None:
             logs.mkdir(parents=True, exist_ok=True)
             (logs / f"{stage}.error.log").write_text(text)
-        self.state.fail(key, stage, f"{type(error).__name__}: {error}", seconds)
+        self.state.fail(key, stage, self.repo_of.get(key, key), f"{type(error).__name__}: {error}", seconds)
         self.failed_calls += 1
         self.events.failed(stage, key, error, seconds)
 
@@ -218,6 +218,11 @@ def run_pipeline(spec: PipelineSpec, *, executor: Executor, only: Iterable[str] 
     entries = [entry for entry in spec.repos if not wanted or entry.label in wanted or entry.repo in wanted]
     policy = spec.acceptance_policy() if "validate" in spec.stages else None
     resources = ExecutorResources(cpus=spec.executor.resources.cpus, memory_mb=spec.executor.resources.memory_mb)
+    if {"build", "validate"} & set(spec.stages):
+        from repo2env.runtime.ownership import reap_orphans
+
+        # Sandboxes of a run that was killed (kill -9 leaves them running): gone before this run starts.
+        reap_orphans(worker_runtime().client)
     with StateStore(out_dir) as state:
         state.begin_run()
         repo_of: dict[str, str] = {entry.label: entry.label for entry in entries}
@@ -360,8 +365,9 @@ def _mined_prs(path: Path) -> dict[str, int]:
     if not path.is_file():
         return {}
     document = json.loads(path.read_text(encoding="utf-8"))
-    totals = document.get("totals") or document.get("counts") or {}
-    return {step: count for step, count in totals.items() if count}
+    # The latest run's counts (PRs scanned ...), with the totals over every run (tasks kept, rejections).
+    counts = (document.get("counts") or {}) | (document.get("totals") or {})
+    return {step: count for step, count in counts.items() if count}
 
 
 def write_funnel(out_dir: Path, state: StateStore) -> dict[str, Any]:

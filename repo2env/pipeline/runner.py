@@ -102,7 +102,14 @@ def run_stages(items: Sequence[Item], stages: Sequence[Stage[Item]], *, executor
         """Submit ``item`` to the first stage from ``index`` on that has work for it."""
         while index < len(stages):
             stage = stages[index]
-            job = stage.prepare(item)
+            try:
+                job = stage.prepare(item)
+            except Exception as exc:  # noqa: BLE001 - e.g. a repository whose clone is gone: that item fails
+                stats.failures.setdefault(stage.name, {})[key(item)] = f"{type(exc).__name__}: {exc}"
+                events.failed(stage.name, key(item), exc, 0.0)
+                if stop_on_error:
+                    raise
+                return
             if job is not None:
                 events.started(stage.name, key(item))
                 future = executor.submit(timed_call, stage.work, job, resources=stage.resources, **stage.work_options)

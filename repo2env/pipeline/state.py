@@ -140,9 +140,14 @@ class StateStore:
         self._write("UPDATE stages SET status = 'done', outcome = ?, finished_at = ?, seconds = ? "
                     "WHERE item = ? AND stage = ?", (outcome, time.time(), seconds, item, stage))
 
-    def fail(self, item: str, stage: str, error: str, seconds: float) -> None:
-        self._write("UPDATE stages SET status = 'failed', error = ?, finished_at = ?, seconds = ? "
-                    "WHERE item = ? AND stage = ?", (error[-2000:], time.time(), seconds, item, stage))
+    def fail(self, item: str, stage: str, repo: str, error: str, seconds: float) -> None:
+        """A stage call failed (or could not be prepared: then it is counted as an attempt)."""
+        self._write(
+            "INSERT INTO stages (item, stage, repo, status, attempts, error, finished_at, seconds, run_id) "
+            "VALUES (?, ?, ?, 'failed', 1, ?, ?, ?, ?) ON CONFLICT (item, stage) DO UPDATE SET status = 'failed', "
+            "error = excluded.error, finished_at = excluded.finished_at, seconds = excluded.seconds, "
+            "attempts = attempts + (stages.status != 'running')",
+            (item, stage, repo, error[-2000:], time.time(), seconds, self.run_id))
 
     def status(self, item: str, stage: str) -> str | None:
         """``done``, ``failed``, ``running`` (a run died in it) or None (never started)."""
