@@ -853,7 +853,8 @@ def pipeline_run(spec_name: str, jobs: int | None, executor_name: str | None, ad
     Every (task, stage) is recorded in OUT/state.sqlite as it finishes; a re-run (after Ctrl-C,
     kill -9 or a reboot) does only what is not done. A failure of one task never stops the others:
     its error is in the state store and in its log folder (OUT/<owner>__<name>/logs/<task>/).
-    Writes OUT/funnel.json and OUT/funnel.md (per repository and stage).
+    Writes OUT/funnel.json and OUT/funnel.md (per repository and stage). Exits 1 while any
+    (task, stage) is failed.
     """
     from repo2env.pipeline.batch import run_pipeline
     from repo2env.pipeline.executors import make_executor
@@ -877,7 +878,10 @@ def pipeline_run(spec_name: str, jobs: int | None, executor_name: str | None, ad
     _print_status(result.out_dir)
     console.print(f"funnel: {result.out_dir / 'funnel.md'} (and funnel.json); state: {result.out_dir / 'state.sqlite'}",
                   highlight=False)
-    sys.exit(1 if result.failed else 0)
+    # Non-zero while anything is failed, in this run or left failed by an earlier one (see --retry-failed).
+    left_failed = any(counts.get("failed") for entry in result.funnel["repos"].values()
+                      for counts in entry["stages"].values()) or result.funnel.get("publish", {}).get("failed")
+    sys.exit(1 if result.failed or left_failed else 0)
 
 
 @pipeline.command("status")

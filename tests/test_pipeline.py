@@ -294,10 +294,46 @@ def test_pipeline_runs_the_demo_resumes_without_redoing_and_isolates_a_failing_r
     assert retried.returncode == 1
     with StateStore(out) as state:
         broken = next(row for row in state.rows() if row.item == "acme/broken")
-    assert (broken.status, broken.attempts) == ("failed", 2) and "InputError" in broken.error
+    assert (broken.status, broken.attempts) == ("failed", 2) and "not a git repository" in broken.error
 
     status = repo2env("pipeline", "status", str(out))
     assert status.returncode == 0, status.stderr
     assert "repo2env-demo/textkit" in status.stdout and "accepted 2" in status.stdout and "failed 1" in status.stdout
     unknown = repo2env("pipeline", "run", str(spec), "--out", str(out), "--only", "nobody/here")
     assert unknown.returncode != 0 and "not a repository of the spec" in unknown.stderr
+
+
+@pytest.mark.docker
+def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_dataset(docker_client, tmp_path):
+    """14.5: the demo pipeline killed (SIGKILL) at random points several times, resumed each time,
+    ends with the dataset of an uninterrupted run, row for row, and nothing twice in its files."""
+    import os
+    import random
+    import signal
+
+    spec = quick_spec(tmp_path)
+    reference = repo2env("pipeline", "run", str(spec), "--out", str(tmp_path / "reference"))
+    assert reference.returncode == 0, reference.stderr
+    seed = int(os.environ.get("REPO2ENV_CRASH_SEED", time.time_ns() % 10_000))
+    pick = random.Random(seed)
+    out = tmp_path / "killed"
+    kills = 0
+    for _ in range(4):
+        process = subprocess.Popen([sys.executable, "-m", "repo2env", "pipeline", "run", str(spec), "--out", str(out)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            process.wait(timeout=pick.uniform(1.0, 12.0))
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            kills += 1
+    assert kills >= 2, f"the runs finished before they could be killed (seed {seed})"
+    resumed = repo2env("pipeline", "run", str(spec), "--out", str(out))
+    assert resumed.returncode == 0, f"seed {seed}: {resumed.stderr}"
+    assert dataset_rows(out / "dataset") == dataset_rows(tmp_path / "reference" / "dataset"), f"seed {seed}"
+    folder = out / "repo2env-demo__textkit"
+    for name in ("tasks.jsonl", "validation.jsonl"):
+        ids = [json.loads(line)["instance_id"] for line in (folder / name).read_text().splitlines()]
+        assert sorted(ids) == ["repo2env-demo__textkit-2", "repo2env-demo__textkit-4"], (name, seed)
+    with StateStore(out) as state:
+        assert {row.status for row in state.rows()} == {"done"}, seed
