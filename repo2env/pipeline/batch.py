@@ -120,10 +120,16 @@ def publish_target(to: str, out_dir: Path) -> str:
 
 
 def publish_work(job: PublishJob) -> int:
-    """The publish stage: every accepted task of the batch -> a dataset (folder or Hub); its rows."""
+    """The publish stage: every accepted task of the batch -> a dataset (folder or Hub); its rows
+    (0, and nothing written, when no task is built and accepted)."""
     from repo2env.publish.dataset import PublishOptions, publish_to_folder
     from repo2env.publish.hub import HubTarget, parse_target, publish_to_hub
 
+    # A batch where nothing was accepted publishes nothing: an outcome of the batch, not a failure.
+    if not any(task.env_spec and task.env_spec.status == "env_ok"
+               and (job.include_rejected or (task.validation and task.validation.verdict == "accepted"))
+               for folder in job.folders for task in read_tasks(folder / "tasks.jsonl")):
+        return 0
     options = PublishOptions(name=job.name, include_rejected=job.include_rejected)
     destination = parse_target(job.to)
     if isinstance(destination, HubTarget):
@@ -199,7 +205,7 @@ def outcome_of(output: Any) -> str | None:
     if isinstance(output, MineOutput):
         return "mined"
     if isinstance(output, int):
-        return "published"
+        return "published" if output else "nothing_accepted"
     return None
 
 
