@@ -242,14 +242,15 @@ def test_a_write_from_another_thread_waits_for_the_lock_instead_of_failing(tmp_p
 # --- the pipeline on the demo (Docker) -------------------------------------------------------------
 
 
-def quick_spec(folder: Path, *, pulls=(2, 4), extra_repos: str = "") -> Path:
+def quick_spec(folder: Path, *, pulls=(2, 4), extra_repos: str = "",
+               policy: str = "{gold_runs: 1, partial_limit: 1, near_miss_limit: 0, stub_limit: 0, reruns: 2}") -> Path:
     spec = folder / "spec.yaml"
     spec.write_text(
         "name: quick\n"
         "repos:\n"
         f"  - repo: demo\n    pulls: [{', '.join(map(str, pulls))}]\n{extra_repos}"
         "stages: [mine, build, validate, publish]\n"
-        "policy: {gold_runs: 1, partial_limit: 1, near_miss_limit: 0, stub_limit: 0, reruns: 2}\n"
+        f"policy: {policy}\n"
         "executor: {jobs: 2}\n"
         "publish: {to: dataset, name: quick}\n")
     return spec
@@ -328,13 +329,14 @@ def test_pipeline_runs_the_demo_resumes_without_redoing_and_isolates_a_failing_r
 
 @pytest.mark.docker
 def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_dataset(docker_client, tmp_path):
-    """14.5: the demo pipeline killed (SIGKILL) at random points several times, resumed each time,
+    """14.5: the demo pipeline killed (SIGKILL) at random points (three tries), resumed each time,
     ends with the dataset of an uninterrupted run, row for row, and nothing twice in its files."""
     import os
     import random
     import signal
 
-    spec = quick_spec(tmp_path)
+    # The lightest policy that still grades (gold and null): the test's time is in the runs it repeats.
+    spec = quick_spec(tmp_path, policy="{gold_runs: 1, partial_limit: 0, near_miss_limit: 0, stub_limit: 0, reruns: 1}")
     began = time.monotonic()
     reference = repo2env("pipeline", "run", str(spec), "--out", str(tmp_path / "reference"))
     assert reference.returncode == 0, reference.stderr
@@ -344,7 +346,7 @@ def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_dataset(do
     pick = random.Random(seed)
     out = tmp_path / "killed"
     kills = 0
-    for _ in range(4):
+    for _ in range(3):
         process = subprocess.Popen([sys.executable, "-m", "repo2env", "pipeline", "run", str(spec), "--out", str(out)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
