@@ -158,7 +158,8 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     write_jsonl(sample_dir / "tasks.jsonl", [done.get(task.instance_id, task) for task in sample])
     (sample_dir / SOURCE_FILE).write_text((mined_dir / SOURCE_FILE).read_text())
 
-    from repo2env.runtime.build import BuildOptions, build_tasks_dir
+    from repo2env.pipeline.stages import build_tasks_dir
+    from repo2env.runtime.build import BuildOptions
 
     began = time.perf_counter()
     built = build_tasks_dir(sample_dir, runtime=runtime, options=BuildOptions(jobs=jobs))
@@ -168,8 +169,9 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     row["env_failures"] = built.failures
     if not validate:
         return row
+    from repo2env.pipeline.stages import validate_dir
     from repo2env.validate.acceptance import load_acceptance_policy
-    from repo2env.validate.run import read_records, validate_dir
+    from repo2env.validate.run import read_records
 
     began = time.perf_counter()
     validate_dir(sample_dir, runtime, load_acceptance_policy("default"), jobs=1)

@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from demo_tasks import built_demo_tasks  # noqa: E402
 
 from repo2env.envs import RepoEnv, RepoEnvConfig  # noqa: E402
+from repo2env.pipeline.stages import validate_dir  # noqa: E402
 from repo2env.runtime.docker_backend import DockerRuntime  # noqa: E402
 from repo2env.validate.acceptance import load_acceptance_policy  # noqa: E402
-from repo2env.validate.run import validate_dir  # noqa: E402
 
 EPISODES_PER_ENV = 3
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
-from repo2env.runtime.build import BuildOptions, build_tasks_dir
+from repo2env.pipeline.stages import build_tasks_dir, validate_dir
+from repo2env.runtime.build import BuildOptions
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.validate.acceptance import load_acceptance_policy
-from repo2env.validate.run import validate_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from demo_tasks import built_demo_tasks  # noqa: E402

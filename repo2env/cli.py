@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -17,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from repo2env import __version__
-from repo2env.errors import InputError, NotImplementedYetError, Repo2EnvError
+from repo2env.errors import InputError, Repo2EnvError
 
 console = Console(stderr=True, soft_wrap=True)
 stdout = Console(soft_wrap=True)
@@ -39,6 +40,62 @@ class _Seconds(click.ParamType):
 
 
 SECONDS = _Seconds()
+
+
+class _Bar:
+    """One line of :func:`_progress`: a stage's bar (or spinner, without a total) with its last event."""
+
+    def __init__(self, progress, task_id) -> None:
+        self._progress, self._id = progress, task_id
+
+    def advance(self, last: str = "", *, by: int = 1) -> None:
+        self._progress.update(self._id, advance=by, last=last)
+        self._show_count()
+
+    def set(self, last: str) -> None:
+        self._progress.update(self._id, last=last)
+
+    def set_total(self, total: int) -> None:
+        self._progress.update(self._id, total=total)
+        self._show_count()
+
+    def finish(self) -> None:
+        total = self._task().total
+        if total is not None:
+            self._progress.update(self._id, completed=total)
+            self._show_count()
+
+    def _task(self):
+        return next(task for task in self._progress.tasks if task.id == self._id)
+
+    def _show_count(self) -> None:
+        task = self._task()
+        self._progress.update(self._id, count=f"{task.completed:.0f}/{task.total:.0f}" if task.total is not None else "")
+
+
+class _Bars:
+    def __init__(self, progress) -> None:
+        self._progress = progress
+
+    def print(self, message: str) -> None:
+        """A line above the bars (they stay at the bottom)."""
+        self._progress.console.print(message, highlight=False)
+
+    def bar(self, stage: str, description: str, *, total: int | None = None) -> _Bar:
+        count = f"0/{total}" if total is not None else ""
+        return _Bar(self._progress, self._progress.add_task(description, stage=stage, total=total, last="", count=count))
+
+
+@contextlib.contextmanager
+def _progress(*, off_terminal: bool = True):
+    """The one progress display of the CLI (rich, on stderr): a bar per stage or folder, with its
+    count and its last event (``off_terminal=False``: none when stderr is not a terminal)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("[bold]{task.fields[stage]}[/] {task.description}"), BarColumn(bar_width=None),
+               TextColumn("{task.fields[count]}"), TextColumn("{task.fields[last]}", markup=False), TimeElapsedColumn())
+    with Progress(*columns, console=console, disable=not (off_terminal or console.is_terminal)) as progress:
+        yield _Bars(progress)
 
 
 class _Group(click.Group):
@@ -140,8 +197,6 @@ def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_
     Writes OUT/tasks.jsonl (one task per line; re-runs skip ids already there) and OUT/funnel.json
     (how many PRs reached each step; every rejection with its reason; earlier runs and totals kept).
     """
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from repo2env.mine.miner import MineOptions, default_out_dir
     from repo2env.mine.miner import mine as run_mine
     from repo2env.mine.open import open_source
@@ -156,12 +211,10 @@ def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_
         until=until.replace(tzinfo=until.tzinfo or local_zone) if until else None,
         pull_numbers=frozenset(pull_numbers), limit=limit, max_files=max_files, max_changed_lines=max_lines,
     )
-    with Progress(TextColumn("[bold]mine[/] {task.description}"), BarColumn(bar_width=None),
-                  TextColumn("{task.fields[scanned]} PRs scanned, {task.fields[kept]} kept"), TimeElapsedColumn(),
-                  console=console, disable=not console.is_terminal) as bar:
-        task_id = bar.add_task(source.repo, total=None, scanned=0, kept=0)
+    with _progress(off_terminal=False) as bars:
+        bar = bars.bar("mine", source.repo)
         result = run_mine(source, out_dir, options,
-                          progress=lambda scanned, kept: bar.update(task_id, scanned=scanned, kept=kept))
+                          progress=lambda scanned, kept: bar.set(f"{scanned} PRs scanned, {kept} kept"))
     if result.torn_bytes:
         click.echo(f"warning: cut a torn last line ({result.torn_bytes} bytes) off {result.tasks_path}: an earlier "
                    "run was stopped while writing it; the rows before it are kept", err=True)
@@ -233,11 +286,7 @@ def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bo
         console.print(f"[green]{image.tag}[/] ready ({image.origin}, {image.image_id[7:19]})")
 
 
-# --- stages not built yet ----------------------------------------------------------------------
-
-
-def _not_built(stage: str, issue: str) -> None:
-    raise NotImplementedYetError(f"'repo2env {stage}' is not implemented yet ({issue})")
+# --- task folders ------------------------------------------------------------------------------
 
 
 def _tasks_dirs(from_dirs: tuple[Path, ...]) -> list[Path]:
@@ -267,10 +316,9 @@ def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...],
     editable checkout) fails, and the images of failed attempts are removed. Ctrl-C or SIGTERM
     stops at once: queued tasks are cancelled, running containers removed, finished tasks kept.
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from repo2env.jsonl import read_task_ids
-    from repo2env.runtime.build import BuildOptions, build_tasks_dir
+    from repo2env.pipeline.stages import build_tasks_dir
+    from repo2env.runtime.build import BuildOptions
     from repo2env.runtime.docker_backend import DockerRuntime
     from repo2env.runtime.spec.overrides import load_overrides
 
@@ -281,12 +329,10 @@ def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...],
     for folder in _tasks_dirs(from_dirs):
         total = len(read_task_ids(folder / "tasks.jsonl") & set(instance_ids)) if instance_ids else \
             len(read_task_ids(folder / "tasks.jsonl"))
-        with Progress(TextColumn("[bold]build[/] {task.description}"), BarColumn(bar_width=None), MofNCompleteColumn(),
-                      TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=console) as bar:
-            bar_id = bar.add_task(folder.name, total=total, last="")
+        with _progress() as bars:
+            bar = bars.bar("build", folder.name, total=total)
             summary = build_tasks_dir(folder, runtime=runtime, options=options,
-                                      progress=lambda task, spec, bar_id=bar_id: bar.update(
-                                          bar_id, advance=1, last=f"{task.instance_id}: {spec.status}"))
+                                      progress=lambda task, spec, bar=bar: bar.advance(f"{task.instance_id}: {spec.status}"))
         failed_total += summary.failed
         console.print(f"{folder}: [green]{summary.ok} env_ok[/] ({summary.reused} reused), "
                       f"[red]{summary.failed} env_failed[/]; {len(summary.env_images)} env images for {summary.ok} tasks")
@@ -461,13 +507,11 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     (default: generated/). Re-runs resume. Ctrl-C or SIGTERM stops at once: queued tasks are
     cancelled, running sandboxes removed, finished records kept.
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from repo2env.jsonl import read_task_ids
+    from repo2env.pipeline.stages import validate_dir
     from repo2env.runtime.build import tasks_dirs
     from repo2env.runtime.docker_backend import DockerRuntime
     from repo2env.validate.acceptance import load_acceptance_policy
-    from repo2env.validate.run import validate_dir
 
     policy = load_acceptance_policy(policy_file)
     if whole_suite:
@@ -487,17 +531,15 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     runtime = DockerRuntime()
     for folder in dict.fromkeys(folders):
         total = len(read_task_ids(folder / "tasks.jsonl"))
-        with Progress(TextColumn("[bold]validate[/] {task.description}"), BarColumn(bar_width=None),
-                      MofNCompleteColumn(), TextColumn("{task.fields[last]}"), TimeElapsedColumn(),
-                      console=console) as bar:
-            bar_id = bar.add_task(str(folder), total=total, last="")
+        with _progress() as bars:
+            bar = bars.bar("validate", str(folder), total=total)
             summary = validate_dir(
                 folder, runtime, policy, jobs=jobs, policy_runner=runner, policy_k=policy_k, force=force,
                 instance_ids=frozenset(instance_ids),
-                progress=lambda record, bar_id=bar_id: bar.update(
-                    bar_id, advance=1, last=f"{record.instance_id}: {record.verdict} {' '.join(record.reasons)}"),
+                progress=lambda record, bar=bar: bar.advance(
+                    f"{record.instance_id}: {record.verdict} {' '.join(record.reasons)}"),
             )
-            bar.update(bar_id, completed=total)
+            bar.finish()
         console.print(f"{folder}: {summary.accepted}/{len(summary.records)} accepted this run "
                       f"({summary.skipped} already validated); summary: {folder / 'summary.md'}; "
                       f"figure: {folder / 'validation.png'}")
@@ -577,6 +619,7 @@ def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, r
     The files are checked against the dataset's manifest, rows become task folders, and each task's
     image is found here, loaded from the dataset's images/images.tar, or rebuilt from --clone.
     """
+    from repo2env.pipeline.stages import folder_builder
     from repo2env.publish.hub import HubTarget, download_from_hub, parse_target
     from repo2env.publish.pull import pull_dataset
     from repo2env.runtime.docker_backend import DockerRuntime
@@ -589,8 +632,9 @@ def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, r
         destination = out_root / "datasets" / origin.repo_id.replace("/", "__")
         with console.status(f"downloading {origin.repo_id}"):
             origin = download_from_hub(origin.repo_id, destination, token=token, endpoint=hub_url, revision=revision)
-    summary = pull_dataset(origin, out_root, runtime=None if no_build else DockerRuntime(),
-                           clones=_clone_mapping(clones), build=not no_build)
+    runtime = None if no_build else DockerRuntime()
+    summary = pull_dataset(origin, out_root, runtime=runtime, clones=_clone_mapping(clones), build=not no_build,
+                           builder=folder_builder(runtime) if runtime else None)
     for repo, folder in summary.folders.items():
         console.print(f"{repo}: {folder / 'tasks.jsonl'}", highlight=False)
     console.print(f"{summary.tasks} tasks; runnable here: {summary.runnable} ({summary.loaded_images} images loaded, "
@@ -753,10 +797,142 @@ def serve(dataset_dir: Path, split: str | None, host: str, port: int, max_sessio
     serve_openenv(catalog, host=host, port=port, max_sessions=max_sessions)
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@cli.group(cls=_Group)
 def pipeline() -> None:
-    """Run a declarative batch spec over many repositories (not implemented yet)."""
-    _not_built("pipeline", "planned: batch pipelines")
+    """Many repositories through mine -> build -> validate -> publish, from a spec; resumable."""
+
+
+class _PipelineProgress:
+    """A pipeline run's events as one bar per stage (done/planned, the last result) and a line per failure."""
+
+    def __init__(self, bars: _Bars) -> None:
+        self._bars = bars
+        self._stage_bars: dict[str, _Bar] = {}
+        self._planned: dict[str, int] = {}
+
+    def _bar(self, stage: str) -> _Bar:
+        if stage not in self._stage_bars:
+            self._stage_bars[stage] = self._bars.bar(stage, "", total=0)
+        return self._stage_bars[stage]
+
+    def planned(self, stage: str, total: int) -> None:
+        self._planned[stage] = self._planned.get(stage, 0) + total
+        self._bar(stage).set_total(self._planned[stage])
+
+    def started(self, stage: str, key: str) -> None:
+        self._bar(stage).set(f"{key}: running")
+
+    def skipped(self, stage: str, key: str) -> None:
+        self._bar(stage).advance()
+
+    def finished(self, stage: str, key: str, output, seconds: float) -> None:
+        from repo2env.pipeline.batch import outcome_of
+
+        self._bar(stage).advance(f"{key}: {outcome_of(output) or 'done'} ({seconds:.0f} s)")
+
+    def failed(self, stage: str, key: str, error: BaseException, seconds: float) -> None:
+        self._bar(stage).advance(f"{key}: failed")
+        self._bars.print(f"[red]failed[/] {stage} {key}: {type(error).__name__}: {error}")
+
+
+@pipeline.command("run")
+@click.argument("spec_name", metavar="SPEC")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), help="Stage calls at once [default: the spec's executor.jobs].")
+@click.option("--executor", "executor_name", type=click.Choice(["local", "ray"]),
+              help="Where stage calls run [default: the spec's executor.name].")
+@click.option("--address", help="Ray: auto or HOST:PORT [default: the spec's executor.address].")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder [default: the spec's output, else generated/pipelines/NAME].")
+@click.option("--only", "only", multiple=True, metavar="REPO", help="Only this repository of the spec (repeatable).")
+@click.option("--retry-failed", is_flag=True, help="Run again the (task, stage) pairs that failed in earlier runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the funnel as JSON on stdout.")
+def pipeline_run(spec_name: str, jobs: int | None, executor_name: str | None, address: str | None,
+                 out_dir: Path | None, only: tuple[str, ...], retry_failed: bool, as_json: bool) -> None:
+    """Run the batch spec SPEC (a YAML path, or a shipped name: demo, example-real).
+
+    Every (task, stage) is recorded in OUT/state.sqlite as it finishes; a re-run (after Ctrl-C,
+    kill -9 or a reboot) does only what is not done. A failure of one task never stops the others:
+    its error is in the state store and in its log folder (OUT/<owner>__<name>/logs/<task>/).
+    Writes OUT/funnel.json and OUT/funnel.md (per repository and stage). Exits 1 while any
+    (task, stage) is failed.
+    """
+    from repo2env.pipeline.batch import run_pipeline
+    from repo2env.pipeline.executors import make_executor
+    from repo2env.pipeline.spec import load_pipeline_spec
+
+    spec = load_pipeline_spec(spec_name)
+    if out_dir is not None:
+        spec = spec.model_copy(update={"output": str(out_dir)})
+    unknown = sorted(set(only) - {entry.label for entry in spec.repos} - {entry.repo for entry in spec.repos})
+    if unknown:
+        raise InputError(f"--only {', '.join(unknown)}: not a repository of the spec",
+                         hint=f"the spec lists: {', '.join(entry.label for entry in spec.repos)}")
+    kind = executor_name or spec.executor.name
+    if kind == "ray":
+        # No address anywhere: a Ray head started here for this run.
+        executor = make_executor("ray", address=address or spec.executor.address)
+    else:
+        executor = make_executor(kind, jobs=jobs or spec.executor.jobs)
+    with _progress() as bars:
+        result = run_pipeline(spec, executor=executor, only=only, retry_failed=retry_failed,
+                              events=_PipelineProgress(bars))
+    executor.shutdown()
+    if as_json:
+        stdout.print_json(json.dumps(result.funnel))
+    _print_status(result.out_dir)
+    console.print(f"funnel: {result.out_dir / 'funnel.md'} (and funnel.json); state: {result.out_dir / 'state.sqlite'}",
+                  highlight=False)
+    # Non-zero while anything is failed, in this run or left failed by an earlier one (see --retry-failed).
+    left_failed = any(counts.get("failed") for entry in result.funnel["repos"].values()
+                      for counts in entry["stages"].values()) or result.funnel.get("publish", {}).get("failed")
+    sys.exit(1 if result.failed or left_failed else 0)
+
+
+@pipeline.command("status")
+@click.argument("target", metavar="SPEC|DIR")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def pipeline_status(target: str, as_json: bool) -> None:
+    """Counts per repository and stage of a pipeline's output folder (or of a spec's)."""
+    from repo2env.pipeline.spec import load_pipeline_spec
+    from repo2env.pipeline.state import STATE_FILE
+
+    folder = Path(target)
+    if not (folder.is_dir() and (folder / STATE_FILE).is_file()):
+        folder = load_pipeline_spec(target).output_dir()
+    if not (folder / STATE_FILE).is_file():
+        raise InputError(f"no pipeline state in {folder}", hint="run 'repo2env pipeline run SPEC' first")
+    if as_json:
+        from repo2env.pipeline.batch import funnel_of
+        from repo2env.pipeline.state import StateStore
+
+        with StateStore(folder) as state:
+            stdout.print_json(json.dumps(funnel_of(state)))
+        return
+    _print_status(folder)
+
+
+def _print_status(folder: Path) -> None:
+    from repo2env.pipeline.batch import funnel_of
+    from repo2env.pipeline.state import StateStore
+
+    with StateStore(folder) as state:
+        funnel = funnel_of(state)
+        runs = state.runs()
+    table = Table(title=f"pipeline {folder} ({runs} run{'s' if runs != 1 else ''})")
+    for column in ("repository", "PRs", "tasks", "mine", "build", "validate"):
+        table.add_column(column)
+
+    def cell(counts: dict[str, int]) -> str:
+        colours = {"failed": "red", "running": "yellow", "env_failed": "red", "rejected": "yellow"}
+        return ", ".join(f"[{colours.get(key, 'green')}]{key}[/] {value}" for key, value in sorted(counts.items())) or "-"
+
+    for label, entry in funnel["repos"].items():
+        stages = entry["stages"]
+        table.add_row(entry.get("repo") or label, str(entry.get("prs", {}).get("scanned", 0)), str(entry.get("tasks", 0)),
+                      cell(stages.get("mine", {})), cell(stages.get("build", {})), cell(stages.get("validate", {})))
+    stdout.print(table)
+    if funnel.get("publish"):
+        stdout.print(f"publish: {cell(funnel['publish'])}")
 
 
 def main() -> None:

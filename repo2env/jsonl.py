@@ -183,6 +183,24 @@ def update_tasks(path: str | os.PathLike[str], tasks: Iterable[Task]) -> None:
         _atomic_write(path, "".join(row.model_dump_json() + "\n" for row in rows))
 
 
+def upsert_jsonl(path: str | os.PathLike[str], rows: Iterable[BaseModel], *, key: str = "instance_id") -> None:
+    """Put these rows into a JSONL file in place of the rows with the same ``key`` (new ones at the
+    end), atomically and under the file's lock: writing the same row twice leaves it once."""
+    updates = {getattr(row, key): row.model_dump_json() + "\n" for row in rows}
+    path = Path(path)
+    with locked(path):
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+                 if line.strip()] if path.is_file() else []
+        kept = []
+        for line in lines:
+            try:
+                row_key = json.loads(line).get(key)
+            except ValueError:
+                continue  # a torn line (a killed writer): its row is written again
+            kept.append(updates.pop(row_key, line if line.endswith("\n") else line + "\n"))
+        _atomic_write(path, "".join(kept) + "".join(updates.values()))
+
+
 def drop_rows(path: str | os.PathLike[str], keep: Callable[[dict[str, Any]], bool]) -> int:
     """Rewrite a JSONL file without the rows ``keep`` refuses (under its lock); returns how many went."""
     path = Path(path)

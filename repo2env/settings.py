@@ -9,6 +9,7 @@ validated into a pydantic model by :func:`validate_settings`, whose errors name 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -57,8 +58,10 @@ def read_yaml_file(path: Path | Traversable, *, what: str = "settings file") -> 
         raise InputError(f"{path}: not valid YAML{where}") from None
 
 
-def validate_settings(model: type[Model], document: Any, *, where: str, field_prefix: str = "") -> Model:
-    """``document`` as ``model``; InputError naming ``where`` and each bad field otherwise."""
+def validate_settings(model: type[Model], document: Any, *, where: str, field_prefix: str = "",
+                      lines: Callable[[tuple[Any, ...]], int | None] | None = None) -> Model:
+    """``document`` as ``model``; InputError naming ``where`` and each bad field (and, given
+    ``lines``, which maps a field's location to its line, the line) otherwise."""
     try:
         return model.model_validate(document if document is not None else {})
     except ValidationError as exc:
@@ -67,11 +70,37 @@ def validate_settings(model: type[Model], document: Any, *, where: str, field_pr
         for error in exc.errors():
             name = ".".join(str(part) for part in (field_prefix, *error["loc"]) if part != "")
             if error["type"] == "extra_forbidden":
-                message = f"unknown field (allowed: {allowed})"
+                message = f"unknown field (allowed: {allowed})" if len(error["loc"]) == 1 else "unknown field"
             else:
                 message = error["msg"].removeprefix("Value error, ")
-            problems.append(f"field '{name or '(document)'}': {message}")
+            line = lines(tuple(error["loc"])) if lines else None
+            problems.append(f"{f'line {line}: ' if line else ''}field '{name or '(document)'}': {message}")
         raise InputError(f"{where}: {'; '.join(problems)}") from None
+
+
+def read_yaml_file_with_lines(path: Path | Traversable, *, what: str = "settings file"
+                              ) -> tuple[Any, Callable[[tuple[Any, ...]], int | None]]:
+    """:func:`read_yaml_file`, plus a function from a field's location (``("repos", 0, "env")``) to
+    the line it is written on (the nearest written parent's line for a missing field)."""
+    document = read_yaml_file(path, what=what)
+    root = yaml.compose(path.read_text(encoding="utf-8"), Loader=_VersionTextLoader)
+
+    def line_of(location: tuple[Any, ...]) -> int | None:
+        node, line = root, (root.start_mark.line + 1 if root is not None else None)
+        for part in location:
+            if isinstance(node, yaml.MappingNode):
+                found = next(((key, value) for key, value in node.value if key.value == str(part)), None)
+                if found is None:
+                    break
+                line, node = found[0].start_mark.line + 1, found[1]
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+                node = node.value[part]
+                line = node.start_mark.line + 1
+            else:
+                break
+        return line
+
+    return document, line_of
 
 
 def packaged_settings(kind: str) -> Traversable:

@@ -57,7 +57,8 @@ def built_demo(docker_client, demo_repo, tmp_path_factory):
     from repo2env.jsonl import read_tasks
     from repo2env.mine.git import GitSource
     from repo2env.mine.miner import mine
-    from repo2env.runtime.build import BuildOptions, build_tasks_dir
+    from repo2env.pipeline.stages import build_tasks_dir
+    from repo2env.runtime.build import BuildOptions
     from repo2env.runtime.docker_backend import DockerRuntime
 
     folder = tmp_path_factory.mktemp("built-demo")
@@ -102,8 +103,8 @@ def validated(built_demo, docker_client, tmp_path_factory):
     Treat it as read-only: copy the folder before validating again in it."""
     import shutil
 
+    from repo2env.pipeline.stages import validate_dir
     from repo2env.runtime.docker_backend import DockerRuntime
-    from repo2env.validate.run import validate_dir
 
     source, _ = built_demo
     folder = tmp_path_factory.mktemp("validated")

@@ -32,12 +32,6 @@ def test_help_lists_the_stage_commands_in_pipeline_order():
     assert {"demo", "doctor", "runtime"} <= set(listed)
 
 
-@pytest.mark.parametrize("stage", ["pipeline"])
-def test_stages_not_built_yet_exit_2_and_say_so(stage):
-    result = repo2env(stage, "--anything")
-    assert_one_line_error(result, "not implemented yet", code=2)
-
-
 def test_mine_with_a_missing_path_is_a_one_line_error(tmp_path):
     assert_one_line_error(repo2env("mine", "--repo", str(tmp_path / "nonexistent")), "no such path")
     assert not (tmp_path / "generated").exists()

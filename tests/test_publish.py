@@ -150,6 +150,7 @@ def test_published_demo_row_runs_and_scores_the_gold_patch(validated, docker_cli
 def test_pull_loads_saved_images_and_rebuilds_from_a_clone(validated, demo_repo, docker_client, tmp_path):
     """A dataset published with --save-images brings an image this engine lost; a dataset without
     images is rebuilt from a clone; without either, the task is said to be not runnable."""
+    from repo2env.pipeline.stages import folder_builder
     from repo2env.publish.images import save_images
     from repo2env.publish.pull import pull_dataset
     from repo2env.runtime.docker_backend import DockerRuntime
@@ -175,7 +176,7 @@ def test_pull_loads_saved_images_and_rebuilds_from_a_clone(validated, demo_repo,
     stranded = pull_dataset(tmp_path / "no-images", tmp_path / "stranded", runtime=runtime)
     assert stranded.runnable == 0 and "no image here" in stranded.not_runnable[task.instance_id]
     rebuilt = pull_dataset(tmp_path / "no-images", tmp_path / "rebuilt", runtime=runtime,
-                           clones={task.repo: str(demo_repo.path)})
+                           clones={task.repo: str(demo_repo.path)}, builder=folder_builder(runtime))
     assert rebuilt.rebuilt == 1 and rebuilt.runnable == 1
     with runtime.start(read_tasks_of(rebuilt.folders[task.repo])[0]) as sandbox:
         assert sandbox.exec("test -f pyproject.toml -o -f setup.py").exit_code == 0

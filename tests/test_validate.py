@@ -12,8 +12,9 @@ from conftest import quick_policy  # noqa: I001 (tests/ is on sys.path)
 from repo2env.errors import InputError
 from repo2env.jsonl import read_tasks, write_jsonl
 from repo2env.models import GradeResult, RolloutResult
+from repo2env.pipeline.stages import validate_dir
 from repo2env.validate.acceptance import AcceptancePolicy, judge, load_acceptance_policy
-from repo2env.validate.run import read_records, validate_dir
+from repo2env.validate.run import read_records
 
 QUICK = quick_policy()
 

@@ -2,6 +2,8 @@
 
 - ``local`` (:class:`~repo2env.pipeline.local_executor.LocalExecutor`): worker processes on this
   machine, ``--jobs N`` CPUs' worth of them (the default);
+- :class:`~repo2env.pipeline.local_executor.ThreadExecutor`: threads in this process, for the
+  ``build``/``validate`` commands, whose stage work shares one Docker runtime;
 - ``ray`` (:class:`~repo2env.pipeline.ray_executor.RayExecutor`): Ray tasks on a cluster
   (``--executor ray --address auto|HOST:PORT``), or on a Ray head started here.
 
@@ -22,11 +24,11 @@ from repo2env.pipeline.executor_base import (
     Resources,
     task_traceback,
 )
-from repo2env.pipeline.local_executor import LocalExecutor
+from repo2env.pipeline.local_executor import LocalExecutor, ThreadExecutor
 from repo2env.pipeline.ray_executor import RayExecutor
 
 __all__ = ["DEFAULT_GRACE_S", "EXECUTORS", "Executor", "LocalExecutor", "RayExecutor", "RemoteTraceback",
-           "Resources", "make_executor", "task_traceback"]
+           "Resources", "ThreadExecutor", "make_executor", "task_traceback"]
 
 EXECUTORS = {"local": LocalExecutor, "ray": RayExecutor}
 

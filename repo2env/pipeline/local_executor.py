@@ -22,7 +22,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -372,3 +372,24 @@ def _die_with_parent(parent_pid: int) -> None:
             pass
     if os.getppid() != parent_pid:
         os._exit(0)
+
+
+class ThreadExecutor:
+    """``jobs`` threads in this process: for stage loops whose work shares objects that do not
+    cross a process boundary (one Docker runtime and its sandboxes, as ``build`` and ``validate``
+    run them). The work waits on Docker, not on the GIL. Resources are not scheduled here:
+    ``jobs`` bounds what runs at once; per-task timeouts are the stage's own."""
+
+    def __init__(self, jobs: int = 1, *, name: str = "repo2env-stage") -> None:
+        if jobs < 1:
+            raise InputError(f"--jobs {jobs} runs nothing", hint="give 1 or more")
+        self.jobs = jobs
+        self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix=name)
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, resources: Resources | None = None,
+               **kwargs: Any) -> Future:
+        return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, *, cancel: bool = False) -> None:
+        # Cancelling (an interrupt) must not wait for running calls: the caller stops their sandboxes.
+        self._pool.shutdown(wait=not cancel, cancel_futures=cancel)

@@ -7,7 +7,7 @@ the recorded id, loaded from the dataset's image tarball, or rebuilt from a clon
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +17,9 @@ from repo2env.jsonl import update_tasks, write_repository_record
 from repo2env.models import RepositoryRecord, Task
 from repo2env.publish.dataset import check_published_tree
 from repo2env.publish.images import IMAGES_TARBALL, load_images, runnable_here
+
+#: Builds the given tasks of a tasks folder; returns (built ok, {instance id: why it failed}).
+Builder = Callable[[Path, frozenset[str]], tuple[int, dict[str, str]]]
 
 
 @dataclass
@@ -44,9 +47,10 @@ def dataset_tasks(tree: Path) -> list[Task]:
 
 
 def pull_dataset(tree: Path, out_root: Path, *, runtime=None, clones: Mapping[str, str] | None = None,
-                 build: bool = True) -> PullSummary:
+                 build: bool = True, builder: Builder | None = None) -> PullSummary:
     """Bring the dataset at ``tree`` into ``out_root/<owner>__<name>/``; with a runtime, make every
-    task's image exist (load the tarball, else rebuild from ``clones`` when ``build``)."""
+    task's image exist (load the tarball, else rebuild from ``clones`` with ``builder`` when ``build``:
+    the stage runner's build, :func:`repo2env.pipeline.stages.folder_builder`)."""
     tasks = dataset_tasks(tree)
     summary = PullSummary(tasks=len(tasks))
     by_repo: dict[str, list[Task]] = {}
@@ -66,20 +70,18 @@ def pull_dataset(tree: Path, out_root: Path, *, runtime=None, clones: Mapping[st
         return summary
     if (tree / IMAGES_TARBALL).is_file():
         summary.loaded_images = len(load_images(runtime.client, tree / IMAGES_TARBALL))
-    from repo2env.runtime.build import BuildOptions, build_tasks_dir
-
     for repo, repo_tasks in sorted(by_repo.items()):
         missing = {task.instance_id for task in repo_tasks if not runnable_here(runtime.client, task)}
         summary.runnable += len(repo_tasks) - len(missing)
         if not missing:
             continue
         folder = summary.folders[repo]
-        if not build or not (folder / "source.json").is_file():
+        if not build or builder is None or not (folder / "source.json").is_file():
             why = "no image here and no clone to rebuild from (pass --clone OWNER/NAME=PATH)" if build else "--no-build"
             summary.not_runnable.update(dict.fromkeys(sorted(missing), why))
             continue
-        built = build_tasks_dir(folder, runtime=runtime, options=BuildOptions(instance_ids=frozenset(missing)))
-        summary.rebuilt += built.ok
-        summary.runnable += built.ok
-        summary.not_runnable.update(built.failures)
+        built, failures = builder(folder, frozenset(missing))
+        summary.rebuilt += built
+        summary.runnable += built
+        summary.not_runnable.update(failures)
     return summary

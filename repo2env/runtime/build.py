@@ -6,8 +6,9 @@ install ladder until a rung installs the project's own code (its import names re
 locked-down sandbox. Every rung's install keeps the project's editable install the one that runs
 (:func:`~repo2env.runtime.own_code.protect_own_install`); the images a failed rung built are
 removed. The task's ``env_spec`` records the rung, the images and ``env_ok``, or ``env_failed``
-with the reason and the log. One task's failure never stops the batch; a re-run reuses every
-image that is still there.
+with the reason and the log. The loop over a tasks folder is the stage runner's
+(:func:`repo2env.pipeline.stages.build_tasks_dir`): one task's failure never stops the batch, and a
+re-run reuses every image that is still there.
 """
 
 from __future__ import annotations
@@ -20,16 +21,15 @@ import tempfile
 import threading
 import tomllib
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from repo2env.errors import BuildError, DockerUnavailableError, InputError, Repo2EnvError
-from repo2env.jsonl import read_repository_record, read_tasks, update_tasks
+from repo2env.jsonl import read_repository_record
 from repo2env.mine.split import classify_path
 from repo2env.models import EnvSpec, Task
-from repo2env.runtime.bootstrap import base_image_tag, local_base_pythons
+from repo2env.runtime.bootstrap import base_image_tag
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.images import PROBE, WARMUP_FETCHED_PATH, ImageStore, env_image_tag, task_image_tag
 from repo2env.runtime.own_code import OwnCode, protect_own_install, read_own_code, reinstall_command
@@ -83,8 +83,16 @@ class BuildSummary:
     env_images: dict[str, int] = field(default_factory=dict)  # env image -> tasks using it
     failures: dict[str, str] = field(default_factory=dict)  # instance id -> reason
 
-
-Progress = Callable[[Task, EnvSpec], None]
+    def add(self, task: Task, spec: EnvSpec, reused: bool) -> None:
+        """Count one built (or failed) task."""
+        if spec.status == "env_ok":
+            self.ok += 1
+            self.reused += int(reused)
+            if spec.env_image:
+                self.env_images[spec.env_image] = self.env_images.get(spec.env_image, 0) + 1
+        else:
+            self.failed += 1
+            self.failures[task.instance_id] = spec.error or "unknown"
 
 
 def read_source_clone(tasks_dir: Path) -> Path:
@@ -92,65 +100,12 @@ def read_source_clone(tasks_dir: Path) -> Path:
     return Path(read_repository_record(tasks_dir).clone_path)
 
 
-def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOptions = BuildOptions(),
-                    progress: Progress | None = None) -> BuildSummary:
-    """Build every task of ``tasks_dir/tasks.jsonl``; rewrites that file with each ``env_spec``."""
-    tasks_path = tasks_dir / "tasks.jsonl"
-    tasks = read_tasks(tasks_path)
-    clone = read_source_clone(tasks_dir)
-    store = ImageStore(runtime.client)
-    summary = BuildSummary(tasks_path=tasks_path)
-    selected = [task for task in tasks if not options.instance_ids or task.instance_id in options.instance_ids]
-    logs_dir = tasks_dir / "logs" / "build"
-    # Pythons with a pulled base image (3.8, 3.10 ...) join the ones every machine can bootstrap.
-    available = tuple(sorted(set(AVAILABLE_PYTHONS) | set(local_base_pythons(runtime.client)),
-                             key=lambda python: int(python.split(".")[1])))
-
-    def one(task: Task) -> tuple[Task, EnvSpec, bool]:
-        override = options.overrides.get(task.repo)
-        if _still_built(task, store, override):
-            return task, task.env_spec, True
-        spec = build_task(task, clone, store=store, runtime=runtime, logs_dir=logs_dir, override=override,
-                          collect_check=options.collect_check, available=available,
-                          collect_timeout_s=options.collect_timeout_s)
-        return task, spec, False
-
-    pool = ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="repo2env-build")
-    futures = [pool.submit(one, task) for task in selected]
-    try:
-        for future in as_completed(futures):
-            task, spec, reused = future.result()
-            _tally(summary, task, spec, reused)
-            # Written after every task (only its row, under the file's lock): an interrupted
-            # build keeps what it finished, and a concurrent run's rows stay.
-            update_tasks(tasks_path, [task.model_copy(update={"env_spec": spec})])
-            if progress:
-                progress(task, spec)
-    except BaseException:
-        # Interrupted (a signal) or broken: queued tasks never start, and nothing waits here for
-        # the running ones (the caller stops their containers: docker_backend.stop_all_sandboxes).
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
-    return summary
-
-
-def _still_built(task: Task, store: ImageStore, override: EnvOverride | None = None) -> bool:
+def still_built(task: Task, store: ImageStore, override: EnvOverride | None = None) -> bool:
+    """Whether ``task``'s recorded image is still on the engine, built under the same override."""
     spec = task.env_spec
     return bool(spec and spec.status == "env_ok" and spec.image and spec.image_digest
                 and spec.override_hash == override_hash(override)
                 and (image := store.find(spec.image)) is not None and image.id == spec.image_digest)
-
-
-def _tally(summary: BuildSummary, task: Task, spec: EnvSpec, reused: bool) -> None:
-    if spec.status == "env_ok":
-        summary.ok += 1
-        summary.reused += int(reused)
-        if spec.env_image:
-            summary.env_images[spec.env_image] = summary.env_images.get(spec.env_image, 0) + 1
-    else:
-        summary.failed += 1
-        summary.failures[task.instance_id] = spec.error or "unknown"
 
 
 def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRuntime, logs_dir: Path,

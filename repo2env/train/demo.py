@@ -42,8 +42,9 @@ def run_train_demo(out_dir: Path, *, steps: int = 4, eval_steps: int = 2, teach_
     from repo2env.envs import RepoEnvConfig
     from repo2env.mine.git import GitSource
     from repo2env.mine.miner import mine
+    from repo2env.pipeline.stages import build_tasks_dir, validate_dir
     from repo2env.publish.dataset import PublishOptions, publish_to_folder
-    from repo2env.runtime.build import BuildOptions, build_tasks_dir
+    from repo2env.runtime.build import BuildOptions
     from repo2env.runtime.docker_backend import DockerRuntime
     from repo2env.train.run import grpo_trainer, prepare_dataset, run_training
     from repo2env.train.tiny import (
@@ -56,7 +57,6 @@ def run_train_demo(out_dir: Path, *, steps: int = 4, eval_steps: int = 2, teach_
         tool_call_turn,
     )
     from repo2env.validate.acceptance import load_acceptance_policy
-    from repo2env.validate.run import validate_dir
 
     out_dir = out_dir.absolute()
     source_dir, tasks_dir = out_dir / "source", out_dir / "tasks"

@@ -112,9 +112,11 @@ def prepare_dataset(source: str, work_dir: Path, *, build: bool = True, clones: 
     tree = Path(origin)
     prepared = PreparedDataset(tree=tree)
     if build:
+        from repo2env.pipeline.stages import folder_builder
         from repo2env.runtime.docker_backend import DockerRuntime
 
-        pulled = pull_dataset(tree, work_dir / "tasks", runtime=DockerRuntime(), clones=clones)
+        runtime = DockerRuntime()
+        pulled = pull_dataset(tree, work_dir / "tasks", runtime=runtime, clones=clones, builder=folder_builder(runtime))
         if pulled.not_runnable:
             shown = "; ".join(f"{task}: {why}" for task, why in list(pulled.not_runnable.items())[:3])
             raise InputError(f"{len(pulled.not_runnable)} task(s) of {source} cannot run here: {shown}",

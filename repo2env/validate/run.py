@@ -4,7 +4,8 @@ For each task of a tasks folder: derive FAIL_TO_PASS / PASS_TO_PASS (catching fl
 grade with the hidden verifier the gold patch (must be 1.0 every time), the empty patch (must be
 0), partial fixes (subsets of the gold hunks), near misses (libcst mutations of the gold
 patch) and stubs (the functions the gold patch changed reduced to ``return []`` and the like), plus K policy rollouts when a policy endpoint is given; the acceptance policy judges.
-Results: ``validation.jsonl`` (one record per task, appended as each finishes, so a re-run resumes),
+The loop over a tasks folder is the stage runner's (:func:`repo2env.pipeline.stages.validate_dir`):
+``validation.jsonl`` (one record per task, appended as each finishes, so a re-run resumes),
 ``tasks.jsonl`` updated with the tests and the verdict, ``summary.md`` and ``validation.png``.
 """
 
@@ -12,16 +13,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repo2env.jsonl import append_jsonl, drop_rows, drop_torn_tail, read_tasks, update_tasks
 from repo2env.models import RolloutResult, Task, ValidationRecord
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.validate.acceptance import AcceptancePolicy, judge
 from repo2env.validate.derive import derive_tests
-from repo2env.validate.report import write_figure, write_summary
 from repo2env.verify.grader import Grader
 
 #: Variants (partial fixes, near misses) get this many times the gold grading's time, at least the floor.
@@ -43,50 +41,6 @@ class ValidationSummary:
     @property
     def accepted(self) -> int:
         return sum(record.verdict == "accepted" for record in self.records)
-
-
-def validate_dir(tasks_dir: Path, runtime: DockerRuntime, policy: AcceptancePolicy, *, jobs: int = 1,
-                 policy_runner: PolicyRunner | None = None, policy_k: int = 0, force: bool = False,
-                 instance_ids: frozenset[str] = frozenset(),
-                 progress: Callable[[ValidationRecord], None] | None = None) -> ValidationSummary:
-    """Validate every task of ``tasks_dir`` (resuming: tasks already in validation.jsonl are skipped)."""
-    tasks_path, records_path = tasks_dir / "tasks.jsonl", tasks_dir / "validation.jsonl"
-    tasks = read_tasks(tasks_path)
-    selected = [task for task in tasks if not instance_ids or task.instance_id in instance_ids]
-    drop_torn_tail(records_path)  # a record cut short by a killed run: that task is validated again
-    if force:
-        # Only the selected tasks' records go: `--force --task ID` re-validates that task alone.
-        forced = {task.instance_id for task in selected}
-        drop_rows(records_path, lambda row: row.get("instance_id") not in forced)
-    done = {record.instance_id for record in read_records(records_path)}
-    summary = ValidationSummary(tasks_dir=tasks_dir)
-    todo = [task for task in selected if task.instance_id not in done]
-    summary.skipped = len(tasks) - len(todo)
-    logs_dir = tasks_dir / "logs" / "validate"
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="repo2env-validate")
-    futures = [pool.submit(validate_task, task, runtime, policy, logs_dir=logs_dir / task.instance_id,
-                           policy_runner=policy_runner, policy_k=policy_k) for task in todo]
-    try:
-        for future in as_completed(futures):
-            task, record = future.result()
-            # tasks.jsonl first (its row, under the file's lock), then the record: the record is what
-            # makes a re-run skip the task, so an interruption between the two only validates it again.
-            update_tasks(tasks_path, [task])
-            append_jsonl(records_path, [record])
-            summary.records.append(record)
-            if progress:
-                progress(record)
-    except BaseException:
-        # Interrupted (a signal) or broken: queued tasks never start, and nothing waits here for
-        # the running ones (the caller stops their sandboxes: docker_backend.stop_all_sandboxes).
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
-    all_records = list(read_records(records_path))
-    write_summary(tasks_dir / "summary.md", all_records, policy=policy, funnel_path=tasks_dir / "funnel.json",
-                  total_tasks=len(tasks))
-    write_figure(tasks_dir / "validation.png", all_records)
-    return summary
 
 
 def validate_task(task: Task, runtime: DockerRuntime, policy: AcceptancePolicy, *, logs_dir: Path,

@@ -1,0 +1,60 @@
+"""The batch pipeline's throughput and its own overhead.
+
+Runs the demo pipeline (pipelines/demo.yaml: mine, build, validate, publish) into a fresh output
+folder once per worker count (1 and 2 local workers; images cached by a warm-up run, so the
+figures are the stages' steady work, not first-time image builds), and prints tasks per hour,
+the scaling efficiency from 1 to 2 workers, and the pipeline's own time per task (state store
+transactions, scheduling, writing rows: the runner's bookkeeping) against the stage work per task.
+Target: overhead under 5% of the stage work.
+
+REPO2ENV_BENCH_POLICY=default runs the shipped policy (slow); the default here is a lighter one
+(one gold run, few variants) so the benchmark takes minutes, not an hour. Ray: another script.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from repo2env.pipeline.batch import run_pipeline
+from repo2env.pipeline.executors import LocalExecutor
+from repo2env.pipeline.spec import load_pipeline_spec
+
+LIGHT_POLICY = {"gold_runs": 1, "partial_limit": 1, "near_miss_limit": 1, "stub_limit": 1, "reruns": 2}
+
+
+def run(spec, out: Path, jobs: int) -> tuple[float, int, float, float]:
+    """(wall seconds, tasks, stage work seconds, bookkeeping seconds) of one run into ``out``."""
+    spec = spec.model_copy(update={"output": str(out)})
+    executor = LocalExecutor(jobs=jobs)
+    began = time.perf_counter()
+    result = run_pipeline(spec, executor=executor)
+    wall = time.perf_counter() - began
+    executor.shutdown()
+    tasks = sum(entry.get("tasks", 0) for entry in result.funnel["repos"].values())
+    return wall, tasks, result.work_s, result.bookkeeping_s
+
+
+def main() -> None:
+    spec = load_pipeline_spec("demo")
+    if os.environ.get("REPO2ENV_BENCH_POLICY", "light") != "default":
+        spec = spec.model_copy(update={"policy": LIGHT_POLICY})
+    with tempfile.TemporaryDirectory(prefix="repo2env-bench-pipeline-") as scratch:
+        root = Path(scratch)
+        print("warm-up run (builds the demo's images once) ...")
+        run(spec, root / "warm-up", 2)
+        rates = {}
+        for jobs in (1, 2):
+            wall, tasks, work, bookkeeping = run(spec, root / f"jobs-{jobs}", jobs)
+            rates[jobs] = tasks / wall * 3600
+            print(f"[{jobs} worker{'s' if jobs > 1 else ''}] {tasks} tasks in {wall:.0f} s: {rates[jobs]:.0f} tasks/hour; "
+                  f"per task: stage work {work / tasks:.1f} s, pipeline overhead {bookkeeping / tasks * 1000:.0f} ms "
+                  f"({bookkeeping / work:.2%} of the stage work; target < 5%)")
+        print(f"scaling 1 -> 2 workers: x{rates[2] / rates[1]:.2f} (efficiency {rates[2] / rates[1] / 2:.0%}; "
+              f"{os.cpu_count()} cores on this machine, shared)")
+
+
+if __name__ == "__main__":
+    main()
