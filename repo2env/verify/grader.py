@@ -48,14 +48,16 @@ from repo2env.verify.junit import ID_OPTIONS, outcomes_for, selection_args
 from repo2env.verify.logs import JUNIT_CAP_BYTES, write_capped_log
 from repo2env.verify.reward import RewardMode, score
 from repo2env.verify.tamper import COLLECTOR_SCRIPT, PLUGIN_SOURCE, parse_stream, verdict
+from repo2env.verify.trailer import TRAILER as _TRAILER  # noqa: F401 - the grader's name for it, as before
+from repo2env.verify.trailer import parse_trailer
 
 DEFAULT_TIMEOUT_S = 900.0
-# The grading script's exit statuses and trailer (repo2env/verify/scripts/grade.sh).
+# The grading script's exit statuses (repo2env/verify/scripts/grade.sh).
 _APPLY_FAILED, _TEST_PATCH_FAILED, _RUNNER_REFERENCED = 90, 91, 92
-_TRAILER = "REPO2ENV-GRADE-TRAILER"
 # Collectors of live outcomes, one per grading in flight (shared: gradings run in many threads).
 _COLLECTORS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="repo2env-outcomes")
 _COLLECTOR_GRACE_S = 15.0
+_parse_trailer = parse_trailer  # the grader's name for it, as before
 
 
 def grading_scripts() -> dict[str, str]:
@@ -167,7 +169,7 @@ class Grader:
             sandbox.close()
             raise
         sandbox.close(wait=False)  # the result does not wait for the container's removal
-        parsed = _parse_trailer(result.output)
+        parsed = parse_trailer(result.output)
         if result.exit_code != 0 or result.truncated:
             # The tests' processes can write into this output too (through /proc/<pid>/fd/1), then
             # kill the script or fill the output cap: a trailer is the script's own only when the
@@ -303,24 +305,6 @@ def _runner_references(output: str) -> str:
         return ", ".join(json.loads(found.group(1))) if found else "unknown references"
     except ValueError:
         return "unreadable references"
-
-
-def _parse_trailer(output: str) -> tuple[int, str | None, str] | None:
-    """(pytest exit status, JUnit XML or None, test output) from the script's output, or None when
-    the trailer is missing (the script did not finish)."""
-    raw = output.encode("utf-8", errors="surrogateescape")
-    trailer_length = len(_TRAILER) + 1 + 3 + 1 + 12 + 2
-    tail = raw[-trailer_length:].decode("ascii", errors="replace")
-    match = re.fullmatch(rf"\n{re.escape(_TRAILER)} (\d{{3}}) (-?\d{{11,12}})\n", tail)
-    if match is None:
-        return None
-    status, size = int(match.group(1)), int(match.group(2))
-    body = raw[:-trailer_length]
-    if size < 0:
-        return status, None, body.decode("utf-8", errors="replace")
-    if size > len(body):
-        return None
-    return status, body[len(body) - size:].decode("utf-8", errors="replace"), body[:len(body) - size].decode("utf-8", errors="replace")
 
 
 def _inputs_archive(inputs: str, junit_dir: str, *, files: dict[str, str], private: dict[str, str]) -> bytes:
