@@ -41,6 +41,9 @@ class EnvSpec(_Schema):
     date_pin: str | None = Field(None, description="ISO date: dependencies resolved as of this day.")
     image: str | None = Field(None, description="Image tag built for this spec.")
     image_digest: str | None = Field(None, description="Image id (sha256) once built.")
+    pushed_image: str | None = Field(
+        None, description="Where 'repo2env publish --push-images' pushed the task image: REGISTRY/NAME@sha256:DIGEST "
+                          "(pullable anywhere that reaches the registry; 'repo2env pull' uses it).")
     rung: str | None = Field(None, description="Which retry rung of the install ladder succeeded.")
     env_image: str | None = Field(None, description="The shared env image (dependencies) under the task image.")
     deps_fingerprint: str | None = Field(None, description="Hash of the dependency-defining files at the commit.")
