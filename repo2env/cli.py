@@ -516,6 +516,9 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
 @click.option("--overwrite", is_flag=True, help="Replace a target that already has content.")
 @click.option("--save-images", is_flag=True,
               help="Put every task's image in the dataset (images/images.tar, layers shared) for 'repo2env pull'.")
+@click.option("--push-images", "push_registry", metavar="REGISTRY",
+              help="Push every task's image to REGISTRY (host[:port][/path]) first; the rows and Harbor tasks "
+                   "record REGISTRY/NAME@sha256:DIGEST, which 'repo2env pull' pulls.")
 @click.option("--private", is_flag=True, help="Hub: create the repository private.")
 @click.option("--revision", help="Hub: the branch to commit to (created when missing).")
 @click.option("--create-pr", is_flag=True, help="Hub: open a pull request instead of committing to the branch.")
@@ -523,7 +526,8 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
 @click.option("--hub-url", help="Hub endpoint [default: HF_ENDPOINT, else the public Hub].")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by_date: datetime | None,
-            include_rejected: bool, json_lists: bool, license_id: str, overwrite: bool, save_images: bool, private: bool,
+            include_rejected: bool, json_lists: bool, license_id: str, overwrite: bool, save_images: bool,
+            push_registry: str | None, private: bool,
             revision: str | None, create_pr: bool, token: str | None, hub_url: str | None, as_json: bool) -> None:
     """Publish validated environments as a dataset: parquet rows (a TRL-ready `prompt` column, the
     SWE-bench fields, the environment, the validation figures), Harbor task folders (tasks/), a
@@ -542,8 +546,9 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
     default_name = destination.repo_id if isinstance(destination, HubTarget) else Path(destination).name
     writers = [harbor_writer(name or default_name), *([image_writer] if save_images else [])]
     options = PublishOptions(name=name or default_name, split_by_date=split_by_date.date() if split_by_date else None,
-                             include_rejected=include_rejected, json_lists=json_lists, license_id=license_id)
-    with console.status("writing the dataset"):
+                             include_rejected=include_rejected, json_lists=json_lists, license_id=license_id,
+                             push_registry=push_registry)
+    with console.status("pushing the images and writing the dataset" if push_registry else "writing the dataset"):
         if isinstance(destination, HubTarget):
             summary = publish_to_hub(folders, destination.repo_id, options, token=token, endpoint=hub_url,
                                      private=private, revision=revision, create_pr=create_pr, overwrite=overwrite,
@@ -577,7 +582,8 @@ def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, r
     """Bring a published dataset here and make its environments runnable.
 
     The files are checked against the dataset's manifest, rows become task folders, and each task's
-    image is found here, loaded from the dataset's images/images.tar, or rebuilt from --clone.
+    image is found here, loaded from the dataset's images/images.tar, pulled from the registry
+    'publish --push-images' pushed it to, or rebuilt from --clone.
     """
     from repo2env.publish.hub import HubTarget, download_from_hub, parse_target
     from repo2env.publish.pull import pull_dataset
@@ -596,7 +602,7 @@ def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, r
     for repo, folder in summary.folders.items():
         console.print(f"{repo}: {folder / 'tasks.jsonl'}", highlight=False)
     console.print(f"{summary.tasks} tasks; runnable here: {summary.runnable} ({summary.loaded_images} images loaded, "
-                  f"{summary.rebuilt} rebuilt)", highlight=False)
+                  f"{summary.pulled} pulled, {summary.rebuilt} rebuilt)", highlight=False)
     for instance_id, why in summary.not_runnable.items():
         console.print(f"[yellow]not runnable[/] {instance_id}: {why}", highlight=False)
 
