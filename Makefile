@@ -7,7 +7,7 @@ STAMP := $(VENV)/.repo2env-installed
 TRAIN_STAMP := $(VENV)/.repo2env-train-installed
 PYTEST_ARGS ?=
 
-.PHONY: install train-extra engine base-image demo train-demo test validate bench lint clean
+.PHONY: install train-extra engine registry base-image demo train-demo test validate bench lint clean
 
 install: $(STAMP)
 
@@ -28,6 +28,10 @@ $(TRAIN_STAMP): $(STAMP) pyproject.toml
 engine:
 	@bash .ci/ensure-docker.sh
 
+## The distribution registry's binary (Debian's docker-registry), which the --push-images test starts on 127.0.0.1.
+registry:
+	@command -v docker-registry >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry)
+
 ## The local base images (debootstrap + docker import when no registry answers): Python 3.9, 3.11, 3.13.
 base-image: install engine
 	$(BIN)/repo2env runtime bootstrap --python 3.11 --python 3.9 --python 3.13
@@ -42,7 +46,7 @@ train-demo: base-image train-extra
 	$(BIN)/repo2env train --demo --output generated/train-demo
 
 ## The whole test suite, Docker and training tests included.
-test: base-image train-extra
+test: base-image train-extra registry
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## Validate what is in generated/ (the demo, mined and built first if missing), default policy.

@@ -558,6 +558,9 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
 @click.option("--overwrite", is_flag=True, help="Replace a target that already has content.")
 @click.option("--save-images", is_flag=True,
               help="Put every task's image in the dataset (images/images.tar, layers shared) for 'repo2env pull'.")
+@click.option("--push-images", "push_registry", metavar="REGISTRY",
+              help="Push every task's image to REGISTRY (host[:port][/path]) first; the rows and Harbor tasks "
+                   "record REGISTRY/NAME@sha256:DIGEST, which 'repo2env pull' pulls.")
 @click.option("--private", is_flag=True, help="Hub: create the repository private.")
 @click.option("--revision", help="Hub: the branch to commit to (created when missing).")
 @click.option("--create-pr", is_flag=True, help="Hub: open a pull request instead of committing to the branch.")
@@ -565,25 +568,29 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
 @click.option("--hub-url", help="Hub endpoint [default: HF_ENDPOINT, else the public Hub].")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by_date: datetime | None,
-            include_rejected: bool, json_lists: bool, license_id: str, overwrite: bool, save_images: bool, private: bool,
+            include_rejected: bool, json_lists: bool, license_id: str, overwrite: bool, save_images: bool,
+            push_registry: str | None, private: bool,
             revision: str | None, create_pr: bool, token: str | None, hub_url: str | None, as_json: bool) -> None:
     """Publish validated environments as a dataset: parquet rows (a TRL-ready `prompt` column, the
-    SWE-bench fields, the environment, the validation figures), a dataset card and a manifest.
+    SWE-bench fields, the environment, the validation figures), Harbor task folders (tasks/), a
+    dataset card and a manifest.
 
     Only accepted tasks are published; tasks never validated are refused unless --include-rejected.
     A folder target is complete or absent after an interruption.
     """
     from repo2env.publish.dataset import PublishOptions, publish_to_folder
+    from repo2env.publish.harbor import harbor_writer
     from repo2env.publish.hub import HubTarget, parse_target, publish_to_hub
     from repo2env.publish.images import save_images as image_writer
 
     destination = parse_target(target)
     folders = _tasks_dirs(from_dirs)
-    writers = [image_writer] if save_images else []
     default_name = destination.repo_id if isinstance(destination, HubTarget) else Path(destination).name
+    writers = [harbor_writer(name or default_name), *([image_writer] if save_images else [])]
     options = PublishOptions(name=name or default_name, split_by_date=split_by_date.date() if split_by_date else None,
-                             include_rejected=include_rejected, json_lists=json_lists, license_id=license_id)
-    with console.status("writing the dataset"):
+                             include_rejected=include_rejected, json_lists=json_lists, license_id=license_id,
+                             push_registry=push_registry)
+    with console.status("pushing the images and writing the dataset" if push_registry else "writing the dataset"):
         if isinstance(destination, HubTarget):
             summary = publish_to_hub(folders, destination.repo_id, options, token=token, endpoint=hub_url,
                                      private=private, revision=revision, create_pr=create_pr, overwrite=overwrite,
@@ -617,7 +624,8 @@ def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, r
     """Bring a published dataset here and make its environments runnable.
 
     The files are checked against the dataset's manifest, rows become task folders, and each task's
-    image is found here, loaded from the dataset's images/images.tar, or rebuilt from --clone.
+    image is found here, loaded from the dataset's images/images.tar, pulled from the registry
+    'publish --push-images' pushed it to, or rebuilt from --clone.
     """
     from repo2env.pipeline.stages import folder_builder
     from repo2env.publish.hub import HubTarget, download_from_hub, parse_target
@@ -638,7 +646,7 @@ def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, r
     for repo, folder in summary.folders.items():
         console.print(f"{repo}: {folder / 'tasks.jsonl'}", highlight=False)
     console.print(f"{summary.tasks} tasks; runnable here: {summary.runnable} ({summary.loaded_images} images loaded, "
-                  f"{summary.rebuilt} rebuilt)", highlight=False)
+                  f"{summary.pulled} pulled, {summary.rebuilt} rebuilt)", highlight=False)
     for instance_id, why in summary.not_runnable.items():
         console.print(f"[yellow]not runnable[/] {instance_id}: {why}", highlight=False)
 
@@ -752,6 +760,26 @@ def export_swebench_command(from_dirs: tuple[Path, ...], out_path: Path, lists: 
 
     count = export_swebench(_tasks_dirs(from_dirs), out_path, json_lists=not lists, accepted_only=not include_rejected)
     console.print(f"{count} SWE-bench instances -> {out_path}", highlight=False)
+
+
+@export_group.command("harbor")
+@_from_option
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--name", default="repo2env", show_default=True,
+              help="The dataset's name; task.toml names each task OWNER/INSTANCE_ID with its first part.")
+@click.option("--include-rejected", is_flag=True, help="Export built tasks that were not accepted too.")
+@click.option("--overwrite", is_flag=True, help="Replace an OUT_DIR that already has content.")
+def export_harbor_command(from_dirs: tuple[Path, ...], out_dir: Path, name: str, include_rejected: bool,
+                          overwrite: bool) -> None:
+    """Write accepted tasks as Harbor task folders to OUT_DIR/<instance_id>/: instruction.md, task.toml,
+    environment/Dockerfile, tests/test.sh (the hidden verifier, writing /logs/verifier/reward.txt and
+    reward.json) and solution/solve.sh (the gold patch)."""
+    from repo2env.publish.harbor import export_harbor
+
+    written = export_harbor(_tasks_dirs(from_dirs), out_dir, dataset=name, accepted_only=not include_rejected,
+                            overwrite=overwrite)
+    console.print(f"{written.tasks} Harbor tasks -> {written.root}; run one with: harbor run -p "
+                  f"{written.root}/INSTANCE_ID", highlight=False)
 
 
 @export_group.command("openenv")

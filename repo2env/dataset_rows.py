@@ -40,6 +40,7 @@ def dataset_row(task: Task, dockerfiles: Mapping[str, str] | None = None, *, jso
         "leak_score": task.leak_score,
         "image": spec.image or "",
         "image_digest": spec.image_digest or "",
+        "pushed_image": spec.pushed_image or "",
         "env_image": spec.env_image or "",
         "python": spec.python,
         "test_cmd": spec.test_cmd,

@@ -8,7 +8,6 @@ raises :class:`~repo2env.errors.TaskFormatError` naming the field.
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import json
 import re
@@ -18,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from repo2env.errors import TaskFormatError
+from repo2env.outcomes import TestStatus  # noqa: F401 - one of the schemas, defined where the sandbox can import it
 
 #: Bumped whenever a stored field changes meaning or a required field is added.
 SCHEMA_VERSION = 1
@@ -44,6 +44,9 @@ class EnvSpec(_Schema):
     date_pin: str | None = Field(None, description="ISO date: dependencies resolved as of this day.")
     image: str | None = Field(None, description="Image tag built for this spec.")
     image_digest: str | None = Field(None, description="Image id (sha256) once built.")
+    pushed_image: str | None = Field(
+        None, description="Where 'repo2env publish --push-images' pushed the task image: REGISTRY/NAME@sha256:DIGEST "
+                          "(pullable anywhere that reaches the registry; 'repo2env pull' uses it).")
     rung: str | None = Field(None, description="Which retry rung of the install ladder succeeded.")
     env_image: str | None = Field(None, description="The shared env image (dependencies) under the task image.")
     deps_fingerprint: str | None = Field(None, description="Hash of the dependency-defining files at the commit.")
@@ -72,18 +75,6 @@ class EnvSpec(_Schema):
         """A short hash of everything that decides the env image's content (not its tag or id)."""
         keyed = self.model_dump(include={"python", "system_packages", "install", "date_pin", "deps_fingerprint"})
         return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
-
-
-class TestStatus(enum.StrEnum):
-    """One test's outcome. Anything but PASSED counts as a failure when grading."""
-
-    __test__ = False  # not a pytest test class, despite the name
-
-    PASSED = "passed"
-    FAILED = "failed"
-    ERROR = "error"
-    SKIPPED = "skipped"
-    MISSING = "missing"
 
 
 class ExecResult(_Schema):

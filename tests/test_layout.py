@@ -1,5 +1,5 @@
 """The package's import graph is one-way: no cycles between its folders or between its modules,
-nothing imports the CLI, and the base modules (errors, models, settings) import no stage."""
+nothing imports the CLI, and the base modules (errors, models, outcomes, settings) import no stage."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "repo2env"
-BASE = {"repo2env.errors", "repo2env.models", "repo2env.settings"}
+BASE = {"repo2env.errors", "repo2env.models", "repo2env.outcomes", "repo2env.settings"}
 
 
 def _unit(module: str) -> str:

@@ -107,6 +107,13 @@ def classify_path(path: str) -> PathKind:
     return "source"
 
 
+def test_path_pattern() -> str:
+    """A regular expression that a whole path matches (``re.search``) exactly when
+    :func:`classify_path` calls it a test file (for code that cannot import this module)."""
+    names = "|".join(re.escape(name) for name in sorted(_TEST_CONFIG_FILES))
+    return rf"(?i:{_TEST_DIR.pattern})|(?:^|/)(?:{_TEST_FILE.pattern}|{names})\Z"
+
+
 def split_diff(diff_text: str) -> SplitDiff:
     """Cut a git-format diff into ``patch`` (source), ``test_patch`` and ``aux_patch``.
 

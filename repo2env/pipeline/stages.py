@@ -23,8 +23,8 @@ from repo2env.runtime.bootstrap import local_base_pythons
 from repo2env.runtime.build import BuildOptions, BuildSummary, build_task, read_source_clone, still_built
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.images import ImageStore
-from repo2env.runtime.spec.overrides import EnvOverride
 from repo2env.runtime.spec import AVAILABLE_PYTHONS
+from repo2env.runtime.spec.overrides import EnvOverride
 from repo2env.validate.acceptance import AcceptancePolicy
 from repo2env.validate.report import write_figure, write_summary
 from repo2env.validate.run import PolicyRunner, ValidationSummary, read_records, validate_task

@@ -53,7 +53,7 @@ def dataset_card(*, name: str, splits: Mapping[str, int], repos: Mapping[str, Ma
               "- SWE-bench fields: `instance_id`, `repo`, `base_commit`, `patch` (the gold fix), `test_patch` "
               "(the hidden tests), `problem_statement`, `hints_text`, `created_at`, `version`, "
               f"`environment_setup_commit`, `FAIL_TO_PASS` and `PASS_TO_PASS` ({lists}).",
-              "- The environment: `image`, `image_digest`, `env_image`, `python`, `test_cmd`, `env_spec` (JSON), "
+              "- The environment: `image`, `image_digest`, `pushed_image` (REGISTRY/NAME@sha256:DIGEST when pushed), `env_image`, `python`, `test_cmd`, `env_spec` (JSON), "
               "`dockerfiles` (JSON: the Dockerfile of each layer).",
               "- Validation: `verdict`, `reasons`, `reward_gold`, `reward_null`, `reward_mean`, `distinct_rewards`, "
               "`partial_credit`, `policy_pass_rate`, `validation` (JSON: rewards per rollout kind, flaky tests).",

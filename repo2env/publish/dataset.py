@@ -46,6 +46,8 @@ class PublishOptions:
     include_rejected: bool = False
     json_lists: bool = False
     license_id: str = "other"
+    #: Push every task's image here first (``host[:port][/path]``); the rows record where and its digest.
+    push_registry: str | None = None
 
 
 @dataclass
@@ -122,6 +124,10 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
 
     disable_progress_bar()  # the CLI shows its own progress; datasets' bars would interleave with it
     tasks, left_out, per_repo = select_tasks(folders, include_rejected=options.include_rejected)
+    if options.push_registry:
+        from repo2env.publish.images import push_images
+
+        tasks = push_images(tasks, options.push_registry)
     summary = PublishSummary(target=str(root), left_out=left_out)
     by_split: dict[str, list[dict]] = {}
     for task in tasks:

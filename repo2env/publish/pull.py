@@ -2,7 +2,8 @@
 
 The dataset's files are checked against its manifest, its rows become tasks (one folder per
 repository, merged with what is there), and each task's image is made to exist: already here with
-the recorded id, loaded from the dataset's image tarball, or rebuilt from a clone of the repository.
+the recorded id, loaded from the dataset's image tarball, pulled from the registry it was pushed to
+(``publish --push-images``), or rebuilt from a clone of the repository.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from repo2env.errors import InputError
 from repo2env.jsonl import update_tasks, write_repository_record
 from repo2env.models import RepositoryRecord, Task
 from repo2env.publish.dataset import check_published_tree
-from repo2env.publish.images import IMAGES_TARBALL, load_images, runnable_here
+from repo2env.publish.images import IMAGES_TARBALL, load_images, pull_pushed, runnable_here
 
 #: Builds the given tasks of a tasks folder; returns (built ok, {instance id: why it failed}).
 Builder = Callable[[Path, frozenset[str]], tuple[int, dict[str, str]]]
@@ -30,6 +31,7 @@ class PullSummary:
     tasks: int = 0
     runnable: int = 0
     loaded_images: int = 0
+    pulled: int = 0
     rebuilt: int = 0
     not_runnable: dict[str, str] = field(default_factory=dict)  # instance id -> why
 
@@ -49,8 +51,8 @@ def dataset_tasks(tree: Path) -> list[Task]:
 def pull_dataset(tree: Path, out_root: Path, *, runtime=None, clones: Mapping[str, str] | None = None,
                  build: bool = True, builder: Builder | None = None) -> PullSummary:
     """Bring the dataset at ``tree`` into ``out_root/<owner>__<name>/``; with a runtime, make every
-    task's image exist (load the tarball, else rebuild from ``clones`` with ``builder`` when ``build``:
-    the stage runner's build, :func:`repo2env.pipeline.stages.folder_builder`)."""
+    task's image exist (load the tarball, else pull its pushed reference, else rebuild from ``clones``
+    with ``builder`` when ``build``: the stage runner's build, :func:`repo2env.pipeline.stages.folder_builder`)."""
     tasks = dataset_tasks(tree)
     summary = PullSummary(tasks=len(tasks))
     by_repo: dict[str, list[Task]] = {}
@@ -72,12 +74,17 @@ def pull_dataset(tree: Path, out_root: Path, *, runtime=None, clones: Mapping[st
         summary.loaded_images = len(load_images(runtime.client, tree / IMAGES_TARBALL))
     for repo, repo_tasks in sorted(by_repo.items()):
         missing = {task.instance_id for task in repo_tasks if not runnable_here(runtime.client, task)}
+        # Pushed with --push-images: pulled by digest, so it is the very image that was validated.
+        pulled = {task.instance_id for task in repo_tasks if task.instance_id in missing and pull_pushed(runtime.client, task)}
+        summary.pulled += len(pulled)
+        missing -= pulled
         summary.runnable += len(repo_tasks) - len(missing)
         if not missing:
             continue
         folder = summary.folders[repo]
         if not build or builder is None or not (folder / "source.json").is_file():
-            why = "no image here and no clone to rebuild from (pass --clone OWNER/NAME=PATH)" if build else "--no-build"
+            why = ("no image here, none pushed that pulls, and no clone to rebuild from (pass --clone OWNER/NAME=PATH)"
+                   if build else "--no-build")
             summary.not_runnable.update(dict.fromkeys(sorted(missing), why))
             continue
         built, failures = builder(folder, frozenset(missing))

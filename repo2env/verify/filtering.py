@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from repo2env.mine.split import classify_path
+from repo2env.mine.split import classify_path, test_path_pattern
 
 # pytest reads `pytest.toml`, `.pytest.toml` (pytest 9) and `.pytest.ini` before pyproject.toml, so
 # they would override the restored pytest sections. Compared in lower case.
@@ -61,6 +61,20 @@ def is_protected_path(path: str) -> bool:
             or "__pycache__" in lowered or ".git" in lowered or path.startswith("/") or ".." in parts
             or any(part.split(".", 1)[0] in _STARTUP_MODULES for part in lowered)
             or any(part.endswith(_METADATA_SUFFIXES) for part in lowered))
+
+
+def protected_path_pattern() -> str:
+    """:func:`is_protected_path` as one regular expression (``re.search`` on the whole path), for the
+    grading script where no filter ran on the host (a Harbor task's verifier has no repo2env)."""
+    configs = "|".join(re.escape(name) for name in sorted(_TEST_CONFIG_NAMES))
+    startup = "|".join(sorted(_STARTUP_MODULES))
+    metadata = "|".join(re.escape(suffix) for suffix in _METADATA_SUFFIXES)
+    return "|".join([
+        test_path_pattern(),
+        rf"(?i:(?:^|/)(?:{configs})\Z)", r"(?i:\.(?:pth|pyc|pyo)\Z)", r"(?i:(?:^|/)(?:__pycache__|\.git)(?:/|\Z))",
+        r"\A/", r"(?:^|/)\.\.(?:/|\Z)", rf"(?i:(?:^|/)(?:{startup})(?:\.[^/]*)?(?:/|\Z))",
+        rf"(?i:(?:{metadata})(?:/|\Z))",
+    ])
 
 
 def filter_patch(patch: str) -> FilteredPatch:

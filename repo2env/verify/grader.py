@@ -1,7 +1,9 @@
 """Grading: an agent's patch, a fresh sandbox of the task's image, the PR's hidden tests, a reward.
 
 The hidden tests (``task.test_patch``) exist only on the host and in the grading sandbox, which
-is started fresh from the task image for each grading. Inside it, one script (one ``exec``):
+is started fresh from the task image for each grading. Inside it, one script (one ``exec``), a file
+shipped with the package (``verify/scripts/grade.sh`` with ``restore.py``, run with the settings
+:func:`grading_settings` writes as ``grade.json``; a Harbor task's ``tests/test.sh`` runs the same files):
 
 1. applies the filtered agent patch (test files, test configuration, start-up hooks, metadata and
    binary importable files dropped, see :mod:`repo2env.verify.filtering`); a patch that does not
@@ -31,6 +33,7 @@ import shlex
 import tarfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from importlib import resources
 from pathlib import Path
 
 from repo2env.errors import InputError
@@ -45,217 +48,27 @@ from repo2env.verify.junit import ID_OPTIONS, outcomes_for, selection_args
 from repo2env.verify.logs import JUNIT_CAP_BYTES, write_capped_log
 from repo2env.verify.reward import RewardMode, score
 from repo2env.verify.tamper import COLLECTOR_SCRIPT, PLUGIN_SOURCE, parse_stream, verdict
+from repo2env.verify.trailer import TRAILER as _TRAILER  # noqa: F401 - the grader's name for it, as before
+from repo2env.verify.trailer import parse_trailer
 
 DEFAULT_TIMEOUT_S = 900.0
+# The grading script's exit statuses (repo2env/verify/scripts/grade.sh).
 _APPLY_FAILED, _TEST_PATCH_FAILED, _RUNNER_REFERENCED = 90, 91, 92
-_TRAILER = "REPO2ENV-GRADE-TRAILER"
 # Collectors of live outcomes, one per grading in flight (shared: gradings run in many threads).
 _COLLECTORS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="repo2env-outcomes")
 _COLLECTOR_GRACE_S = 15.0
-_OUTPUT_TAIL_BYTES = 200_000
+_parse_trailer = parse_trailer  # the grader's name for it, as before
 
-# Runs inside the grading sandbox with `python -I -S` (no site, no .pth, no cwd on sys.path), so
-# nothing from the agent's patch runs before the tests do (and its interpreter lookup skips site's
-# customize hooks for the same reason).
-_RESTORE_SCRIPT = r'''
-import ast, io, json, os, random, re, subprocess, sys, tokenize
-sys.stdout.reconfigure(errors="backslashreplace")  # paths may be any bytes (surrogate-escaped here)
-allowed = set(open(sys.argv[1], encoding="utf-8", errors="surrogateescape").read().split("\0")) - {""}
-inputs = os.path.dirname(sys.argv[1])
-agent_diff = os.path.join(inputs, "agent.diff")
 
-def git_output(*args):
-    return subprocess.run(["git", *args], capture_output=True, check=True).stdout.decode("utf-8", "surrogateescape")
+def grading_scripts() -> dict[str, str]:
+    """The grading script and its helper, as shipped in the package (``verify/scripts/``): the
+    grader copies them into every grading sandbox, a Harbor task's ``tests/`` holds the same files."""
+    folder = resources.files("repo2env.verify") / "scripts"
+    return {name: (folder / name).read_text(encoding="utf-8") for name in GRADING_SCRIPT_FILES}
 
-def snapshot_blobs(paths):
-    """{path: its content at HEAD, or None}, from one git process."""
-    paths = [path for path in paths if "\n" not in path]
-    if not paths:
-        return {}
-    output = subprocess.run(["git", "cat-file", "--batch"], input="".join("HEAD:" + path + "\n" for path in paths).encode("utf-8", "surrogateescape"),
-                            capture_output=True, check=True).stdout
-    blobs = {}
-    for path in paths:
-        header, _, output = output.partition(b"\n")
-        fields = header.split()
-        if len(fields) == 3 and fields[1] != b"missing":
-            size = int(fields[2])
-            blobs[path], output = output[:size], output[size + 1:]
-        else:
-            blobs[path] = None
-    return blobs
 
-def tracked(path):
-    return subprocess.run(["git", "cat-file", "-e", "HEAD:" + path], capture_output=True).returncode == 0
-
-def revert(path, reason=""):
-    if tracked(path):
-        subprocess.run(["git", "checkout", "HEAD", "--", path], check=True)
-        print("restored", path + reason)
-    elif os.path.lexists(path):
-        os.remove(path)
-        print("removed", path + reason)
-
-changed = [entry[3:] for entry in git_output("status", "--porcelain", "-z", "-uall", "--no-renames").split("\0") if entry]
-# git status leaves out what a .gitignore matches (and the patch may extend .gitignore), and the
-# filter's reading of a file header (C-quoted, or a plain diff after a hunk) may not be git's: also
-# take every path that git apply itself says the patch touched.
-if os.path.getsize(agent_diff):
-    records = git_output("apply", "--numstat", "-z", agent_diff).split("\0")
-    while records:
-        fields = records.pop(0).split("\t", 2)
-        if len(fields) == 3:
-            changed.extend([fields[2]] if fields[2] else [records.pop(0), records.pop(0)])  # a rename: old, new
-for path in dict.fromkeys(changed):
-    if path not in allowed:
-        revert(path)
-
-# Every folder of /testbed on the tests' sys.path (the root, where `python -m` and rootdir
-# conftests put it; src/ or wherever an editable install's .pth points): a new top-level module
-# there runs when anything imports its name, and the interpreter and pytest try names at start-up
-# that they normally do not find (Debian's sitecustomize tries apport_python_hook, copy tries
-# org.python.core). A new top-level name stays only when the gold patch adds the same name in the
-# same folder, and never when it shadows an installed module: pytest, a plugin, the standard library.
-# The tests' interpreter is asked without running `site`'s customize hooks, which would import
-# the very modules under question.
-grading = json.load(open(os.path.join(os.path.dirname(sys.argv[1]), "grading.json"), encoding="utf-8"))
-
-def top_level(path, prefix):
-    """(the entry right under prefix that path lies in or is, its import name, whether importable)"""
-    rest = path[len(prefix):]
-    first = rest.split("/", 1)[0]
-    importable = "/" in rest or first.endswith((".py", ".pyw", ".pyc", ".so", ".pyd"))
-    return prefix + first, first.split(".", 1)[0], importable and first.split(".", 1)[0].isidentifier()
-
-snapshot = snapshot_blobs(sorted(allowed))
-new_paths = [path for path in sorted(allowed) if os.path.lexists(path) and snapshot.get(path) is None]
-if new_paths:
-    lookup = ("import importlib.machinery as m, json, os, site, sys\n"
-              "site.addsitepackages(site.venv(set()))\n"
-              "here = os.getcwd() + os.sep\n"
-              "outside = [p for p in sys.path if os.path.isabs(p) and not (p + os.sep).startswith(here)]\n"
-              "inside = [os.path.relpath(p) for p in sys.path if os.path.isabs(p) and (p + os.sep).startswith(here)]\n"
-              "print(json.dumps({'inside': inside, 'shadowing': [n for n in sys.argv[1:] "
-              "if n in sys.builtin_module_names or m.PathFinder.find_spec(n, outside)]}))")
-    names = sorted({part.split(".", 1)[0] for path in new_paths for part in path.split("/")
-                    if part.split(".", 1)[0].isidentifier()})
-    found = subprocess.run(["python", "-I", "-S", "-c", lookup, *names], capture_output=True, text=True)
-    try:
-        answer = json.loads(found.stdout)
-    except ValueError:  # when the interpreter cannot tell, every new top-level name counts as shadowing
-        answer = None
-    folders = [""] + [folder.rstrip("/") + "/" for folder in (answer["inside"] if answer else []) if folder != "."]
-    for prefix in folders:
-        gold = {top_level(path, prefix)[1] for path in grading["gold_paths"] if path.startswith(prefix)}
-        for path in new_paths:
-            if not path.startswith(prefix) or not os.path.lexists(path):
-                continue
-            top, name, importable = top_level(path, prefix)
-            if not importable or tracked(top):
-                continue
-            if answer is None or name in answer["shadowing"]:
-                revert(path, " (it would shadow the installed module " + name + ")")
-            elif name not in gold:
-                revert(path, " (a new top-level module " + name + " on the tests' sys.path, not one the gold patch adds)")
-
-# The filter read the patch's added lines as UTF-8 text; Python reads a file in the encoding its
-# coding cookie names. Check every kept Python file as it stands now, decoded as Python decodes it.
-runner_pattern = re.compile(grading["runner_pattern"])
-allowed_references = set(grading["gold_references"])
-
-def python_text(data):
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    return data.decode(encoding, "replace")
-
-references = set()
-for path in sorted(allowed):
-    if not path.endswith((".py", ".pyw")) or not os.path.isfile(path):
-        continue
-    try:
-        text = python_text(open(path, "rb").read())
-        before = snapshot.get(path)
-        old_lines = set(python_text(before).splitlines()) if before is not None else set()
-    except (SyntaxError, LookupError, UnicodeError):
-        references.add("an undecodable source encoding in " + path)
-        continue
-    for line in text.splitlines():
-        if line not in old_lines:
-            references.update(match.group(0) for match in runner_pattern.finditer(line))
-if references - allowed_references:
-    print("REPO2ENV-RUNNER-REFERENCES " + json.dumps(sorted(references - allowed_references)))
-    sys.exit(92)
-
-# The hidden tests, then the canaries: each at a random top-level place of its module (before one
-# of the module's tests, or at the end), so that neither its place nor its name tells it from the
-# task's tests. Methods of a class come last in it: their block ends by attaching them to the class.
-# Both come from the agent's own (private) folder and are deleted once used: code in the tests that
-# read the hidden tests' diff could tell the canaries from the real tests.
-hidden_tests, canaries = sys.argv[2], sys.argv[3]
-applied = subprocess.run(["git", "apply", "--whitespace=nowarn", "--binary", hidden_tests]).returncode
-plan = json.load(open(canaries, encoding="utf-8"))
-os.remove(hidden_tests)
-os.remove(canaries)
-if applied:
-    sys.exit(91)
-rng = random.SystemRandom()
-for path, blocks in plan.items():
-    lines = open(path, encoding="utf-8").read().splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
-    try:
-        tree = ast.parse("".join(lines))
-        starts = [min([node.lineno, *[d.lineno for d in node.decorator_list]]) - 1 for node in tree.body
-                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                  and node.name.lower().startswith("test")]
-    except (SyntaxError, ValueError):
-        starts = []
-    defined = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))} if starts else set()
-    if any(block.split("def ", 1)[1].split("(", 1)[0] in defined for block in blocks):
-        print("a canary's name is taken in " + path)
-        sys.exit(91)
-    places = {}
-    for block in blocks:
-        at = rng.choice(starts + [len(lines)]) if "\ndel " not in block else len(lines)
-        places.setdefault(at, []).append(("\n\n" if at == len(lines) else "") + block.lstrip("\n") + "\n\n")
-    text = []
-    for number, line in enumerate(lines + [""]):
-        text.extend(places.get(number, []))
-        text.append(line)
-    open(path, "w", encoding="utf-8").write("".join(text).rstrip("\n") + "\n")
-
-def sections(text):
-    parts, current = [], ["", []]
-    for line in text.splitlines(keepends=True):
-        if line.startswith("["):
-            parts.append(current)
-            current = [line.strip().strip("[]").strip(), [line]]
-        else:
-            current[1].append(line)
-    parts.append(current)
-    return parts
-
-def is_pytest(header):
-    return header == "tool.pytest" or header.startswith(("tool.pytest.", "tool.pytest]"))
-
-if os.path.exists("pyproject.toml"):
-    original = subprocess.run(["git", "show", "HEAD:pyproject.toml"], capture_output=True)
-    original_text = original.stdout.decode("utf-8") if original.returncode == 0 else ""
-    current_text = open("pyproject.toml", encoding="utf-8").read()
-    kept = [part for part in sections(current_text) if not is_pytest(part[0])]
-    restored = [part for part in sections(original_text) if is_pytest(part[0])]
-    text = "".join("".join(lines) for _, lines in kept)
-    if restored:
-        text = text.rstrip("\n") + "\n\n" + "".join("".join(lines) for _, lines in restored)
-    # TOML has other spellings of pytest's table: a dotted key under [tool], an inline table, an
-    # indented, spaced, quoted or escaped header. A new line that still mentions pytest, or holds an
-    # escape, sends the whole file back to the snapshot's.
-    added = set(text.splitlines()) - set(original_text.splitlines())
-    if any("pytest" in line.lower() or "\\" in line for line in added):
-        revert("pyproject.toml", " (it configures pytest)")
-    elif text != current_text:
-        open("pyproject.toml", "w", encoding="utf-8").write(text)
-        print("restored pytest sections of pyproject.toml")
-'''
+#: The files of the grading script, run as ``bash grade.sh grade.json`` (see grade.sh).
+GRADING_SCRIPT_FILES = ("grade.sh", "restore.py")
 
 
 class Grader:
@@ -334,31 +147,29 @@ class Grader:
         stream_plugin = f"repo2env_outcomes_{secrets.token_hex(6)}"
         fifo = f"{inputs}/{secrets.token_hex(8)}.fifo"
         run_ids = _with_canaries(test_ids, plan)
-        script = _grading_script(task, run_ids, inputs, junit_path, self.timeout_s, plan=plan,
-                                 stream_plugin=stream_plugin, fifo=fifo)
+        settings = grading_settings(task, run_ids, inputs=inputs, private=junit_dir, junit_path=junit_path,
+                                    timeout_s=self.timeout_s, stream_plugin=stream_plugin, fifo=fifo)
         sandbox = self._fresh_sandbox(task)
         collector: Future | None = None
         try:
             sandbox.container.put_archive("/tmp", _inputs_archive(inputs, junit_dir, private={
                 "test.diff": task.test_patch, "canaries.json": json.dumps(plan.definitions)}, files={
-                "agent.diff": filtered.patch, "grade.sh": script,
-                "restore.py": _RESTORE_SCRIPT, "allowed": "\0".join(filtered.kept_paths),
-                "grading.json": json.dumps({"gold_paths": patch_paths(task.patch), "runner_pattern": RUNNER_PATTERN,
-                                            "gold_references": sorted(runner_references(task.patch))}),
+                "agent.diff": filtered.patch, **grading_scripts(), "grade.json": json.dumps(settings),
+                "allowed": "\0".join(filtered.kept_paths),
                 f"plugin/{stream_plugin}.py": PLUGIN_SOURCE.format(fifo=fifo),
             }))
             # The collector runs as root, beside the grading script: what it has read is out of the
             # tests' reach, and its output comes straight here.
             collector = _COLLECTORS.submit(sandbox.exec, ["/bin/sh", "-c", COLLECTOR_SCRIPT, fifo],
                                            timeout=self.timeout_s + 60, user="root")
-            result = sandbox.exec(["/bin/bash", f"{inputs}/grade.sh"], timeout=self.timeout_s + 30, workdir="/testbed")
+            result = sandbox.exec(["/bin/bash", f"{inputs}/grade.sh", f"{inputs}/grade.json"], timeout=self.timeout_s + 30, workdir="/testbed")
             stream_result = _collected(collector)
             base = base.model_copy(update={"tests_duration_s": round(result.duration_s, 3)})
         except BaseException:
             sandbox.close()
             raise
         sandbox.close(wait=False)  # the result does not wait for the container's removal
-        parsed = _parse_trailer(result.output)
+        parsed = parse_trailer(result.output)
         if result.exit_code != 0 or result.truncated:
             # The tests' processes can write into this output too (through /proc/<pid>/fd/1), then
             # kill the script or fill the output cap: a trailer is the script's own only when the
@@ -429,8 +240,10 @@ def rescore(run_dir: Path, task: Task, mode: RewardMode) -> GradeResult:
                                      "p2p_rate": parts.p2p_rate, "resolved": parts.resolved})
 
 
-def _grading_script(task: Task, test_ids: list[str], inputs: str, junit_path: str, timeout_s: float, *,
-                    plan: CanaryPlan, stream_plugin: str, fifo: str) -> str:
+def grading_settings(task: Task, test_ids: list[str], *, inputs: str, private: str, junit_path: str,
+                     timeout_s: float, stream_plugin: str, fifo: str) -> dict:
+    """The settings of one run of the grading script (``grade.json`` beside it in the sandbox):
+    where its inputs are, what to run and how long, and what restore.py checks the patch against."""
     test_cmd = (task.env_spec.test_cmd if task.env_spec and task.env_spec.test_cmd else "python -m pytest -rA")
     plugin_dir = f"{inputs}/plugin"
     python_path = plugin_dir
@@ -439,62 +252,14 @@ def _grading_script(task: Task, test_ids: list[str], inputs: str, junit_path: st
         # the launcher puts the outcome plugin's folder there instead.
         test_cmd = "python -c " + shlex.quote(_LAUNCHER.format(plugin_dir=plugin_dir)) + test_cmd[len("python -m pytest"):]
         python_path = ""
-    # Quoted one by one: ids hold spaces, brackets, quotes and backslashes.
-    ids = " ".join(shlex.quote(argument) for argument in selection_args(test_ids))
-    output = f"{junit_path}.out"
-    junit_dir = junit_path.rsplit("/", 1)[0]
-    config_dirs = " ".join(shlex.quote(folder) for folder in _config_search_dirs(test_ids))
-    return f"""set -u
-cd /testbed
-export PYTHONDONTWRITEBYTECODE=1 PYTEST_ADDOPTS= PYTHONPATH={python_path}
-# The outcome plugin by name, not with -p: `-p` makes pytest look the name up among the installed
-# entry points too, through the pluggy of the environment, which may be the project under test at
-# an old commit without that API (pytest-dev/pluggy).
-export PYTEST_PLUGINS={stream_plugin}
-# The outcome collector waits for a writer: when pytest never opens its FIFO, this script's end does.
-trap '[ -p {fifo} ] && timeout 2 sh -c ": > {fifo}"' EXIT
-if [ -s {inputs}/agent.diff ]; then
-  git apply --whitespace=nowarn --binary {inputs}/agent.diff || exit {_APPLY_FAILED}
-fi
-/usr/bin/python3 -I -S {inputs}/restore.py {inputs}/allowed {junit_dir}/test.diff {junit_dir}/canaries.json
-restored=$?
-case $restored in 0) ;; {_TEST_PATCH_FAILED}|{_RUNNER_REFERENCED}) exit $restored;; *) exit {_APPLY_FAILED};; esac
-tries=0
-while [ ! -p {fifo} ] && [ $tries -lt 1000 ]; do sleep 0.01; tries=$((tries + 1)); done
-# The snapshot's pytest configuration, named explicitly (-c): a file the patch adds is never chosen,
-# whatever name a pytest version looks for. pytest's own search order and tests. The rootdir stays
-# /testbed ({ID_OPTIONS}), where the test ids are relative to.
-config=
-for dir in {config_dirs}; do
-  for name in pytest.toml .pytest.toml pytest.ini .pytest.ini pyproject.toml tox.ini setup.cfg; do
-    file=$dir/$name
-    [ -f "$file" ] || continue
-    case $name in
-      pyproject.toml) grep -q '^\\[tool\\.pytest[].]' "$file" || continue;;
-      tox.ini) grep -q '^\\[pytest\\]' "$file" || continue;;
-      setup.cfg) grep -q '^\\[tool:pytest\\]' "$file" || continue;;
-    esac
-    config="-c $file"
-    break 2
-  done
-done
-timeout -k 5 {timeout_s:.0f} {test_cmd} $config -p no:cacheprovider {ID_OPTIONS} --junitxml={junit_path} -o junit_family=xunit2 {ids} \\
-  >{output} 2>&1 </dev/null
-status=$?
-# Nothing the tests started may outlive them and touch the report or this script's output: stop
-# every other process of this user at once (kill -1 cannot race a fork), kill all of them but this
-# shell's ancestors (the exec's wrappers, which must see this script end well: the grader trusts
-# the trailer only then), and let the ancestors go on. Builtins only: a fork bomb may have used up
-# the pids. Then print the output's tail, the report and, last, the trailer.
-kill -STOP -1 2>/dev/null
-spare=" $$ " pid=$PPID
-while [ "$pid" -gt 0 ] && read -r stat </proc/$pid/stat; do spare+="$pid "; stat=${{stat##*) }}; set -- $stat; pid=$2; done
-for dir in /proc/[0-9]*; do case "$spare" in *" ${{dir#/proc/}} "*) ;; *) kill -9 "${{dir#/proc/}}" 2>/dev/null;; esac; done
-for pid in $spare; do kill -CONT "$pid" 2>/dev/null; done
-tail -c {_OUTPUT_TAIL_BYTES} {output}
-if [ -f {junit_path} ]; then size=$(stat -c %s {junit_path}); cat {junit_path}; else size=-1; fi
-printf '\\n{_TRAILER} %03d %012d\\n' "$status" "$size"
-"""
+    return {
+        "inputs": inputs, "private": private, "junit": junit_path, "timeout_s": f"{timeout_s:.0f}",
+        "test_cmd": test_cmd, "python_path": python_path, "plugin": stream_plugin, "fifo": fifo,
+        "test_ids": selection_args(test_ids), "config_dirs": _config_search_dirs(test_ids),
+        "id_options": shlex.split(ID_OPTIONS),
+        "gold_paths": patch_paths(task.patch), "runner_pattern": RUNNER_PATTERN,
+        "gold_references": sorted(runner_references(task.patch)),
+    }
 
 
 # `python -m pytest` with the outcome plugin's folder, not the working directory, first on sys.path.
@@ -540,24 +305,6 @@ def _runner_references(output: str) -> str:
         return ", ".join(json.loads(found.group(1))) if found else "unknown references"
     except ValueError:
         return "unreadable references"
-
-
-def _parse_trailer(output: str) -> tuple[int, str | None, str] | None:
-    """(pytest exit status, JUnit XML or None, test output) from the script's output, or None when
-    the trailer is missing (the script did not finish)."""
-    raw = output.encode("utf-8", errors="surrogateescape")
-    trailer_length = len(_TRAILER) + 1 + 3 + 1 + 12 + 2
-    tail = raw[-trailer_length:].decode("ascii", errors="replace")
-    match = re.fullmatch(rf"\n{re.escape(_TRAILER)} (\d{{3}}) (-?\d{{11,12}})\n", tail)
-    if match is None:
-        return None
-    status, size = int(match.group(1)), int(match.group(2))
-    body = raw[:-trailer_length]
-    if size < 0:
-        return status, None, body.decode("utf-8", errors="replace")
-    if size > len(body):
-        return None
-    return status, body[len(body) - size:].decode("utf-8", errors="replace"), body[:len(body) - size].decode("utf-8", errors="replace")
 
 
 def _inputs_archive(inputs: str, junit_dir: str, *, files: dict[str, str], private: dict[str, str]) -> bytes:

@@ -14,7 +14,7 @@ import re
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable
 
-from repo2env.models import TestStatus
+from repo2env.outcomes import TestStatus
 
 _RANK = {TestStatus.PASSED: 0, TestStatus.SKIPPED: 1, TestStatus.FAILED: 2, TestStatus.ERROR: 3}
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from repo2env.models import TestStatus
+from repo2env.outcomes import TestStatus
 
 RewardMode = Literal["graded", "binary", "f2p"]
 REWARD_MODES: tuple[RewardMode, ...] = ("graded", "binary", "f2p")

@@ -20,7 +20,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from repo2env.models import TestStatus
+from repo2env.outcomes import TestStatus
 from repo2env.verify.canaries import CanaryPlan
 
 # {fifo} is filled in per grading. Written for every pytest from 6 to 9, stdlib only.

@@ -1,0 +1,178 @@
+"""A Harbor task's verifier, run by tests/test.sh as root in the agent's container once the agent is done.
+
+It grades the agent's changes to /testbed the way ``repo2env grade`` does, with the same files:
+the grading script (``grade.sh`` and ``restore.py``, copied from the package's ``verify/scripts``)
+and the outcome readers (``lib/repo2env/...``, copied from the package). Steps:
+
+1. /tests becomes root's alone (the hidden tests and the canaries never reach the agent's user), and
+   every process of the agent's user is killed;
+2. the agent's change is taken as a git diff against the snapshot commit, /testbed is reset to the
+   snapshot, and the grading script applies the diff again as the agent's user: restore.py reverts
+   what the filter's path rules protect (``protected_pattern``), applies the hidden tests, places
+   the canaries; pytest runs the task's tests while a root collector reads the live outcome stream;
+3. the outcomes are read and cross-checked as the grader reads them (JUnit, stream, summary line,
+   exit status, canaries) and scored; ``/logs/verifier/reward.txt`` gets the reward,
+   ``reward.json`` its parts, ``grading.json`` the per-test outcomes and why it failed, if it did.
+
+What Harbor's shared container leaves open, unlike a fresh grading sandbox: changes the agent made
+outside /testbed (it may have run as root) and processes it left running as another user than the
+task image's ``agent`` stay. Standard library only: the container's system Python may be 3.9.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(TESTS, "lib"))
+
+from repo2env.outcomes import TestStatus  # noqa: E402 - the copies under lib/, after the path is set
+from repo2env.verify.canaries import Canary, CanaryPlan  # noqa: E402
+from repo2env.verify.junit import outcomes_for  # noqa: E402
+from repo2env.verify.reward import score  # noqa: E402
+from repo2env.verify.tamper import COLLECTOR_SCRIPT, parse_stream, verdict  # noqa: E402
+from repo2env.verify.trailer import parse_trailer  # noqa: E402
+
+LOGS = os.environ.get("REPO2ENV_VERIFIER_LOGS", "/logs/verifier")
+TESTBED = "/testbed"
+OUTPUT_CAP_BYTES = 50_000_000
+COLLECTOR_GRACE_S = 15.0
+GIT = ["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+       "-c", "diff.external=", "-c", "core.pager=cat", "-c", "color.ui=false"]
+FAILURES = {90: "the patch does not apply to the snapshot", 91: "the hidden tests do not apply on top of this patch",
+            92: "the patch reaches into the test runner (read as Python decodes the files)"}
+
+
+def main() -> int:
+    task = load("task.json")
+    settings = load("grade.json")
+    uid = str(task["agent_uid"])
+    os.chmod(TESTS, 0o700)
+    as_agent = ["setpriv", "--reuid=" + uid, "--regid=" + uid, "--init-groups"]
+    kill_agent = as_agent + ["/bin/bash", "-c", "kill -9 -1 2>/dev/null; true"]
+    subprocess.run(kill_agent, check=False)
+    snapshot = task["snapshot"] or git_text("rev-list", "--max-parents=0", "HEAD").split()[-1]
+    subprocess.run(GIT + ["add", "--all", "."], cwd=TESTBED, check=True, capture_output=True)
+    agent_diff = subprocess.run(GIT + ["diff", "--cached", "--binary", "--no-ext-diff", "--no-textconv", "--no-renames",
+                                       snapshot], cwd=TESTBED, check=True, capture_output=True).stdout
+    subprocess.run(GIT + ["reset", "-q", "--hard", snapshot], cwd=TESTBED, check=True)
+    subprocess.run(GIT + ["clean", "-fdq"], cwd=TESTBED, check=True)
+    subprocess.run(["chown", "-R", uid + ":" + uid, TESTBED], check=True)
+    lay_out(settings, int(uid), agent_diff)
+
+    collected = []
+    collector = subprocess.Popen(["/bin/sh", "-c", COLLECTOR_SCRIPT, settings["fifo"]], stdout=subprocess.PIPE)
+    reader = threading.Thread(target=lambda: collected.append(collector.stdout.read()), daemon=True)
+    reader.start()
+    scratch = os.path.join(TESTS, "grading-output")  # root's alone, like the grader's exec output
+    with open(scratch, "wb") as output:
+        grading = subprocess.Popen(as_agent + ["/bin/bash", os.path.join(settings["inputs"], "grade.sh"),
+                                               os.path.join(settings["inputs"], "grade.json")],
+                                   cwd=TESTBED, stdout=output, stderr=subprocess.STDOUT, env=agent_environment())
+        try:
+            exit_code = grading.wait(timeout=float(settings["timeout_s"]) + 30)
+        except subprocess.TimeoutExpired:
+            grading.kill()
+            exit_code = -9
+    subprocess.run(kill_agent, check=False)
+    reader.join(COLLECTOR_GRACE_S)
+    if reader.is_alive():  # the collector never ended: its stream is unreadable, the grading fails closed
+        collector.kill()
+    stream_text = collected[0].decode("utf-8", "replace") if collected else None
+    truncated = os.path.getsize(scratch) > OUTPUT_CAP_BYTES
+    with open(scratch, "rb") as output:
+        text = output.read(OUTPUT_CAP_BYTES).decode("utf-8", "surrogateescape")
+    result = evaluate(task, exit_code=exit_code, truncated=truncated, output=text, stream_text=stream_text)
+    write_reward(result)
+    return 0
+
+
+def evaluate(task, *, exit_code, truncated, output, stream_text):
+    """The grading's result, read as repo2env's grader reads it (see Grader.grade)."""
+    test_ids = list(dict.fromkeys(task["FAIL_TO_PASS"] + task["PASS_TO_PASS"]))
+    plan = CanaryPlan(tuple(Canary(**canary) for canary in task["canaries"]), {})
+    parsed = parse_trailer(output) if exit_code == 0 and not truncated else None
+    result = {"error": None, "tampered": False, "pytest_exit": exit_code}
+    if parsed is None:
+        result["error"] = FAILURES.get(exit_code, f"the grading script did not finish (exit {exit_code}"
+                                                  f"{', output over the cap' if truncated else ''})")
+        tests = {test_id: TestStatus.MISSING for test_id in test_ids}
+    else:
+        pytest_exit, xml_text, test_output = parsed
+        result["pytest_exit"] = pytest_exit
+        all_outcomes, result["error"] = outcomes_for(task["run_ids"], xml_text)
+        tests = {test_id: all_outcomes[test_id] for test_id in test_ids}
+        if pytest_exit in (124, 137):
+            result["error"] = f"the tests timed out after {task['timeout_s']} s"
+        elif stream_text is None:
+            result["error"] = "the live outcome stream could not be read"
+            tests = {test_id: TestStatus.MISSING for test_id in test_ids}
+        else:
+            lie = verdict(stream=parse_stream(stream_text), junit=all_outcomes, output=test_output,
+                          pytest_exit=pytest_exit, plan=plan, test_ids=test_ids)
+            if lie is not None:
+                result.update(tampered=True, error="tampered: " + lie)
+                tests = {test_id: TestStatus.ERROR for test_id in test_ids}
+    parts = score(tests, task["FAIL_TO_PASS"], task["PASS_TO_PASS"], task["mode"])
+    result.update(reward=parts.reward, f2p_rate=parts.f2p_rate, p2p_rate=parts.p2p_rate, resolved=parts.resolved,
+                  tests={test_id: str(status) for test_id, status in tests.items()})
+    return result
+
+
+def write_reward(result):
+    """reward.json holds numbers only (Harbor reads every key as a reward); grading.json the rest."""
+    os.makedirs(LOGS, exist_ok=True)
+    with open(os.path.join(LOGS, "grading.json"), "w", encoding="utf-8") as handle:
+        json.dump(result, handle, indent=2)
+    parts = {"reward": result["reward"], "f2p_rate": result["f2p_rate"], "p2p_rate": result["p2p_rate"],
+             "resolved": float(result["resolved"]), "tampered": float(result["tampered"])}
+    with open(os.path.join(LOGS, "reward.json"), "w", encoding="utf-8") as handle:
+        json.dump(parts, handle)
+    with open(os.path.join(LOGS, "reward.txt"), "w", encoding="utf-8") as handle:
+        handle.write(repr(float(result["reward"])) + "\n")
+
+
+def lay_out(settings, uid, agent_diff):
+    """The grading script's folders as the grader lays them out: the inputs root's and read-only to
+    the agent's user, the private folder (hidden tests, canaries) the agent's, which restore.py
+    empties before the tests run."""
+    inputs, private = settings["inputs"], settings["private"]
+    for folder in (inputs, private):
+        shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(os.path.join(inputs, "plugin"), mode=0o755)
+    os.chmod(inputs, 0o755)
+    for name in ("grade.sh", "restore.py", "grade.json"):
+        shutil.copyfile(os.path.join(TESTS, name), os.path.join(inputs, name))
+    plugin = settings["plugin"] + ".py"
+    shutil.copyfile(os.path.join(TESTS, "plugin", plugin), os.path.join(inputs, "plugin", plugin))
+    with open(os.path.join(inputs, "agent.diff"), "wb") as handle:
+        handle.write(agent_diff)
+    os.makedirs(private, mode=0o700)
+    for name in ("test.diff", "canaries.json"):
+        shutil.copyfile(os.path.join(TESTS, name), os.path.join(private, name))
+        os.chown(os.path.join(private, name), uid, uid)
+        os.chmod(os.path.join(private, name), 0o600)
+    os.chown(private, uid, uid)
+    os.chmod(private, 0o700)
+
+
+def agent_environment():
+    environment = dict(os.environ)
+    environment.update(HOME="/home/agent", USER="agent", LOGNAME="agent")
+    return environment
+
+
+def git_text(*args):
+    return subprocess.run(GIT + list(args), cwd=TESTBED, check=True, capture_output=True).stdout.decode()
+
+
+def load(name):
+    with open(os.path.join(TESTS, name), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
