@@ -73,6 +73,15 @@ class Hunk:
     def render(self) -> str:
         return self.header + "".join(self.lines)
 
+    def alone(self, offset: int = 0) -> Hunk:
+        """The hunk renumbered as if the file's earlier hunks in its patch added ``offset`` lines
+        net (``0``: as the file's only hunk); an empty side is numbered by the line before it."""
+        if self.source_length == 0:
+            return self.moved(self.source_start + offset + 1)
+        if self.target_length == 0:
+            return self.moved(self.source_start + offset - 1)
+        return self.moved(self.source_start + offset)
+
     def moved(self, target_start: int) -> Hunk:
         """The same hunk with its new side starting at ``target_start`` (``-a,b +c,d`` spelled out)."""
         section = self.header[_HUNK_HEADER.match(self.header).end():]  # type: ignore[union-attr]
@@ -102,6 +111,7 @@ class FilePatch:
     is_rename: bool = False
     is_copy: bool = False
     is_git: bool = True
+    index: tuple[str, str] | None = None  #: the blob ids of the ``index`` line (abbreviated or full)
     hunks: tuple[Hunk, ...] = ()
     binary: tuple[str, ...] = ()
     trailer: tuple[str, ...] = ()
@@ -248,6 +258,7 @@ class _Header:
     is_delete: bool = False
     is_rename: bool = False
     is_copy: bool = False
+    index: tuple[str, str] | None = None
     names: list[str] = field(default_factory=list)
 
 
@@ -365,6 +376,9 @@ class _Parser:
         elif line.startswith(("similarity index ", "dissimilarity index ")):
             pass
         elif line.startswith("index "):
+            ids = value[6:].split(" ", 1)[0].split("..")
+            if len(ids) == 2:
+                header.index = (ids[0], ids[1])
             mode = _index_mode(value[6:])
             if mode is not None:
                 header.old_mode = _mode(mode, number)
@@ -444,7 +458,7 @@ class _Parser:
         return FilePatch(
             header=tuple(lines[start:end]), old_path=old_path, new_path=new_path,
             old_mode=header.old_mode, new_mode=header.new_mode, is_rename=header.is_rename,
-            is_copy=header.is_copy, is_git=is_git, hunks=tuple(hunks), binary=tuple(binary), names=names,
+            is_copy=header.is_copy, is_git=is_git, index=header.index, hunks=tuple(hunks), binary=tuple(binary), names=names,
         ), index
 
     def _hunk(self, index: int, header: _Header) -> tuple[Hunk, int]:
@@ -459,7 +473,9 @@ class _Parser:
         added = removed = 0
         while position < len(lines) and (old_lines > 0 or new_lines > 0):
             line = lines[position]
-            if not line.endswith("\n"):
+            # git refuses a last line without its line end; a diff held in a stripped string (an
+            # API's answer) lost only that, so it is read as if it were there.
+            if not line.endswith("\n") and position + 1 < len(lines):
                 raise _fail(position + 1, "a hunk line without a line end inside the hunk")
             first = line[0]
             if first in " \n":
