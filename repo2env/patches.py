@@ -73,6 +73,13 @@ class Hunk:
     def render(self) -> str:
         return self.header + "".join(self.lines)
 
+    def terminated(self) -> Hunk:
+        """The same hunk with a line end after its last line (a stripped diff may lack it), so
+        that another file or hunk can follow it."""
+        if not self.lines or self.lines[-1].endswith("\n"):
+            return self
+        return replace(self, lines=(*self.lines[:-1], self.lines[-1] + "\n"))
+
     def alone(self, offset: int = 0) -> Hunk:
         """The hunk renumbered as if the file's earlier hunks in its patch added ``offset`` lines
         net (``0``: as the file's only hunk); an empty side is numbered by the line before it."""

@@ -147,7 +147,7 @@ def hunks(patch: str) -> list[str]:
     after another they also apply, because ``git apply`` tolerates the shifted line offsets.
     Binary files and files without hunks (a pure rename or mode change) yield nothing.
     """
-    return [file.with_hunks([hunk.alone()]).render() for file in parse(patch).files for hunk in file.hunks]
+    return [file.with_hunks([hunk.alone().terminated()]).render() for file in parse(patch).files for hunk in file.hunks]
 
 
 def added_lines(patch: str) -> list[str]:
