@@ -131,7 +131,10 @@ class FilePatch:
 
     @property
     def paths(self) -> tuple[str, ...]:
-        """The paths ``git apply`` writes or removes: both sides of a rename, one otherwise."""
+        """The paths ``git apply`` writes or removes: both sides of a rename, one otherwise (a
+        copy only reads its source)."""
+        if self.is_copy:
+            return (self.new_path,) if self.new_path is not None else ()
         return tuple(dict.fromkeys(path for path in (self.old_path, self.new_path) if path is not None))
 
     @property

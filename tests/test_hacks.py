@@ -941,9 +941,9 @@ def _smuggling_diffs(clone: Path) -> dict[str, str]:
     (clone / "conftest.py").write_text(as_conftest)
     diffs["rename-onto-conftest"] = _recorded_diff(clone, "-M30%")
     assert "rename to conftest.py" in diffs["rename-onto-conftest"]
-    (clone / "tests/conftest.py").write_text(as_conftest)
+    (clone / "conftest.py").write_text(as_conftest)
     diffs["copy-onto-conftest"] = _recorded_diff(clone, "-C30%", "--find-copies-harder")
-    assert "copy to tests/conftest.py" in diffs["copy-onto-conftest"]
+    assert "copy to conftest.py" in diffs["copy-onto-conftest"]
     (clone / "README.md").unlink()
     os.symlink("tests/test_slug.py", clone / "README.md")
     diffs["symlink-to-hidden-test"] = _recorded_diff(clone)
@@ -957,12 +957,16 @@ def _smuggling_diffs(clone: Path) -> dict[str, str]:
     diffs["header-other-prefix"] = readme_to_plugin.replace("--- a/README.md", "--- x/README.md").replace(
         "+++ b/README.md", "+++ y/conftest.py")
     (clone / "tests/conftest.py").write_text(_CONFTEST_PLUGIN)
-    new_conftest = _recorded_diff(clone)
-    diffs["quoted-escapes"] = new_conftest.replace("a/tests/conftest.py", '"a/tests/conf\\164est.py"').replace(
+    tests_conftest = _recorded_diff(clone)
+    assert "+++ b/tests/conftest.py" in tests_conftest
+    diffs["quoted-escapes"] = tests_conftest.replace("a/tests/conftest.py", '"a/tests/conf\\164est.py"').replace(
         "b/tests/conftest.py", '"b/tests/c\\157nftest.py"')
-    # A diff --git line followed by a blank line is skipped by git, and the plain diff after it
-    # is a file of its own; a regex that cuts files at "diff --git" files it under README.md.
-    plain = new_conftest[new_conftest.index("--- /dev/null"):].replace("+++ b/tests/conftest.py", "+++ c/conftest.py")
+    # A diff --git line followed by a blank line is skipped by git, and the plain diff after it is
+    # a file of its own, named by its +++ line alone; a regex that cuts files at "diff --git" files
+    # it under README.md. (Were the plain diff a new file, git 2.39 would abort: the skipped line's
+    # names leak into it.)
+    plain = tests_conftest[tests_conftest.index("--- a/tests/conftest.py"):].replace(
+        "--- a/tests/conftest.py", "--- a/README.md").replace("+++ b/tests/conftest.py", "+++ c/tests/conftest.py")
     diffs["diff-git-line-git-skips"] = readme_to_plugin + "diff --git a/README.md b/README.md\n\n" + plain
     return diffs
 
@@ -982,12 +986,14 @@ def smuggling(demo_repo, slug_task, tmp_path_factory):
 def test_the_filter_judges_the_files_git_applies(smuggling):
     """Each diff really reaches a protected path through `git apply`; after the filter, `git apply`
     changes exactly the paths the filter kept, and none is protected or a link out of the repository."""
+    from repo2env.patches import parse
     from repo2env.verify.filtering import filter_patch, is_protected_path
 
     diffs, clone = smuggling
     assert set(diffs) == set(SMUGGLING)
     for name, diff in diffs.items():
         raw = _changed_by_git_apply(clone, diff)
+        assert raw == set(parse(diff).paths), (name, raw)  # the model reads the diff as git does
         if name != "symlink-out-of-the-repository":
             assert any(is_protected_path(path) for path in raw) or name.startswith("symlink"), (name, raw)
         filtered = filter_patch(diff)
