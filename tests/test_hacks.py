@@ -10,6 +10,7 @@ strict xfails that say why: they document residual risk, and turn red the day it
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -875,6 +876,158 @@ def test_forgery_that_tells_canaries_apart(docker_client, grader, slug_task, emp
     patch = agent_patch(docker_client, slug_task, commands=(
         f"printf '%s' {_shell_quote(PLAUSIBLE_EXPECTED_VALUE_WRAPPER)} >> src/textkit/slug.py",))
     assert_gains_nothing(grader.grade(slug_task, patch), empty[SLUG])
+
+
+# --- 15: one patch model: what the filter judges is what git applies (issue 11) ------------------
+
+
+def _git(cwd: Path, *args: str, stdin: str | None = None) -> str:
+    """git on the host, no user configuration; text in and out byte for byte."""
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    result = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd, env=env,
+                            input=None if stdin is None else stdin.encode("utf-8", "surrogateescape"), capture_output=True)
+    assert result.returncode == 0, (args, result.stderr.decode(errors="replace"))
+    return result.stdout.decode("utf-8", "surrogateescape")
+
+
+def _snapshot_clone(demo_repo, task, folder: Path) -> Path:
+    """A clone of the demo repository at the task's base commit: what the grading sandbox holds."""
+    _git(folder.parent, "clone", "-q", str(demo_repo.path), str(folder))
+    _git(folder, "checkout", "-q", task.base_commit)
+    return folder
+
+
+def _recorded_diff(clone: Path, *diff_args: str, paths: tuple[str, ...] = ()) -> str:
+    """The staged change as `git diff` prints it, then the clone back at its commit."""
+    _git(clone, "add", "-A")
+    diff = _git(clone, "diff", "--cached", "--binary", *diff_args, "HEAD", "--", *paths)
+    _git(clone, "reset", "-q", "--hard", "HEAD")
+    _git(clone, "clean", "-qfdx")
+    return diff
+
+
+def _changed_by_git_apply(clone: Path, diff: str) -> set[str]:
+    """The paths a real `git apply` changes in ``clone`` (left as it was afterwards)."""
+    _git(clone, "apply", "--whitespace=nowarn", "--binary", "-", stdin=diff)
+    status = _git(clone, "status", "--porcelain", "-z", "-uall", "--no-renames")
+    _git(clone, "reset", "-q", "--hard", "HEAD")
+    _git(clone, "clean", "-qfdx")
+    return {entry[3:] for entry in status.split("\0") if entry}
+
+
+_CONFTEST_PLUGIN = HIDDEN_PLUGIN
+_GUTTED_SLUG_TESTS = "".join(f"def {name}():\n    pass\n\n\n" for name in (
+    "test_collapses_repeated_separators", "test_strips_separators_from_both_ends", "test_collapses_custom_separator",
+    "test_truncation_does_not_end_with_a_separator"))
+
+
+def _smuggling_diffs(clone: Path) -> dict[str, str]:
+    """Diffs that try to change a hidden test, a conftest or what the grading reads, past the filter.
+
+    Each starts from a real `git diff` of the snapshot; some have their header lines edited after,
+    as a hand-written prediction may."""
+    readme = (clone / "README.md").read_text()
+    as_conftest = '"""' + readme.replace('"""', "") + '"""\n\n' + _CONFTEST_PLUGIN
+    diffs: dict[str, str] = {}
+
+    def binary(path: str, text: str) -> str:
+        (clone / path).write_text(text)
+        (clone / ".gitattributes").write_text(f"{path} binary\n")
+        return _recorded_diff(clone, paths=(path,))
+
+    diffs["binary-conftest"] = binary("conftest.py", _CONFTEST_PLUGIN)
+    diffs["binary-hidden-test"] = binary("tests/test_slug.py", _GUTTED_SLUG_TESTS)
+    _git(clone, "mv", "README.md", "conftest.py")
+    (clone / "conftest.py").write_text(as_conftest)
+    diffs["rename-onto-conftest"] = _recorded_diff(clone, "-M30%")
+    assert "rename to conftest.py" in diffs["rename-onto-conftest"]
+    (clone / "conftest.py").write_text(as_conftest)
+    diffs["copy-onto-conftest"] = _recorded_diff(clone, "-C30%", "--find-copies-harder")
+    assert "copy to conftest.py" in diffs["copy-onto-conftest"]
+    (clone / "README.md").unlink()
+    os.symlink("tests/test_slug.py", clone / "README.md")
+    diffs["symlink-to-hidden-test"] = _recorded_diff(clone)
+    os.symlink("/tmp", clone / "src/textkit/grading")
+    diffs["symlink-out-of-the-repository"] = _recorded_diff(clone)
+    (clone / "README.md").write_text(_CONFTEST_PLUGIN)
+    readme_to_plugin = _recorded_diff(clone)
+    assert "+++ b/README.md" in readme_to_plugin
+    # The diff --git line says README.md; git writes what ---/+++ say (and removes README.md).
+    diffs["header-names-disagree"] = readme_to_plugin.replace("+++ b/README.md", "+++ b/conftest.py")
+    diffs["header-other-prefix"] = readme_to_plugin.replace("--- a/README.md", "--- x/README.md").replace(
+        "+++ b/README.md", "+++ y/conftest.py")
+    (clone / "tests/conftest.py").write_text(_CONFTEST_PLUGIN)
+    tests_conftest = _recorded_diff(clone)
+    assert "+++ b/tests/conftest.py" in tests_conftest
+    diffs["quoted-escapes"] = tests_conftest.replace("a/tests/conftest.py", '"a/tests/conf\\164est.py"').replace(
+        "b/tests/conftest.py", '"b/tests/c\\157nftest.py"')
+    # A diff --git line followed by a blank line is skipped by git, and the plain diff after it is
+    # a file of its own, named by its +++ line alone; a regex that cuts files at "diff --git" files
+    # it under README.md. (Were the plain diff a new file, git 2.39 would abort: the skipped line's
+    # names leak into it.)
+    plain = tests_conftest[tests_conftest.index("--- a/tests/conftest.py"):].replace(
+        "--- a/tests/conftest.py", "--- a/README.md").replace("+++ b/tests/conftest.py", "+++ c/tests/conftest.py")
+    diffs["diff-git-line-git-skips"] = readme_to_plugin + "diff --git a/README.md b/README.md\n\n" + plain
+    return diffs
+
+
+SMUGGLING = ("binary-conftest", "binary-hidden-test", "rename-onto-conftest", "copy-onto-conftest",
+             "symlink-to-hidden-test", "symlink-out-of-the-repository", "header-names-disagree", "header-other-prefix",
+             "quoted-escapes", "diff-git-line-git-skips")
+
+
+@pytest.fixture(scope="module")
+def smuggling(demo_repo, slug_task, tmp_path_factory):
+    """{name: diff} and a clone of the slug task's snapshot to apply them to."""
+    clone = _snapshot_clone(demo_repo, slug_task, tmp_path_factory.mktemp("smuggling") / "snapshot")
+    return _smuggling_diffs(clone), clone
+
+
+def test_the_filter_judges_the_files_git_applies(smuggling):
+    """Each diff really reaches a protected path through `git apply`; after the filter, `git apply`
+    changes exactly the paths the filter kept, and none is protected or a link out of the repository."""
+    from repo2env.patches import parse
+    from repo2env.verify.filtering import filter_patch, is_protected_path
+
+    diffs, clone = smuggling
+    assert set(diffs) == set(SMUGGLING)
+    for name, diff in diffs.items():
+        raw = _changed_by_git_apply(clone, diff)
+        assert raw == set(parse(diff).paths), (name, raw)  # the model reads the diff as git does
+        if name != "symlink-out-of-the-repository":
+            assert any(is_protected_path(path) for path in raw) or name.startswith("symlink"), (name, raw)
+        filtered = filter_patch(diff)
+        assert filtered.error is None, name
+        assert filtered.dropped_paths, name
+        kept = _changed_by_git_apply(clone, filtered.patch) if filtered.patch else set()
+        assert kept == set(filtered.kept_paths), (name, kept, filtered.kept_paths)
+        assert not any(is_protected_path(path) for path in kept), (name, kept)
+        assert not any((clone / path).is_symlink() for path in kept), name
+
+
+def test_runner_tampering_in_lines_that_look_like_headers_is_seen(docker_client, grader, slug_task, empty, smuggling):
+    """Added lines that read `+++ ...` are hunk lines to git: the filter reads them too."""
+    from repo2env.verify.filtering import filter_patch
+
+    _, clone = smuggling
+    payload = "++0; exec(" + repr(_PLAIN_TAMPERING) + ")\n"
+    slug = clone / "src/textkit/slug.py"
+    slug.write_text(slug.read_text() + "\n" + payload)
+    patch = _recorded_diff(clone)
+    assert "\n+++0; exec(" in patch
+    assert "_pytest" in " ".join(filter_patch(patch).suspicious)
+    result = grader.grade(slug_task, patch)
+    assert_gains_nothing(result, empty[SLUG])
+    assert "test runner" in (result.error or "")
+
+
+@pytest.mark.parametrize("name", SMUGGLING)
+def test_smuggled_changes_gain_nothing(grader, slug_task, empty, smuggling, name):
+    diffs, _ = smuggling
+    result = grader.grade(slug_task, diffs[name])
+    assert_gains_nothing(result, empty[SLUG])
+    assert result.filtered_paths, name
+    assert result.tests == empty[SLUG].tests or not result.patch_applied, (name, result.error)
 
 
 def test_no_sandbox_outlives_the_probes(docker_client):

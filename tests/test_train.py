@@ -26,7 +26,7 @@ from repo2env.train.tiny import (  # noqa: E402
 
 
 def test_diff_size_counts_changed_lines_only():
-    diff = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-old\n+new\n+more\n same\n"
+    diff = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,3 @@\n-old\n+new\n+more\n same\n"
     assert diff_size(diff) == 3 and diff_size("") == 0
 
 

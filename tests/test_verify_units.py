@@ -140,7 +140,7 @@ def test_trailer_is_read_from_the_very_end_only():
 
 def _demo_test_patch() -> str:
     return ('diff --git a/tests/test_slug.py b/tests/test_slug.py\n--- a/tests/test_slug.py\n+++ b/tests/test_slug.py\n'
-            '@@ -1,2 +1,8 @@\n+def test_collapses_repeated_separators():\n+    assert slugify("Hello,  World") == "hello-world"\n'
+            '@@ -0,0 +1,5 @@\n+def test_collapses_repeated_separators():\n+    assert slugify("Hello,  World") == "hello-world"\n'
             '+\n+def test_strips_separators_from_both_ends():\n+    assert slugify("  Hello World!  ") == "hello-world"\n')
 
 

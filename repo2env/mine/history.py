@@ -23,7 +23,8 @@ from pathlib import Path
 
 import git
 
-from repo2env.errors import SourceError
+from repo2env.errors import PatchError, SourceError
+from repo2env.patches import parse
 
 _FIELD = "\x1f"
 _RECORD = "\x1e"
@@ -527,24 +528,24 @@ class GitHistory:
         return ""
 
 
-_DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
-_INDEX_LINE = re.compile(r"^index ([0-9a-f]{40})\.\.([0-9a-f]{40})(?: \d+)?$", re.MULTILINE)
-_FILE_START = re.compile(r"^(?=diff --git )", re.MULTILINE)
-
-
 def _preimages(patch: str) -> list[tuple[str, str]] | None:
-    """(path, blob id before) for each file of a full-index git patch; None when a file lacks one."""
-    files = []
-    for block in _FILE_START.split(patch):
-        if not block.strip():
-            continue
-        header_text = block.split("\n@@", 1)[0]
-        header = _DIFF_HEADER.match(header_text.split("\n", 1)[0])
-        index = _INDEX_LINE.search(header_text)
-        if header is None or index is None or header.group(1) != header.group(2):
+    """(path, blob id before) for each file of a full-index git patch; None when a file lacks one
+    (no full ``index`` line, a rename or copy, a traditional diff, or a patch that does not parse)."""
+    try:
+        files = parse(patch).files
+    except PatchError:
+        return None
+    preimages = []
+    for file in files:
+        if (not file.is_git or file.is_rename or file.is_copy or file.index is None
+                or None not in (file.old_path, file.new_path) and file.old_path != file.new_path
+                or not _FULL_ID.fullmatch(file.index[0])):
             return None
-        files.append((header.group(1), index.group(1)))
-    return files
+        preimages.append((file.path, file.index[0]))
+    return preimages
+
+
+_FULL_ID = re.compile(r"[0-9a-f]{40}")
 
 
 _PACKAGE_VERSION_FILES = ("__init__.py", "_version.py", "version.py", "__about__.py")

@@ -1,8 +1,8 @@
 """Split a PR's diff into the fix (``patch``), its tests (``test_patch``) and the rest (``aux_patch``).
 
-The diff is in git format, as ``git diff`` and GitHub's ``.diff`` produce it. Parsing is left to
-:mod:`unidiff`; each part is then cut from the diff's own lines, file by file, so every header git
-needs (``new file mode``, ``deleted file mode``, renames, mode changes, ``\\ No newline at end of
+The diff is in git format, as ``git diff`` and GitHub's ``.diff`` produce it. It is read with
+:mod:`repo2env.patches` (as ``git apply`` reads it); each part is the files' own text, rendered
+back exactly, so every header git needs (``new file mode``, ``deleted file mode``, renames, mode changes, ``\\ No newline at end of
 file``) survives byte for byte and each part applies with ``git apply`` on its own.
 
 How a path is classified (:func:`classify_path`), first rule that matches wins:
@@ -29,15 +29,11 @@ How a path is classified (:func:`classify_path`), first rule that matches wins:
 
 from __future__ import annotations
 
-import io
 import re
 from dataclasses import dataclass
 from typing import Literal
 
-from unidiff import Hunk, PatchedFile, PatchSet, UnidiffParseError
-from unidiff.constants import LINE_TYPE_EMPTY
-
-from repo2env.errors import PatchError
+from repo2env.patches import parse
 
 PathKind = Literal["test", "source", "aux"]
 
@@ -60,7 +56,6 @@ _AUX_NAME = re.compile(
 _PROSE_EXTENSIONS = frozenset({".md", ".rst", ".markdown", ".adoc"})
 _TEXT_EXTENSIONS = _PROSE_EXTENSIONS | {"", ".txt"}
 _PYTHON_EXTENSIONS = (".py", ".pyi")
-_DEV_NULL = "/dev/null"
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,26 +116,22 @@ def split_diff(diff_text: str) -> SplitDiff:
     empty part is ``""``. Binary files go to ``binary_files`` only. Text before the first file
     (a ``format-patch`` mail header) is dropped. Raises :class:`PatchError` on a malformed diff.
     """
-    lines = io.StringIO(diff_text).readlines()
     parts: dict[PathKind, list[str]] = {"source": [], "test": [], "aux": []}
     paths: dict[PathKind, list[str]] = {"source": [], "test": [], "aux": []}
     binary_files: list[str] = []
     added = removed = 0
     touches_python = False
-    for patched_file, start, end in _file_spans(lines):
-        path = _new_path(patched_file)
-        if patched_file.is_binary_file:
-            binary_files.append(path)
+    for file in parse(diff_text).files:
+        if file.is_binary:
+            binary_files.append(file.path)
             continue
-        kind = classify_path(path)
-        parts[kind].extend(lines[start:end])
-        paths[kind].append(path)
+        kind = classify_path(file.path)
+        parts[kind].append(file.render())
+        paths[kind].append(file.path)
         if kind == "source":
-            added += patched_file.added
-            removed += patched_file.removed
-            touches_python = touches_python or path.endswith(_PYTHON_EXTENSIONS) or (
-                _old_path(patched_file).endswith(_PYTHON_EXTENSIONS)
-            )
+            added += file.added
+            removed += file.removed
+            touches_python = touches_python or any(path.endswith(_PYTHON_EXTENSIONS) for path in file.paths)
     return SplitDiff(
         patch=_joined(parts["source"]),
         test_patch=_joined(parts["test"]),
@@ -163,103 +154,14 @@ def hunks(patch: str) -> list[str]:
     after another they also apply, because ``git apply`` tolerates the shifted line offsets.
     Binary files and files without hunks (a pure rename or mode change) yield nothing.
     """
-    lines = io.StringIO(patch).readlines()
-    pieces: list[str] = []
-    for patched_file in _parse(lines, metadata_only=False):
-        if patched_file.is_binary_file or not patched_file:
-            continue
-        # diff_line_no is 1-based and the first hunk's header sits just above its first line.
-        header = "".join(lines[_first_line_index(patched_file, lines) : patched_file[0][0].diff_line_no - 2])
-        for hunk in patched_file:
-            body = "".join(str(line) for line in hunk if line.line_type != LINE_TYPE_EMPTY)
-            if not body.endswith("\n"):
-                body += "\n"
-            pieces.append(header + _standalone_hunk_header(hunk) + body)
-    return pieces
+    return [file.with_hunks([hunk.alone().terminated()]).render() for file in parse(patch).files for hunk in file.hunks]
 
 
 def added_lines(patch: str) -> list[str]:
     """The content of every line ``patch`` adds (no leading ``+``, no final ``\\n``), in order."""
-    lines = io.StringIO(patch).readlines()
-    added: list[str] = []
-    for patched_file, start, end in _file_spans(lines):
-        if patched_file.is_binary_file:
-            continue
-        in_hunks = False
-        # unidiff has checked every hunk's line counts, so past a file's first "@@" header only
-        # hunk headers and bodies follow, and a line starting with "+" is an added line.
-        for line in lines[start:end]:
-            if in_hunks:
-                if line.startswith("+"):
-                    added.append(line[1:-1] if line.endswith("\n") else line[1:])
-            elif line.startswith("@@ "):
-                in_hunks = True
-    return added
+    return parse(patch).added_lines
 
 
-def _file_spans(lines: list[str]) -> list[tuple[PatchedFile, int, int]]:
-    """Each file of the diff with the ``[start, end)`` range of ``lines`` it covers."""
-    # Hunk contents are not needed, only counts and where each file starts: metadata-only parsing
-    # still checks every hunk's line counts and is several times faster.
-    patched_files = _parse(lines, metadata_only=True)
-    starts = [_first_line_index(patched_file, lines) for patched_file in patched_files]
-    ends = starts[1:] + [len(lines)]
-    return [(patched_file, starts[index], ends[index]) for index, patched_file in enumerate(patched_files)]
-
-
-def _parse(lines: list[str], *, metadata_only: bool) -> PatchSet:
-    try:
-        return PatchSet(lines, metadata_only=metadata_only)
-    except UnidiffParseError as error:
-        raise PatchError(
-            f"cannot parse the diff: {error}", hint="expected a git-format diff such as `git diff` prints"
-        ) from error
-
-
-def _first_line_index(patched_file: PatchedFile, lines: list[str]) -> int:
-    index = patched_file.diff_line_no - 1
-    # Without a "diff --git" header unidiff starts the file at its "+++" line; the "---" above
-    # belongs to it too.
-    if index > 0 and lines[index].startswith("+++ "):
-        index -= 1
-    return index
-
-
-def _standalone_hunk_header(hunk: Hunk) -> str:
-    source_start, source_length, target_length = hunk.source_start, hunk.source_length, hunk.target_length
-    # Alone in its patch, nothing above the hunk shifts it: its new side starts where its old side
-    # does, except that an empty side is numbered by the line before it.
-    if source_length == 0:
-        target_start = source_start + 1
-    elif target_length == 0:
-        target_start = source_start - 1
-    else:
-        target_start = source_start
-    section = f" {hunk.section_header}" if hunk.section_header else ""
-    return f"@@ -{source_start},{source_length} +{target_start},{target_length} @@{section}\n"
-
-
-def _new_path(patched_file: PatchedFile) -> str:
-    return _unquote(patched_file.path)
-
-
-def _old_path(patched_file: PatchedFile) -> str:
-    source = patched_file.source_file
-    if not source or source == _DEV_NULL:
-        return ""
-    source = _unquote(source)
-    return source[2:] if source[1:2] == "/" else source
-
-
-def _unquote(path: str) -> str:
-    """Undo git's C-style quoting of unusual paths (``"a/t\\303\\251st.py"``)."""
-    if len(path) < 2 or not (path.startswith('"') and path.endswith('"')):
-        return path
-    # unicode_escape turns \303\251 into two latin-1 characters; latin-1 gives back the bytes.
-    unescaped = path[1:-1].encode("utf-8").decode("unicode_escape").encode("latin-1")
-    return unescaped.decode("utf-8", errors="replace")
-
-
-def _joined(lines: list[str]) -> str:
-    text = "".join(lines)
+def _joined(pieces: list[str]) -> str:
+    text = "".join(pieces)
     return text if not text or text.endswith("\n") else text + "\n"

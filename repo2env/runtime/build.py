@@ -29,6 +29,7 @@ from repo2env.errors import BuildError, DockerUnavailableError, InputError, Repo
 from repo2env.jsonl import read_repository_record
 from repo2env.mine.split import classify_path
 from repo2env.models import EnvSpec, Task
+from repo2env.patches import parse
 from repo2env.runtime.bootstrap import base_image_tag
 from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.images import PROBE, WARMUP_FETCHED_PATH, ImageStore, env_image_tag, task_image_tag
@@ -260,7 +261,8 @@ def _image_problem(runtime: DockerRuntime, image: str, task: Task, own: OwnCode,
 
 
 def _patch_paths(patch: str) -> list[str]:
-    return re.findall(r"^diff --git a/\S+ b/(\S+)$", patch, flags=re.MULTILINE)
+    """The path of each file of ``patch`` after it (before it, for a deletion)."""
+    return [file.path for file in parse(patch).files]
 
 
 def dependency_fingerprint(files: GitRepoFiles) -> str:

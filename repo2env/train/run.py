@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repo2env.errors import InputError
+from repo2env.errors import InputError, PatchError
 
 TOOL_NAMES = ("bash", "read_file", "write_file", "str_replace", "run_tests")
 
@@ -36,8 +36,13 @@ def require_train_extra() -> None:
 
 def diff_size(diff: str) -> int:
     """Changed lines of a unified diff (added + removed, headers excluded)."""
-    return sum(1 for line in diff.splitlines()
-               if line[:1] in "+-" and not line.startswith(("+++ ", "--- ")))
+    from repo2env.patches import parse
+
+    try:
+        files = parse(diff).files
+    except PatchError:
+        return 0  # git apply would refuse it: nothing of it changes the repository
+    return sum(file.added + file.removed for file in files)
 
 
 def is_tampered(grade) -> bool:

@@ -52,19 +52,19 @@ def hunk_replacements(patch: str) -> list[tuple[str, str, str]]:
     """Each hunk of a unified diff as a ``str_replace`` call: (path, old text, new text), where the
     old text is the hunk's removed lines with the context between them (a short, exact edit a tiny
     model can learn to emit, unlike a whole patch). Hunks that only add lines are left out."""
-    from unidiff import PatchSet
+    from repo2env.patches import parse
 
     replacements = []
-    for patched in PatchSet(patch):
-        for hunk in patched:
-            lines = list(hunk)
-            changed = [index for index, line in enumerate(lines) if line.is_added or line.is_removed]
-            if not any(line.is_removed for line in lines):
+    for file in parse(patch).files:
+        for hunk in file.hunks:
+            lines = [line for line in hunk.lines if not line.startswith("\\")]
+            changed = [index for index, line in enumerate(lines) if line.startswith(("+", "-"))]
+            if not any(line.startswith("-") for line in lines):
                 continue
             span = lines[changed[0]:changed[-1] + 1]
-            old = "".join(line.value for line in span if not line.is_added)
-            new = "".join(line.value for line in span if not line.is_removed)
-            replacements.append((patched.path, old, new))
+            old = "".join(line[1:] for line in span if not line.startswith("+"))
+            new = "".join(line[1:] for line in span if not line.startswith("-"))
+            replacements.append((file.path, old, new))
     return replacements
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repo2env.models import Task, TestStatus
+from repo2env.patches import parse
 from repo2env.runtime.docker_backend import DockerRuntime, DockerSandbox
 from repo2env.runtime.sandbox import SandboxLimits
 from repo2env.verify.filtering import is_protected_path
@@ -171,7 +171,8 @@ def _classify(derivation: Derivation, test_ids: list[str]) -> None:
 
 
 def _patch_paths(patch: str) -> list[str]:
-    return re.findall(r"^diff --git a/\S+ b/(\S+)$", patch, flags=re.MULTILINE)
+    """The path of each file of ``patch`` after it (before it, for a deletion)."""
+    return [file.path for file in parse(patch).files]
 
 
 def _read_files(sandbox: DockerSandbox, paths: list[str]) -> dict[str, str]:

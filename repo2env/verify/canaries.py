@@ -20,6 +20,7 @@ import string
 from collections import Counter
 from dataclasses import dataclass
 
+from repo2env.patches import parse
 from repo2env.verify.junit import split_node_id
 
 _ASSERT_CALL = re.compile(r"^\s*assert\s+((?!self\.)[A-Za-z_][\w.]*)\((.*)\)\s*==\s*\S")
@@ -165,10 +166,4 @@ def _definition(name: str, body: str, container: list[str]) -> str:
 
 def _added_lines(patch: str, path: str) -> list[str]:
     """The lines ``patch`` adds to ``path``."""
-    lines, inside = [], False
-    for line in patch.splitlines():
-        if line.startswith("diff --git "):
-            inside = line.endswith(f" b/{path}")
-        elif inside and line.startswith("+") and not line.startswith("+++"):
-            lines.append(line[1:])
-    return lines
+    return [line for file in parse(patch).files if file.new_path == path for line in file.added_lines]

@@ -5,8 +5,11 @@ Dropped (and reported): files on test paths (the split's own rule), test configu
 ``tox.ini``, ``setup.cfg``, ``noxfile.py``), files that Python or pytest load by themselves
 (``sitecustomize``/``usercustomize`` as modules or packages, ``*.pth``, ``__pycache__``/``.pyc``, and
 package metadata in ``*.dist-info``/``*.egg-info``/``*.egg``, whose ``pytest11`` entry points pytest
-loads as plugins), and binary patches of importable files (Python sources, ``.pth``, compiled
-modules), which no text check can read. Names compare without case: Python's metadata lookup
+loads as plugins), binary patches of importable files (Python sources, ``.pth``, compiled
+modules), which no text check can read, submodules, and symbolic links that point outside the
+repository or at a protected path. A file counts as protected when any name its header could
+give it is (the names ``git apply`` reads, C-quoted or not, and every other spelling on its
+lines), and a patch ``git apply`` would refuse whole is refused whole. Names compare without case: Python's metadata lookup
 ignores it. ``pyproject.toml`` is kept, but its pytest sections are restored inside the grading
 sandbox. Added lines that reach into the test runner (pytest internals, its hooks, JUnit output,
 exiting the interpreter) are listed as ``suspicious``: the grader scores such a patch 0 unless the
@@ -20,7 +23,9 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from repo2env.errors import PatchError
 from repo2env.mine.split import classify_path, test_path_pattern
+from repo2env.patches import SUBMODULE_MODE, FilePatch, parse, relative_symlink_target
 
 # pytest reads `pytest.toml`, `.pytest.toml` (pytest 9) and `.pytest.ini` before pyproject.toml, so
 # they would override the restored pytest sections. Compared in lower case.
@@ -44,12 +49,17 @@ _RUNNER_TAMPERING = re.compile(RUNNER_PATTERN)
 
 @dataclass(frozen=True)
 class FilteredPatch:
-    """The part of an agent's patch the grader applies, and what it left out."""
+    """The part of an agent's patch the grader applies, and what it left out.
+
+    ``error`` says why nothing of the patch is applied when it cannot be read as ``git apply``
+    reads it (``git apply`` would refuse it whole).
+    """
 
     patch: str
     kept_paths: tuple[str, ...]
     dropped_paths: tuple[str, ...]
     suspicious: tuple[str, ...]
+    error: str | None = None
 
 
 def is_protected_path(path: str) -> bool:
@@ -78,53 +88,58 @@ def protected_path_pattern() -> str:
 
 
 def filter_patch(patch: str) -> FilteredPatch:
-    """Keep the agent's changes to non-test files; see the module docstring for the rules."""
+    """Keep the agent's changes to non-test files; see the module docstring for the rules.
+
+    The patch is read with :mod:`repo2env.patches`, as ``git apply`` reads it, and what is kept is
+    rendered back from the same objects: the files the filter judged are the files git applies.
+    """
     if not patch.strip():
         return FilteredPatch("", (), (), ())
-    blocks = re.split(r"(?m)^(?=diff --git )", patch)
-    kept, kept_paths, dropped = [], [], []
-    for block in blocks:
-        if not block.startswith("diff --git "):
-            continue
-        paths = _block_paths(block)
-        binary_code = re.search(r"(?m)^(GIT binary patch|Binary files )", block) and any(
-            path.lower().endswith(_IMPORTABLE_SUFFIXES) for path in paths)
-        if binary_code or any(is_protected_path(path) for path in paths):
-            dropped.extend(path for path in paths if path not in dropped)
+    try:
+        files = parse(patch).files
+    except PatchError as error:
+        return FilteredPatch("", (), (), (), error=error.message)
+    kept: list[FilePatch] = []
+    dropped: list[str] = []
+    for file in files:
+        if _refused(file):
+            dropped.extend(path for path in file.paths if path not in dropped)
         else:
-            kept.append(block if block.endswith("\n") else block + "\n")
-            kept_paths.extend(path for path in paths if path not in kept_paths)
-    text = "".join(kept)
-    suspicious = tuple(sorted({match.group(0) for line in _added_lines(text) for match in _RUNNER_TAMPERING.finditer(line)}))
-    return FilteredPatch(text, tuple(kept_paths), tuple(dropped), suspicious)
+            kept.append(file)
+    text = "".join(file.render(trailer=False) for file in kept)
+    kept_paths = tuple(dict.fromkeys(path for file in kept for path in file.paths))
+    suspicious = tuple(sorted({match.group(0) for file in kept for line in file.added_lines
+                               for match in _RUNNER_TAMPERING.finditer(line)}))
+    return FilteredPatch(text, kept_paths, tuple(dropped), suspicious)
 
 
 def runner_references(patch: str) -> set[str]:
     """The test-runner references a patch's added lines make (used on the gold patch)."""
-    return {match.group(0) for line in _added_lines(patch) for match in _RUNNER_TAMPERING.finditer(line)}
+    return {match.group(0) for line in parse(patch).added_lines for match in _RUNNER_TAMPERING.finditer(line)}
 
 
 def patch_paths(patch: str) -> list[str]:
     """Every path a patch touches (the gold patch's new top-level modules are allowed to the agent)."""
-    blocks = re.split(r"(?m)^(?=diff --git )", patch)
-    return list(dict.fromkeys(path for block in blocks if block.startswith("diff --git ") for path in _block_paths(block)))
+    return parse(patch).paths
 
 
-def _block_paths(block: str) -> list[str]:
-    header = block.split("\n", 1)[0]
-    paths = []
-    match = re.match(r'^diff --git "?a/(.+?)"? "?b/(.+?)"?$', header)
-    if match:
-        paths.extend({match.group(1), match.group(2)})
-    for line in block.split("\n@@", 1)[0].splitlines():
-        for prefix in ("rename from ", "rename to ", "copy from ", "copy to ", "--- a/", "+++ b/"):
-            if line.startswith(prefix):
-                candidate = line[len(prefix):].strip().strip('"')
-                if candidate and candidate not in paths:
-                    paths.append(candidate)
-    return paths or ["(unparseable header)"]
+def _refused(file: FilePatch) -> bool:
+    """Whether a file of the agent's patch is left out (rules: module docstring)."""
+    if _protected_names(file):
+        return True
+    # Binary data no text check can read, in a file Python imports or executes.
+    if file.is_binary and any(name.lower().endswith(_IMPORTABLE_SUFFIXES) for name in (*file.paths, *file.names)):
+        return True
+    if file.result_mode == SUBMODULE_MODE:
+        return True
+    if file.is_symlink:
+        # A link is kept only when it points at a path of the repository the agent may change.
+        target = file.symlink_target
+        resolved = relative_symlink_target(file.path, target) if target is not None else None
+        return resolved is None or is_protected_path(resolved)
+    return False
 
 
-def _added_lines(patch: str) -> list[str]:
-    return [line[1:] for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")]
-
+def _protected_names(file: FilePatch) -> list[str]:
+    """The protected paths among every name any header line of ``file`` may give."""
+    return [name for name in dict.fromkeys((*file.paths, *file.names)) if is_protected_path(name)]

@@ -134,6 +134,10 @@ class Grader:
         write_capped_log(run_dir / "applied.diff", filtered.patch)
         base = GradeResult(instance_id=task.instance_id, mode=mode, filtered_paths=list(filtered.dropped_paths),
                            log_dir=str(run_dir))
+        if filtered.error is not None:  # git apply would refuse it whole: nothing of it is applied
+            return self._finish(task, base.model_copy(update={
+                "patch_applied": False, "error": f"the patch does not apply: git apply cannot read it ({filtered.error})",
+                "tests": {test_id: TestStatus.MISSING for test_id in test_ids}}), run_dir, started)
         tampering = set(filtered.suspicious) - runner_references(task.patch)
         if tampering:
             return self._finish(task, base.model_copy(update={
