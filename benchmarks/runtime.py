@@ -21,8 +21,8 @@ from pathlib import Path
 from repo2env.jsonl import read_tasks
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
+from repo2env.runtime.backends.docker import DockerRuntime
 from repo2env.runtime.build import BuildOptions, build_tasks_dir
-from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.snapshot import make_snapshot
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

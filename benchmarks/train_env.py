@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from demo_tasks import built_demo_tasks  # noqa: E402
 
 from repo2env.envs import RepoEnv, RepoEnvConfig  # noqa: E402
-from repo2env.runtime.docker_backend import DockerRuntime  # noqa: E402
+from repo2env.runtime.backends.docker import DockerRuntime  # noqa: E402
 from repo2env.validate.acceptance import load_acceptance_policy  # noqa: E402
 from repo2env.validate.run import validate_dir  # noqa: E402
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
+from repo2env.runtime.backends.docker import DockerRuntime
 from repo2env.runtime.build import BuildOptions, build_tasks_dir
-from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.validate.acceptance import load_acceptance_policy
 from repo2env.validate.run import validate_dir
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from repo2env.runtime.docker_backend import SANDBOX_LABEL, DockerRuntime
+from repo2env.runtime.backends.docker import SANDBOX_LABEL, DockerRuntime
 from repo2env.verify.grader import Grader
 
 pytestmark = pytest.mark.docker

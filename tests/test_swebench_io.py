@@ -73,8 +73,8 @@ def test_export_import_round_trip_validates_and_reports_declared_differences(val
     would, import with the demo clone, build and validate: the difference is reported."""
     from conftest import quick_policy
 
+    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.build import BuildOptions, build_tasks_dir
-    from repo2env.runtime.docker_backend import DockerRuntime
     from repo2env.validate.run import read_records, validate_dir
 
     folder, records = validated

@@ -25,6 +25,7 @@ from repo2env.envs.tools import AgentTools
 from repo2env.errors import InputError
 from repo2env.instruction import instruction_text
 from repo2env.models import GradeResult, Task
+from repo2env.runtime.sandbox import Runtime, Sandbox
 
 
 @dataclass(frozen=True)
@@ -71,14 +72,14 @@ class _SandboxPool:
     """Started sandboxes per image, shared by every RepoEnv of the process: ``take`` hands one out
     (a warm one when ready) and starts its replacement in the background."""
 
-    def __init__(self, runtime, size: int) -> None:
+    def __init__(self, runtime: Runtime, size: int) -> None:
         self.runtime = runtime
         self.size = size
         self._ready: dict[str, list[Future]] = {}
         self._lock = threading.Lock()
         self._starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-warm")
 
-    def take(self, task: Task):
+    def take(self, task: Task) -> Sandbox:
         image = task.env_spec.image if task.env_spec else None
         future = None
         with self._lock:
@@ -100,8 +101,10 @@ _shared_lock = threading.Lock()
 
 
 def _shared_machinery(config: RepoEnvConfig):
-    """One runtime, grader and pool per process and config (instances are many, engines are one)."""
-    from repo2env.runtime.docker_backend import DockerRuntime
+    """One runtime, grader and pool per process and config (instances are many, engines are one).
+
+    The one place RepoEnv names a backend: everything else here uses the runtime protocol."""
+    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.verify.grader import Grader
 
     key = (os.getpid(), hash(config))
@@ -138,7 +141,7 @@ class RepoEnv:
         self._config = config or RepoEnvConfig.from_environment()
         self._runtime, self._grader, self._pool = _shared_machinery(self._config)
         self._task: Task | None = None
-        self._sandbox = None
+        self._sandbox: Sandbox | None = None
         self._tools: AgentTools | None = None
         self._started = 0.0
         self._reward: float | None = None

@@ -112,7 +112,7 @@ def prepare_dataset(source: str, work_dir: Path, *, build: bool = True, clones: 
     tree = Path(origin)
     prepared = PreparedDataset(tree=tree)
     if build:
-        from repo2env.runtime.docker_backend import DockerRuntime
+        from repo2env.runtime.backends.docker import DockerRuntime
 
         pulled = pull_dataset(tree, work_dir / "tasks", runtime=DockerRuntime(), clones=clones)
         if pulled.not_runnable:

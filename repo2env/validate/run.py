@@ -18,7 +18,7 @@ from pathlib import Path
 
 from repo2env.jsonl import append_jsonl, drop_rows, drop_torn_tail, read_tasks, update_tasks
 from repo2env.models import RolloutResult, Task, ValidationRecord
-from repo2env.runtime.docker_backend import DockerRuntime
+from repo2env.runtime.sandbox import Runtime
 from repo2env.validate.acceptance import AcceptancePolicy, judge
 from repo2env.validate.derive import derive_tests
 from repo2env.validate.report import write_figure, write_summary
@@ -29,7 +29,7 @@ VARIANT_TIMEOUT_FACTOR = 10.0
 VARIANT_TIMEOUT_FLOOR_S = 60.0
 
 #: A policy-rollout runner: (task, runtime, grader, k, seed) -> graded policy rollouts.
-PolicyRunner = Callable[[Task, DockerRuntime, Grader, int, int], list[RolloutResult]]
+PolicyRunner = Callable[[Task, Runtime, Grader, int, int], list[RolloutResult]]
 
 
 @dataclass
@@ -45,7 +45,7 @@ class ValidationSummary:
         return sum(record.verdict == "accepted" for record in self.records)
 
 
-def validate_dir(tasks_dir: Path, runtime: DockerRuntime, policy: AcceptancePolicy, *, jobs: int = 1,
+def validate_dir(tasks_dir: Path, runtime: Runtime, policy: AcceptancePolicy, *, jobs: int = 1,
                  policy_runner: PolicyRunner | None = None, policy_k: int = 0, force: bool = False,
                  instance_ids: frozenset[str] = frozenset(),
                  progress: Callable[[ValidationRecord], None] | None = None) -> ValidationSummary:
@@ -78,7 +78,7 @@ def validate_dir(tasks_dir: Path, runtime: DockerRuntime, policy: AcceptancePoli
                 progress(record)
     except BaseException:
         # Interrupted (a signal) or broken: queued tasks never start, and nothing waits here for
-        # the running ones (the caller stops their sandboxes: docker_backend.stop_all_sandboxes).
+        # the running ones (the caller stops their sandboxes: backends.docker.stop_all_sandboxes).
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
@@ -89,7 +89,7 @@ def validate_dir(tasks_dir: Path, runtime: DockerRuntime, policy: AcceptancePoli
     return summary
 
 
-def validate_task(task: Task, runtime: DockerRuntime, policy: AcceptancePolicy, *, logs_dir: Path,
+def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, logs_dir: Path,
                   policy_runner: PolicyRunner | None = None, policy_k: int = 0) -> tuple[Task, ValidationRecord]:
     """Validate one task; returns it with tests and verdict filled in, and its record."""
     started = time.monotonic()
@@ -147,7 +147,7 @@ def declared_differences(task: Task, flaky: dict[str, float]) -> dict[str, list[
     return {key: tests for key, tests in differences.items() if tests}
 
 
-def _reference_rollouts(task: Task, runtime: DockerRuntime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,
+def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,
                         policy_runner: PolicyRunner | None, policy_k: int) -> tuple[list[RolloutResult], float]:
     from repo2env.validate.variants import near_misses, partial_fixes, stubs
 
