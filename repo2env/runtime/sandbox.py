@@ -8,7 +8,7 @@ chosen where the program is put together (the CLI, RepoEnv's shared machinery, t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from repo2env.models import ExecResult, Task
 
@@ -31,6 +31,7 @@ class SandboxLimits:
     may write anywhere); past it the sandbox stops itself."""
 
 
+@runtime_checkable
 class Sandbox(Protocol):
     """A running, isolated copy of a task's world (the repository at /testbed).
 
@@ -97,6 +98,7 @@ class Sandbox(Protocol):
     def __exit__(self, *exc_info: object) -> None: ...
 
 
+@runtime_checkable
 class Runtime(Protocol):
     """Starts sandboxes from a task's built image (or any image of the backend)."""
 
