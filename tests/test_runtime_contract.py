@@ -19,21 +19,23 @@ import pytest
 
 from repo2env.errors import InputError, Repo2EnvError
 from repo2env.models import EnvSpec, Task
-from repo2env.runtime.sandbox import Runtime, Sandbox
+from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
 
 pytestmark = pytest.mark.docker
 
 BASE = "repo2env/base:py3.11"
-#: Backends under contract: name -> how a test gets a Runtime from the session's fixtures.
-BACKENDS = ("docker",)
+#: Backends under contract. "docker-channel" is the Docker backend with the persistent command
+#: channel RepoEnv's tool calls use (SandboxLimits.persistent_channel): the same contract, faster.
+BACKENDS = ("docker", "docker-channel")
 
 
 @pytest.fixture(params=BACKENDS)
 def runtime(request) -> Runtime:
-    if request.param == "docker":
+    if request.param in ("docker", "docker-channel"):
         from repo2env.runtime.backends.docker import DockerRuntime
 
-        return DockerRuntime(request.getfixturevalue("docker_client"))
+        limits = SandboxLimits(persistent_channel=request.param == "docker-channel")
+        return DockerRuntime(request.getfixturevalue("docker_client"), limits=limits)
     raise AssertionError(f"unknown backend {request.param}")
 
 

@@ -29,6 +29,10 @@ class SandboxLimits:
     disk_bytes: int = 2 * 2**30
     """What the sandbox may add under /testbed, /home, /tmp and /var/tmp (and the largest file it
     may write anywhere); past it the sandbox stops itself."""
+    persistent_channel: bool = False
+    """Run the sandbox user's commands through one long-lived process inside the sandbox instead of
+    one engine call each (a few ms instead of tens; same user, limits, caps and timeouts). For the
+    agent's tool calls only: never for grading, whose commands an agent's code must not answer."""
 
 
 @runtime_checkable

@@ -34,6 +34,7 @@ import requests.exceptions
 from repo2env.errors import DockerUnavailableError, InputError, PatchError, SandboxStoppedError, StoppingError
 from repo2env.models import ExecResult, Task
 from repo2env.runtime.bootstrap import AGENT_UID
+from repo2env.runtime.channel import SERVER_MARKER, ChannelBroken, ChannelClosed, CommandChannel
 from repo2env.runtime.ownership import SANDBOX_LABEL, owner_labels, reap_orphans_now_and_then
 from repo2env.runtime.sandbox import SandboxLimits
 
@@ -48,13 +49,26 @@ WRITABLE_PLACES = ("/testbed", "/home", "/tmp", "/var/tmp")
 # The container's main process, run by the image's system Python as root without capabilities (the
 # agent cannot kill it). It never forks: a fork bomb that takes every pid must not end it (a shell's
 # `sleep` would fail, and dash exits when it cannot fork). Every few seconds it looks for processes
-# other than init and itself (a command, or anything one left running) and whether the heartbeat
-# file each exec appends to changed; while something runs it also adds up the blocks under
+# other than init, itself and a command channel's server waiting for work (a command, or anything
+# one left running) and whether the heartbeat file each command appends to changed; while something runs it also adds up the blocks under
 # WRITABLE_PLACES (what it may read: root without capabilities cannot enter another user's 0700
 # folder). It writes nothing: a file the agent made first cannot stop it.
 KEEPALIVE_SCRIPT = f"""
 import os, sys, time
 idle_max, cap, beat, me = int(sys.argv[1]), int(sys.argv[2]), {HEARTBEAT_PATH!r}, str(os.getpid())
+channel = {SERVER_MARKER.encode()!r}
+def running():
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or name in ("1", me):
+            continue
+        try:
+            with open("/proc/" + name + "/cmdline", "rb") as handle:
+                args = handle.read().split(b"\\0")
+        except OSError:
+            continue
+        if channel not in args:  # the channel's server waiting for a command is not activity
+            return True
+    return False
 def used():
     total, seen, stack = 0, set(), list({WRITABLE_PLACES!r})
     while stack:
@@ -88,7 +102,7 @@ except OSError:
 limit, idle, seen_beat = used() + cap, 0, last_beat()
 while idle < idle_max:
     time.sleep({KEEPALIVE_PERIOD_S})
-    busy = any(name.isdigit() and name not in ("1", me) for name in os.listdir("/proc"))
+    busy = running()
     beat_now = last_beat()
     busy, seen_beat = busy or beat_now != seen_beat, beat_now
     idle = 0 if busy else idle + {KEEPALIVE_PERIOD_S}
@@ -99,6 +113,8 @@ while idle < idle_max:
 #: Tries to start one command when the container runtime cannot (see DockerSandbox._exec).
 _START_ATTEMPTS = 4
 _RUNC_START_FAILED = "OCI runtime exec failed"
+#: Channels a sandbox opens at most: past that (its agent keeps killing them) commands use docker exec.
+_CHANNEL_OPENS = 3
 #: Extra seconds past a command's timeout before the caller stops waiting on the stream.
 _STREAM_GRACE_S = 5.0
 
@@ -236,7 +252,10 @@ class DockerRuntime:
         except BaseException:
             self._remove_by_name(name)
             raise
-        return DockerSandbox(self.client, container, limits)
+        sandbox = DockerSandbox(self.client, container, limits)
+        if limits.persistent_channel:
+            sandbox._open_channel()  # here, so a pool's spare is ready for fast commands when handed out
+        return sandbox
 
     def _remove_by_name(self, name: str) -> None:
         try:
@@ -253,6 +272,9 @@ class DockerSandbox:
         self.container = container
         self.limits = limits
         self._closed = False
+        self._channel: CommandChannel | None = None
+        self._channel_opens = 0
+        self._channel_guard = threading.Lock()
         _open_sandboxes.add(self)
 
     @property
@@ -268,11 +290,16 @@ class DockerSandbox:
 
     def _exec(self, command: str | list[str], *, timeout: float | None, workdir: str | None = None,
               env: dict[str, str] | None = None, user: str | None = None, stdin: bytes | None = None,
-              errors: str) -> ExecResult:
+              errors: str, through_channel: bool = True) -> ExecResult:
         """:meth:`exec`, its output decoded from UTF-8 with ``errors`` (``"surrogateescape"`` keeps
-        every byte, for a diff)."""
+        every byte, for a diff); ``through_channel=False`` keeps the command off the channel."""
         if self._closed:
             raise InputError("this sandbox is closed")
+        if through_channel and (user or self.limits.user) == self.limits.user:
+            answered = self._exec_through_channel(command, timeout=timeout, workdir=workdir, env=env, stdin=stdin,
+                                                  errors=errors)
+            if answered is not None:
+                return answered
         if stdin is not None:
             # An engine exec without an attached stdin cannot be given one: the bytes go into a file
             # of the command's user first, which the command's shell opens as its input and removes.
@@ -289,6 +316,54 @@ class DockerSandbox:
                 break
             time.sleep(0.5 * (attempt + 1))
         return result
+
+    def _open_channel(self) -> CommandChannel | None:
+        """The sandbox's command channel, opened if need be; None when this sandbox has none, or it
+        broke too often (every command then goes through docker exec)."""
+        with self._channel_guard:
+            if self._channel is not None and not self._channel.closed:
+                return self._channel
+            if self._closed or not self.limits.persistent_channel or self._channel_opens >= _CHANNEL_OPENS:
+                return None
+            self._channel_opens += 1
+            try:
+                self._channel = CommandChannel(self.client, self.container.id, user=self.limits.user)
+            except docker.errors.DockerException:
+                self._channel = None
+            return self._channel
+
+    def _exec_through_channel(self, command: str | list[str], *, timeout: float | None, workdir: str | None,
+                              env: dict[str, str] | None, stdin: bytes | None, errors: str) -> ExecResult | None:
+        """``command`` run through the channel, or None when the channel cannot take it (none, busy
+        with another thread's command, dead before it was sent): then docker exec runs it."""
+        channel = self._open_channel()
+        if channel is None or not channel.try_lock():
+            return None
+        timeout = self.limits.exec_timeout_s if timeout is None else timeout
+        shell_command = command if isinstance(command, str) else shlex.join(command)
+        # The same shell, heartbeat and process group as the exec path below.
+        argv = ["/bin/sh", "-c", f"echo 2>/dev/null >>{HEARTBEAT_PATH}; {shell_command}"]
+        started = time.monotonic()
+        try:
+            return channel.run(argv, timeout=timeout, workdir=workdir, output_cap=self.limits.output_cap_bytes,
+                               env=env, stdin=stdin, errors=errors)
+        except ChannelClosed:
+            return None
+        except ChannelBroken as exc:
+            # The command was sent and may have run: it is not run again. Answered like the exec
+            # path answers a command the sandbox's stop or its own timeout cut short.
+            duration = time.monotonic() - started
+            if self._stopping():
+                return ExecResult(exit_code=137, output=f"[repo2env: {self._stopped_error().message}]\n",
+                                  timed_out=False, truncated=False, duration_s=duration)
+            timed_out = duration >= timeout
+            if timed_out:
+                self._kill_agent_processes()
+            return ExecResult(exit_code=137, output=f"[repo2env: the command channel broke during this command "
+                              f"({exc}); the next commands go through a new one or docker exec]\n",
+                              timed_out=timed_out, truncated=False, duration_s=duration)
+        finally:
+            channel.unlock()
 
     def _exec_once(self, command: str | list[str], *, timeout: float | None, workdir: str | None,
                    env: dict[str, str] | None, user: str | None, errors: str) -> ExecResult:
@@ -384,13 +459,15 @@ class DockerSandbox:
 
         Computed with git inside the sandbox, against the snapshot commit recorded on the image,
         so commits or a moved HEAD do not hide changes. Settings that make git run programs are
-        switched off: an agent can at worst spoil its own diff."""
+        switched off: an agent can at worst spoil its own diff. Never through the command channel:
+        what is graded comes from the engine, not from a process the agent can replace."""
         snapshot = self.container.labels.get("repo2env.snapshot") or "HEAD"
         git = ("git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c diff.external= "
                "-c core.pager=cat -c color.ui=false")
         # Bytes as git wrote them (a Latin-1 file stays Latin-1), carried as surrogate escapes.
         result = self._exec(f"{git} add --all . && {git} diff --cached --binary --no-ext-diff --no-textconv "
-                           f"--no-renames {snapshot}", workdir="/testbed", timeout=120, errors="surrogateescape")
+                           f"--no-renames {snapshot}", workdir="/testbed", timeout=120, errors="surrogateescape",
+                           through_channel=False)
         if result.exit_code != 0 or result.truncated:
             reason = "the diff is larger than the output cap" if result.truncated else result.output.strip()[-300:]
             raise PatchError(f"cannot compute the sandbox's diff: {reason}")
@@ -467,6 +544,9 @@ class DockerSandbox:
         if self._closed:
             return
         self._closed = True
+        with self._channel_guard:
+            if self._channel is not None:
+                self._channel.close()
         if wait:
             self._remove()
         else:
