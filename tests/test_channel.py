@@ -99,3 +99,12 @@ def test_the_idle_server_is_not_activity_but_its_commands_are(docker_runtime):
         assert not sandbox.alive and time.monotonic() - began < 20, "the open channel kept the sandbox alive"
         with pytest.raises(SandboxStoppedError, match="without a command"):
             sandbox.exec("true")
+
+
+def test_grading_never_uses_a_channel(tmp_path):
+    """Asked for one, the grader still runs the hidden tests through the engine: a channel's server
+    would run as the agent, beside the tests' code (the probes in test_hacks.py check the sandbox)."""
+    from repo2env.verify.grader import Grader
+
+    grader = Grader(None, tmp_path, limits=SandboxLimits(persistent_channel=True, output_cap_bytes=123))
+    assert not grader.limits.persistent_channel and grader.limits.output_cap_bytes == 123

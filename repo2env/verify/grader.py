@@ -23,6 +23,7 @@ without running anything.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -268,7 +269,9 @@ class Grader:
         self.runtime = runtime
         self.logs_root = Path(logs_root)
         self.timeout_s = timeout_s
-        self.limits = limits or SandboxLimits(exec_timeout_s=timeout_s + 60, output_cap_bytes=50_000_000)
+        # Never a command channel here: its server would run as the agent, beside the tests' code.
+        self.limits = dataclasses.replace(limits or SandboxLimits(exec_timeout_s=timeout_s + 60,
+                                                                  output_cap_bytes=50_000_000), persistent_channel=False)
         self.keep_warm = keep_warm
         self._spares: dict[str, Future] = {}
         self._spare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repo2env-spare") if keep_warm else None
