@@ -50,8 +50,8 @@ WRITABLE_PLACES = ("/testbed", "/home", "/tmp", "/var/tmp")
 # agent cannot kill it). It never forks: a fork bomb that takes every pid must not end it (a shell's
 # `sleep` would fail, and dash exits when it cannot fork). Every few seconds it looks for processes
 # other than init, itself and a command channel's server waiting for work (a command, or anything
-# one left running) and whether the heartbeat file each command appends to changed; while something runs it also adds up the blocks under
-# WRITABLE_PLACES (what it may read: root without capabilities cannot enter another user's 0700
+# one left running) and whether the heartbeat file each command appends to changed; while something
+# runs it also adds up the blocks under WRITABLE_PLACES (what it may read: root without capabilities cannot enter another user's 0700
 # folder). It writes nothing: a file the agent made first cannot stop it.
 KEEPALIVE_SCRIPT = f"""
 import os, sys, time
@@ -328,8 +328,8 @@ class DockerSandbox:
             self._channel_opens += 1
             try:
                 self._channel = CommandChannel(self.client, self.container.id, user=self.limits.user)
-            except docker.errors.DockerException:
-                self._channel = None
+            except (docker.errors.DockerException, requests.exceptions.RequestException, OSError):
+                self._channel = None  # docker exec serves instead
             return self._channel
 
     def _exec_through_channel(self, command: str | list[str], *, timeout: float | None, workdir: str | None,
