@@ -51,8 +51,9 @@ WRITABLE_PLACES = ("/testbed", "/home", "/tmp", "/var/tmp")
 # `sleep` would fail, and dash exits when it cannot fork). Every few seconds it looks for processes
 # other than init, itself and a command channel's server waiting for work (a command, or anything
 # one left running) and whether the heartbeat file each command appends to changed; while something
-# runs it also adds up the blocks under WRITABLE_PLACES (what it may read: root without capabilities cannot enter another user's 0700
-# folder). It writes nothing: a file the agent made first cannot stop it.
+# runs it also adds up the blocks under WRITABLE_PLACES (what it may read: root without capabilities
+# cannot enter another user's 0700 folder). It writes nothing: a file the agent made first cannot
+# stop it.
 KEEPALIVE_SCRIPT = f"""
 import os, sys, time
 idle_max, cap, beat, me = int(sys.argv[1]), int(sys.argv[2]), {HEARTBEAT_PATH!r}, str(os.getpid())
