@@ -12,6 +12,7 @@ engine's floors (container create+start, ``docker exec true``) are measured in t
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import tempfile
@@ -57,8 +58,8 @@ def engine_floors(runtime: DockerRuntime, image: str) -> tuple[float, float, flo
     return statistics.median(starts), statistics.median(execs), statistics.median(channel)
 
 
-def run(n: int, tasks, logs: Path) -> dict[str, float]:
-    config = RepoEnvConfig(logs_dir=logs, warm_sandboxes=n)
+def run(n: int, tasks, logs: Path, *, channel: bool = True) -> dict[str, float]:
+    config = RepoEnvConfig(logs_dir=logs, warm_sandboxes=n, command_channel=channel)
     resets, tools, grades, done = [], [], [], []
     lock = threading.Lock()
 
@@ -113,9 +114,12 @@ def main() -> None:
         start_s, exec_s, channel_s = engine_floors(runtime, tasks[0].env_spec.image)
         print(f"engine floors: container create+start p50 {start_s * 1000:.0f} ms, exec of `true` p50 "
               f"{exec_s * 1000:.0f} ms, `true` through the command channel p50 {channel_s * 1000:.1f} ms")
-        for n in (1, 2, 4, 8):
-            figures = run(n, tasks, root / f"logs-{n}")
-            print(f"N={n}: reset p50 {figures['reset_p50'] * 1000:.0f} ms / p95 {figures['reset_p95'] * 1000:.0f} ms "
+        # REPO2ENV_BENCH_NO_CHANNEL=1 adds, per N, a run with one docker exec per tool call (the
+        # comparison under the same machine load).
+        modes = (True, False) if os.environ.get("REPO2ENV_BENCH_NO_CHANNEL") == "1" else (True,)
+        for n, channel in ((n, channel) for n in (1, 2, 4, 8) for channel in modes):
+            figures = run(n, tasks, root / f"logs-{n}-{channel}", channel=channel)
+            print(f"N={n}{'' if channel else ' (docker exec per tool call)'}: reset p50 {figures['reset_p50'] * 1000:.0f} ms / p95 {figures['reset_p95'] * 1000:.0f} ms "
                   f"({figures['reset_p50'] / exec_s:.1f}x the exec floor; target <= 1.5x), tool call p50 "
                   f"{figures['tool_p50'] * 1000:.1f} ms / p95 {figures['tool_p95'] * 1000:.1f} ms (target p50 <= 10 ms), grading p50 {figures['grade_p50']:.2f} s, "
                   f"{figures['episodes_per_min']:.1f} episodes/min, gold episodes scoring 1.0: "

@@ -18,6 +18,13 @@ def test_config_from_environment(monkeypatch):
     monkeypatch.setenv("REPO2ENV_ENV_COMMAND_TIMEOUT_S", "5")
     config = RepoEnvConfig.from_environment()
     assert config.reward_mode == "binary" and config.command_timeout_s == 5.0
+    assert config.command_channel
+    monkeypatch.setenv("REPO2ENV_ENV_COMMAND_CHANNEL", "0")
+    assert not RepoEnvConfig.from_environment().command_channel
+    monkeypatch.setenv("REPO2ENV_ENV_COMMAND_CHANNEL", "maybe")
+    with pytest.raises(Exception, match="COMMAND_CHANNEL='maybe' is not a valid bool"):
+        RepoEnvConfig.from_environment()
+    monkeypatch.delenv("REPO2ENV_ENV_COMMAND_CHANNEL")
     monkeypatch.setenv("REPO2ENV_ENV_REWARD_MODE", "lenient")
     with pytest.raises(Exception, match="reward mode"):
         RepoEnvConfig.from_environment()

@@ -47,6 +47,9 @@ class RepoEnvConfig:
     """Wall-clock limit of the hidden tests when grading."""
     warm_sandboxes: int = 1
     """Started sandboxes kept ready per image, so reset costs no container start."""
+    command_channel: bool = True
+    """Tool calls go through a persistent command channel in the sandbox (a few ms each); off, each
+    is one ``docker exec`` (tens of ms)."""
     logs_dir: Path = field(default_factory=lambda: Path("generated") / "repo_env")
     """Where gradings keep their logs."""
 
@@ -60,7 +63,10 @@ class RepoEnvConfig:
                 continue
             kind = type(getattr(cls(), name))
             try:
-                values[name] = Path(raw) if kind is Path or name == "logs_dir" else kind(raw)
+                if kind is bool:
+                    values[name] = _flag(raw)
+                else:
+                    values[name] = Path(raw) if kind is Path or name == "logs_dir" else kind(raw)
             except ValueError:
                 raise InputError(f"REPO2ENV_ENV_{name.upper()}={raw!r} is not a valid {kind.__name__}") from None
         config = cls(**values)
@@ -74,10 +80,10 @@ class _SandboxPool:
     (a warm one when ready) and starts its replacement in the background. Their commands go through
     a persistent channel (a few ms a tool call instead of an engine exec's tens)."""
 
-    def __init__(self, runtime: Runtime, size: int) -> None:
+    def __init__(self, runtime: Runtime, size: int, *, command_channel: bool = True) -> None:
         self.runtime = runtime
         self.size = size
-        self.limits = dataclasses.replace(runtime.limits, persistent_channel=True)
+        self.limits = dataclasses.replace(runtime.limits, persistent_channel=command_channel)
         self._ready: dict[str, list[Future]] = {}
         self._lock = threading.Lock()
         self._starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-warm")
@@ -115,7 +121,8 @@ def _shared_machinery(config: RepoEnvConfig):
         if key not in _shared:
             runtime = DockerRuntime()
             grader = Grader(runtime, config.logs_dir, timeout_s=config.grade_timeout_s, keep_warm=True)
-            _shared[key] = (runtime, grader, _SandboxPool(runtime, config.warm_sandboxes))
+            _shared[key] = (runtime, grader, _SandboxPool(runtime, config.warm_sandboxes,
+                                                                command_channel=config.command_channel))
         return _shared[key]
 
 
@@ -284,6 +291,16 @@ class RepoEnv:
             self._close()
         except Exception:  # interpreter shutdown: the backend's exit hook removes what is left
             pass
+
+
+def _flag(raw: str) -> bool:
+    """A yes/no setting as environment variables write it (1/0, true/false, yes/no, on/off)."""
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)
 
 
 def _task_of(row: dict[str, Any]) -> Task:
