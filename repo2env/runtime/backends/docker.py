@@ -255,7 +255,13 @@ class DockerRuntime:
             raise
         sandbox = DockerSandbox(self.client, container, limits)
         if limits.persistent_channel:
-            sandbox._open_channel()  # here, so a pool's spare is ready for fast commands when handed out
+            # Opened and answering here (the server's Python takes a moment to start), so that a
+            # pool's spare serves its first command as fast as its next ones.
+            try:
+                sandbox.exec("true", timeout=60)
+            except BaseException:
+                sandbox.close()
+                raise
         return sandbox
 
     def _remove_by_name(self, name: str) -> None:
