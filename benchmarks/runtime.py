@@ -120,7 +120,7 @@ def measure(label: str, folder: Path, runtime: DockerRuntime) -> None:
     for _ in range(10):
         began = time.perf_counter()
         sandbox = runtime.start_image(task.env_spec.env_image)
-        sandbox.container.put_archive("/testbed", payload)
+        sandbox.put_archive("/testbed", payload)
         sandbox.exec("true")
         copies.append(time.perf_counter() - began)
         sandbox.close()
