@@ -30,6 +30,9 @@ from repo2env.validate.acceptance import load_acceptance_policy  # noqa: E402
 from repo2env.validate.run import validate_dir  # noqa: E402
 
 EPISODES_PER_ENV = 3
+#: Seconds the scripted policy waits before each tool call, as a model generating its next call would
+#: (REPO2ENV_BENCH_THINK_S; default 0: every call right after the last, and the first right after reset).
+THINK_S = float(os.environ.get("REPO2ENV_BENCH_THINK_S", "0"))
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -73,6 +76,7 @@ def run(n: int, tasks, logs: Path, *, channel: bool = True) -> dict[str, float]:
             calls = []
             for call in (lambda: env.bash("ls"), lambda: env.read_file("README.md", 1, 5),
                          lambda patch=task.patch: env.write_file("fix.diff", patch)):
+                time.sleep(THINK_S)
                 began = time.perf_counter()
                 call()
                 calls.append(time.perf_counter() - began)
