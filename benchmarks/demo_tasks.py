@@ -8,8 +8,8 @@ from repo2env.demo import DemoRepo, build_demo
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import mine
 from repo2env.pipeline.stages import build_tasks_dir
+from repo2env.runtime.backends.docker import DockerRuntime
 from repo2env.runtime.build import BuildOptions, BuildSummary
-from repo2env.runtime.docker_backend import DockerRuntime
 
 
 def built_demo_tasks(root: Path, runtime: DockerRuntime) -> tuple[DemoRepo, Path, BuildSummary]:

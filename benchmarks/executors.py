@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from repo2env.pipeline.executors import LocalExecutor, RayExecutor
-from repo2env.runtime.docker_backend import DockerRuntime
+from repo2env.runtime.backends.docker import DockerRuntime
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from executor_tasks import docker_exec_true, noop  # noqa: E402

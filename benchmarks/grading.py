@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from repo2env.jsonl import read_tasks
-from repo2env.runtime.docker_backend import DockerRuntime
+from repo2env.runtime.backends.docker import DockerRuntime
 from repo2env.verify.grader import Grader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

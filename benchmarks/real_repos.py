@@ -240,7 +240,7 @@ def main() -> None:
         return
     runtime = None
     if not args.no_build:
-        from repo2env.runtime.docker_backend import DockerRuntime
+        from repo2env.runtime.backends.docker import DockerRuntime
 
         runtime = DockerRuntime()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -22,8 +22,8 @@ from repo2env.jsonl import read_tasks
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
 from repo2env.pipeline.stages import build_tasks_dir
+from repo2env.runtime.backends.docker import DockerRuntime
 from repo2env.runtime.build import BuildOptions
-from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.snapshot import make_snapshot
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -121,7 +121,7 @@ def measure(label: str, folder: Path, runtime: DockerRuntime) -> None:
     for _ in range(10):
         began = time.perf_counter()
         sandbox = runtime.start_image(task.env_spec.env_image)
-        sandbox.container.put_archive("/testbed", payload)
+        sandbox.put_archive("/testbed", payload)
         sandbox.exec("true")
         copies.append(time.perf_counter() - began)
         sandbox.close()

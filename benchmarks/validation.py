@@ -19,8 +19,8 @@ from pathlib import Path
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
 from repo2env.pipeline.stages import build_tasks_dir, validate_dir
+from repo2env.runtime.backends.docker import DockerRuntime
 from repo2env.runtime.build import BuildOptions
-from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.validate.acceptance import load_acceptance_policy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

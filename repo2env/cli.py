@@ -274,8 +274,8 @@ def runtime() -> None:
 @click.option("--mirror", default=None, help="Debian mirror for debootstrap (default: deb.debian.org).")
 def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bool, mirror: str | None) -> None:
     """Build the base image locally (debootstrap + docker import) when no registry serves python:X.Y-slim."""
+    from repo2env.runtime.backends.docker import connect_docker
     from repo2env.runtime.bootstrap import DEFAULT_MIRROR, ensure_base_image
-    from repo2env.runtime.docker_backend import connect_docker
 
     client = connect_docker()
     for python_version in python_versions:
@@ -318,8 +318,8 @@ def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...],
     """
     from repo2env.jsonl import read_task_ids
     from repo2env.pipeline.stages import build_tasks_dir
+    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.build import BuildOptions
-    from repo2env.runtime.docker_backend import DockerRuntime
     from repo2env.runtime.spec.overrides import load_overrides
 
     options = BuildOptions(jobs=jobs, overrides=load_overrides(overrides) if overrides else {},
@@ -352,7 +352,7 @@ def run(instance_id: str, from_dirs: tuple[Path, ...], timeout: float, command: 
     Example: repo2env run --task repo2env-demo__textkit-2 -- python -m pytest -q
     """
     from repo2env.jsonl import find_task
-    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerRuntime
 
     task, _ = find_task([folder / "tasks.jsonl" for folder in _tasks_dirs(from_dirs)], instance_id)
     with DockerRuntime().start(task) as sandbox:
@@ -377,7 +377,7 @@ def images() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def images_ls(as_json: bool) -> None:
     """List base, env and task images with their sizes."""
-    from repo2env.runtime.docker_backend import connect_docker
+    from repo2env.runtime.backends.docker import connect_docker
     from repo2env.runtime.images import ImageStore
 
     rows = ImageStore(connect_docker()).list()
@@ -400,7 +400,7 @@ def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> N
     """Remove task images no tasks.jsonl refers to, env images no kept task uses, and build leftovers;
     first, sandboxes whose repo2env process died (kill -9) without removing them."""
     from repo2env.jsonl import iter_tasks
-    from repo2env.runtime.docker_backend import connect_docker
+    from repo2env.runtime.backends.docker import connect_docker
     from repo2env.runtime.images import ImageStore
 
     keep: set[str] = set()
@@ -442,7 +442,7 @@ def grade(instance_id: str | None, patch_path: Path | None, predictions: Path | 
     """Grade a patch (or SWE-bench predictions) with the hidden verifier: the PR's tests, run in a
     fresh sandbox the agent never saw, after dropping the patch's changes to tests and test config."""
     from repo2env.jsonl import append_jsonl, find_task
-    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.verify.grader import Grader, load_predictions
 
     if bool(predictions) == bool(instance_id or patch_path):
@@ -509,8 +509,8 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     """
     from repo2env.jsonl import read_task_ids
     from repo2env.pipeline.stages import validate_dir
+    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.build import tasks_dirs
-    from repo2env.runtime.docker_backend import DockerRuntime
     from repo2env.validate.acceptance import load_acceptance_policy
 
     policy = load_acceptance_policy(policy_file)
@@ -630,7 +630,7 @@ def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, r
     from repo2env.pipeline.stages import folder_builder
     from repo2env.publish.hub import HubTarget, download_from_hub, parse_target
     from repo2env.publish.pull import pull_dataset
-    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerRuntime
 
     origin = parse_target(source)
     if isinstance(origin, HubTarget):
@@ -1014,7 +1014,7 @@ def _stop_after_interrupt(exit_code: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the clean-up short
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     removed = 0
-    backend = sys.modules.get("repo2env.runtime.docker_backend")
+    backend = sys.modules.get("repo2env.runtime.backends.docker")
     if backend is not None:
         try:
             removed = backend.stop_all_sandboxes()

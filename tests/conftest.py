@@ -15,8 +15,8 @@ def docker_client():
     engine and bootstraps the image, so their absence means the set-up is broken.
     """
     from repo2env.errors import DockerUnavailableError
+    from repo2env.runtime.backends.docker import connect_docker
     from repo2env.runtime.bootstrap import find_base_image
-    from repo2env.runtime.docker_backend import connect_docker
 
     try:
         client = connect_docker(timeout=5)
@@ -35,7 +35,7 @@ def docker_client():
 @pytest.fixture
 def docker_runtime(docker_client):
     """A DockerRuntime on the session's engine."""
-    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerRuntime
 
     return DockerRuntime(docker_client)
 
@@ -58,8 +58,8 @@ def built_demo(docker_client, demo_repo, tmp_path_factory):
     from repo2env.mine.git import GitSource
     from repo2env.mine.miner import mine
     from repo2env.pipeline.stages import build_tasks_dir
+    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.build import BuildOptions
-    from repo2env.runtime.docker_backend import DockerRuntime
 
     folder = tmp_path_factory.mktemp("built-demo")
     mine(GitSource(demo_repo.path, issues_path=demo_repo.issues_path), folder)
@@ -82,7 +82,7 @@ def graded_demo(built_demo, demo_repo):
 @pytest.fixture(scope="session")
 def grader(docker_client, tmp_path_factory):
     """A Grader on the session's engine, logging under a temp folder."""
-    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.verify.grader import Grader
 
     return Grader(DockerRuntime(docker_client), tmp_path_factory.mktemp("grades"), timeout_s=120)
@@ -104,7 +104,7 @@ def validated(built_demo, docker_client, tmp_path_factory):
     import shutil
 
     from repo2env.pipeline.stages import validate_dir
-    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerRuntime
 
     source, _ = built_demo
     folder = tmp_path_factory.mktemp("validated")

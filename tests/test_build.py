@@ -14,8 +14,8 @@ from repo2env.errors import InputError
 from repo2env.jsonl import read_tasks, write_jsonl
 from repo2env.models import Task
 from repo2env.pipeline.stages import build_tasks_dir
+from repo2env.runtime.backends.docker import DockerRuntime
 from repo2env.runtime.build import BuildOptions
-from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.snapshot import GitRepoFiles
 
 pytestmark = pytest.mark.docker

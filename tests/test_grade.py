@@ -156,7 +156,7 @@ def test_grading_into_a_read_only_folder_is_a_one_line_error(graded_demo, built_
 def test_a_warm_spare_past_its_idle_lifetime_is_replaced(graded_demo, tmp_path, docker_client):
     import time
 
-    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.sandbox import SandboxLimits
     from repo2env.verify.grader import Grader
 

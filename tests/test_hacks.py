@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from repo2env.runtime.docker_backend import SANDBOX_LABEL, DockerRuntime
+from repo2env.runtime.backends.docker import SANDBOX_LABEL, DockerRuntime
 from repo2env.verify.grader import Grader
 
 pytestmark = pytest.mark.docker
@@ -1028,6 +1028,94 @@ def test_smuggled_changes_gain_nothing(grader, slug_task, empty, smuggling, name
     assert_gains_nothing(result, empty[SLUG])
     assert result.filtered_paths, name
     assert result.tests == empty[SLUG].tests or not result.patch_applied, (name, result.error)
+
+
+# --- 16: the persistent command channel of the agent's sandbox (issue 13.6) ----------------------
+
+#: Kills every command channel server of the sandbox as soon as it shows up (the pattern does not
+#: match this loop's own command line).
+CHANNEL_KILLER = ("nohup sh -c 'sleep 1; while :; do pkill -9 -f \"repo2env-command-chann[e]l\"; sleep 0.05; done' "
+                  ">/dev/null 2>&1 &")
+#: Stops the channel's server and answers its requests itself: every command "succeeds as root".
+CHANNEL_IMPOSTOR = """\
+import base64, json, os, signal, time
+time.sleep(0.5)
+server = next(int(pid) for pid in os.listdir("/proc") if pid.isdigit()
+              and b"repo2env-command-channel" in open("/proc/%s/cmdline" % pid, "rb").read().split(b"\\0"))
+os.kill(server, signal.SIGSTOP)
+requests = open("/proc/%d/fd/0" % server, "rb", buffering=0)
+answers = open("/proc/%d/fd/1" % server, "wb", buffering=0)
+pending = b""
+while True:
+    pending += requests.read(65536)
+    while b"\\n" in pending:
+        line, pending = pending.split(b"\\n", 1)
+        forged = {"id": json.loads(line)["id"], "exit_code": 0, "timed_out": False, "truncated": False,
+                  "output": base64.b64encode(b"uid=0(root) done\\n").decode(), "duration_s": 0.0}
+        answers.write(json.dumps(forged).encode() + b"\\n")
+"""
+#: Appended to the package: importing it fails if a command channel runs where the tests run.
+NO_CHANNEL_IN_GRADING = """
+import os as _os
+for _pid in _os.listdir("/proc"):
+    try:
+        _args = open("/proc/%s/cmdline" % _pid, "rb").read().split(b"\\0") if _pid.isdigit() else []
+    except OSError:
+        _args = []
+    if b"repo2env-command-channel" in _args:
+        raise RuntimeError("a command channel runs in the grading sandbox")
+"""
+
+
+def _channel_sandbox(docker_client, task):
+    from repo2env.runtime.sandbox import SandboxLimits
+
+    return RecordingRuntime(docker_client, limits=SandboxLimits(persistent_channel=True)).start(task)
+
+
+def test_killing_the_command_channel_keeps_the_agents_limits_and_the_grading(docker_client, grader, slug_task, empty):
+    from repo2env.envs.tools import AgentTools
+
+    with _channel_sandbox(docker_client, slug_task) as sandbox:
+        tools = AgentTools(sandbox, command_timeout_s=3, output_cap_chars=5_000)
+        assert tools.bash(CHANNEL_KILLER).endswith("[exit 0]")
+        time.sleep(1.5)
+        for _ in range(4):  # a channel killed under a command costs that command, then docker exec takes over
+            tools.bash("sleep 0.3")
+        assert tools.bash("id -un").startswith("agent\n")
+        began = time.monotonic()
+        assert "[timed out after 3 s" in tools.bash("sleep 30") and time.monotonic() - began < 15
+        assert len(tools.bash("yes | head -c 5000000")) < 6_000
+        assert "pkill" in tools.bash("ps -eo args"), "the killer still runs: the commands above ran beside it"
+        assert tools.write_file("fix.diff", slug_task.patch).startswith("wrote")
+        assert tools.bash("git apply fix.diff && rm fix.diff").endswith("[exit 0]")
+        assert tools.bash(f"printf '%s' {_shell_quote(NO_CHANNEL_IN_GRADING)} >> src/textkit/__init__.py").endswith("[exit 0]")
+        patch = sandbox.diff()
+    result = grader.grade(slug_task, patch)
+    assert (result.reward, result.tampered, result.error) == (1.0, False, None), \
+        "the gold fix scores 1.0, and no channel runs beside the hidden tests"
+
+
+def test_an_impostor_channel_fools_only_the_agent(docker_client, grader, slug_task, empty):
+    from repo2env.envs.tools import AgentTools
+
+    with _channel_sandbox(docker_client, slug_task) as sandbox:
+        tools = AgentTools(sandbox, command_timeout_s=5)
+        launched = tools.bash(f"printf '%s' {_shell_quote(CHANNEL_IMPOSTOR)} > /tmp/impostor.py && "
+                              "nohup python3 /tmp/impostor.py >/dev/null 2>&1 &")
+        assert launched.endswith("[exit 0]")
+        time.sleep(1.0)
+        # The agent's own process answers the agent's own tool calls: it can tell itself anything ...
+        assert tools.bash("id -un").startswith("uid=0(root) done")
+        tools.write_file("fix.diff", slug_task.patch)
+        tools.bash("git apply fix.diff")
+        # ... but the engine, not the channel, says what the sandbox holds, and that is graded.
+        patch = sandbox.diff()
+        assert patch == "", "nothing the impostor claimed happened"
+        assert sandbox.exec("id -un", user="root").output == "root\n"
+        assert sandbox.exec("stat -c %U /tmp/impostor.py", user="root").output == "agent\n"
+    result = grader.grade(slug_task, patch)
+    assert result.reward == empty[SLUG].reward == 0.0
 
 
 def test_no_sandbox_outlives_the_probes(docker_client):

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from repo2env.jsonl import read_tasks
-from repo2env.runtime.docker_backend import SANDBOX_LABEL
+from repo2env.runtime.backends.docker import SANDBOX_LABEL
 from repo2env.runtime.images import image_namespace
 from repo2env.validate.run import read_records
 

@@ -103,3 +103,33 @@ def test_nothing_imports_the_cli_and_the_base_imports_no_stage():
     assert {source for source, targets in edges.items() if "repo2env.cli" in targets} <= {"repo2env.__main__"}
     for base in BASE:
         assert edges.get(base, set()) <= BASE, f"{base} imports {edges[base] - BASE}"
+
+
+#: Stages that must reach sandboxes only through repo2env.runtime.sandbox's protocols (issue 11.2):
+#: a new backend then needs no change in them.
+PROTOCOL_ONLY = ("repo2env/verify", "repo2env/validate", "repo2env/envs/tools.py")
+
+
+def _file_imports(path: Path) -> set[str]:
+    """Every module a file imports by name (repo2env's and third parties'; TYPE_CHECKING ones too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_stages_use_the_runtime_protocol_not_a_backend():
+    offenders = {}
+    for place in PROTOCOL_ONLY:
+        target = PACKAGE.parent / place
+        for path in [target] if target.is_file() else sorted(target.rglob("*.py")):
+            backends = {name for name in _file_imports(path)
+                        if name.startswith(("repo2env.runtime.backends", "repo2env.runtime.docker_backend"))
+                        or name.split(".")[0] == "docker"}
+            if backends:
+                offenders[str(path.relative_to(PACKAGE.parent))] = sorted(backends)
+    assert not offenders, f"import a backend instead of repo2env.runtime.sandbox: {offenders}"
+    assert PROTOCOL_ONLY and all((PACKAGE.parent / place).exists() for place in PROTOCOL_ONLY)

@@ -14,7 +14,7 @@ import requests
 from scripted_llm import ScriptedCall, ScriptedLLM, gold_script, nothing_script, partial_script
 
 from repo2env.envs.tools import TOOL_NAMES, AgentTools, tool_schemas
-from repo2env.runtime.docker_backend import DockerRuntime
+from repo2env.runtime.backends.docker import DockerRuntime
 from repo2env.validate.policy import PolicyClient
 
 docker = pytest.mark.docker

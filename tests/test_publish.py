@@ -129,7 +129,7 @@ def test_published_demo_row_runs_and_scores_the_gold_patch(validated, docker_cli
     environment, apply the gold patch in the sandbox, and get 1.0 from the verifier."""
     from datasets import load_dataset
 
-    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.verify.grader import Grader
 
     folder, _ = validated
@@ -153,7 +153,7 @@ def test_pull_loads_saved_images_and_rebuilds_from_a_clone(validated, demo_repo,
     from repo2env.pipeline.stages import folder_builder
     from repo2env.publish.images import save_images
     from repo2env.publish.pull import pull_dataset
-    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.images import image_namespace
 
     folder, _ = validated

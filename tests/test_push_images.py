@@ -83,7 +83,7 @@ def test_push_records_the_reference_and_pull_uses_it(local_registry, small_image
     import pyarrow.parquet as pq
 
     from repo2env.publish.pull import pull_dataset
-    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerRuntime
 
     image, image_id = small_image
     task = validated_task(4, "2024-06-01T10:00:00Z")

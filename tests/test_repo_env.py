@@ -18,6 +18,13 @@ def test_config_from_environment(monkeypatch):
     monkeypatch.setenv("REPO2ENV_ENV_COMMAND_TIMEOUT_S", "5")
     config = RepoEnvConfig.from_environment()
     assert config.reward_mode == "binary" and config.command_timeout_s == 5.0
+    assert config.command_channel
+    monkeypatch.setenv("REPO2ENV_ENV_COMMAND_CHANNEL", "0")
+    assert not RepoEnvConfig.from_environment().command_channel
+    monkeypatch.setenv("REPO2ENV_ENV_COMMAND_CHANNEL", "maybe")
+    with pytest.raises(Exception, match="COMMAND_CHANNEL='maybe' is not a valid bool"):
+        RepoEnvConfig.from_environment()
+    monkeypatch.delenv("REPO2ENV_ENV_COMMAND_CHANNEL")
     monkeypatch.setenv("REPO2ENV_ENV_REWARD_MODE", "lenient")
     with pytest.raises(Exception, match="reward mode"):
         RepoEnvConfig.from_environment()
@@ -129,4 +136,31 @@ def test_tool_errors_are_text_and_the_episode_budget_holds(demo_rows, tmp_path):
     assert "error" in env.str_replace("README.md", "text that is not there", "x")
     __import__("time").sleep(3.5)
     assert "used up" in env.bash("true")
+    env._close()
+
+
+@pytest.mark.docker
+def test_tool_calls_go_through_the_channel_one_command_each(demo_rows, tmp_path):
+    """Each tool call is one command through the sandbox's persistent channel (issue 13.6): counted
+    by the heartbeat file every command appends one byte to, before it runs."""
+    from repo2env.runtime.backends.docker import HEARTBEAT_PATH
+    from repo2env.runtime.channel import SERVER_MARKER
+
+    tasks, _ = demo_rows
+    task = next(iter(tasks.values()))
+    env = RepoEnv(RepoEnvConfig(logs_dir=tmp_path / "logs"))
+    env.reset(**task.model_dump())
+    assert SERVER_MARKER in env.bash("tr '\\0' ' ' < /proc/$PPID/cmdline")
+
+    def commands_of(call) -> int:
+        before = int(env.bash(f"stat -c %s {HEARTBEAT_PATH}").split()[0])
+        call()
+        after = int(env.bash(f"stat -c %s {HEARTBEAT_PATH}").split()[0])
+        return after - before - 1  # the second stat's own beat
+
+    assert commands_of(lambda: env.write_file("notes/new.txt", "one\ntwo\n")) == 1
+    assert commands_of(lambda: env.read_file("notes/new.txt")) == 1
+    assert commands_of(lambda: env.str_replace("notes/new.txt", "two", "three")) == 2  # read, then write
+    assert env.read_file("notes/new.txt") == "     1\tone\n     2\tthree"
+    assert commands_of(lambda: env.bash("true")) == 1
     env._close()

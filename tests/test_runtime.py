@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from repo2env.runtime.docker_backend import SANDBOX_LABEL
+from repo2env.runtime.backends.docker import SANDBOX_LABEL
 from repo2env.runtime.sandbox import SandboxLimits
 
 pytestmark = pytest.mark.docker
@@ -150,7 +150,7 @@ def test_sandboxes_of_a_killed_run_and_grade_are_reaped_by_the_next_start(graded
         orphan.reload()
         assert orphan.status == "running", "nothing removes a killed owner's sandbox by itself"
 
-    later = subprocess.run([sys.executable, "-c", "from repo2env.runtime.docker_backend import DockerRuntime\n"
+    later = subprocess.run([sys.executable, "-c", "from repo2env.runtime.backends.docker import DockerRuntime\n"
                             f"DockerRuntime().start_image({BASE!r}).close()"], capture_output=True, text=True, timeout=120)
     assert later.returncode == 0, later.stderr
     for owner in owners:

@@ -74,8 +74,8 @@ def test_export_import_round_trip_validates_and_reports_declared_differences(val
     from conftest import quick_policy
 
     from repo2env.pipeline.stages import build_tasks_dir, validate_dir
+    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.build import BuildOptions
-    from repo2env.runtime.docker_backend import DockerRuntime
     from repo2env.validate.run import read_records
 
     folder, records = validated

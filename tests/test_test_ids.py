@@ -210,8 +210,8 @@ def _built_oddlib(docker_client, tmp_path: Path, base_files: dict[str, str], tes
     from repo2env.jsonl import read_tasks, write_jsonl
     from repo2env.models import Task
     from repo2env.pipeline.stages import build_tasks_dir
+    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.build import BuildOptions
-    from repo2env.runtime.docker_backend import DockerRuntime
     from repo2env.runtime.spec.overrides import EnvOverride
 
     repo = tmp_path / "oddlib"

@@ -43,7 +43,7 @@ def test_demo_verdicts_match_what_the_demo_contains(validated, demo_repo):
 
 @pytest.mark.docker
 def test_outputs_and_resume(validated, docker_client):
-    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerRuntime
 
     folder, records = validated
     lines = (folder / "validation.jsonl").read_text().splitlines()
@@ -62,7 +62,7 @@ def test_outputs_and_resume(validated, docker_client):
 
 @pytest.mark.docker
 def test_strict_policy_rejects_flaky_and_leaky_tasks(validated, docker_client, demo_repo, tmp_path):
-    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerRuntime
 
     folder, _ = validated
     flaky = next(p.number for p in demo_repo.pulls if p.flaky)
@@ -79,7 +79,7 @@ def test_strict_policy_rejects_flaky_and_leaky_tasks(validated, docker_client, d
 
 @pytest.mark.docker
 def test_tests_that_already_pass_give_no_f2p(validated, docker_client, tmp_path):
-    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerRuntime
 
     folder, _ = validated
     task = read_tasks(folder / "tasks.jsonl")[0]
@@ -213,7 +213,7 @@ def test_policies_ship_as_package_data_and_load_from_an_installed_wheel(tmp_path
 
 @pytest.mark.docker
 def test_force_with_a_task_revalidates_that_task_only(validated, docker_client, tmp_path):
-    from repo2env.runtime.docker_backend import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerRuntime
 
     source, _ = validated
     for name in ("tasks.jsonl", "source.json", "funnel.json", "validation.jsonl"):

@@ -20,7 +20,6 @@ import copy
 import inspect
 import posixpath
 import re
-import secrets
 import shlex
 import typing
 from typing import Any
@@ -128,18 +127,15 @@ class AgentTools:
         target = _inside_workdir(path)
         if target is None:
             return _refused(path)
-        staging = f"/tmp/.repo2env-tool-{secrets.token_hex(8)}"
-        self._sandbox.write_file(staging, content)
-        # Copy from the staging file as the sandbox user, so the write has exactly that user's rights
-        # and follows links the way the agent's own shell would.
+        # One command, the content on its standard input, run as the sandbox user: the write has
+        # exactly that user's rights and follows links the way the agent's own shell would.
         script = f"""target={shlex.quote(target)}
-staging={shlex.quote(staging)}
-trap 'rm -f -- "$staging"' EXIT
 {_PATH_PREAMBLE}[ -d "$target" ] && exit {_DIRECTORY}
 mkdir -p -- "$(dirname -- "$target")" 2>/dev/null || exit {_NO_PARENT}
-cat -- "$staging" > "$target" 2>/dev/null || exit {_UNWRITABLE}
+cat > "$target" 2>/dev/null || exit {_UNWRITABLE}
 """
-        result = self._sandbox.exec(script, timeout=self._command_timeout_s, workdir=WORKDIR)
+        result = self._sandbox.exec(script, timeout=self._command_timeout_s, workdir=WORKDIR,
+                                    stdin=content.encode("utf-8"))
         if result.exit_code != 0:
             return self._path_error(path, result)
         return f"wrote {len(content)} characters ({len(content.splitlines())} lines) to {path}"

@@ -14,8 +14,8 @@ from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
 from repo2env.pipeline.stages import build_tasks_dir, validate_dir
 from repo2env.publish.dataset import PublishOptions, publish_to_folder
+from repo2env.runtime.backends.docker import DockerRuntime
 from repo2env.runtime.build import BuildOptions
-from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.validate.acceptance import load_acceptance_policy
 from repo2env.validate.run import read_records
 

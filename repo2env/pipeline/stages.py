@@ -19,9 +19,9 @@ from repo2env.jsonl import append_jsonl, drop_rows, drop_torn_tail, read_tasks, 
 from repo2env.models import EnvSpec, Task, ValidationRecord
 from repo2env.pipeline.executors import ThreadExecutor
 from repo2env.pipeline.runner import Stage, run_stages
+from repo2env.runtime.backends.docker import DockerRuntime
 from repo2env.runtime.bootstrap import local_base_pythons
 from repo2env.runtime.build import BuildOptions, BuildSummary, build_task, read_source_clone, still_built
-from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.images import ImageStore
 from repo2env.runtime.spec import AVAILABLE_PYTHONS
 from repo2env.runtime.spec.overrides import EnvOverride

@@ -75,7 +75,7 @@ def push_images(tasks: Sequence[Task], registry: str, *, client=None) -> list[Ta
         raise InputError(f"--push-images {registry!r}: not a registry address",
                          hint="give host[:port][/path] without a scheme, e.g. ghcr.io/org or 127.0.0.1:5000/envs")
     if client is None:
-        from repo2env.runtime.docker_backend import connect_docker
+        from repo2env.runtime.backends.docker import connect_docker
 
         client = connect_docker()
     import docker.errors

@@ -31,11 +31,10 @@ from repo2env.mine.split import classify_path
 from repo2env.models import EnvSpec, Task
 from repo2env.patches import parse
 from repo2env.runtime.bootstrap import base_image_tag
-from repo2env.runtime.docker_backend import DockerRuntime
 from repo2env.runtime.images import PROBE, WARMUP_FETCHED_PATH, ImageStore, env_image_tag, task_image_tag
 from repo2env.runtime.own_code import OwnCode, protect_own_install, read_own_code, reinstall_command
 from repo2env.runtime.own_code_probe import MARKER as OWN_CODE_MARKER
-from repo2env.runtime.sandbox import SandboxLimits
+from repo2env.runtime.sandbox import Runtime, SandboxLimits
 from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
 from repo2env.runtime.spec import (
     AVAILABLE_PYTHONS,
@@ -109,7 +108,7 @@ def still_built(task: Task, store: ImageStore, override: EnvOverride | None = No
                 and (image := store.find(spec.image)) is not None and image.id == spec.image_digest)
 
 
-def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRuntime, logs_dir: Path,
+def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, logs_dir: Path,
                override: EnvOverride | None = None, collect_check: bool = True,
                available: Sequence[str] = AVAILABLE_PYTHONS, collect_timeout_s: float = COLLECT_TIMEOUT_S) -> EnvSpec:
     """Build one task's images, climbing the install ladder; never raises for the task's own failure
@@ -182,7 +181,7 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: DockerRun
                                        "deps_fingerprint": fingerprint})
 
 
-def _warmup_fetched(runtime: DockerRuntime, image: str) -> bool:
+def _warmup_fetched(runtime: Runtime, image: str) -> bool:
     """Whether the task image's warm-up wrote files (data the tests fetch from the network)."""
     with runtime.start_image(image, limits=SandboxLimits(exec_timeout_s=30)) as sandbox:
         result = sandbox.exec(["cat", WARMUP_FETCHED_PATH], timeout=30)
@@ -197,7 +196,7 @@ def _read_log(path: str | None) -> str:
 
 
 def _try_rung(task: Task, candidate: EnvSpec, own: OwnCode, snapshot_dir: Path, snapshot_sha: str, *,
-              store: ImageStore, runtime: DockerRuntime, log_path: Path, collect_check: bool,
+              store: ImageStore, runtime: Runtime, log_path: Path, collect_check: bool,
               collect_timeout_s: float = COLLECT_TIMEOUT_S):
     """(problem or None, its log, the task image or None when an image build failed, the Dockerfile
     of each layer) for one rung."""
@@ -230,7 +229,7 @@ def _discard_rung(store: ImageStore, task: Task, env_tag: str) -> None:
             store.discard(env_tag)
 
 
-def _image_problem(runtime: DockerRuntime, image: str, task: Task, own: OwnCode, *, editable: bool, log_path: Path,
+def _image_problem(runtime: Runtime, image: str, task: Task, own: OwnCode, *, editable: bool, log_path: Path,
                    collect_check: bool, timeout_s: float = COLLECT_TIMEOUT_S) -> str | None:
     """None when the task image runs the project's own code from /testbed and (``collect_check``)
     pytest can collect the tests the PR touches that exist at the base (or the suite)."""

@@ -1,23 +1,29 @@
 """A persistent command channel into a sandbox: one long-lived process, many commands, no ``docker exec``
 per command.
 
-A ``docker exec`` costs tens of milliseconds of engine work before the command even starts. For an
+A ``docker exec`` costs tens of milliseconds of engine work before the command even starts; for an
 agent's tool calls that is most of the call. The channel starts one small server inside the sandbox
-(``python3``, as the sandbox's user, with stdin and stdout attached through one exec) and sends it
-one JSON line per command; the server runs the command in its own process group with the same
-timeout, kill and output-cap rules as an exec, and answers with one JSON line.
+(the image's system ``python3 -I -S``, as the sandbox's user, its stdin and stdout attached through
+one exec) and sends it one JSON line per command; the server runs the command exactly as the exec
+path does (``/bin/sh -c``, its own process group, the heartbeat the keepalive watches, TERM at the
+timeout and KILL two seconds later, the first ``cap`` bytes of combined output kept) and answers
+with one JSON line.
 
-Trust: the server runs as the agent's own user, so the agent can kill or replace it. That changes
-nothing the agent could not do already: the channel serves only the agent's own tool calls, whose
-results the agent sees anyway; grading never goes through it (it runs in a fresh sandbox). A dead or
-confused channel is detected (EOF, a reply with another id, a malformed reply) and the caller falls
-back to ``docker exec``.
+Trust: the server runs as the agent's own user, so the agent can kill it, read its requests or write
+answers into its pipe. That gives nothing the agent does not have already: commands still run as
+that user inside the same container and its limits, the channel carries only the agent's own tool
+calls (whose results it sees anyway), and neither the agent's diff nor anything of grading goes
+through it (grading runs in a fresh sandbox through the engine). A dead or confused channel is
+detected (end of file, data nobody asked for, a reply with another id, a malformed or oversized
+reply); the sandbox then answers that one command as broken and goes back to ``docker exec``.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
+import select
 import socket
 import struct
 import threading
@@ -25,126 +31,264 @@ import time
 
 from repo2env.models import ExecResult
 
-# Runs inside the sandbox under whatever python3 the image has (3.9 and newer): stdlib only.
+#: The last argument of the server's command line: how the sandbox's keepalive tells the idle server
+#: (which is not activity) from a command (which is).
+SERVER_MARKER = "repo2env-command-channel"
+#: Seconds between TERM and KILL at a command's timeout (the exec path's ``timeout -k 2``).
+KILL_AFTER_S = 2.0
+#: Extra seconds the caller waits for an answer past a command's timeout and kill.
+_ANSWER_GRACE_S = 8.0
+
+# Runs inside the sandbox under the image's system python3 (3.9 and newer), isolated from the
+# repository (-I -S): stdlib only. argv: marker, then how LC_CTYPE was before Python started (Python
+# coerces a C locale into LC_CTYPE=C.UTF-8, which commands run through docker exec do not see).
 SERVER_SOURCE = r'''
-import json, os, signal, subprocess, sys, time
+import base64, json, os, select, signal, subprocess, sys, threading, time
+if sys.argv[3] == "set":
+    os.environ["LC_CTYPE"] = sys.argv[2]
+else:
+    os.environ.pop("LC_CTYPE", None)
 out = sys.stdout.buffer
+
+
+def feed(pipe, data):
+    try:
+        pipe.write(data)
+    except OSError:
+        pass  # the command stopped reading: what it did not read is lost, as with any pipe
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+
+def kill_group(pid, sig):
+    try:
+        os.killpg(pid, sig)
+    except OSError:
+        pass
+
+
+def run(request):
+    cap = int(request["cap"])
+    data = request.get("stdin")
+    began = time.monotonic()
+    deadline = began + float(request["timeout"])
+    try:
+        process = subprocess.Popen(request["argv"], cwd=request.get("cwd") or None,
+                                   env=dict(os.environ, **request.get("env", {})),
+                                   stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        # Never started (no pid left, a bad folder): the caller runs it through docker exec instead.
+        return {"spawn_error": str(exc)}
+    if data is not None:
+        threading.Thread(target=feed, args=(process.stdin, base64.b64decode(data)), daemon=True).start()
+    fd = process.stdout.fileno()
+    kept, size, truncated = [], 0, False
+    term_at, killed = None, False
+
+    def next_step(now):
+        """Send TERM at the deadline and KILL after KILL_AFTER_S, like `timeout -k`; the time of the
+        next step, or None once everything was sent."""
+        nonlocal term_at, killed
+        if term_at is None:
+            if now < deadline:
+                return deadline
+            term_at = now
+            kill_group(process.pid, signal.SIGTERM)
+        if not killed:
+            if now < term_at + KILL_AFTER_S:
+                return term_at + KILL_AFTER_S
+            killed = True
+            kill_group(process.pid, signal.SIGKILL)
+        return None
+
+    while True:  # the output, until every holder of it closed it
+        now = time.monotonic()
+        step = next_step(now)
+        if step is None and now >= term_at + KILL_AFTER_S + 1.0:
+            # Something that left the group (setsid) still holds the output: end every process of
+            # this user but this server (the exec path does the same past its grace period).
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
+            break
+        until = step if step is not None else term_at + KILL_AFTER_S + 1.0
+        ready, _, _ = select.select([fd], [], [], min(max(0.0, until - now), 0.5))
+        if not ready:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        if size < cap:
+            kept.append(chunk[: cap - size])
+            truncated = truncated or len(chunk) > cap - size
+            size += len(kept[-1])
+        else:
+            truncated = True
+    process.stdout.close()
+    while True:  # the command itself, which may run on after closing its output
+        now = time.monotonic()
+        step = next_step(now)
+        try:
+            code = process.wait(timeout=min(max(0.01, (step or now + 1.0) - now), 0.5))
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    timed_out = term_at is not None
+    if timed_out:
+        code = 137 if killed and code == -signal.SIGKILL else 124  # what `timeout -k` exits with
+    elif code < 0:
+        code = 128 - code  # killed by a signal: the status a shell (and docker exec) reports
+    return {"exit_code": code, "output": base64.b64encode(b"".join(kept)).decode(), "timed_out": timed_out,
+            "truncated": truncated, "duration_s": time.monotonic() - began}
+
+
+KILL_AFTER_S = float(sys.argv[4])
 for line in sys.stdin.buffer:
     try:
         request = json.loads(line)
-    except ValueError:
-        continue
-    began = time.monotonic()
-    command = request["command"]
-    cap = int(request["cap"])
-    try:
-        process = subprocess.Popen(command, shell=isinstance(command, str), cwd=request.get("cwd") or None,
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   start_new_session=True, env=dict(os.environ, **request.get("env", {})))
-    except OSError as exc:
-        reply = {"id": request["id"], "exit_code": 127, "output": str(exc), "timed_out": False, "truncated": False}
-    else:
-        timed_out = False
-        try:
-            data, _ = process.communicate(timeout=request["timeout"])
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            data, _ = process.communicate()
-        else:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)  # what the command left running in its group
-            except OSError:
-                pass
-        truncated = len(data) > cap
-        if truncated:
-            data = data[: cap // 2] + b"\n[... output truncated ...]\n" + data[-(cap // 2):]
-        reply = {"id": request["id"], "exit_code": 124 if timed_out else process.returncode,
-                 "output": data.decode("utf-8", "replace"), "timed_out": timed_out, "truncated": truncated}
-    reply["duration_s"] = time.monotonic() - began
+        reply = run(request)
+        reply["id"] = request["id"]
+    except Exception as exc:  # a request this server cannot read: say so, keep serving
+        reply = {"id": None, "spawn_error": repr(exc)}
     out.write(json.dumps(reply).encode() + b"\n")
     out.flush()
 '''
 
 
 class ChannelClosed(Exception):
-    """The channel is gone (the server exited or was killed); use ``docker exec`` instead."""
+    """The channel cannot take this command (dead, or left with data nobody asked for); the command
+    was not sent, so running it through ``docker exec`` instead is safe."""
+
+
+class ChannelBroken(Exception):
+    """The channel died or answered nonsense after this command was sent: it may have run, so it
+    must not simply be run again."""
 
 
 class CommandChannel:
-    """One server process in a container and the socket to it. Thread-safe: one command at a time."""
+    """One server process in a container and the socket to it; one command at a time (callers that
+    find it busy use ``docker exec``: see :meth:`try_lock`)."""
 
-    def __init__(self, client, container_id: str, *, user: str, workdir: str, environment: dict[str, str]) -> None:
-        self._client = client
-        self._lock = threading.Lock()
-        exec_id = client.api.exec_create(container_id, ["python3", "-u", "-c", SERVER_SOURCE], stdin=True,
-                                         stdout=True, stderr=False, user=user, workdir=workdir,
-                                         environment=environment)["Id"]
+    def __init__(self, client, container_id: str, *, user: str) -> None:
+        launcher = ('exec /usr/bin/python3 -I -S -u -c "$1" "$2" "${LC_CTYPE-}" "${LC_CTYPE+set}" "$3"')
+        exec_id = client.api.exec_create(container_id, ["/bin/sh", "-c", launcher, "sh", SERVER_SOURCE,
+                                                        SERVER_MARKER, str(KILL_AFTER_S)],
+                                         stdin=True, stdout=True, stderr=False, user=user)["Id"]
         self._socket = client.api.exec_start(exec_id, socket=True)
         self._raw: socket.socket = getattr(self._socket, "_sock", self._socket)
+        self._lock = threading.Lock()
         self._buffer = b""
-        self._closed = False
+        self._frame_left = 0
+        self._frame_kind = 0
+        self.closed = False
 
-    def run(self, command: str | list[str], *, timeout: float, workdir: str | None, output_cap: int,
-            env: dict[str, str] | None = None) -> ExecResult:
-        """Run ``command`` through the server; raises :class:`ChannelClosed` when it cannot answer."""
-        request_id = secrets.token_hex(8)
-        request = {"id": request_id, "command": command, "timeout": timeout, "cwd": workdir, "cap": output_cap,
-                   "env": env or {}}
-        began = time.monotonic()
-        with self._lock:
-            if self._closed:
-                raise ChannelClosed("closed")
-            try:
-                self._raw.sendall(json.dumps(request).encode() + b"\n")
-                reply = json.loads(self._read_line(deadline=began + timeout + 10.0))
-            except (OSError, ValueError, ChannelClosed) as exc:
-                self._close_locked()
-                raise ChannelClosed(str(exc)) from None
-        if not isinstance(reply, dict) or reply.get("id") != request_id:
+    def try_lock(self) -> bool:
+        """Take the channel for one command without waiting; False when another thread has it."""
+        return self._lock.acquire(blocking=False)
+
+    def unlock(self) -> None:
+        self._lock.release()
+
+    def run(self, argv: list[str], *, timeout: float, workdir: str | None, output_cap: int,
+            env: dict[str, str] | None = None, stdin: bytes | None = None, errors: str = "replace") -> ExecResult:
+        """Run ``argv`` through the server (the caller holds :meth:`try_lock`). Raises
+        :class:`ChannelClosed` when the command was not sent, :class:`ChannelBroken` when it was
+        but no sound answer came."""
+        if self.closed:
+            raise ChannelClosed("closed")
+        if self._has_unasked_data():
             self.close()
-            raise ChannelClosed("the server answered another request")
-        return ExecResult(exit_code=int(reply["exit_code"]), output=str(reply["output"]),
-                          timed_out=bool(reply["timed_out"]), truncated=bool(reply["truncated"]),
-                          duration_s=time.monotonic() - began)
+            raise ChannelClosed("the server is gone or wrote what nobody asked for")
+        request_id = secrets.token_hex(8)
+        request = {"id": request_id, "argv": argv, "timeout": timeout, "cwd": workdir, "cap": output_cap,
+                   "env": env or {}, "stdin": base64.b64encode(stdin).decode() if stdin is not None else None}
+        began = time.monotonic()
+        try:
+            self._raw.sendall(json.dumps(request).encode() + b"\n")
+        except OSError as exc:
+            self.close()
+            raise ChannelClosed(f"cannot write to the server: {exc}") from None
+        # Base64 output plus the JSON around it; anything longer is not this server's answer.
+        longest = output_cap * 4 // 3 + 4096
+        try:
+            reply = json.loads(self._read_line(deadline=began + timeout + KILL_AFTER_S + _ANSWER_GRACE_S, longest=longest))
+            if not isinstance(reply, dict) or reply.get("id") != request_id:
+                raise ValueError("an answer to another request")
+            if "spawn_error" in reply:
+                raise _NotStarted(str(reply["spawn_error"]))
+            output = base64.b64decode(reply["output"], validate=True).decode("utf-8", errors=errors)
+            return ExecResult(exit_code=int(reply["exit_code"]), output=output, timed_out=bool(reply["timed_out"]),
+                              truncated=bool(reply["truncated"]), duration_s=time.monotonic() - began)
+        except _NotStarted as exc:
+            raise ChannelClosed(f"the command did not start: {exc}") from None
+        except (OSError, ValueError, KeyError, TypeError, ChannelBroken) as exc:
+            self.close()
+            raise ChannelBroken(str(exc) or type(exc).__name__) from None
 
-    def _read_line(self, *, deadline: float) -> bytes:
-        # The attached stream is multiplexed: frames of an 8-byte header (stream, size) and a payload.
+    def _has_unasked_data(self) -> bool:
+        """Whether the socket is readable between commands: end of file (the server died) or bytes
+        nobody asked for (something wrote into the server's output)."""
+        if self._buffer:
+            return True
+        try:
+            readable, _, _ = select.select([self._raw], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+    def _read_line(self, *, deadline: float, longest: int) -> bytes:
+        # The attached stream is multiplexed: frames of an 8-byte header (stream, size), then a payload.
         while b"\n" not in self._buffer:
-            header = self._read_exact(8, deadline)
-            size = struct.unpack(">I", header[4:])[0]
-            payload = self._read_exact(size, deadline)
-            if header[0] == 1:  # stdout; stderr frames are not requested
+            if len(self._buffer) > longest:
+                raise ChannelBroken("an answer longer than any the server sends")
+            if not self._frame_left:
+                header = self._read_exact(8, deadline)
+                self._frame_kind, self._frame_left = header[0], struct.unpack(">I", header[4:])[0]
+                continue
+            payload = self._read_some(min(self._frame_left, 1 << 20), deadline)
+            self._frame_left -= len(payload)
+            if self._frame_kind == 1:  # stdout; stderr is not attached
                 self._buffer += payload
         line, _, self._buffer = self._buffer.partition(b"\n")
+        if self._buffer:
+            raise ChannelBroken("more than one answer to one request")
         return line
+
+    def _read_some(self, size: int, deadline: float) -> bytes:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ChannelBroken("no answer in time")
+        self._raw.settimeout(remaining)
+        try:
+            chunk = self._raw.recv(size)
+        except TimeoutError:
+            raise ChannelBroken("no answer in time") from None
+        if not chunk:
+            raise ChannelBroken("the server exited")
+        return chunk
 
     def _read_exact(self, size: int, deadline: float) -> bytes:
         chunks, missing = [], size
         while missing:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ChannelClosed("no answer in time")
-            self._raw.settimeout(remaining)
-            chunk = self._raw.recv(missing)
-            if not chunk:
-                raise ChannelClosed("the server exited")
+            chunk = self._read_some(missing, deadline)
             chunks.append(chunk)
             missing -= len(chunk)
         return b"".join(chunks)
 
     def close(self) -> None:
-        """Close the socket (the server then exits on end of input)."""
-        with self._lock:
-            self._close_locked()
-
-    def _close_locked(self) -> None:
-        if not self._closed:
-            self._closed = True
+        """Close the socket (the server then exits on end of input). Idempotent."""
+        if not self.closed:
+            self.closed = True
             try:
                 self._socket.close()
             except OSError:
                 pass
+
+
+class _NotStarted(Exception):
+    """The server could not start the command (it never ran)."""

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repo2env.errors import DockerUnavailableError
+from repo2env.runtime.backends.docker import connect_docker
 from repo2env.runtime.bootstrap import DEBIAN_SUITE_FOR_PYTHON, base_image_tag, find_base_image
-from repo2env.runtime.docker_backend import connect_docker
 from repo2env.runtime.ownership import reap_orphans
 from repo2env.runtime.package_access import PackageAccess
 

@@ -1,15 +1,16 @@
 """The sandbox protocol every backend implements, and the limits every sandbox runs under.
 
-The verifier, validation and the TRL environment talk to these protocols only; the Docker
-backend (:mod:`repo2env.runtime.docker_backend`) is the first implementation.
+The verifier, test derivation, validation, the agent's tools, RepoEnv and the build's image checks
+talk to these protocols only; the backends (:mod:`repo2env.runtime.backends`, Docker first) are
+chosen where the program is put together (the CLI, RepoEnv's shared machinery, the benchmarks).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from repo2env.models import ExecResult
+from repo2env.models import ExecResult, Task
 
 
 @dataclass(frozen=True)
@@ -28,30 +29,72 @@ class SandboxLimits:
     disk_bytes: int = 2 * 2**30
     """What the sandbox may add under /testbed, /home, /tmp and /var/tmp (and the largest file it
     may write anywhere); past it the sandbox stops itself."""
+    persistent_channel: bool = False
+    """Run the sandbox user's commands through one long-lived process inside the sandbox instead of
+    one engine call each (a few ms instead of tens; same user, limits, caps and timeouts). For the
+    agent's tool calls only: never for grading, whose commands an agent's code must not answer."""
 
 
+@runtime_checkable
 class Sandbox(Protocol):
-    """A running, isolated copy of a task's world."""
+    """A running, isolated copy of a task's world (the repository at /testbed).
+
+    What every stage needs of a sandbox, and all it may use: the grader, test derivation, validation's
+    rollouts, the agent's tools, RepoEnv and the build's checks are typed against this protocol, and
+    ``tests/test_runtime_contract.py`` is what a backend must pass to stand behind it.
+    """
+
+    @property
+    def id(self) -> str:
+        """A name for this sandbox, unique on its backend (for logs and clean-up)."""
+        ...
+
+    @property
+    def limits(self) -> SandboxLimits:
+        """The limits this sandbox runs under."""
+        ...
+
+    @property
+    def alive(self) -> bool:
+        """Whether commands can still run (not closed, not stopped by its idle lifetime or disk cap)."""
+        ...
 
     def exec(self, command: str | list[str], *, timeout: float | None = None, workdir: str | None = None,
-             env: dict[str, str] | None = None, user: str | None = None) -> ExecResult:
-        """Run ``command`` (a shell string, or an argv list); never raises for a failing command."""
+             env: dict[str, str] | None = None, user: str | None = None, stdin: bytes | None = None) -> ExecResult:
+        """Run ``command`` (a shell string, or an argv list) as ``user`` (default: the limits' user)
+        in ``workdir`` (default: /testbed) with ``env`` added to the sandbox's environment and
+        ``stdin`` as its standard input (default: none). At ``timeout`` (default: the limits') the
+        command's whole process group is killed (exit 124 or 137, ``timed_out``); combined
+        stdout/stderr is kept up to ``limits.output_cap_bytes`` (``truncated`` past it) and decoded
+        as UTF-8 with undecodable bytes replaced. Never raises for a failing command; raises a
+        :class:`~repo2env.errors.Repo2EnvError` when the sandbox cannot run it (closed: an
+        ``InputError``; stopped or removed: a ``SandboxStoppedError``)."""
         ...
 
     def read_file(self, path: str) -> str:
-        """The text of ``path`` inside the sandbox."""
+        """The text of ``path`` inside the sandbox (UTF-8, undecodable bytes replaced); raises
+        ``FileNotFoundError`` when it does not exist."""
         ...
 
     def write_file(self, path: str, content: str) -> None:
-        """Create or replace ``path`` inside the sandbox, owned by the sandbox user."""
+        """Create or replace ``path`` inside the sandbox, owned by the sandbox user (its folder
+        must exist: ``FileNotFoundError`` otherwise)."""
+        ...
+
+    def put_archive(self, folder: str, archive: bytes) -> None:
+        """Unpack the tar ``archive`` into ``folder`` inside the sandbox, keeping the owners, modes
+        and types its members carry (how the grader places root-owned inputs beside agent-owned
+        ones); raises ``FileNotFoundError`` when ``folder`` does not exist."""
         ...
 
     def diff(self) -> str:
-        """The change made in the sandbox against its snapshot, as a git patch."""
+        """The change made in the sandbox against its snapshot, as a git patch (new, deleted and
+        binary files included; bytes that are not UTF-8 kept as surrogate escapes)."""
         ...
 
-    def close(self) -> None:
-        """Destroy the sandbox and everything in it. Idempotent."""
+    def close(self, *, wait: bool = True) -> None:
+        """Destroy the sandbox and everything in it; ``wait=False`` may finish that in the
+        background (the process still waits for it at exit). Idempotent."""
         ...
 
     def __enter__(self) -> Sandbox: ...
@@ -59,8 +102,19 @@ class Sandbox(Protocol):
     def __exit__(self, *exc_info: object) -> None: ...
 
 
+@runtime_checkable
 class Runtime(Protocol):
-    """Starts sandboxes from images."""
+    """Starts sandboxes from a task's built image (or any image of the backend)."""
+
+    @property
+    def limits(self) -> SandboxLimits:
+        """The limits of sandboxes started without their own."""
+        ...
+
+    def start(self, task: Task, *, limits: SandboxLimits | None = None) -> Sandbox:
+        """A sandbox of ``task``'s built environment; an :class:`~repo2env.errors.InputError` when the
+        task is not built."""
+        ...
 
     def start_image(self, image: str, *, limits: SandboxLimits | None = None,
                     labels: dict[str, str] | None = None) -> Sandbox:

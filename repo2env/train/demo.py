@@ -44,8 +44,8 @@ def run_train_demo(out_dir: Path, *, steps: int = 4, eval_steps: int = 2, teach_
     from repo2env.mine.miner import mine
     from repo2env.pipeline.stages import build_tasks_dir, validate_dir
     from repo2env.publish.dataset import PublishOptions, publish_to_folder
+    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.build import BuildOptions
-    from repo2env.runtime.docker_backend import DockerRuntime
     from repo2env.train.run import grpo_trainer, prepare_dataset, run_training
     from repo2env.train.tiny import (
         build_model,

@@ -118,7 +118,7 @@ def prepare_dataset(source: str, work_dir: Path, *, build: bool = True, clones: 
     prepared = PreparedDataset(tree=tree)
     if build:
         from repo2env.pipeline.stages import folder_builder
-        from repo2env.runtime.docker_backend import DockerRuntime
+        from repo2env.runtime.backends.docker import DockerRuntime
 
         runtime = DockerRuntime()
         pulled = pull_dataset(tree, work_dir / "tasks", runtime=runtime, clones=clones, builder=folder_builder(runtime))

@@ -20,8 +20,7 @@ from pathlib import Path
 
 from repo2env.models import Task, TestStatus
 from repo2env.patches import parse
-from repo2env.runtime.docker_backend import DockerRuntime, DockerSandbox
-from repo2env.runtime.sandbox import SandboxLimits
+from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
 from repo2env.verify.filtering import is_protected_path
 from repo2env.verify.junit import ID_OPTIONS, outcomes_for, selection_args
 
@@ -70,7 +69,7 @@ class Derivation:
     error: str | None = None
 
 
-def derive_tests(task: Task, runtime: DockerRuntime, *, runs: int = 3, hash_seeds: tuple[int, ...] = (0, 1, 2),
+def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tuple[int, ...] = (0, 1, 2),
                  whole_suite: bool = False, timeout_s: float = 600.0, log_dir: Path | None = None) -> Derivation:
     """Run the PR's tests ``runs`` times before and after its fix; classify every test id."""
     derivation = Derivation()
@@ -142,7 +141,7 @@ def read_collected_ids(ids_json: str) -> list[str]:
     return list(dict.fromkeys(test_id for test_id in ids if isinstance(test_id, str)))
 
 
-def _run_tests(sandbox: DockerSandbox, test_cmd: str, seed: int, targets: list[str], timeout_s: float) -> tuple[str, str | None]:
+def _run_tests(sandbox: Sandbox, test_cmd: str, seed: int, targets: list[str], timeout_s: float) -> tuple[str, str | None]:
     """One pytest run in one exec; (its output, the JUnit XML or None). The report comes back after a
     marker: the gold patch and the PR's tests are trusted here, no agent code runs in derivation."""
     command = (f"PYTHONHASHSEED={seed} timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider {ID_OPTIONS} "
@@ -175,7 +174,7 @@ def _patch_paths(patch: str) -> list[str]:
     return [file.path for file in parse(patch).files]
 
 
-def _read_files(sandbox: DockerSandbox, paths: list[str]) -> dict[str, str]:
+def _read_files(sandbox: Sandbox, paths: list[str]) -> dict[str, str]:
     contents = {}
     for path in paths:
         text = _read_optional(sandbox, f"/testbed/{path}")
@@ -184,7 +183,7 @@ def _read_files(sandbox: DockerSandbox, paths: list[str]) -> dict[str, str]:
     return contents
 
 
-def _read_optional(sandbox: DockerSandbox, path: str) -> str | None:
+def _read_optional(sandbox: Sandbox, path: str) -> str | None:
     try:
         return sandbox.read_file(path)
     except (FileNotFoundError, IsADirectoryError):

@@ -17,7 +17,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import requests
 
@@ -26,22 +26,13 @@ from repo2env.errors import PatchError
 from repo2env.instruction import agent_messages
 from repo2env.jsonl import write_json
 from repo2env.models import RolloutResult, Task
-from repo2env.runtime.sandbox import Sandbox
+from repo2env.runtime.sandbox import Runtime, Sandbox
 
 if TYPE_CHECKING:
-    from repo2env.runtime.docker_backend import DockerRuntime
     from repo2env.verify.grader import Grader
 
 #: Seconds a Retry-After header may make the client wait, at most.
 _MAX_RETRY_WAIT_S = 30.0
-
-
-class EpisodeSandbox(Sandbox, Protocol):
-    """A sandbox that can also give the agent's change as a git diff (the Docker one does)."""
-
-    def diff(self) -> str:
-        """The change against the task's snapshot, as a patch ``git apply`` accepts."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -84,7 +75,7 @@ class PolicyClient:
         self.retries = retries
         self.backoff_s = backoff_s
 
-    def run_episode(self, task: Task, sandbox: EpisodeSandbox, *, seed: int | None = None) -> Episode:
+    def run_episode(self, task: Task, sandbox: Sandbox, *, seed: int | None = None) -> Episode:
         """Let the model work on ``task`` in ``sandbox`` until it stops, runs out of turns or the API
         fails; ``seed`` goes into every request. The sandbox stays open (the caller owns it).
 
@@ -122,7 +113,7 @@ class PolicyClient:
             finished = f"error: {exc.message}"
         return Episode(patch=patch, turns=turns, tool_calls=calls, finished=finished, transcript=messages)
 
-    def rollouts(self, task: Task, runtime: DockerRuntime, grader: Grader, k: int, seed: int = 0) -> list[RolloutResult]:
+    def rollouts(self, task: Task, runtime: Runtime, grader: Grader, k: int, seed: int = 0) -> list[RolloutResult]:
         """Run ``k`` episodes of ``task``, each in a fresh sandbox removed afterwards, with seeds
         ``seed``, ``seed + 1`` ...; grade each final diff. Results are named ``policy-0`` ...
 

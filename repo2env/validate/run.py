@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repo2env.models import RolloutResult, Task, ValidationRecord
-from repo2env.runtime.docker_backend import DockerRuntime
+from repo2env.runtime.sandbox import Runtime
 from repo2env.validate.acceptance import AcceptancePolicy, judge
 from repo2env.validate.derive import derive_tests
 from repo2env.verify.grader import Grader
@@ -27,7 +27,7 @@ VARIANT_TIMEOUT_FACTOR = 10.0
 VARIANT_TIMEOUT_FLOOR_S = 60.0
 
 #: A policy-rollout runner: (task, runtime, grader, k, seed) -> graded policy rollouts.
-PolicyRunner = Callable[[Task, DockerRuntime, Grader, int, int], list[RolloutResult]]
+PolicyRunner = Callable[[Task, Runtime, Grader, int, int], list[RolloutResult]]
 
 
 @dataclass
@@ -43,7 +43,7 @@ class ValidationSummary:
         return sum(record.verdict == "accepted" for record in self.records)
 
 
-def validate_task(task: Task, runtime: DockerRuntime, policy: AcceptancePolicy, *, logs_dir: Path,
+def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, logs_dir: Path,
                   policy_runner: PolicyRunner | None = None, policy_k: int = 0) -> tuple[Task, ValidationRecord]:
     """Validate one task; returns it with tests and verdict filled in, and its record."""
     started = time.monotonic()
@@ -101,7 +101,7 @@ def declared_differences(task: Task, flaky: dict[str, float]) -> dict[str, list[
     return {key: tests for key, tests in differences.items() if tests}
 
 
-def _reference_rollouts(task: Task, runtime: DockerRuntime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,
+def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,
                         policy_runner: PolicyRunner | None, policy_k: int) -> tuple[list[RolloutResult], float]:
     from repo2env.validate.variants import near_misses, partial_fixes, stubs
 

@@ -25,6 +25,7 @@ without running anything.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -40,8 +41,7 @@ from repo2env.errors import InputError
 from repo2env.jsonl import write_json
 from repo2env.models import GradeResult, Task, TestStatus
 from repo2env.runtime.bootstrap import AGENT_UID
-from repo2env.runtime.docker_backend import DockerRuntime
-from repo2env.runtime.sandbox import SandboxLimits
+from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
 from repo2env.verify.canaries import CanaryPlan, plan_canaries
 from repo2env.verify.filtering import RUNNER_PATTERN, filter_patch, patch_paths, runner_references
 from repo2env.verify.junit import ID_OPTIONS, outcomes_for, selection_args
@@ -74,7 +74,7 @@ GRADING_SCRIPT_FILES = ("grade.sh", "restore.py")
 class Grader:
     """Grades patches for tasks on one runtime; logs go under ``logs_root``."""
 
-    def __init__(self, runtime: DockerRuntime, logs_root: Path, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+    def __init__(self, runtime: Runtime, logs_root: Path, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  limits: SandboxLimits | None = None, keep_warm: bool = False) -> None:
         """``keep_warm``: after each grading, start the next sandbox of the same image in the
         background, so that repeated gradings of a task (validation) skip the container start. A
@@ -82,12 +82,14 @@ class Grader:
         self.runtime = runtime
         self.logs_root = Path(logs_root)
         self.timeout_s = timeout_s
-        self.limits = limits or SandboxLimits(exec_timeout_s=timeout_s + 60, output_cap_bytes=50_000_000)
+        # Never a command channel here: its server would run as the agent, beside the tests' code.
+        self.limits = dataclasses.replace(limits or SandboxLimits(exec_timeout_s=timeout_s + 60,
+                                                                  output_cap_bytes=50_000_000), persistent_channel=False)
         self.keep_warm = keep_warm
         self._spares: dict[str, Future] = {}
         self._spare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repo2env-spare") if keep_warm else None
 
-    def _fresh_sandbox(self, task: Task):
+    def _fresh_sandbox(self, task: Task) -> Sandbox:
         image = task.env_spec.image if task.env_spec else None
         spare = self._spares.pop(image, None) if image else None
         sandbox = None
@@ -156,7 +158,7 @@ class Grader:
         sandbox = self._fresh_sandbox(task)
         collector: Future | None = None
         try:
-            sandbox.container.put_archive("/tmp", _inputs_archive(inputs, junit_dir, private={
+            sandbox.put_archive("/tmp", _inputs_archive(inputs, junit_dir, private={
                 "test.diff": task.test_patch, "canaries.json": json.dumps(plan.definitions)}, files={
                 "agent.diff": filtered.patch, **grading_scripts(), "grade.json": json.dumps(settings),
                 "allowed": "\0".join(filtered.kept_paths),

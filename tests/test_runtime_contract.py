@@ -1,0 +1,209 @@
+"""The contract of :mod:`repo2env.runtime.sandbox`: what every backend must do, whatever it runs on.
+
+The stages (grader, derivation, validation, the agent's tools, RepoEnv, the build's checks) rely on
+exactly this. Each test runs once per backend of :data:`BACKENDS`; a new backend adds its entry (a
+function from limits to a started sandbox of an image with Python, git and a writable /testbed
+owned by the unprivileged ``agent`` user) and must pass unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import tarfile
+import threading
+import time
+
+import pytest
+
+from repo2env.errors import InputError, Repo2EnvError
+from repo2env.models import EnvSpec, Task
+from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
+
+pytestmark = pytest.mark.docker
+
+BASE = "repo2env/base:py3.11"
+#: Backends under contract. "docker-channel" is the Docker backend with the persistent command
+#: channel RepoEnv's tool calls use (SandboxLimits.persistent_channel): the same contract, faster.
+BACKENDS = ("docker", "docker-channel")
+
+
+@pytest.fixture(params=BACKENDS)
+def runtime(request) -> Runtime:
+    if request.param in ("docker", "docker-channel"):
+        from repo2env.runtime.backends.docker import DockerRuntime
+
+        limits = SandboxLimits(persistent_channel=request.param == "docker-channel")
+        return DockerRuntime(request.getfixturevalue("docker_client"), limits=limits)
+    raise AssertionError(f"unknown backend {request.param}")
+
+
+def _start(runtime: Runtime, **changes) -> Sandbox:
+    return runtime.start_image(BASE, limits=dataclasses.replace(runtime.limits, **changes),
+                               labels={"repo2env.test": "contract"})
+
+
+@pytest.fixture
+def sandbox(runtime):
+    with _start(runtime) as sandbox:
+        yield sandbox
+
+
+def _tar(*members: tuple[str, int, int, bytes | None]) -> bytes:
+    """A tar of (name, uid, mode, content) members; content None makes a folder."""
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for name, uid, mode, content in members:
+            info = tarfile.TarInfo(name)
+            info.uid = info.gid = uid
+            info.mode = mode
+            info.mtime = int(time.time())
+            if content is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+    return archive.getvalue()
+
+
+def test_a_sandbox_is_the_protocol(sandbox):
+    assert isinstance(sandbox, Sandbox)
+    assert sandbox.alive and sandbox.id
+    assert sandbox.limits.user == "agent"
+
+
+def test_exec_a_shell_string_or_an_argv_with_exit_codes(sandbox):
+    result = sandbox.exec("echo hello; echo oops >&2; exit 3")
+    assert (result.exit_code, result.output, result.timed_out, result.truncated) == (3, "hello\noops\n", False, False)
+    assert result.duration_s >= 0
+    argv = sandbox.exec(["python3", "-c", "import sys; print(sys.argv[1:])", "two words", "$HOME", "'q'"])
+    assert (argv.exit_code, argv.output) == (0, "['two words', '$HOME', \"'q'\"]\n")
+    assert sandbox.exec(["no-such-program"]).exit_code == 127
+    assert sandbox.exec("printf 'caf\\303\\251 \\377\\n'").output == "café \ufffd\n", "UTF-8, bad bytes replaced"
+
+
+def test_user_workdir_env_and_stdin(sandbox):
+    assert sandbox.exec("id -un; pwd; echo $HOME").output.split() == ["agent", "/testbed", "/home/agent"]
+    assert sandbox.exec("id -u", user="root").output.strip() == "0"
+    assert sandbox.exec("pwd", workdir="/tmp").output.strip() == "/tmp"
+    assert sandbox.exec("printf '%s|%s' \"$GREETING\" \"$HOME\"", env={"GREETING": "a b'c"}).output == "a b'c|/home/agent"
+    payload = "line one\nsecond, ünïcode\n".encode() + bytes(range(1, 9))
+    result = sandbox.exec("wc -c; id -un", stdin=payload)
+    assert result.output.split() == [str(len(payload)), "agent"]
+    big = bytes(range(256)) * 1200  # larger than one argument or one pipe buffer
+    assert sandbox.exec(["sha256sum"], stdin=big).output.split()[0] == hashlib.sha256(big).hexdigest()
+    assert sandbox.exec("cat; echo end").output == "end\n", "no stdin given: the command reads end of input"
+    assert "stdin" not in sandbox.exec("ls -A /tmp").output, "stdin leaves no file behind"
+
+
+def test_a_timeout_kills_the_whole_group_and_the_sandbox_goes_on(sandbox):
+    began = time.monotonic()
+    result = sandbox.exec("echo started; sleep 60 & sleep 60; echo never", timeout=1.0)
+    assert result.timed_out and result.exit_code in (124, 137)
+    assert result.output == "started\n"
+    assert time.monotonic() - began < 10
+    assert sandbox.exec("pgrep -u agent -x sleep || echo none").output.strip() == "none"
+    stubborn = sandbox.exec("trap '' TERM; sleep 60", timeout=1.0)
+    assert stubborn.timed_out and stubborn.exit_code in (124, 137)
+    assert sandbox.exec("echo alive").output == "alive\n"
+
+
+def test_output_is_capped_at_the_limit(runtime):
+    with _start(runtime, output_cap_bytes=10_000) as sandbox:
+        result = sandbox.exec("head -c 3000000 /dev/zero | tr '\\0' x; echo done >&2")
+        assert result.exit_code == 0 and result.truncated
+        assert result.output == "x" * 10_000, "the first cap bytes are kept"
+        assert not sandbox.exec("head -c 10000 /dev/zero").truncated
+
+
+def test_files_read_write_and_archives(sandbox):
+    sandbox.write_file("/testbed/notes.txt", "héllo\nworld\n")
+    assert sandbox.read_file("/testbed/notes.txt") == "héllo\nworld\n"
+    assert sandbox.exec("stat -c %U:%a /testbed/notes.txt").output.strip() == "agent:644"
+    with pytest.raises(FileNotFoundError):
+        sandbox.read_file("/testbed/missing.txt")
+    with pytest.raises(FileNotFoundError):
+        sandbox.write_file("/testbed/no/such/folder/x.txt", "x")
+
+    sandbox.put_archive("/tmp", _tar(("inputs", 0, 0o755, None), ("inputs/grade.sh", 0, 0o644, b"echo graded\n"),
+                                     ("private", 1000, 0o700, None), ("private/secret", 1000, 0o600, b"s3cret")))
+    listing = sandbox.exec("stat -c '%n %U %a' /tmp/inputs /tmp/inputs/grade.sh /tmp/private /tmp/private/secret")
+    assert listing.output.splitlines() == ["/tmp/inputs root 755", "/tmp/inputs/grade.sh root 644",
+                                           "/tmp/private agent 700", "/tmp/private/secret agent 600"]
+    assert sandbox.exec("echo forged > /tmp/inputs/grade.sh").exit_code != 0, "root's files stay root's"
+    assert sandbox.exec(["/bin/sh", "/tmp/inputs/grade.sh"]).output == "graded\n"
+    assert sandbox.exec("cat /tmp/private/secret").output == "s3cret"
+    with pytest.raises(FileNotFoundError):
+        sandbox.put_archive("/no/such/folder", _tar(("x", 0, 0o644, b"x")))
+
+
+def test_diff_shows_every_kind_of_change_against_the_snapshot(sandbox):
+    made = sandbox.exec("git init -q . && printf 'one\\n' > kept.txt && printf 'bye\\n' > gone.txt && git add -A && "
+                        "git -c user.name=t -c user.email=t@example.com commit -qm snapshot", workdir="/testbed")
+    assert made.exit_code == 0, made.output
+    assert sandbox.diff() == ""
+    assert sandbox.exec("printf 'two\\n' >> kept.txt && rm gone.txt && printf 'new\\n' > added.txt && "
+                        "printf '\\000\\001\\002' > blob.bin && printf 'caf\\351\\n' > latin1.txt").exit_code == 0
+    diff = sandbox.diff()
+    assert "+two" in diff and "deleted file mode" in diff and "+new" in diff
+    assert "GIT binary patch" in diff, "binary files are carried"
+    assert "caf\udce9" in diff, "bytes that are not UTF-8 survive as surrogate escapes"
+    # The diff applies to the snapshot and gives the same tree back.
+    path = "/tmp/agent.diff"
+    sandbox.put_archive("/tmp", _tar(("agent.diff", 1000, 0o644, diff.encode("utf-8", "surrogateescape"))))
+    restored = sandbox.exec(f"git stash -q -u && git apply {path} && git add -A && git diff --cached --stat HEAD | tail -1")
+    assert restored.exit_code == 0 and "5 files changed" in restored.output, restored.output
+
+
+def test_concurrent_commands_in_one_sandbox(sandbox):
+    results = {}
+
+    def slow() -> None:
+        results["slow"] = sandbox.exec("sleep 2; echo slow")
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    time.sleep(0.3)
+    began = time.monotonic()
+    quick = sandbox.exec("echo quick")
+    assert quick.output == "quick\n" and time.monotonic() - began < 1.5, "a command does not wait for another"
+    thread.join()
+    assert results["slow"].output == "slow\n"
+
+
+def test_limits_network_capabilities_pids_and_memory(runtime):
+    with _start(runtime, pids=64, memory="256m") as sandbox:
+        assert sandbox.exec("ls /sys/class/net").output.split() == ["lo"]
+        assert sandbox.exec("grep CapEff /proc/self/status").output.split()[-1] == "0000000000000000"
+        assert sandbox.exec("su -c true root </dev/null").exit_code != 0
+        forks = sandbox.exec("for i in $(seq 200); do sleep 5 & done; wait", timeout=3)
+        assert "fork" in forks.output.lower() or "resource" in forks.output.lower()
+        hog = sandbox.exec("python3 -c \"b = bytearray(1024 ** 3); print('allocated')\"", timeout=30)
+        assert hog.exit_code != 0 and "allocated" not in hog.output
+        assert sandbox.exec("echo still-here", timeout=30).output == "still-here\n"
+
+
+def test_close_is_idempotent_and_final(runtime):
+    sandbox = _start(runtime)
+    sandbox.close()
+    sandbox.close()
+    sandbox.close(wait=False)
+    assert not sandbox.alive
+    with pytest.raises(Repo2EnvError):
+        sandbox.exec("true")
+    with pytest.raises(Repo2EnvError):
+        sandbox.read_file("/testbed/x")
+    with pytest.raises(RuntimeError), _start(runtime) as inner:
+        assert inner.alive
+        raise RuntimeError("a stage failed")
+    assert not inner.alive, "leaving the with block closes the sandbox"
+
+
+def test_start_refuses_a_task_that_is_not_built(runtime):
+    task = Task(instance_id="acme__lib-1", repo="acme/lib", pull_number=1, base_commit="0" * 40,
+                patch="", test_patch="", problem_statement="", created_at="2024-01-01T00:00:00Z",
+                env_spec=EnvSpec(status="env_failed", error="no wheel"))
+    with pytest.raises(InputError, match="failed to build"):
+        runtime.start(task)
