@@ -137,3 +137,27 @@ def test_restore_refuses_runner_references_and_a_gold_module_stays(snapshot, tmp
     done, _ = run_restore(snapshot, tmp_path, allowed=["src/pkg/__init__.py", "helper.py"], gold_patch_paths=["helper.py"])
     assert done.returncode == 92 and 'REPO2ENV-RUNNER-REFERENCES ["atexit"]' in done.stdout
     assert (snapshot / "helper.py").exists(), "a new top-level name the gold patch adds too is kept"
+
+
+def test_the_harbor_verifier_library_imports_only_the_standard_library_and_itself():
+    """What a Harbor task's tests/lib/ holds is imported by the image's own Python, with nothing but
+    the standard library: a module-level import of another repo2env module it does not ship (say,
+    the patch model) breaks every published verifier. Checked here without Docker, on the AST."""
+    import ast
+
+    from repo2env.publish.harbor import VERIFIER_LIBRARY
+
+    package = Path(__file__).resolve().parents[1] / "repo2env"
+    shipped = {"repo2env." + name.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+               for name in VERIFIER_LIBRARY} | {"repo2env"}
+    for name in VERIFIER_LIBRARY:
+        tree = ast.parse((package / name).read_text())
+        for node in tree.body:  # module level only: a function may import on the host
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                modules = [node.module]
+            else:
+                continue
+            for module in modules:
+                assert module.split(".")[0] in sys.stdlib_module_names or module in shipped, (name, module)

@@ -365,3 +365,22 @@ def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_dataset(do
         assert sorted(ids) == ["repo2env-demo__textkit-2", "repo2env-demo__textkit-4"], (name, seed)
     with StateStore(out) as state:
         assert {row.status for row in state.rows()} == {"done"}, seed
+
+
+@pytest.mark.docker
+def test_the_demo_pipeline_runs_through_a_ray_head_started_here(docker_client, tmp_path):
+    """14.3: the same pipeline with ``--executor ray`` and no address: a Ray head on this machine
+    runs every stage call (mine, build, validate, publish) as a Ray task, the results come back to
+    the state store, and the dataset equals what the local pool publishes."""
+    spec = quick_spec(tmp_path, pulls=(2,),
+                      policy="{gold_runs: 1, partial_limit: 0, near_miss_limit: 0, stub_limit: 0, reruns: 1}")
+    through_ray = repo2env("pipeline", "run", str(spec), "--out", str(tmp_path / "ray"), "--executor", "ray", "--json")
+    assert through_ray.returncode == 0, through_ray.stderr
+    funnel = json.loads(through_ray.stdout[through_ray.stdout.index("{"):through_ray.stdout.rindex("}") + 1])
+    assert funnel["repos"]["demo"]["stages"]["validate"] == {"accepted": 1}
+    with StateStore(tmp_path / "ray") as state:
+        assert {(row.stage, row.status) for row in state.rows()} == {
+            ("mine", "done"), ("build", "done"), ("validate", "done"), ("publish", "done")}
+    local = repo2env("pipeline", "run", str(spec), "--out", str(tmp_path / "local"))
+    assert local.returncode == 0, local.stderr
+    assert dataset_rows(tmp_path / "ray" / "dataset") == dataset_rows(tmp_path / "local" / "dataset")

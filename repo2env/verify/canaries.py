@@ -20,7 +20,6 @@ import string
 from collections import Counter
 from dataclasses import dataclass
 
-from repo2env.patches import parse
 from repo2env.verify.junit import split_node_id
 
 _ASSERT_CALL = re.compile(r"^\s*assert\s+((?!self\.)[A-Za-z_][\w.]*)\((.*)\)\s*==\s*\S")
@@ -166,4 +165,8 @@ def _definition(name: str, body: str, container: list[str]) -> str:
 
 def _added_lines(patch: str, path: str) -> list[str]:
     """The lines ``patch`` adds to ``path``."""
+    # Imported here, on the host, where canaries are planned: a Harbor verifier imports this module
+    # under the image's own Python (3.9+, standard library only) and never plans.
+    from repo2env.patches import parse
+
     return [line for file in parse(patch).files if file.new_path == path for line in file.added_lines]
