@@ -12,7 +12,8 @@ project; or an explicit ``REPO2ENV_REAL_REPOS=path1:path2``), it
    refs that the default branch contains;
 2. mines the whole history offline (``--allow-no-issue``) and compares what it found;
 3. picks a fixed sample of kept tasks spread over the years 2018-2025 (``--per-repo``, default 8:
-   round-robin over the years, in each year the PR nearest mid-year first), builds and validates it
+   round-robin over the years, in each year the PR nearest mid-year first, a year without candidates
+   handing its pick on to the next year), builds and validates it
    with the default policy;
 4. prints per repository and overall: PRs found vs merged PRs in history, env built, accepted, and the
    reasons for the rest; writes ``results.json`` in the output folder.
@@ -112,10 +113,16 @@ def pick_sample(tasks: list[Task], per_repo: int) -> list[Task]:
         middle = datetime(year, 7, 1).timestamp()
         bucket.sort(key=lambda task: (abs(_timestamp(task.created_at) - middle), task.pull_number))
     sample: list[Task] = []
+    # A year without a candidate hands its pick on to the next year (not back to 2018), so the
+    # sample stays spread over the span even where a project was quiet.
+    carried = 0
     while len(sample) < per_repo and any(by_year.values()):
         for year in YEARS:
-            if by_year[year] and len(sample) < per_repo:
-                sample.append(by_year[year].pop(0))
+            wanted = min(1 + carried, per_repo - len(sample))
+            taken = by_year[year][:wanted]
+            del by_year[year][:wanted]
+            sample.extend(taken)
+            carried = wanted - len(taken)
     return sorted(sample, key=lambda task: task.created_at)
 
 
