@@ -3,6 +3,7 @@ overrides and the install ladder. Pure functions, so no Docker and no network.""
 
 from __future__ import annotations
 
+import re
 import shlex
 import textwrap
 from datetime import UTC, datetime, timedelta, timezone
@@ -31,6 +32,7 @@ from repo2env.runtime.spec import (
     load_yaml_text,
     pinned_install,
     pytest_for,
+    pytest_pin_commands,
 )
 
 
@@ -526,8 +528,10 @@ def test_override_is_applied_last() -> None:
                            test_cmd="python -m pytest -x", date_pin="2020-01-01")
     spec = infer_env_spec(files, day("2019-06-01"), override)
     assert (spec.python, spec.python_reason, spec.date_pin) == ("3.11", "override", "2020-01-01")
-    assert spec.install[1] == f"{UV} --exclude-newer 2020-01-01T00:00:00Z 'setuptools<58'"
-    assert spec.install[-1] == f"{UV} --exclude-newer 2020-01-01T00:00:00Z freezegun"
+    # A pin older than Python 3.11: setuptools may reach 3.11's release day (see build_floor).
+    floor = "--exclude-newer-package setuptools=2022-10-24T00:00:00Z"
+    assert spec.install[1] == f"{UV} --exclude-newer 2020-01-01T00:00:00Z {floor} 'setuptools<58'"
+    assert spec.install[-1] == f"{UV} --exclude-newer 2020-01-01T00:00:00Z {floor} freezegun"
     assert spec.test_cmd == "python -m pytest -x"
     assert spec.system_packages == ["libxml2-dev"]
 
@@ -639,19 +643,25 @@ def test_ladder_rungs_in_order_distinct_and_named() -> None:
     assert f"{UV} --exclude-newer 2019-07-01T00:00:00Z {BACKENDS} -e ." in by_name["fewer-extras"].install
     assert not any("-r " in command or "mock" in command for command in by_name["fewer-extras"].install)
     assert by_name["older-python"].python == "3.9"
-    assert by_name["older-python"].install == spec.install
+    # The same commands, re-pinned for the older Python: its setuptools floor is 3.9's release day.
+    assert by_name["older-python"].install == [
+        command.replace("setuptools=2022-10-24", "setuptools=2020-10-05") for command in spec.install]
     assert by_name["pinned-pytest"].python == "3.9"
-    assert by_name["pinned-pytest"].install[-1] == f"{UV} pytest==4.6.11"
+    # The plugin the tox deps name is resolved again with pytest, as of the day after its upload.
+    plugins = (f"{UV} --exclude-newer 2020-06-06T00:00:00Z --exclude-newer-package setuptools=2020-10-05T00:00:00Z "
+               "--upgrade-package pytest-mock pytest==4.6.11 pytest-mock")
+    assert by_name["pinned-pytest"].install[-1] == plugins
     no_pin = by_name["no-date-pin"]
     assert no_pin.date_pin is None and no_pin.python == "3.9"
-    assert no_pin.install == [*infer_install(OLD_REPO), "python -m pip install pytest==4.6.11"]
+    assert no_pin.install == [*infer_install(OLD_REPO), "python -m pip install uv", plugins]
 
 
 def test_fewer_extras_keeps_the_overrides_own_commands() -> None:
     override = EnvOverride(pre_install=["pip install 'setuptools<58'", "python -m pip install --user legacy"])
     spec = infer_env_spec(OLD_REPO, day("2019-06-01"), override)
     fewer = dict(install_ladder(spec, OLD_REPO, override))["fewer-extras"].install
-    assert f"{UV} --exclude-newer 2019-07-01T00:00:00Z 'setuptools<58'" in fewer
+    assert (f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2020-10-05T00:00:00Z "
+            "'setuptools<58'") in fewer
     assert "python -m pip install --user legacy" in fewer
     assert not any("mock" in command for command in fewer)
 
@@ -695,7 +705,10 @@ def test_pinned_pytest_goes_before_the_users_extra_commands() -> None:
     override = EnvOverride(extra_install=["python -m pip install 'attrs<20'"])
     spec = infer_env_spec(OLD_REPO, day("2019-06-01"), override)
     install = dict(install_ladder(spec, OLD_REPO, override))["pinned-pytest"].install
-    assert install[-2:] == [f"{UV} pytest==4.6.11", f"{UV} --exclude-newer 2019-07-01T00:00:00Z 'attrs<20'"]
+    assert install[-2:] == [
+        f"{UV} --exclude-newer 2020-06-06T00:00:00Z --exclude-newer-package setuptools=2020-10-05T00:00:00Z "
+        "--upgrade-package pytest-mock pytest==4.6.11 pytest-mock",
+        f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2020-10-05T00:00:00Z 'attrs<20'"]
 
 
 def test_override_hash_changes_with_the_override() -> None:
@@ -724,6 +737,50 @@ def test_ladder_respects_requires_python_and_overrides() -> None:
     older_blocked = infer_env_spec(files, day("2025-02-01"), EnvOverride(python="3.11"))
     assert "older-python" not in dict(install_ladder(older_blocked, files))
     assert "older-python" not in dict(install_ladder(spec, files, EnvOverride(python="3.13")))
+
+
+def test_plugins_are_pinned_with_pytest_also_without_the_date_pin() -> None:
+    # A 2018 project whose tox deps and test requirement file name plugins: on the image's Python
+    # the pinned pytest is 4.6.11, and today's pytest-xprocess / pytest-cov do not run on it.
+    files = repo({"requirements/tests.txt": "pytest-cov==2.5.1\nrequests\n# pytest-skipped\n"},
+                 setup_py="from setuptools import setup\nsetup(name='old')\n",
+                 tox_ini="[testenv]\ndeps =\n    -r{toxinidir}/requirements/tests.txt\n    pytest\n"
+                         "    pytest-xprocess\n    hypothesis\n    coverage\ncommands = pytest\n")
+    spec = infer_env_spec(files, day("2018-06-14"))
+    assert spec.python == "3.9"
+    ladder = dict(install_ladder(spec, files))
+    pinned = (f"{UV} --exclude-newer 2020-06-06T00:00:00Z --exclude-newer-package setuptools=2020-10-05T00:00:00Z "
+              "--upgrade-package pytest-cov --upgrade-package pytest-xprocess --upgrade-package hypothesis "
+              "pytest==4.6.11 pytest-cov==2.5.1 pytest-xprocess hypothesis")
+    assert ladder["pinned-pytest"].install[-1] == pinned
+    no_pin = ladder["no-date-pin"].install
+    assert no_pin[-2:] == ["python -m pip install uv", pinned]
+    assert not any("--exclude-newer" in command for command in no_pin[:-1])
+
+
+def test_a_lone_pytest_pin_stays_one_exact_pin() -> None:
+    release = pytest_for("2019-07-01", "3.9")
+    assert pytest_pin_commands(release, [], "2019-07-01", "3.9") == ["python -m pip install pytest==4.6.11"]
+    # A pytest older than the date pin: the plugins resolve as of the date pin, not of pytest's day.
+    newer = pytest_for("2022-06-01", "3.9")
+    assert pytest_pin_commands(newer, ["pytest-cov"], "2022-06-01", "3.9")[-1] == (
+        f"{UV} --exclude-newer 2022-06-01T00:00:00Z --upgrade-package pytest-cov pytest==7.1.2 pytest-cov")
+
+
+@pytest.mark.parametrize(("python", "pin", "editable", "floor"), [
+    ("3.9", "2018-07-01", False, "setuptools=2020-10-05"),   # setuptools 40.8 does not import on 3.9
+    ("3.9", "2019-07-01", False, "setuptools=2020-10-05"),
+    ("3.9", "2020-11-01", False, None),
+    ("3.9", "2018-07-01", True, "setuptools=2023-01-01"),
+    ("3.13", "2018-07-01", True, "setuptools=2024-10-07"),   # nor 65.x (pkgutil.ImpImporter) on 3.12+
+    (None, "2018-07-01", False, "setuptools=2019-03-01"),
+    (None, "2019-07-01", False, None),
+])
+def test_setuptools_floor_follows_the_python(python: str | None, pin: str, editable: bool, floor: str | None) -> None:
+    command = "python -m pip install -e ." if editable else "python -m pip install requests"
+    pinned = pinned_install([command], pin, python)[-1]
+    found = re.search(r"setuptools=(\d{4}-\d\d-\d\d)", pinned)
+    assert (f"setuptools={found.group(1)}" if found else None) == floor
 
 
 def test_ladder_specs_are_valid_env_specs() -> None:

@@ -1078,6 +1078,18 @@ BUILD_BACKEND_FLOOR = "2023-01-01"
 DEFAULT_BUILD_FLOOR = "2019-03-01"
 
 
+def build_floor(floor: str, python: str | None) -> str:
+    """The upload day a build back-end may reach: ``floor``, or later when ``python`` came out later.
+
+    A setuptools older than the Python it runs on may not import there (before 41.1, setuptools
+    reads ``HTMLParser().unescape``, gone in 3.9; before 66.1, ``pkgutil.ImpImporter``, gone in
+    3.12), so every sdist a date-pinned install builds on a newer Python fails. The release day of
+    the Python keeps ``use_2to3`` for the old sdists that still run on it.
+    """
+    released = PYTHON_RELEASE_DATES.get(python or "")
+    return max(floor, released.isoformat()) if released else floor
+
+
 def _pip_install_args(command: str) -> list[str] | None:
     """The arguments of a plain ``pip install`` command, or None for any other command."""
     try:
@@ -1147,7 +1159,7 @@ def _only_exact_pins(options: Sequence[tuple[str, str | None]], targets: Sequenc
     return True
 
 
-def pinned_install(commands: list[str], date_pin: str) -> list[str]:
+def pinned_install(commands: list[str], date_pin: str, python: str | None = None) -> list[str]:
     """Rewrite ``pip install`` commands to resolve as of ``date_pin`` (ISO day, exclusive).
 
     The result starts with ``python -m pip install uv``; each ``python -m pip install ARGS`` (also
@@ -1164,7 +1176,8 @@ def pinned_install(commands: list[str], date_pin: str) -> list[str]:
     An editable install with a pin before :data:`BUILD_BACKEND_FLOOR` also gets
     ``--exclude-newer-package NAME=<floor>`` for each of :data:`BUILD_BACKENDS`, so that the build
     back-end can do editable installs (PEP 660) while the project's dependencies stay pinned; any
-    other install with a pin before :data:`DEFAULT_BUILD_FLOOR` lets setuptools reach that day.
+    other install with a pin before :data:`DEFAULT_BUILD_FLOOR` lets setuptools reach that day. With
+    ``python``, both floors are at least that Python's release day (:func:`build_floor`).
 
     A command whose requirements are all exact ``==`` pins gets no ``--exclude-newer``: its
     versions are chosen already, and their dependencies may need releases newer than the pin
@@ -1184,11 +1197,12 @@ def pinned_install(commands: list[str], date_pin: str) -> list[str]:
             rewritten.append(command)
             continue
         exclude = [] if _only_exact_pins(options, targets) else [("--exclude-newer", f"{day}T00:00:00Z")]
-        if exclude and day < BUILD_BACKEND_FLOOR and any(flag in ("-e", "--editable") for flag, _ in options):
-            exclude.extend(("--exclude-newer-package", f"{name}={BUILD_BACKEND_FLOOR}T00:00:00Z")
+        backend_floor, setuptools_floor = build_floor(BUILD_BACKEND_FLOOR, python), build_floor(DEFAULT_BUILD_FLOOR, python)
+        if exclude and day < backend_floor and any(flag in ("-e", "--editable") for flag, _ in options):
+            exclude.extend(("--exclude-newer-package", f"{name}={backend_floor}T00:00:00Z")
                            for name in BUILD_BACKENDS)
-        elif exclude and day < DEFAULT_BUILD_FLOOR:
-            exclude.append(("--exclude-newer-package", f"setuptools={DEFAULT_BUILD_FLOOR}T00:00:00Z"))
+        elif exclude and day < setuptools_floor:
+            exclude.append(("--exclude-newer-package", f"setuptools={setuptools_floor}T00:00:00Z"))
         rewritten.append(shlex.join([*_UV_PREFIX, *_join_args([*exclude, *translated], targets)]))
     return list(dict.fromkeys(rewritten))
 
@@ -1277,7 +1291,7 @@ def infer_env_spec(files: RepoFiles, commit_date: datetime, override: EnvOverrid
         python=python,
         python_reason=reason,
         system_packages=system_packages,
-        install=pinned_install(install, pin) if pin else install,
+        install=pinned_install(install, pin, python) if pin else install,
         test_cmd=test_cmd,
         date_pin=pin,
         warmup=warmup,
@@ -1333,10 +1347,10 @@ def install_ladder(
     project = _read_project(files)
     rungs: list[tuple[str, EnvSpec]] = [("inferred", spec.model_copy(update={"rung": "inferred"}))]
     own = _own_commands(override)
-    logical = _logical_install(spec.install, own, spec.date_pin)
+    logical = _logical_install(spec.install, own, spec.date_pin, spec.python)
 
-    def repinned(commands: list[str], pin: str | None) -> list[str]:
-        return pinned_install(commands, pin) if pin else commands
+    def repinned(commands: list[str], pin: str | None, python: str = spec.python) -> list[str]:
+        return pinned_install(commands, pin, python) if pin else commands
 
     if override is None or override.install is None:
         _, chosen, alternatives = _requirement_choice(project)
@@ -1350,19 +1364,20 @@ def install_ladder(
     base, base_logical = spec, logical
     older = _older_python(spec.python, project, available)
     if older is not None and (override is None or override.python is None):
-        base = spec.model_copy(update={"python": older, "python_reason": f"older than {spec.python}"})
+        base = spec.model_copy(update={"python": older, "python_reason": f"older than {spec.python}",
+                                       "install": repinned(logical, spec.date_pin, older)})
         rungs.append(("older-python", base))
     if spec.date_pin:
         pytest_requirement = _pytest_requirement(logical)
         release = pytest_for(spec.date_pin, base.python, pytest_requirement)
         # A pytest the user's own commands install is theirs to choose.
         if release is not None and not _installs_pytest(own):
-            pin_command = shlex.join(["python", "-m", "pip", "install", f"pytest=={release.version}"])
+            pin_commands = pytest_pin_commands(release, _pytest_plugins(logical, project), spec.date_pin, base.python)
             # Before the override's extra commands, so that what they install has the last word.
             extra = {_canonical(command) for command in override.extra_install} if override else set()
             at = next((i for i, command in enumerate(logical) if _canonical(command) in extra), len(logical))
-            base_logical = [*logical[:at], pin_command, *logical[at:]]
-            base = base.model_copy(update={"install": repinned(base_logical, spec.date_pin)})
+            base_logical = [*logical[:at], *pin_commands, *logical[at:]]
+            base = base.model_copy(update={"install": repinned(base_logical, spec.date_pin, base.python)})
             rungs.append(("pinned-pytest", base))
         if override is None or override.date_pin is None:
             rungs.append(("no-date-pin", base.model_copy(update={"install": base_logical, "date_pin": None})))
@@ -1374,6 +1389,46 @@ def install_ladder(
     return distinct
 
 
+def pytest_pin_commands(release: PytestRelease, plugins: list[str], date_pin: str, python: str) -> list[str]:
+    """The commands that pin pytest to ``release`` in a ladder rung, with its ``plugins`` (requirements).
+
+    Alone, pytest is one exact pin. With plugins, they are resolved again as of the later of the date
+    pin and the day after pytest's upload (``--upgrade-package``, so a newer one installed before is
+    replaced): a plugin of today on an old pytest fails at collection (pytest-xprocess importing
+    ``_pytest._io.TerminalWriter``, pytest-cov passing ``wrapper=True`` to an old pluggy), also
+    in the ``no-date-pin`` rung, which keeps these commands date-pinned for that reason.
+    """
+    pin = f"pytest=={release.version}"
+    if not plugins:
+        return [shlex.join(["python", "-m", "pip", "install", pin])]
+    day = max(date.fromisoformat(date_pin), release.uploaded + timedelta(days=1)).isoformat()
+    options: list[tuple[str, str | None]] = [("--exclude-newer", f"{day}T00:00:00Z")]
+    if day < (floor := build_floor(DEFAULT_BUILD_FLOOR, python)):
+        options.append(("--exclude-newer-package", f"setuptools={floor}T00:00:00Z"))
+    names = list(dict.fromkeys(name for plugin in plugins if (name := _requirement_name(plugin))))
+    options.extend(("--upgrade-package", name) for name in names)
+    return [UV_BOOTSTRAP, shlex.join([*_UV_PREFIX, *_join_args(options, [pin, *plugins])])]
+
+
+def _pytest_plugins(commands: list[str], project: _Project) -> list[str]:
+    """The pytest plugins (requirements as written) that ``commands`` install, by name or through a
+    requirement file of the repository."""
+    known = set(_OPTION_PLUGINS.values()) | set(_INI_PLUGINS.values())
+    plugins: list[str] = []
+    for command in commands:
+        args = _pip_install_args(command)
+        if args is None:
+            continue
+        options, targets = _split_args(args)
+        lines = [line for flag, path in options if flag in ("-r", "--requirement") and path
+                 for line in (project.files.read(path) or "").splitlines()]
+        for target in [*targets, *(text for line in lines if (text := _valid_requirement(line)))]:
+            name = _requirement_name(target)
+            if name and name != "pytest" and (name.startswith("pytest-") or name in known):
+                plugins.append(target)
+    return list(dict.fromkeys(plugins))
+
+
 def _own_commands(override: EnvOverride | None) -> list[str]:
     """The install commands the user wrote in ``override``, in the order the spec runs them."""
     if override is None:
@@ -1381,10 +1436,10 @@ def _own_commands(override: EnvOverride | None) -> list[str]:
     return [*override.pre_install, *(override.install or []), *override.extra_install]
 
 
-def _logical_install(install: list[str], own: list[str], pin: str | None) -> list[str]:
+def _logical_install(install: list[str], own: list[str], pin: str | None, python: str | None = None) -> list[str]:
     """``install`` without its date pin: the user's own commands exactly as written, the inferred
     ones as :func:`_unpinned` spells them."""
-    written = {pinned_install([command], pin)[-1]: command for command in own} if pin else {}
+    written = {pinned_install([command], pin, python)[-1]: command for command in own} if pin else {}
     logical: list[str] = []
     for command in install:
         if command in written:
