@@ -314,3 +314,28 @@ def test_a_fast_forwarded_head_lands_once(tmp_path):
     assert "test_one_more" in result.new_tasks[0].test_patch and "def one" in result.new_tasks[0].patch
     assert [(r.pull_number, r.reason, r.detail) for r in result.funnel.rejections] == [
         (20, "not_merged", f"its head {head[:12]} landed as part of PR #21")]
+
+
+def test_a_test_configuration_change_alone_is_no_test_change(tmp_path):
+    """A PR whose only change on the test side is tox.ini (a CI matrix, a lint pin) has no test to
+    fail before its fix; one that also changes a test module is kept."""
+    repo = Repo(tmp_path / "config")
+    repo.path.mkdir()
+    repo.git("init", "-q", "-b", "main")
+    repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": "def test_a():\n    pass\n",
+                                   "tox.ini": "[tox]\nenvlist = py38\n"})
+    repo.git("checkout", "-q", "-b", "matrix")
+    repo.pull_ref(1, repo.commit("Test on 3.9", {"src/widget/__init__.py": "VERSION = 2\n",
+                                                 "tox.ini": "[tox]\nenvlist = py38,py39\n"}, who=ADA))
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "matrix", "-m", "Merge pull request #1 from ada/matrix")
+    repo.git("checkout", "-q", "-b", "real")
+    repo.pull_ref(2, repo.commit("Add three", {"src/widget/three.py": "THREE = 3\n",
+                                               "tox.ini": "[tox]\nenvlist = py38,py39,py310\n",
+                                               "tests/test_three.py": "from widget.three import THREE\n"}, who=ADA))
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "real", "-m", "Merge pull request #2 from ada/real")
+    result = mine(GitSource(repo.path, repo="acme/widget"), tmp_path / "out", MineOptions(allow_no_issue=True))
+    assert [task.pull_number for task in result.new_tasks] == [2]
+    assert [(r.pull_number, r.reason, r.detail) for r in result.funnel.rejections] == [
+        (1, "no_test_changes", "only test configuration: tox.ini")]

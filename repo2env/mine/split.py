@@ -48,6 +48,9 @@ _TEST_DIR = re.compile(
 # Case-sensitive on purpose: pytest's and unittest's discovery patterns are.
 _TEST_FILE = re.compile(r"test_[^/]*\.py|[^/]*_tests?\.py|tests?\.py|conftest\.py")
 _TEST_CONFIG_FILES = frozenset({"pytest.ini", "tox.ini"})
+#: Test files that configure the test run and hold no test: a diff whose test part is only these
+#: changes how tests run, not what they check (the miner does not count it as a test change).
+TEST_CONFIG_FILES = _TEST_CONFIG_FILES
 
 _AUX_DIR = re.compile(
     r"(?:^|/)(?:docs?|changelog\.d|changelog|changes|newsfragments|news|release[-_]?notes)/",
