@@ -339,3 +339,22 @@ def test_a_test_configuration_change_alone_is_no_test_change(tmp_path):
     assert [task.pull_number for task in result.new_tasks] == [2]
     assert [(r.pull_number, r.reason, r.detail) for r in result.funnel.rejections] == [
         (1, "no_test_changes", "only test configuration: tox.ini")]
+
+
+def test_a_head_that_is_another_prs_merge_landed_as_that_pr(tmp_path):
+    """A PR opened from a branch whose tip is PR #1's merge commit brings nothing of its own: it is
+    not mined twice, and its reason names the PR it landed as."""
+    repo = Repo(tmp_path / "again")
+    repo.path.mkdir()
+    repo.git("init", "-q", "-b", "main")
+    repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": ""})
+    repo.git("checkout", "-q", "-b", "one")
+    repo.pull_ref(1, repo.fix("one", "Add one"))
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "one", "-m", "Merge pull request #1 from ada/one\n\nAdd one")
+    merge = repo.git("rev-parse", "HEAD")
+    repo.pull_ref(2, merge)
+    result = mine(GitSource(repo.path, repo="acme/widget"), tmp_path / "out", MineOptions(allow_no_issue=True))
+    assert [task.pull_number for task in result.new_tasks] == [1]
+    assert [(r.pull_number, r.reason, r.detail) for r in result.funnel.rejections] == [
+        (2, "not_merged", f"its head {merge[:12]} landed as part of PR #1")]

@@ -128,6 +128,10 @@ class GitSource:
                 continue
             landing = self._landing_of_head(number, head, landings)
             if landing is None:
+                if head in claimed:
+                    # Its head is another PR's merge commit (a PR opened from a branch that already
+                    # held that merge): what it brought landed as that PR.
+                    self._shadowed[number] = claimed[head]
                 continue
             owner = claimed.get(landing.commit) or claimed.get(landing.head)
             if owner is not None:
