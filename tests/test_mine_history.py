@@ -358,3 +358,26 @@ def test_a_head_that_is_another_prs_merge_landed_as_that_pr(tmp_path):
     assert [task.pull_number for task in result.new_tasks] == [1]
     assert [(r.pull_number, r.reason, r.detail) for r in result.funnel.rejections] == [
         (2, "not_merged", f"its head {merge[:12]} landed as part of PR #1")]
+
+
+def test_a_fast_forwarded_merge_head_is_the_landing(tmp_path):
+    """A maintainer merges the maintenance branch locally, opens PR #2 from that merge and then
+    fast-forwards main onto it: the merge is PR #2's landing, based where main stood."""
+    repo = Repo(tmp_path / "ffmerge")
+    repo.path.mkdir()
+    repo.git("init", "-q", "-b", "main")
+    repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": ""})
+    repo.git("checkout", "-q", "-b", "1.0.x")
+    repo.fix("patchy", "Fix patchy on 1.0.x")
+    repo.git("checkout", "-q", "main")
+    before = repo.commit("Unrelated work on main", {"src/widget/other.py": "OTHER = 1\n"})
+    repo.git("merge", "-q", "--no-ff", "1.0.x", "-m", "Merge branch '1.0.x'")
+    merge = repo.git("rev-parse", "HEAD")
+    repo.pull_ref(2, merge)
+    result = mine(GitSource(repo.path, repo="acme/widget"), tmp_path / "out", MineOptions(allow_no_issue=True))
+    assert result.funnel.rejections == []
+    [task] = result.new_tasks
+    assert task.pull_number == 2
+    assert task.base_commit == repo.merge_base(before, repo.git("rev-parse", "1.0.x"))
+    assert "src/widget/patchy.py" in task.patch and "tests/test_patchy.py" in task.test_patch
+    assert "other.py" not in task.patch
