@@ -648,8 +648,8 @@ def test_ladder_rungs_in_order_distinct_and_named() -> None:
         command.replace("setuptools=2022-10-24", "setuptools=2020-10-05") for command in spec.install]
     assert by_name["pinned-pytest"].python == "3.9"
     # The plugin the tox deps name is resolved again with pytest, as of the day after its upload.
-    plugins = (f"{UV} --exclude-newer 2020-06-06T00:00:00Z --exclude-newer-package setuptools=2020-10-05T00:00:00Z "
-               "--upgrade-package pytest-mock pytest==4.6.11 pytest-mock")
+    plugins = (f"{UV} --exclude-newer-package=pytest-mock=2020-06-06T00:00:00Z --reinstall-package=pytest-mock "
+               "pytest==4.6.11 pytest-mock")
     assert by_name["pinned-pytest"].install[-1] == plugins
     no_pin = by_name["no-date-pin"]
     assert no_pin.date_pin is None and no_pin.python == "3.9"
@@ -706,8 +706,8 @@ def test_pinned_pytest_goes_before_the_users_extra_commands() -> None:
     spec = infer_env_spec(OLD_REPO, day("2019-06-01"), override)
     install = dict(install_ladder(spec, OLD_REPO, override))["pinned-pytest"].install
     assert install[-2:] == [
-        f"{UV} --exclude-newer 2020-06-06T00:00:00Z --exclude-newer-package setuptools=2020-10-05T00:00:00Z "
-        "--upgrade-package pytest-mock pytest==4.6.11 pytest-mock",
+        f"{UV} --exclude-newer-package=pytest-mock=2020-06-06T00:00:00Z --reinstall-package=pytest-mock "
+        "pytest==4.6.11 pytest-mock",
         f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2020-10-05T00:00:00Z 'attrs<20'"]
 
 
@@ -749,9 +749,12 @@ def test_plugins_are_pinned_with_pytest_also_without_the_date_pin() -> None:
     spec = infer_env_spec(files, day("2018-06-14"))
     assert spec.python == "3.9"
     ladder = dict(install_ladder(spec, files))
-    pinned = (f"{UV} --exclude-newer 2020-06-06T00:00:00Z --exclude-newer-package setuptools=2020-10-05T00:00:00Z "
-              "--upgrade-package pytest-cov --upgrade-package pytest-xprocess --upgrade-package hypothesis "
-              "pytest==4.6.11 pytest-cov==2.5.1 pytest-xprocess hypothesis")
+    # Only the plugins are cut off: pytest 4.6.11's own dependencies (atomicwrites) have no release
+    # of its day left on the index.
+    pinned = (f"{UV} " + " ".join(f"--exclude-newer-package={name}=2020-06-06T00:00:00Z"
+                                  for name in ("pytest-cov", "pytest-xprocess", "hypothesis"))
+              + " --reinstall-package=pytest-cov --reinstall-package=pytest-xprocess --reinstall-package=hypothesis"
+              " pytest==4.6.11 pytest-cov==2.5.1 pytest-xprocess hypothesis")
     assert ladder["pinned-pytest"].install[-1] == pinned
     no_pin = ladder["no-date-pin"].install
     assert no_pin[-2:] == ["python -m pip install uv", pinned]
@@ -760,11 +763,12 @@ def test_plugins_are_pinned_with_pytest_also_without_the_date_pin() -> None:
 
 def test_a_lone_pytest_pin_stays_one_exact_pin() -> None:
     release = pytest_for("2019-07-01", "3.9")
-    assert pytest_pin_commands(release, [], "2019-07-01", "3.9") == ["python -m pip install pytest==4.6.11"]
+    assert pytest_pin_commands(release, [], "2019-07-01") == ["python -m pip install pytest==4.6.11"]
     # A pytest older than the date pin: the plugins resolve as of the date pin, not of pytest's day.
     newer = pytest_for("2022-06-01", "3.9")
-    assert pytest_pin_commands(newer, ["pytest-cov"], "2022-06-01", "3.9")[-1] == (
-        f"{UV} --exclude-newer 2022-06-01T00:00:00Z --upgrade-package pytest-cov pytest==7.1.2 pytest-cov")
+    assert pytest_pin_commands(newer, ["pytest-cov"], "2022-06-01")[-1] == (
+        f"{UV} --exclude-newer-package=pytest-cov=2022-06-01T00:00:00Z --reinstall-package=pytest-cov "
+        "pytest==7.1.2 pytest-cov")
 
 
 @pytest.mark.parametrize(("python", "pin", "editable", "floor"), [

@@ -1049,6 +1049,7 @@ _VALUE_FLAGS = frozenset({
     "-e", "--editable", "-r", "--requirement", "-c", "--constraint", "--group", "-i", "--index-url",
     "--extra-index-url", "-f", "--find-links", "--no-binary", "--only-binary", "--prefix", "--target",
     "--upgrade-package", "--exclude-newer", "--exclude-newer-package", "--python", "--prerelease",
+    "--reinstall-package",
 })
 _UV_RENAMED = {"--pre": ("--prerelease", "allow"), "--no-cache-dir": ("--no-cache",)}
 _UV_DROPPED = frozenset({"--disable-pip-version-check", "--no-warn-script-location", "--no-input"})
@@ -1372,7 +1373,7 @@ def install_ladder(
         release = pytest_for(spec.date_pin, base.python, pytest_requirement)
         # A pytest the user's own commands install is theirs to choose.
         if release is not None and not _installs_pytest(own):
-            pin_commands = pytest_pin_commands(release, _pytest_plugins(logical, project), spec.date_pin, base.python)
+            pin_commands = pytest_pin_commands(release, _pytest_plugins(logical, project), spec.date_pin)
             # Before the override's extra commands, so that what they install has the last word.
             extra = {_canonical(command) for command in override.extra_install} if override else set()
             at = next((i for i, command in enumerate(logical) if _canonical(command) in extra), len(logical))
@@ -1389,25 +1390,25 @@ def install_ladder(
     return distinct
 
 
-def pytest_pin_commands(release: PytestRelease, plugins: list[str], date_pin: str, python: str) -> list[str]:
+def pytest_pin_commands(release: PytestRelease, plugins: list[str], date_pin: str) -> list[str]:
     """The commands that pin pytest to ``release`` in a ladder rung, with its ``plugins`` (requirements).
 
-    Alone, pytest is one exact pin. With plugins, they are resolved again as of the later of the date
-    pin and the day after pytest's upload (``--upgrade-package``, so a newer one installed before is
-    replaced): a plugin of today on an old pytest fails at collection (pytest-xprocess importing
-    ``_pytest._io.TerminalWriter``, pytest-cov passing ``wrapper=True`` to an old pluggy), also
-    in the ``no-date-pin`` rung, which keeps these commands date-pinned for that reason.
+    Alone, pytest is one exact pin. With plugins, each is installed again as of the later of the date
+    pin and the day after pytest's upload (``--exclude-newer-package``, forced with
+    ``--reinstall-package`` so that a newer one installed before is replaced): a plugin of today on
+    an old pytest fails at collection (pytest-xprocess importing ``_pytest._io.TerminalWriter``,
+    pytest-cov passing ``wrapper=True`` to an old pluggy). The ``no-date-pin`` rung keeps these
+    commands as they are. No cut-off applies to the rest: pytest's own dependencies may be newer
+    than the pin (``pytest==4.6.11`` needs atomicwrites, whose releases before 2022 are gone).
     """
     pin = f"pytest=={release.version}"
     if not plugins:
         return [shlex.join(["python", "-m", "pip", "install", pin])]
     day = max(date.fromisoformat(date_pin), release.uploaded + timedelta(days=1)).isoformat()
-    options: list[tuple[str, str | None]] = [("--exclude-newer", f"{day}T00:00:00Z")]
-    if day < (floor := build_floor(DEFAULT_BUILD_FLOOR, python)):
-        options.append(("--exclude-newer-package", f"setuptools={floor}T00:00:00Z"))
     names = list(dict.fromkeys(name for plugin in plugins if (name := _requirement_name(plugin))))
-    options.extend(("--upgrade-package", name) for name in names)
-    return [UV_BOOTSTRAP, shlex.join([*_UV_PREFIX, *_join_args(options, [pin, *plugins])])]
+    options = [*(f"--exclude-newer-package={name}={day}T00:00:00Z" for name in names),
+               *(f"--reinstall-package={name}" for name in names)]
+    return [UV_BOOTSTRAP, shlex.join([*_UV_PREFIX, *options, pin, *plugins])]
 
 
 def _pytest_plugins(commands: list[str], project: _Project) -> list[str]:
