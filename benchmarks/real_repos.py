@@ -173,7 +173,12 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     sample_dir.mkdir(parents=True, exist_ok=True)
     done = {task.instance_id: task for task in read_tasks(sample_dir / "tasks.jsonl")} \
         if (sample_dir / "tasks.jsonl").is_file() else {}
-    write_jsonl(sample_dir / "tasks.jsonl", [done.get(task.instance_id, task) for task in sample])
+    # A task built before is reused only while mining still gives the same task (a changed split
+    # makes it another task: built and validated again).
+    reused = {task.instance_id: done[task.instance_id] for task in sample
+              if task.instance_id in done and _same_task(done[task.instance_id], task)}
+    write_jsonl(sample_dir / "tasks.jsonl", [reused.get(task.instance_id, task) for task in sample])
+    _forget_validations(sample_dir / "validation.jsonl", {task.instance_id for task in sample} - set(reused))
     (sample_dir / SOURCE_FILE).write_text((mined_dir / SOURCE_FILE).read_text())
 
     from repo2env.runtime.build import BuildOptions, build_tasks_dir
@@ -197,6 +202,20 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     row["validated"] = len(records)
     row["rejections"] = dict(Counter(reason for record in records for reason in record.reasons))
     return row
+
+
+def _same_task(built: Task, mined: Task) -> bool:
+    return (built.base_commit, built.patch, built.test_patch) == (mined.base_commit, mined.patch, mined.test_patch)
+
+
+def _forget_validations(path: Path, instance_ids: set[str]) -> None:
+    """Drop the validation records of ``instance_ids`` (tasks about to be built again)."""
+    if not path.is_file():
+        return
+    lines = path.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if not line.strip() or json.loads(line).get("instance_id") not in instance_ids]
+    if len(kept) != len(lines):
+        path.write_text("".join(kept))
 
 
 def _detail_kind(detail: str) -> str:
