@@ -528,10 +528,8 @@ def test_override_is_applied_last() -> None:
                            test_cmd="python -m pytest -x", date_pin="2020-01-01")
     spec = infer_env_spec(files, day("2019-06-01"), override)
     assert (spec.python, spec.python_reason, spec.date_pin) == ("3.11", "override", "2020-01-01")
-    # A pin older than Python 3.11: setuptools may reach 3.11's release day (see build_floor).
-    floor = "--exclude-newer-package setuptools=2022-10-24T00:00:00Z"
-    assert spec.install[1] == f"{UV} --exclude-newer 2020-01-01T00:00:00Z {floor} 'setuptools<58'"
-    assert spec.install[-1] == f"{UV} --exclude-newer 2020-01-01T00:00:00Z {floor} freezegun"
+    assert spec.install[1] == f"{UV} --exclude-newer 2020-01-01T00:00:00Z 'setuptools<58'"
+    assert spec.install[-1] == f"{UV} --exclude-newer 2020-01-01T00:00:00Z freezegun"
     assert spec.test_cmd == "python -m pytest -x"
     assert spec.system_packages == ["libxml2-dev"]
 
@@ -643,9 +641,7 @@ def test_ladder_rungs_in_order_distinct_and_named() -> None:
     assert f"{UV} --exclude-newer 2019-07-01T00:00:00Z {BACKENDS} -e ." in by_name["fewer-extras"].install
     assert not any("-r " in command or "mock" in command for command in by_name["fewer-extras"].install)
     assert by_name["older-python"].python == "3.9"
-    # The same commands, re-pinned for the older Python: its setuptools floor is 3.9's release day.
-    assert by_name["older-python"].install == [
-        command.replace("setuptools=2022-10-24", "setuptools=2020-10-05") for command in spec.install]
+    assert by_name["older-python"].install == spec.install
     assert by_name["pinned-pytest"].python == "3.9"
     # The plugin the tox deps name is resolved again with pytest, as of the day after its upload.
     plugins = (f"{UV} --exclude-newer-package=pytest-mock=2020-06-06T00:00:00Z --reinstall-package=pytest-mock "
@@ -660,7 +656,7 @@ def test_fewer_extras_keeps_the_overrides_own_commands() -> None:
     override = EnvOverride(pre_install=["pip install 'setuptools<58'", "python -m pip install --user legacy"])
     spec = infer_env_spec(OLD_REPO, day("2019-06-01"), override)
     fewer = dict(install_ladder(spec, OLD_REPO, override))["fewer-extras"].install
-    assert (f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2020-10-05T00:00:00Z "
+    assert (f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2019-09-01T00:00:00Z "
             "'setuptools<58'") in fewer
     assert "python -m pip install --user legacy" in fewer
     assert not any("mock" in command for command in fewer)
@@ -708,7 +704,7 @@ def test_pinned_pytest_goes_before_the_users_extra_commands() -> None:
     assert install[-2:] == [
         f"{UV} --exclude-newer-package=pytest-mock=2020-06-06T00:00:00Z --reinstall-package=pytest-mock "
         "pytest==4.6.11 pytest-mock",
-        f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2020-10-05T00:00:00Z 'attrs<20'"]
+        f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2019-09-01T00:00:00Z 'attrs<20'"]
 
 
 def test_override_hash_changes_with_the_override() -> None:
@@ -772,11 +768,12 @@ def test_a_lone_pytest_pin_stays_one_exact_pin() -> None:
 
 
 @pytest.mark.parametrize(("python", "pin", "editable", "floor"), [
-    ("3.9", "2018-07-01", False, "setuptools=2020-10-05"),   # setuptools 40.8 does not import on 3.9
-    ("3.9", "2019-07-01", False, "setuptools=2020-10-05"),
-    ("3.9", "2020-11-01", False, None),
+    ("3.9", "2018-07-01", False, "setuptools=2019-09-01"),   # setuptools 40.8 does not import on 3.9
+    ("3.9", "2019-07-01", False, "setuptools=2019-09-01"),
+    ("3.11", "2019-10-01", False, None),
+    ("3.13", "2020-11-01", False, "setuptools=2023-02-01"),  # nor 65.x (distutils, ImpImporter) on 3.12+
     ("3.9", "2018-07-01", True, "setuptools=2023-01-01"),
-    ("3.13", "2018-07-01", True, "setuptools=2024-10-07"),   # nor 65.x (pkgutil.ImpImporter) on 3.12+
+    ("3.13", "2018-07-01", True, "setuptools=2023-02-01"),
     (None, "2018-07-01", False, "setuptools=2019-03-01"),
     (None, "2019-07-01", False, None),
 ])

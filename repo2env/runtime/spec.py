@@ -1079,16 +1079,19 @@ BUILD_BACKEND_FLOOR = "2023-01-01"
 DEFAULT_BUILD_FLOOR = "2019-03-01"
 
 
-def build_floor(floor: str, python: str | None) -> str:
-    """The upload day a build back-end may reach: ``floor``, or later when ``python`` came out later.
+#: The first upload day of a setuptools that imports on each Python (measured by building a 2013
+#: sdist): before 41.1 (August 2019) setuptools reads ``HTMLParser().unescape``, gone in 3.9; before
+#: 66.1 (January 2023) it needs ``distutils`` and ``pkgutil.ImpImporter``, gone in 3.12. The earliest
+#: day, not the Python's release: old sdists need old setuptools (``Feature``, gone in 46).
+SETUPTOOLS_RUNS_ON = {"3.9": "2019-09-01", "3.10": "2019-09-01", "3.11": "2019-09-01",
+                      "3.12": "2023-02-01", "3.13": "2023-02-01", "3.14": "2023-02-01"}
 
-    A setuptools older than the Python it runs on may not import there (before 41.1, setuptools
-    reads ``HTMLParser().unescape``, gone in 3.9; before 66.1, ``pkgutil.ImpImporter``, gone in
-    3.12), so every sdist a date-pinned install builds on a newer Python fails. The release day of
-    the Python keeps ``use_2to3`` for the old sdists that still run on it.
-    """
-    released = PYTHON_RELEASE_DATES.get(python or "")
-    return max(floor, released.isoformat()) if released else floor
+
+def build_floor(floor: str, python: str | None) -> str:
+    """The upload day a build back-end may reach: ``floor``, or later when an older setuptools does
+    not run on ``python`` (:data:`SETUPTOOLS_RUNS_ON`), which would fail every sdist a date-pinned
+    install builds there."""
+    return max(floor, SETUPTOOLS_RUNS_ON.get(python or "", floor))
 
 
 def _pip_install_args(command: str) -> list[str] | None:
