@@ -417,6 +417,30 @@ def test_install_always_has_the_project_first_and_pytest_last(files: DictRepoFil
     assert any(" -e " in command for command in commands[:2]) == installable
 
 
+SETUP_PY_EXTRAS_BY_KEY = """
+import platform, sys
+from setuptools import setup
+
+EXTRAS_REQUIRE = {
+    "docs": ["sphinx"],
+    "tests_no_zope": ["hypothesis", "pytest>=4.3.0"],
+}
+if sys.version_info[:2] >= (3, 6) and platform.python_implementation() != "PyPy":
+    EXTRAS_REQUIRE["tests_no_zope"].extend(["mypy"])
+EXTRAS_REQUIRE["tests"] = EXTRAS_REQUIRE["tests_no_zope"] + ["zope.interface"]
+EXTRAS_REQUIRE["dev"] = EXTRAS_REQUIRE["tests"] + EXTRAS_REQUIRE["docs"] + ["pre-commit"]
+
+setup(name="attrs", extras_require=EXTRAS_REQUIRE)
+"""
+
+
+def test_extras_added_by_key_after_the_dict_are_found() -> None:
+    # attrs 2021: the "tests" extra is assigned by key, from another extra; without it the suite's
+    # hypothesis is never installed and every rung fails at collection.
+    files = repo(setup_py=SETUP_PY_EXTRAS_BY_KEY)
+    assert "python -m pip install -e '.[tests]'" in infer_install(files)
+
+
 def test_textkit_demo_shape() -> None:
     files = DictRepoFiles({"pyproject.toml": TEXTKIT_PYPROJECT, "src/textkit/__init__.py": "",
                            "tests/test_slug.py": "from textkit import slugify\n"})
