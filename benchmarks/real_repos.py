@@ -174,9 +174,10 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     done = {task.instance_id: task for task in read_tasks(sample_dir / "tasks.jsonl")} \
         if (sample_dir / "tasks.jsonl").is_file() else {}
     # A task built before is reused only while mining still gives the same task (a changed split
-    # makes it another task: built and validated again).
+    # makes it another task) and its env was built: the rest are built and validated again.
     reused = {task.instance_id: done[task.instance_id] for task in sample
-              if task.instance_id in done and _same_task(done[task.instance_id], task)}
+              if task.instance_id in done and _same_task(done[task.instance_id], task)
+              and done[task.instance_id].env_spec is not None and done[task.instance_id].env_spec.status == "env_ok"}
     write_jsonl(sample_dir / "tasks.jsonl", [reused.get(task.instance_id, task) for task in sample])
     _forget_validations(sample_dir / "validation.jsonl", {task.instance_id for task in sample} - set(reused))
     (sample_dir / SOURCE_FILE).write_text((mined_dir / SOURCE_FILE).read_text())
