@@ -8,11 +8,13 @@ For each development repository found locally (bare or full clones named ``owner
 project; or an explicit ``REPO2ENV_REAL_REPOS=path1:path2``), it
 
 1. counts the merged PRs in the history independently of the miner: PR numbers named by a commit
-   reachable from the default branch (``Merge pull request #N``, ``... (#N)``) and ``refs/pull/N/head``
-   refs that the default branch contains;
-2. mines the whole history offline (``--allow-no-issue``) and compares what it found;
+   reachable from the default branch (``Merge pull request #N``, ``... (#N)``; with ``refs/pull/*``
+   present, only numbers that have one) and ``refs/pull/N/head`` refs that the default branch contains;
+2. mines the whole history offline (``--allow-no-issue``) and compares what it found (kept, rejected
+   for a reason other than ``not_merged``, or landed as part of another PR);
 3. picks a fixed sample of kept tasks spread over the years 2018-2025 (``--per-repo``, default 8:
-   round-robin over the years, in each year the PR nearest mid-year first), builds and validates it
+   round-robin over the years, in each year the PR nearest mid-year first, a year without candidates
+   handing its pick on to the next year), builds and validates it
    with the default policy;
 4. prints per repository and overall: PRs found vs merged PRs in history, env built, accepted, and the
    reasons for the rest; writes ``results.json`` in the output folder.
@@ -88,11 +90,16 @@ def default_branch(clone: Path) -> str:
 
 
 def merged_prs_in_history(clone: Path, branch: str) -> set[int]:
-    """PR numbers the default branch's history says were merged (the miner's yardstick, counted apart)."""
+    """PR numbers the default branch's history says were merged (the miner's yardstick, counted apart).
+
+    GitHub keeps ``refs/pull/N/head`` for every PR, so where a clone has those refs, a subject's
+    ``#N`` without one names an issue (``Fix deepcopy of MultiDict (#435)``), not a PR."""
+    pull_refs = {int(parts[2]) for ref in _git(clone, "for-each-ref", "--format=%(refname)", "refs/pull/").split()
+                 if len(parts := ref.split("/")) == 4 and parts[3] == "head" and parts[2].isdigit()}
     numbers = set()
     for subject in _git(clone, "log", branch, "--format=%s").splitlines():
         match = _MERGE_SUBJECT.match(subject) or _SQUASH_SUBJECT.search(subject)
-        if match:
+        if match and (not pull_refs or int(match.group(1)) in pull_refs):
             numbers.add(int(match.group(1)))
     for ref in _git(clone, "for-each-ref", "--merged", branch, "--format=%(refname)", "refs/pull/").split():
         parts = ref.split("/")
@@ -112,10 +119,16 @@ def pick_sample(tasks: list[Task], per_repo: int) -> list[Task]:
         middle = datetime(year, 7, 1).timestamp()
         bucket.sort(key=lambda task: (abs(_timestamp(task.created_at) - middle), task.pull_number))
     sample: list[Task] = []
+    # A year without a candidate hands its pick on to the next year (not back to 2018), so the
+    # sample stays spread over the span even where a project was quiet.
+    carried = 0
     while len(sample) < per_repo and any(by_year.values()):
         for year in YEARS:
-            if by_year[year] and len(sample) < per_repo:
-                sample.append(by_year[year].pop(0))
+            wanted = min(1 + carried, per_repo - len(sample))
+            taken = by_year[year][:wanted]
+            del by_year[year][:wanted]
+            sample.extend(taken)
+            carried = wanted - len(taken)
     return sorted(sample, key=lambda task: task.created_at)
 
 
@@ -135,11 +148,16 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     row["mine_s"] = round(time.perf_counter() - began, 1)
     funnel = result.funnel
     kept = read_tasks(mined_dir / "tasks.jsonl")
+    # A PR whose head landed as part of another PR (same commits) is found: the miner names where
+    # its changes are, and mines them once, under the other PR.
+    landed_with_other = {rejection.pull_number for rejection in funnel.rejections
+                         if rejection.reason == "not_merged" and "landed as part of PR" in (rejection.detail or "")}
     found = {task.pull_number for task in kept} | {
-        rejection.pull_number for rejection in funnel.rejections if rejection.reason != "not_merged"}
+        rejection.pull_number for rejection in funnel.rejections if rejection.reason != "not_merged"} | landed_with_other
     not_merged = [rejection for rejection in funnel.rejections if rejection.reason == "not_merged"]
     row.update({
         "merged_in_history": len(truth), "found": len(found & truth), "found_beyond_history_count": len(found - truth),
+        "found_as_part_of_another": len(landed_with_other & truth),
         "missed": sorted(truth - found)[:50], "missed_count": len(truth - found),
         "not_merged": len(not_merged),
         "not_merged_details": dict(Counter(_detail_kind(rejection.detail) for rejection in not_merged).most_common(8)),
@@ -155,7 +173,13 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     sample_dir.mkdir(parents=True, exist_ok=True)
     done = {task.instance_id: task for task in read_tasks(sample_dir / "tasks.jsonl")} \
         if (sample_dir / "tasks.jsonl").is_file() else {}
-    write_jsonl(sample_dir / "tasks.jsonl", [done.get(task.instance_id, task) for task in sample])
+    # A task built before is reused only while mining still gives the same task (a changed split
+    # makes it another task) and its env was built: the rest are built and validated again.
+    reused = {task.instance_id: done[task.instance_id] for task in sample
+              if task.instance_id in done and _same_task(done[task.instance_id], task)
+              and done[task.instance_id].env_spec is not None and done[task.instance_id].env_spec.status == "env_ok"}
+    write_jsonl(sample_dir / "tasks.jsonl", [reused.get(task.instance_id, task) for task in sample])
+    _forget_validations(sample_dir / "validation.jsonl", {task.instance_id for task in sample} - set(reused))
     (sample_dir / SOURCE_FILE).write_text((mined_dir / SOURCE_FILE).read_text())
 
     from repo2env.pipeline.stages import build_tasks_dir
@@ -183,6 +207,20 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     return row
 
 
+def _same_task(built: Task, mined: Task) -> bool:
+    return (built.base_commit, built.patch, built.test_patch) == (mined.base_commit, mined.patch, mined.test_patch)
+
+
+def _forget_validations(path: Path, instance_ids: set[str]) -> None:
+    """Drop the validation records of ``instance_ids`` (tasks about to be built again)."""
+    if not path.is_file():
+        return
+    lines = path.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if not line.strip() or json.loads(line).get("instance_id") not in instance_ids]
+    if len(kept) != len(lines):
+        path.write_text("".join(kept))
+
+
 def _detail_kind(detail: str) -> str:
     return re.sub(r"[0-9a-f]{7,40}|#\d+|\d+", "N", detail or "(no detail)")[:90]
 
@@ -193,7 +231,8 @@ def _reason_kind(reason: str) -> str:
 
 def print_row(row: dict) -> None:
     print(f"[{row['repo']}] merged PRs in history {row['merged_in_history']}, found {row['found']} "
-          f"(+{row['found_beyond_history_count']} beyond the simple count), missed {row['missed_count']}"
+          f"({row.get('found_as_part_of_another', 0)} of them landed as part of another PR; "
+          f"+{row['found_beyond_history_count']} beyond the simple count), missed {row['missed_count']}"
           f"{' e.g. ' + ', '.join(f'#{n}' for n in row['missed'][:8]) if row['missed'] else ''}; "
           f"mined in {row['mine_s']} s")
     print(f"[{row['repo']}]   not merged: {row['not_merged']} {row['not_merged_details'] or ''}")

@@ -285,3 +285,31 @@ def test_a_collection_hang_gets_a_warmup_and_a_changed_override_rebuilds(docker_
     spec = read_tasks(folder / "tasks.jsonl")[0].env_spec
     assert (spec.rung, spec.warmup, spec.needs_network) == ("inferred", override.warmup, True)
     assert build_tasks_dir(folder, runtime=runtime, options=with_override).reused == 1
+
+
+def test_tests_that_collect_but_cannot_run_fail_the_rung(docker_client, tmp_path):
+    """Collection passes, but every test run stops with an INTERNALERROR (a run-time hook breaks, as
+    a filterwarnings naming a module the rung left out does): the rung fails and says why."""
+    from repo2env.runtime.spec.overrides import EnvOverride
+
+    repo = tmp_path / "hooklib"
+    _git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    base = _commit(repo, {
+        "pyproject.toml": '[project]\nname = "hooklib"\nversion = "1.0"\nrequires-python = ">=3.9"\n',
+        "hooklib/__init__.py": "",
+        "conftest.py": "def pytest_runtest_protocol(item, nextitem):\n    raise RuntimeError('broken at run time')\n",
+        "tests/test_one.py": "def test_one():\n    assert True\n",
+    }, "hooks")
+    task = Task(instance_id="acme__hooklib-1", repo="acme/hooklib", pull_number=1, base_commit=base, patch="",
+                test_patch="diff --git a/tests/test_one.py b/tests/test_one.py\n", problem_statement="x",
+                created_at="2021-05-03T10:00:00Z")
+    folder = tmp_path / "tasks"
+    write_jsonl(folder / "tasks.jsonl", [task])
+    (folder / "source.json").write_text(f'{{"repo": "acme/hooklib", "clone_path": "{repo}", "source": "test"}}')
+    # One rung only: the Python and the (absent) date pin are fixed.
+    override = EnvOverride(python="3.11", date_pin=False)
+    summary = build_tasks_dir(folder, runtime=DockerRuntime(docker_client),
+                              options=BuildOptions(overrides={"acme/hooklib": override}))
+    spec = read_tasks(folder / "tasks.jsonl")[0].env_spec
+    assert summary.failed == 1 and spec.status == "env_failed"
+    assert "cannot run (INTERNALERROR)" in spec.error and "broken at run time" in spec.error

@@ -127,7 +127,7 @@ def test_stages_use_the_runtime_protocol_not_a_backend():
         target = PACKAGE.parent / place
         for path in [target] if target.is_file() else sorted(target.rglob("*.py")):
             backends = {name for name in _file_imports(path)
-                        if name.startswith(("repo2env.runtime.backends", "repo2env.runtime.docker_backend"))
+                        if name.startswith("repo2env.runtime.backends")
                         or name.split(".")[0] == "docker"}
             if backends:
                 offenders[str(path.relative_to(PACKAGE.parent))] = sorted(backends)

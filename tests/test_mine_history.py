@@ -355,3 +355,70 @@ def test_batch_object_readers_agree_with_git(history_repo):
             assert ids[query] is None and query not in blobs
         assert (query in trees) == (kind == "tree")
     assert blobs and trees  # both kinds were really asked for
+
+
+def test_a_test_configuration_change_alone_is_no_test_change(tmp_path):
+    """A PR whose only change on the test side is tox.ini (a CI matrix, a lint pin) has no test to
+    fail before its fix; one that also changes a test module is kept."""
+    repo = Repo(tmp_path / "config")
+    repo.path.mkdir()
+    repo.git("init", "-q", "-b", "main")
+    repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": "def test_a():\n    pass\n",
+                                   "tox.ini": "[tox]\nenvlist = py38\n"})
+    repo.git("checkout", "-q", "-b", "matrix")
+    repo.pull_ref(1, repo.commit("Test on 3.9", {"src/widget/__init__.py": "VERSION = 2\n",
+                                                 "tox.ini": "[tox]\nenvlist = py38,py39\n"}, who=ADA))
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "matrix", "-m", "Merge pull request #1 from ada/matrix")
+    repo.git("checkout", "-q", "-b", "real")
+    repo.pull_ref(2, repo.commit("Add three", {"src/widget/three.py": "THREE = 3\n",
+                                               "tox.ini": "[tox]\nenvlist = py38,py39,py310\n",
+                                               "tests/test_three.py": "from widget.three import THREE\n"}, who=ADA))
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "real", "-m", "Merge pull request #2 from ada/real")
+    result = mine(GitSource(repo.path, repo="acme/widget"), tmp_path / "out", MineOptions(allow_no_issue=True))
+    assert [task.pull_number for task in result.new_tasks] == [2]
+    assert [(r.pull_number, r.reason, r.detail) for r in result.funnel.rejections] == [
+        (1, "no_test_changes", "only test configuration: tox.ini")]
+
+
+def test_a_head_that_is_another_prs_merge_landed_as_that_pr(tmp_path):
+    """A PR opened from a branch whose tip is PR #1's merge commit brings nothing of its own: it is
+    not mined twice, and its reason names the PR it landed as."""
+    repo = Repo(tmp_path / "again")
+    repo.path.mkdir()
+    repo.git("init", "-q", "-b", "main")
+    repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": ""})
+    repo.git("checkout", "-q", "-b", "one")
+    repo.pull_ref(1, repo.fix("one", "Add one"))
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "one", "-m", "Merge pull request #1 from ada/one\n\nAdd one")
+    merge = repo.git("rev-parse", "HEAD")
+    repo.pull_ref(2, merge)
+    result = mine(GitSource(repo.path, repo="acme/widget"), tmp_path / "out", MineOptions(allow_no_issue=True))
+    assert [task.pull_number for task in result.new_tasks] == [1]
+    assert [(r.pull_number, r.reason, r.detail) for r in result.funnel.rejections] == [
+        (2, "not_merged", f"its head {merge[:12]} landed as part of PR #1")]
+
+
+def test_a_fast_forwarded_merge_head_is_the_landing(tmp_path):
+    """A maintainer merges the maintenance branch locally, opens PR #2 from that merge and then
+    fast-forwards main onto it: the merge is PR #2's landing, based where main stood."""
+    repo = Repo(tmp_path / "ffmerge")
+    repo.path.mkdir()
+    repo.git("init", "-q", "-b", "main")
+    repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": ""})
+    repo.git("checkout", "-q", "-b", "1.0.x")
+    repo.fix("patchy", "Fix patchy on 1.0.x")
+    repo.git("checkout", "-q", "main")
+    before = repo.commit("Unrelated work on main", {"src/widget/other.py": "OTHER = 1\n"})
+    repo.git("merge", "-q", "--no-ff", "1.0.x", "-m", "Merge branch '1.0.x'")
+    merge = repo.git("rev-parse", "HEAD")
+    repo.pull_ref(2, merge)
+    result = mine(GitSource(repo.path, repo="acme/widget"), tmp_path / "out", MineOptions(allow_no_issue=True))
+    assert result.funnel.rejections == []
+    [task] = result.new_tasks
+    assert task.pull_number == 2
+    assert task.base_commit == repo.merge_base(before, repo.git("rev-parse", "1.0.x"))
+    assert "src/widget/patchy.py" in task.patch and "tests/test_patchy.py" in task.test_patch
+    assert "other.py" not in task.patch

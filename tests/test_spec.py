@@ -3,6 +3,7 @@ overrides and the install ladder. Pure functions, so no Docker and no network.""
 
 from __future__ import annotations
 
+import re
 import shlex
 import textwrap
 from datetime import UTC, datetime, timedelta, timezone
@@ -30,6 +31,7 @@ from repo2env.runtime.spec import (
     load_yaml_text,
     pinned_install,
     pytest_for,
+    pytest_pin_commands,
 )
 from repo2env.runtime.spec.overrides import EnvOverride, load_overrides, overrides_from_document
 
@@ -415,6 +417,30 @@ def test_install_always_has_the_project_first_and_pytest_last(files: DictRepoFil
     assert any(" -e " in command for command in commands[:2]) == installable
 
 
+SETUP_PY_EXTRAS_BY_KEY = """
+import platform, sys
+from setuptools import setup
+
+EXTRAS_REQUIRE = {
+    "docs": ["sphinx"],
+    "tests_no_zope": ["hypothesis", "pytest>=4.3.0"],
+}
+if sys.version_info[:2] >= (3, 6) and platform.python_implementation() != "PyPy":
+    EXTRAS_REQUIRE["tests_no_zope"].extend(["mypy"])
+EXTRAS_REQUIRE["tests"] = EXTRAS_REQUIRE["tests_no_zope"] + ["zope.interface"]
+EXTRAS_REQUIRE["dev"] = EXTRAS_REQUIRE["tests"] + EXTRAS_REQUIRE["docs"] + ["pre-commit"]
+
+setup(name="attrs", extras_require=EXTRAS_REQUIRE)
+"""
+
+
+def test_extras_added_by_key_after_the_dict_are_found() -> None:
+    # attrs 2021: the "tests" extra is assigned by key, from another extra; without it the suite's
+    # hypothesis is never installed and every rung fails at collection.
+    files = repo(setup_py=SETUP_PY_EXTRAS_BY_KEY)
+    assert "python -m pip install -e '.[tests]'" in infer_install(files)
+
+
 def test_textkit_demo_shape() -> None:
     files = DictRepoFiles({"pyproject.toml": TEXTKIT_PYPROJECT, "src/textkit/__init__.py": "",
                            "tests/test_slug.py": "from textkit import slugify\n"})
@@ -641,17 +667,21 @@ def test_ladder_rungs_in_order_distinct_and_named() -> None:
     assert by_name["older-python"].python == "3.9"
     assert by_name["older-python"].install == spec.install
     assert by_name["pinned-pytest"].python == "3.9"
-    assert by_name["pinned-pytest"].install[-1] == f"{UV} pytest==4.6.11"
+    # The plugin the tox deps name is resolved again with pytest, as of the day after its upload.
+    plugins = (f"{UV} --exclude-newer-package=pytest-mock=2020-06-06T00:00:00Z --reinstall-package=pytest-mock "
+               "pytest==4.6.11 pytest-mock")
+    assert by_name["pinned-pytest"].install[-1] == plugins
     no_pin = by_name["no-date-pin"]
     assert no_pin.date_pin is None and no_pin.python == "3.9"
-    assert no_pin.install == [*infer_install(OLD_REPO), "python -m pip install pytest==4.6.11"]
+    assert no_pin.install == [*infer_install(OLD_REPO), "python -m pip install uv", plugins]
 
 
 def test_fewer_extras_keeps_the_overrides_own_commands() -> None:
     override = EnvOverride(pre_install=["pip install 'setuptools<58'", "python -m pip install --user legacy"])
     spec = infer_env_spec(OLD_REPO, day("2019-06-01"), override)
     fewer = dict(install_ladder(spec, OLD_REPO, override))["fewer-extras"].install
-    assert f"{UV} --exclude-newer 2019-07-01T00:00:00Z 'setuptools<58'" in fewer
+    assert (f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2019-09-01T00:00:00Z "
+            "'setuptools<58'") in fewer
     assert "python -m pip install --user legacy" in fewer
     assert not any("mock" in command for command in fewer)
 
@@ -695,7 +725,10 @@ def test_pinned_pytest_goes_before_the_users_extra_commands() -> None:
     override = EnvOverride(extra_install=["python -m pip install 'attrs<20'"])
     spec = infer_env_spec(OLD_REPO, day("2019-06-01"), override)
     install = dict(install_ladder(spec, OLD_REPO, override))["pinned-pytest"].install
-    assert install[-2:] == [f"{UV} pytest==4.6.11", f"{UV} --exclude-newer 2019-07-01T00:00:00Z 'attrs<20'"]
+    assert install[-2:] == [
+        f"{UV} --exclude-newer-package=pytest-mock=2020-06-06T00:00:00Z --reinstall-package=pytest-mock "
+        "pytest==4.6.11 pytest-mock",
+        f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2019-09-01T00:00:00Z 'attrs<20'"]
 
 
 def test_override_hash_changes_with_the_override() -> None:
@@ -724,6 +757,55 @@ def test_ladder_respects_requires_python_and_overrides() -> None:
     older_blocked = infer_env_spec(files, day("2025-02-01"), EnvOverride(python="3.11"))
     assert "older-python" not in dict(install_ladder(older_blocked, files))
     assert "older-python" not in dict(install_ladder(spec, files, EnvOverride(python="3.13")))
+
+
+def test_plugins_are_pinned_with_pytest_also_without_the_date_pin() -> None:
+    # A 2018 project whose tox deps and test requirement file name plugins: on the image's Python
+    # the pinned pytest is 4.6.11, and today's pytest-xprocess / pytest-cov do not run on it.
+    files = repo({"requirements/tests.txt": "pytest-cov==2.5.1\nrequests\n# pytest-skipped\n"},
+                 setup_py="from setuptools import setup\nsetup(name='old')\n",
+                 tox_ini="[testenv]\ndeps =\n    -r{toxinidir}/requirements/tests.txt\n    pytest\n"
+                         "    pytest-xprocess\n    hypothesis\n    coverage\ncommands = pytest\n")
+    spec = infer_env_spec(files, day("2018-06-14"))
+    assert spec.python == "3.9"
+    ladder = dict(install_ladder(spec, files))
+    # Only the plugins are cut off: pytest 4.6.11's own dependencies (atomicwrites) have no release
+    # of its day left on the index.
+    pinned = (f"{UV} " + " ".join(f"--exclude-newer-package={name}=2020-06-06T00:00:00Z"
+                                  for name in ("pytest-cov", "pytest-xprocess", "hypothesis"))
+              + " --reinstall-package=pytest-cov --reinstall-package=pytest-xprocess --reinstall-package=hypothesis"
+              " pytest==4.6.11 pytest-cov==2.5.1 pytest-xprocess hypothesis")
+    assert ladder["pinned-pytest"].install[-1] == pinned
+    no_pin = ladder["no-date-pin"].install
+    assert no_pin[-2:] == ["python -m pip install uv", pinned]
+    assert not any("--exclude-newer" in command for command in no_pin[:-1])
+
+
+def test_a_lone_pytest_pin_stays_one_exact_pin() -> None:
+    release = pytest_for("2019-07-01", "3.9")
+    assert pytest_pin_commands(release, [], "2019-07-01") == ["python -m pip install pytest==4.6.11"]
+    # A pytest older than the date pin: the plugins resolve as of the date pin, not of pytest's day.
+    newer = pytest_for("2022-06-01", "3.9")
+    assert pytest_pin_commands(newer, ["pytest-cov"], "2022-06-01")[-1] == (
+        f"{UV} --exclude-newer-package=pytest-cov=2022-06-01T00:00:00Z --reinstall-package=pytest-cov "
+        "pytest==7.1.2 pytest-cov")
+
+
+@pytest.mark.parametrize(("python", "pin", "editable", "floor"), [
+    ("3.9", "2018-07-01", False, "setuptools=2019-09-01"),   # setuptools 40.8 does not import on 3.9
+    ("3.9", "2019-07-01", False, "setuptools=2019-09-01"),
+    ("3.11", "2019-10-01", False, None),
+    ("3.13", "2020-11-01", False, "setuptools=2023-02-01"),  # nor 65.x (distutils, ImpImporter) on 3.12+
+    ("3.9", "2018-07-01", True, "setuptools=2023-01-01"),
+    ("3.13", "2018-07-01", True, "setuptools=2023-02-01"),
+    (None, "2018-07-01", False, "setuptools=2019-03-01"),
+    (None, "2019-07-01", False, None),
+])
+def test_setuptools_floor_follows_the_python(python: str | None, pin: str, editable: bool, floor: str | None) -> None:
+    command = "python -m pip install -e ." if editable else "python -m pip install requests"
+    pinned = pinned_install([command], pin, python)[-1]
+    found = re.search(r"setuptools=(\d{4}-\d\d-\d\d)", pinned)
+    assert (f"setuptools={found.group(1)}" if found else None) == floor
 
 
 def test_ladder_specs_are_valid_env_specs() -> None:

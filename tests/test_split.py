@@ -123,6 +123,7 @@ CLASSIFY_CASES = [
     ("pkg/core_test.py", "test"),
     ("pkg/core_tests.py", "test"),
     ("myapp/tests.py", "test"),
+    ("test.py", "test"),
     ("conftest.py", "test"),
     ("src/conftest.py", "test"),
     ("docs/conftest.py", "test"),
@@ -136,6 +137,8 @@ CLASSIFY_CASES = [
     ("contest.py", "source"),
     ("testing_utils.py", "source"),
     ("src/pkg/testing.py", "source"),
+    ("src/werkzeug/test.py", "source"),  # the test client the package ships (werkzeug.test)
+    ("pkg/test.py", "source"),
     ("pytest_plugin.py", "source"),
     ("src/pkg/protest/x.py", "source"),
     ("src/pkg/Test_helpers.py", "source"),

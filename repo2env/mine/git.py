@@ -129,6 +129,10 @@ class GitSource:
                 continue
             landing = self._landing_of_head(number, head, landings)
             if landing is None:
+                if head in claimed:
+                    # Its head is another PR's merge commit (a PR opened from a branch that already
+                    # held that merge): what it brought landed as that PR.
+                    self._shadowed[number] = claimed[head]
                 continue
             owner = claimed.get(landing.commit) or claimed.get(landing.head)
             if owner is not None:
@@ -213,6 +217,12 @@ class GitSource:
             merge = self._merges_by_parent().get(head)
             if merge is not None:
                 return _Landing(number, merge, head, "merge", "", "")
+            if len(commit.parents) >= 2 and history.on_mainline(head) and head not in {
+                    landing.commit for landing in landings.values()}:
+                # A merge made locally ("Merge branch '3.0.x'"), pushed as the PR's head, then
+                # fast-forwarded onto the branch: the merge itself is the landing.
+                title, _, body = commit.message.partition("\n")
+                return _Landing(number, head, commit.parents[1], "merge", title, body.strip())
             landed_by_others = {landing.commit for landing in landings.values()}
             own = []
             current: CommitInfo | None = commit

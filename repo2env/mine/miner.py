@@ -20,7 +20,7 @@ from repo2env.mine.history import GitHistory, major_minor
 from repo2env.mine.leaks import strip_leaks
 from repo2env.mine.linking import pr_closing_refs
 from repo2env.mine.source import Issue, PullRequest, Source
-from repo2env.mine.split import SplitDiff, split_diff
+from repo2env.mine.split import TEST_CONFIG_FILES, SplitDiff, split_diff
 from repo2env.models import Funnel, FunnelRun, RepositoryRecord, Task
 
 STAGE = "mine"
@@ -289,6 +289,10 @@ def _diff_rejection(parts: SplitDiff, options: MineOptions, funnel: Funnel) -> t
     funnel.count("has_source_change")
     if not parts.test_files:
         return "no_test_changes", ", ".join(parts.source_files[:5])
+    if all(path.rpartition("/")[2] in TEST_CONFIG_FILES for path in parts.test_files):
+        # A tox.ini/pytest.ini edit alone (a CI matrix, a lint pin) changes no test: every test
+        # passes before the fix as after it, and the task could only end as no_f2p.
+        return "no_test_changes", "only test configuration: " + ", ".join(parts.test_files[:5])
     funnel.count("has_test_change")
     files = len(parts.source_files) + len(parts.test_files)
     lines = parts.added_lines + parts.removed_lines

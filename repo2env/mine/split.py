@@ -10,8 +10,9 @@ How a path is classified (:func:`classify_path`), first rule that matches wins:
 1. **test** -- anything under a test tree: a directory at any depth named (any case) ``test``, ``tests``,
    ``testing``, ``testsuite``, ``__tests__``, ``test_*``/``tests-*`` or ``*_test(s)``/``*-test(s)``
    (``unit_tests/``, ``test_data/``), data and config files included (``tests/pytest.ini``,
-   ``tests/data/x.json``); a file named ``test_*.py``, ``*_test.py``, ``*_tests.py``, ``test.py``,
-   ``tests.py`` (Django's convention) or ``conftest.py`` anywhere; ``pytest.ini`` and ``tox.ini``
+   ``tests/data/x.json``); a file named ``test_*.py``, ``*_test.py``, ``*_tests.py``, ``tests.py``
+   (Django's convention) or ``conftest.py`` anywhere, or ``test.py`` at the top level (inside a
+   package, ``test.py`` is an API such as ``werkzeug.test``, the test client the package ships); ``pytest.ini`` and ``tox.ini``
    anywhere, because the grader resets those test-config files before adding the PR's tests, so a
    change to them must travel with the tests. A bare substring is never enough: ``src/_pytest/main.py``,
    ``latest/foo.py``, ``src/attestation.py``, ``contest.py``, ``pytest_plugin.py`` and a top-level
@@ -42,8 +43,11 @@ _TEST_DIR = re.compile(
     re.IGNORECASE,
 )
 # Case-sensitive on purpose: pytest's and unittest's discovery patterns are.
-_TEST_FILE = re.compile(r"test_[^/]*\.py|[^/]*_tests?\.py|tests?\.py|conftest\.py")
+_TEST_FILE = re.compile(r"test_[^/]*\.py|[^/]*_tests?\.py|tests\.py|conftest\.py")
 _TEST_CONFIG_FILES = frozenset({"pytest.ini", "tox.ini"})
+#: Test files that configure the test run and hold no test: a diff whose test part is only these
+#: changes how tests run, not what they check (the miner does not count it as a test change).
+TEST_CONFIG_FILES = _TEST_CONFIG_FILES
 
 _AUX_DIR = re.compile(
     r"(?:^|/)(?:docs?|changelog\.d|changelog|changes|newsfragments|news|release[-_]?notes)/",
@@ -87,7 +91,8 @@ def classify_path(path: str) -> PathKind:
         path = path[2:]
     slash = path.rfind("/")
     directory, name = path[: slash + 1], path[slash + 1 :]
-    if _TEST_DIR.search(directory) or _TEST_FILE.fullmatch(name) or name in _TEST_CONFIG_FILES:
+    if _TEST_DIR.search(directory) or _TEST_FILE.fullmatch(name) or name in _TEST_CONFIG_FILES \
+            or (not directory and name == "test.py"):
         return "test"
     dot = name.rfind(".")
     extension = name[dot:].lower() if dot > 0 else ""

@@ -249,14 +249,33 @@ def _image_problem(runtime: Runtime, image: str, task: Task, own: OwnCode, *, ed
         existing = [path for path in touched if sandbox.exec(["test", "-f", path], timeout=10).exit_code == 0]
         command = f"python -m pytest --collect-only -q -p no:cacheprovider {' '.join(map(shlex.quote, existing))}"
         result = sandbox.exec(command, timeout=timeout_s)
+        ran = _run_one_test(sandbox, result.output, timeout_s) if result.exit_code == 0 else None
     with log_path.open("a") as log:
         log.write(f"$ {command}\n{result.output}\n(exit {result.exit_code})\n")
+        if ran is not None:
+            log.write(f"$ {ran[0]}\n{ran[1].output}\n(exit {ran[1].exit_code})\n")
     if result.timed_out:
         return f"{COLLECTION_TIMEOUT} after {timeout_s:.0f} s"
     if result.exit_code not in (0, 5):  # 5: nothing collected, which is not a broken environment
         lines = [line for line in result.output.splitlines() if "Error" in line or "error" in line]
         return f"test collection failed (exit {result.exit_code}): {(lines[-1] if lines else result.output[-200:]).strip()[:200]}"
+    if ran is not None and not ran[1].timed_out and (ran[1].exit_code == 3 or "INTERNALERROR>" in ran[1].output):
+        lines = [line for line in ran[1].output.splitlines() if line.startswith("INTERNALERROR>")]
+        return f"tests collect but cannot run (INTERNALERROR): {(lines[-1] if lines else ran[1].output[-200:]).strip()[:200]}"
     return None
+
+
+def _run_one_test(sandbox, collected: str, timeout_s: float):
+    """(command, result) of running the first test the collection listed, or None when it listed none.
+
+    Collection does not run pytest's run-time hooks: a ``filterwarnings`` naming a module a rung left
+    out (werkzeug's ``requests.packages.urllib3``) or a plugin broken at run time stops every test
+    with an INTERNALERROR, which only a run shows. Whether the test passes does not matter here."""
+    first = next((line.strip() for line in collected.splitlines() if "::" in line and not line.startswith(" ")), None)
+    if first is None:
+        return None
+    command = f"python -m pytest -q -p no:cacheprovider -x {shlex.quote(first)}"
+    return command, sandbox.exec(command, timeout=min(timeout_s, 120))
 
 
 def _patch_paths(patch: str) -> list[str]:

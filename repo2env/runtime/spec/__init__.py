@@ -24,7 +24,13 @@ ladder) and ``failures`` (why an install failed, read from its log).
 
 from __future__ import annotations
 
-from repo2env.runtime.spec.env_spec import LADDER_RUNGS, infer_env_spec, install_ladder, pytest_for
+from repo2env.runtime.spec.env_spec import (
+    LADDER_RUNGS,
+    infer_env_spec,
+    install_ladder,
+    pytest_for,
+    pytest_pin_commands,
+)
 from repo2env.runtime.spec.failures import MISSING_COMPILER, build_packages_needed, install_failure_reason
 from repo2env.runtime.spec.files import DictRepoFiles, RepoFiles
 from repo2env.runtime.spec.install import (
@@ -37,7 +43,9 @@ from repo2env.runtime.spec.pinning import (
     BUILD_BACKEND_FLOOR,
     BUILD_BACKENDS,
     DEFAULT_BUILD_FLOOR,
+    SETUPTOOLS_RUNS_ON,
     UV_BOOTSTRAP,
+    build_floor,
     date_pin,
     pinned_install,
 )
@@ -61,8 +69,9 @@ from repo2env.settings import load_yaml_text
 __all__ = [
     "ADOPTION_GRACE", "AVAILABLE_PYTHONS", "BUILD_BACKENDS", "BUILD_BACKEND_FLOOR", "COMPILER_PACKAGES",
     "DEFAULT_BUILD_FLOOR", "DEFAULT_TEST_CMD", "KNOWN_PYTHONS", "LADDER_RUNGS", "MAX_REQUIREMENT_ALTERNATIVES",
-    "MISSING_COMPILER", "PIP_INSTALL", "PIP_UPGRADE", "PYTEST_RELEASES", "PYTHON_RELEASE_DATES", "UV_BOOTSTRAP",
-    "WARMUP_COLLECT", "DictRepoFiles", "PytestRelease", "RepoFiles", "build_packages_needed", "date_pin",
+    "MISSING_COMPILER", "PIP_INSTALL", "PIP_UPGRADE", "PYTEST_RELEASES", "PYTHON_RELEASE_DATES", "SETUPTOOLS_RUNS_ON", "UV_BOOTSTRAP",
+    "WARMUP_COLLECT", "DictRepoFiles", "PytestRelease", "RepoFiles", "build_floor", "build_packages_needed", "date_pin",
     "infer_env_spec", "infer_install", "infer_python", "infer_system_packages", "infer_test_cmd",
     "install_failure_reason", "install_ladder", "load_yaml_text", "pinned_install", "pytest_for",
+    "pytest_pin_commands",
 ]

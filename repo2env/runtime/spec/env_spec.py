@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -13,10 +13,11 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version as PackageVersion
 
 from repo2env.models import EnvSpec
-from repo2env.runtime.spec.files import RepoFiles, _Project, _read_project
+from repo2env.runtime.spec.files import RepoFiles, _Project, _read_project, _valid_requirement
 from repo2env.runtime.spec.install import _infer_install, _requirement_choice
 from repo2env.runtime.spec.overrides import EnvOverride
 from repo2env.runtime.spec.pinning import (
+    _UV_PREFIX,
     UV_BOOTSTRAP,
     _is_tooling,
     _join_args,
@@ -80,7 +81,7 @@ def infer_env_spec(files: RepoFiles, commit_date: datetime, override: EnvOverrid
         python=python,
         python_reason=reason,
         system_packages=system_packages,
-        install=pinned_install(install, pin) if pin else install,
+        install=pinned_install(install, pin, python) if pin else install,
         test_cmd=test_cmd,
         date_pin=pin,
         warmup=warmup,
@@ -136,10 +137,10 @@ def install_ladder(
     project = _read_project(files)
     rungs: list[tuple[str, EnvSpec]] = [("inferred", spec.model_copy(update={"rung": "inferred"}))]
     own = _own_commands(override)
-    logical = _logical_install(spec.install, own, spec.date_pin)
+    logical = _logical_install(spec.install, own, spec.date_pin, spec.python)
 
-    def repinned(commands: list[str], pin: str | None) -> list[str]:
-        return pinned_install(commands, pin) if pin else commands
+    def repinned(commands: list[str], pin: str | None, python: str = spec.python) -> list[str]:
+        return pinned_install(commands, pin, python) if pin else commands
 
     if override is None or override.install is None:
         _, chosen, alternatives = _requirement_choice(project)
@@ -153,19 +154,20 @@ def install_ladder(
     base, base_logical = spec, logical
     older = _older_python(spec.python, project, available)
     if older is not None and (override is None or override.python is None):
-        base = spec.model_copy(update={"python": older, "python_reason": f"older than {spec.python}"})
+        base = spec.model_copy(update={"python": older, "python_reason": f"older than {spec.python}",
+                                       "install": repinned(logical, spec.date_pin, older)})
         rungs.append(("older-python", base))
     if spec.date_pin:
         pytest_requirement = _pytest_requirement(logical)
         release = pytest_for(spec.date_pin, base.python, pytest_requirement)
         # A pytest the user's own commands install is theirs to choose.
         if release is not None and not _installs_pytest(own):
-            pin_command = shlex.join(["python", "-m", "pip", "install", f"pytest=={release.version}"])
+            pin_commands = pytest_pin_commands(release, _pytest_plugins(logical, project), spec.date_pin)
             # Before the override's extra commands, so that what they install has the last word.
             extra = {_canonical(command) for command in override.extra_install} if override else set()
             at = next((i for i, command in enumerate(logical) if _canonical(command) in extra), len(logical))
-            base_logical = [*logical[:at], pin_command, *logical[at:]]
-            base = base.model_copy(update={"install": repinned(base_logical, spec.date_pin)})
+            base_logical = [*logical[:at], *pin_commands, *logical[at:]]
+            base = base.model_copy(update={"install": repinned(base_logical, spec.date_pin, base.python)})
             rungs.append(("pinned-pytest", base))
         if override is None or override.date_pin is None:
             rungs.append(("no-date-pin", base.model_copy(update={"install": base_logical, "date_pin": None})))
@@ -177,6 +179,46 @@ def install_ladder(
     return distinct
 
 
+def pytest_pin_commands(release: PytestRelease, plugins: list[str], date_pin: str) -> list[str]:
+    """The commands that pin pytest to ``release`` in a ladder rung, with its ``plugins`` (requirements).
+
+    Alone, pytest is one exact pin. With plugins, each is installed again as of the later of the date
+    pin and the day after pytest's upload (``--exclude-newer-package``, forced with
+    ``--reinstall-package`` so that a newer one installed before is replaced): a plugin of today on
+    an old pytest fails at collection (pytest-xprocess importing ``_pytest._io.TerminalWriter``,
+    pytest-cov passing ``wrapper=True`` to an old pluggy). The ``no-date-pin`` rung keeps these
+    commands as they are. No cut-off applies to the rest: pytest's own dependencies may be newer
+    than the pin (``pytest==4.6.11`` needs atomicwrites, whose releases before 2022 are gone).
+    """
+    pin = f"pytest=={release.version}"
+    if not plugins:
+        return [shlex.join(["python", "-m", "pip", "install", pin])]
+    day = max(date.fromisoformat(date_pin), release.uploaded + timedelta(days=1)).isoformat()
+    names = list(dict.fromkeys(name for plugin in plugins if (name := _requirement_name(plugin))))
+    options = [*(f"--exclude-newer-package={name}={day}T00:00:00Z" for name in names),
+               *(f"--reinstall-package={name}" for name in names)]
+    return [UV_BOOTSTRAP, shlex.join([*_UV_PREFIX, *options, pin, *plugins])]
+
+
+def _pytest_plugins(commands: list[str], project: _Project) -> list[str]:
+    """The pytest plugins (requirements as written) that ``commands`` install, by name or through a
+    requirement file of the repository."""
+    known = set(_OPTION_PLUGINS.values()) | set(_INI_PLUGINS.values())
+    plugins: list[str] = []
+    for command in commands:
+        args = _pip_install_args(command)
+        if args is None:
+            continue
+        options, targets = _split_args(args)
+        lines = [line for flag, path in options if flag in ("-r", "--requirement") and path
+                 for line in (project.files.read(path) or "").splitlines()]
+        for target in [*targets, *(text for line in lines if (text := _valid_requirement(line)))]:
+            name = _requirement_name(target)
+            if name and name != "pytest" and (name.startswith("pytest-") or name in known):
+                plugins.append(target)
+    return list(dict.fromkeys(plugins))
+
+
 def _own_commands(override: EnvOverride | None) -> list[str]:
     """The install commands the user wrote in ``override``, in the order the spec runs them."""
     if override is None:
@@ -184,10 +226,10 @@ def _own_commands(override: EnvOverride | None) -> list[str]:
     return [*override.pre_install, *(override.install or []), *override.extra_install]
 
 
-def _logical_install(install: list[str], own: list[str], pin: str | None) -> list[str]:
+def _logical_install(install: list[str], own: list[str], pin: str | None, python: str | None = None) -> list[str]:
     """``install`` without its date pin: the user's own commands exactly as written, the inferred
     ones as :func:`_unpinned` spells them."""
-    written = {pinned_install([command], pin)[-1]: command for command in own} if pin else {}
+    written = {pinned_install([command], pin, python)[-1]: command for command in own} if pin else {}
     logical: list[str] = []
     for command in install:
         if command in written:

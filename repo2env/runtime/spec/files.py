@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import copy
 import re
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -152,6 +153,8 @@ def _setup_py_keywords(text: str) -> dict[str, Any]:
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             names[node.targets[0].id] = node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and (entry := _dict_entry(node, names)):
+            names[entry[0]] = entry[1]
     keywords: dict[str, Any] = {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -168,12 +171,37 @@ def _setup_py_keywords(text: str) -> dict[str, Any]:
     return keywords
 
 
+def _dict_entry(node: ast.Assign, names: Mapping[str, ast.expr]) -> tuple[str, ast.Dict] | None:
+    """A top-level ``NAME["key"] = value`` on a dict literal: (NAME, the dict with that entry).
+
+    ``EXTRAS_REQUIRE["tests"] = EXTRAS_REQUIRE["tests_no_zope"] + ["zope.interface"]`` (attrs): the
+    value reads the dict as it stood before, so ``NAME`` in it is replaced by that earlier dict.
+    """
+    target = node.targets[0]
+    if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+            and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)):
+        return None
+    earlier = names.get(target.value.id)
+    if not isinstance(earlier, ast.Dict):
+        return None
+
+    class Earlier(ast.NodeTransformer):
+        def visit_Name(self, name: ast.Name) -> ast.expr:
+            return earlier if name.id == target.value.id else name
+
+    value = Earlier().visit(copy.deepcopy(node.value))
+    return target.value.id, ast.Dict(keys=[*earlier.keys, target.slice], values=[*earlier.values, value])
+
+
 def _literal(node: ast.expr, names: Mapping[str, ast.expr], depth: int = 0) -> Any:
     """The value of a literal expression, or None. Dict values that are not literals become None."""
-    if depth > 3:
+    if depth > 8:
         return None
     if isinstance(node, ast.Name) and node.id in names:
         return _literal(names[node.id], names, depth + 1)
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        container = _literal(node.value, names, depth + 1)
+        return container.get(node.slice.value) if isinstance(container, dict) else None
     if isinstance(node, ast.Dict):
         entries = ((_literal(key, names, depth + 1), value) for key, value in zip(node.keys, node.values, strict=True)
                    if key is not None)

@@ -40,6 +40,7 @@ _VALUE_FLAGS = frozenset({
     "-e", "--editable", "-r", "--requirement", "-c", "--constraint", "--group", "-i", "--index-url",
     "--extra-index-url", "-f", "--find-links", "--no-binary", "--only-binary", "--prefix", "--target",
     "--upgrade-package", "--exclude-newer", "--exclude-newer-package", "--python", "--prerelease",
+    "--reinstall-package",
 })
 _UV_RENAMED = {"--pre": ("--prerelease", "allow"), "--no-cache-dir": ("--no-cache",)}
 _UV_DROPPED = frozenset({"--disable-pip-version-check", "--no-warn-script-location", "--no-input"})
@@ -67,6 +68,21 @@ BUILD_BACKEND_FLOOR = "2023-01-01"
 #: ``[build-system]`` builds with ``setuptools>=40.8.0`` (pip's and uv's default), which a pin before
 #: February 2019 excludes; newer setuptools would break sdists of that time (``use_2to3``).
 DEFAULT_BUILD_FLOOR = "2019-03-01"
+
+
+#: The first upload day of a setuptools that imports on each Python (measured by building a 2013
+#: sdist): before 41.1 (August 2019) setuptools reads ``HTMLParser().unescape``, gone in 3.9; before
+#: 66.1 (January 2023) it needs ``distutils`` and ``pkgutil.ImpImporter``, gone in 3.12. The earliest
+#: day, not the Python's release: old sdists need old setuptools (``Feature``, gone in 46).
+SETUPTOOLS_RUNS_ON = {"3.9": "2019-09-01", "3.10": "2019-09-01", "3.11": "2019-09-01",
+                      "3.12": "2023-02-01", "3.13": "2023-02-01", "3.14": "2023-02-01"}
+
+
+def build_floor(floor: str, python: str | None) -> str:
+    """The upload day a build back-end may reach: ``floor``, or later when an older setuptools does
+    not run on ``python`` (:data:`SETUPTOOLS_RUNS_ON`), which would fail every sdist a date-pinned
+    install builds there."""
+    return max(floor, SETUPTOOLS_RUNS_ON.get(python or "", floor))
 
 
 def _pip_install_args(command: str) -> list[str] | None:
@@ -138,7 +154,7 @@ def _only_exact_pins(options: Sequence[tuple[str, str | None]], targets: Sequenc
     return True
 
 
-def pinned_install(commands: list[str], date_pin: str) -> list[str]:
+def pinned_install(commands: list[str], date_pin: str, python: str | None = None) -> list[str]:
     """Rewrite ``pip install`` commands to resolve as of ``date_pin`` (ISO day, exclusive).
 
     The result starts with ``python -m pip install uv``; each ``python -m pip install ARGS`` (also
@@ -155,7 +171,8 @@ def pinned_install(commands: list[str], date_pin: str) -> list[str]:
     An editable install with a pin before :data:`BUILD_BACKEND_FLOOR` also gets
     ``--exclude-newer-package NAME=<floor>`` for each of :data:`BUILD_BACKENDS`, so that the build
     back-end can do editable installs (PEP 660) while the project's dependencies stay pinned; any
-    other install with a pin before :data:`DEFAULT_BUILD_FLOOR` lets setuptools reach that day.
+    other install with a pin before :data:`DEFAULT_BUILD_FLOOR` lets setuptools reach that day. With
+    ``python``, both floors are at least that Python's release day (:func:`build_floor`).
 
     A command whose requirements are all exact ``==`` pins gets no ``--exclude-newer``: its
     versions are chosen already, and their dependencies may need releases newer than the pin
@@ -175,11 +192,12 @@ def pinned_install(commands: list[str], date_pin: str) -> list[str]:
             rewritten.append(command)
             continue
         exclude = [] if _only_exact_pins(options, targets) else [("--exclude-newer", f"{day}T00:00:00Z")]
-        if exclude and day < BUILD_BACKEND_FLOOR and any(flag in ("-e", "--editable") for flag, _ in options):
-            exclude.extend(("--exclude-newer-package", f"{name}={BUILD_BACKEND_FLOOR}T00:00:00Z")
+        backend_floor, setuptools_floor = build_floor(BUILD_BACKEND_FLOOR, python), build_floor(DEFAULT_BUILD_FLOOR, python)
+        if exclude and day < backend_floor and any(flag in ("-e", "--editable") for flag, _ in options):
+            exclude.extend(("--exclude-newer-package", f"{name}={backend_floor}T00:00:00Z")
                            for name in BUILD_BACKENDS)
-        elif exclude and day < DEFAULT_BUILD_FLOOR:
-            exclude.append(("--exclude-newer-package", f"setuptools={DEFAULT_BUILD_FLOOR}T00:00:00Z"))
+        elif exclude and day < setuptools_floor:
+            exclude.append(("--exclude-newer-package", f"setuptools={setuptools_floor}T00:00:00Z"))
         rewritten.append(shlex.join([*_UV_PREFIX, *_join_args([*exclude, *translated], targets)]))
     return list(dict.fromkeys(rewritten))
 
