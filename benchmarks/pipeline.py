@@ -8,7 +8,9 @@ transactions, scheduling, writing rows: the runner's bookkeeping) against the st
 Target: overhead under 5% of the stage work.
 
 REPO2ENV_BENCH_POLICY=default runs the shipped policy (slow); the default here is a lighter one
-(one gold run, few variants) so the benchmark takes minutes, not an hour. Ray: another script.
+(one gold run, few variants) so the benchmark takes minutes, not an hour. The last run goes through
+Ray (a head started here with 2 CPUs; its start-up is timed apart, benchmarks/executors.py has
+the per-task figures of both executors).
 """
 
 from __future__ import annotations
@@ -19,16 +21,15 @@ import time
 from pathlib import Path
 
 from repo2env.pipeline.batch import run_pipeline
-from repo2env.pipeline.executors import LocalExecutor
+from repo2env.pipeline.executors import Executor, LocalExecutor, RayExecutor
 from repo2env.pipeline.spec import load_pipeline_spec
 
 LIGHT_POLICY = {"gold_runs": 1, "partial_limit": 1, "near_miss_limit": 1, "stub_limit": 1, "reruns": 2}
 
 
-def run(spec, out: Path, jobs: int) -> tuple[float, int, float, float]:
+def run(spec, out: Path, executor: Executor) -> tuple[float, int, float, float]:
     """(wall seconds, tasks, stage work seconds, bookkeeping seconds) of one run into ``out``."""
     spec = spec.model_copy(update={"output": str(out)})
-    executor = LocalExecutor(jobs=jobs)
     began = time.perf_counter()
     result = run_pipeline(spec, executor=executor)
     wall = time.perf_counter() - began
@@ -44,16 +45,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="repo2env-bench-pipeline-") as scratch:
         root = Path(scratch)
         print("warm-up run (builds the demo's images once) ...")
-        run(spec, root / "warm-up", 2)
+        run(spec, root / "warm-up", LocalExecutor(jobs=2))
         rates = {}
-        for jobs in (1, 2):
-            wall, tasks, work, bookkeeping = run(spec, root / f"jobs-{jobs}", jobs)
-            rates[jobs] = tasks / wall * 3600
-            print(f"[{jobs} worker{'s' if jobs > 1 else ''}] {tasks} tasks in {wall:.0f} s: {rates[jobs]:.0f} tasks/hour; "
+        for name, jobs in (("local", 1), ("local", 2), ("ray", 2)):
+            if name == "ray":
+                began = time.perf_counter()
+                executor = RayExecutor(address=None, num_cpus=jobs)
+                print(f"[ray] head started in {time.perf_counter() - began:.1f} s")
+            else:
+                executor = LocalExecutor(jobs=jobs)
+            wall, tasks, work, bookkeeping = run(spec, root / f"{name}-{jobs}", executor)
+            rates[name, jobs] = tasks / wall * 3600
+            print(f"[{name}, {jobs} worker{'s' if jobs > 1 else ''}] {tasks} tasks in {wall:.0f} s: {rates[name, jobs]:.0f} tasks/hour; "
                   f"per task: stage work {work / tasks:.1f} s, pipeline overhead {bookkeeping / tasks * 1000:.0f} ms "
                   f"({bookkeeping / work:.2%} of the stage work; target < 5%)")
-        print(f"scaling 1 -> 2 workers: x{rates[2] / rates[1]:.2f} (efficiency {rates[2] / rates[1] / 2:.0%}; "
-              f"{os.cpu_count()} cores on this machine, shared)")
+        scaling = rates["local", 2] / rates["local", 1]
+        print(f"scaling 1 -> 2 local workers: x{scaling:.2f} (efficiency {scaling / 2:.0%}; "
+              f"{os.cpu_count()} cores on this machine, shared); Ray with 2 CPUs: "
+              f"{rates['ray', 2] / rates['local', 2]:.0%} of the local pool's rate")
 
 
 if __name__ == "__main__":
