@@ -8,6 +8,8 @@ each (as GRPO's num_generations rollouts of one prompt do: reset, three tool cal
 applied, get_reward); printed: reset
 latency p50/p95, tool-call latency p50, grading latency p50, completed episodes per minute. The
 engine's floors (container create+start, ``docker exec true``) are measured in the same run.
+Last, the wait for a finished group's rewards (4 episodes), one grading at a time vs. the group's
+gradings started together (``grading_jobs=2``).
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ def engine_floors(runtime: DockerRuntime, image: str) -> tuple[float, float, flo
 
 
 def run(n: int, tasks, logs: Path, *, channel: bool = True) -> dict[str, float]:
-    config = RepoEnvConfig(logs_dir=logs, warm_sandboxes=n, command_channel=channel)
+    # grading_jobs=1: these N environments run unsynchronised episodes (no group boundary), so an
+    # early grading of a neighbour still at work would be wasted; group_rewards measures that part.
+    config = RepoEnvConfig(logs_dir=logs, warm_sandboxes=n, command_channel=channel, grading_jobs=1)
     resets, tools, grades, done = [], [], [], []
     lock = threading.Lock()
 
@@ -103,6 +107,23 @@ def run(n: int, tasks, logs: Path, *, channel: bool = True) -> dict[str, float]:
             "episodes_per_min": len(done) / wall * 60, "gold_rewards_ok": sum(reward == 1.0 for reward in done) / len(done)}
 
 
+def group_rewards(tasks, logs: Path, *, jobs: int, size: int = 4) -> tuple[float, list[float]]:
+    """How long the trainer waits for a finished group's rewards, asked one after another as TRL
+    does: (seconds, rewards), ``size`` gold episodes of one task, ``grading_jobs=jobs``."""
+    config = RepoEnvConfig(logs_dir=logs, warm_sandboxes=size, grading_jobs=jobs)
+    envs = [RepoEnv(config) for _ in range(size)]
+    for env in envs:
+        env.reset(**tasks[0].model_dump())
+        env.write_file("fix.diff", tasks[0].patch)
+        env.bash("git apply fix.diff && rm fix.diff")
+    began = time.perf_counter()
+    rewards = [env.get_reward() for env in envs]
+    waited = time.perf_counter() - began
+    for env in envs:
+        env._close()
+    return waited, rewards
+
+
 def main() -> None:
     runtime = DockerRuntime()
     with tempfile.TemporaryDirectory(prefix="repo2env-bench-train-") as scratch:
@@ -129,6 +150,12 @@ def main() -> None:
                   f"{figures['episodes_per_min']:.1f} episodes/min, gold episodes scoring 1.0: "
                   f"{figures['gold_rewards_ok']:.0%}")
             sys.stdout.flush()
+        waits = {}
+        for jobs in (1, 2):
+            waits[jobs], rewards = group_rewards(tasks, root / f"group-{jobs}", jobs=jobs)
+            print(f"group of 4 finished episodes, rewards asked in turn with grading_jobs={jobs}: the trainer waits "
+                  f"{waits[jobs]:.2f} s (rewards {rewards})")
+        print(f"grading the group at once: the trainer waits {waits[2] / waits[1]:.0%} of the one-by-one time")
 
 
 if __name__ == "__main__":

@@ -164,3 +164,35 @@ def test_tool_calls_go_through_the_channel_one_command_each(demo_rows, tmp_path)
     assert env.read_file("notes/new.txt") == "     1\tone\n     2\tthree"
     assert commands_of(lambda: env.bash("true")) == 1
     env._close()
+
+
+@pytest.mark.docker
+def test_a_groups_rewards_are_graded_at_once_and_a_later_change_is_graded_again(demo_rows, tmp_path):
+    """13.1: the group's first get_reward starts the other episodes' gradings (TRL asks one after
+    another once the group has generated), and an early grading counts only while the episode's
+    diff is the one graded: a change made after it (a trainer asking rewards mid-episode, or a
+    policy racing the grader) is graded again, so early grading never changes a reward."""
+    tasks, partial_pull = demo_rows
+    task = tasks[partial_pull.number]
+    config = RepoEnvConfig(logs_dir=tmp_path / "logs", grading_jobs=2)
+    gold, empty, late = RepoEnv(config), RepoEnv(config), RepoEnv(config)
+    for env in (gold, empty, late):
+        env.reset(**task.model_dump())
+    assert "[exit 0]" in _apply(gold, task.patch)
+
+    assert gold.get_reward() == 1.0
+    assert empty._early is not None and late._early is not None, "the others' gradings started"
+    assert late._early.result(timeout=600)[1].reward == 0.0, "graded early as it stood: no change"
+    assert "[exit 0]" in _apply(late, task.patch)  # changed after its early grading
+    assert empty.get_reward() == 0.0
+    assert late.get_reward() == 1.0, "the change after the early grading was graded"
+    for env in (gold, empty, late):
+        env._close()
+
+    alone = RepoEnv(RepoEnvConfig(logs_dir=tmp_path / "alone", grading_jobs=1))
+    other = RepoEnv(RepoEnvConfig(logs_dir=tmp_path / "alone", grading_jobs=1))
+    alone.reset(**task.model_dump())
+    other.reset(**task.model_dump())
+    assert alone.get_reward() == 0.0 and other._early is None, "grading_jobs=1 grades only when asked"
+    alone._close()
+    other._close()

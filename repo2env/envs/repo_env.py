@@ -16,6 +16,7 @@ import dataclasses
 import os
 import threading
 import time
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,10 @@ class RepoEnvConfig:
     """Wall-clock limit of the hidden tests when grading."""
     warm_sandboxes: int = 1
     """Started sandboxes kept ready per image, so reset costs no container start."""
+    grading_jobs: int = 2
+    """Gradings at once when the trainer asks a group's rewards: the first ``get_reward`` of a group
+    starts the grading of every other episode that has not been graded, and each call waits for
+    its own (1: one after another, as the trainer asks)."""
     command_channel: bool = True
     """Tool calls go through a persistent command channel in the sandbox (a few ms each); off, each
     is one ``docker exec`` (tens of ms)."""
@@ -105,7 +110,30 @@ class _SandboxPool:
         return self.runtime.start(task, limits=self.limits)
 
 
-_shared: dict[tuple[int, int], tuple[Any, Any, _SandboxPool]] = {}
+class _GroupGrading:
+    """Grades a group's episodes at once. TRL asks ``get_reward`` of each environment in turn after
+    the whole group has generated; grading them one after another would make the trainer wait the
+    sum of the gradings. The first call starts the grading of every live, ungraded episode of the
+    process (``grading_jobs`` at a time); each environment then takes its own result, but only if
+    its diff is still the one graded: an episode that changed its sandbox after the early grading
+    (a trainer that asks rewards mid-episode) is graded again, so early grading never changes a reward."""
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self.envs: weakref.WeakSet[RepoEnv] = weakref.WeakSet()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="repo2env-grade") if jobs > 1 else None
+        self._lock = threading.Lock()
+
+    def start_others(self, asking: RepoEnv) -> None:
+        if self._pool is None:
+            return
+        with self._lock:
+            for env in list(self.envs):
+                if env is not asking:
+                    env._start_grading(self._pool)
+
+
+_shared: dict[tuple[int, int], tuple[Any, Any, _SandboxPool, _GroupGrading]] = {}
 _shared_lock = threading.Lock()
 
 
@@ -122,7 +150,8 @@ def _shared_machinery(config: RepoEnvConfig):
             runtime = DockerRuntime()
             grader = Grader(runtime, config.logs_dir, timeout_s=config.grade_timeout_s, keep_warm=True)
             _shared[key] = (runtime, grader, _SandboxPool(runtime, config.warm_sandboxes,
-                                                                command_channel=config.command_channel))
+                                                                command_channel=config.command_channel),
+                            _GroupGrading(config.grading_jobs))
         return _shared[key]
 
 
@@ -131,7 +160,7 @@ def release_shared_sandboxes() -> None:
     grader's spares): call it when training ends, so no container outlives the run."""
     with _shared_lock:
         machinery = [value for key, value in _shared.items() if key[0] == os.getpid()]
-    for _, grader, pool in machinery:
+    for _, grader, pool, _ in machinery:
         grader.close()
         with pool._lock:
             spares = [future for queue in pool._ready.values() for future in queue]
@@ -149,12 +178,13 @@ class RepoEnv:
 
     def __init__(self, config: RepoEnvConfig | None = None) -> None:
         self._config = config or RepoEnvConfig.from_environment()
-        self._runtime, self._grader, self._pool = _shared_machinery(self._config)
+        self._runtime, self._grader, self._pool, self._group = _shared_machinery(self._config)
         self._task: Task | None = None
         self._sandbox: Sandbox | None = None
         self._tools: AgentTools | None = None
         self._started = 0.0
         self._reward: float | None = None
+        self._early: Future | None = None  # an early grading of this episode: (diff, GradeResult)
         self.last_grade: GradeResult | None = None
         self.tool_calls: dict[str, int] = {}
         # Per-episode signs of reward hacking or a stuck policy, read by repo2env.train's metrics.
@@ -183,6 +213,8 @@ class RepoEnv:
                                  output_cap_chars=self._config.output_cap_chars)
         self._started = time.monotonic()
         self._reward, self.last_grade, self.tool_calls = None, None, {}
+        self._early = None
+        self._group.envs.add(self)
         self.repeated_calls, self.timeouts, self.last_diff, self._seen_calls = 0, 0, "", set()
         instruction = instruction_text(task)
         prompt = row.get("prompt")
@@ -196,10 +228,32 @@ class RepoEnv:
             return self._reward
         if self._task is None or self._sandbox is None:
             return 0.0
+        self._group.start_others(self)
         diff = self.last_diff = self._sandbox.diff()
-        self.last_grade = self._grader.grade(self._task, diff, mode=self._config.reward_mode)
+        early = self._early
+        grade = None
+        if early is not None:
+            try:
+                graded_diff, graded = early.result()
+                grade = graded if graded_diff == diff else None
+            except Exception:  # noqa: BLE001 - an early grading that failed: grade here, where errors show
+                grade = None
+        self.last_grade = grade or self._grader.grade(self._task, diff, mode=self._config.reward_mode)
         self._reward = self.last_grade.reward
         return self._reward
+
+    def _start_grading(self, pool: ThreadPoolExecutor) -> None:
+        """Grade this episode in ``pool`` now (the group's first get_reward asked), unless it is
+        graded, being graded, or has no episode."""
+        if self._reward is not None or self._early is not None or self._task is None or self._sandbox is None:
+            return
+        task, sandbox, mode = self._task, self._sandbox, self._config.reward_mode
+
+        def grade() -> tuple[str, GradeResult]:
+            diff = sandbox.diff()
+            return diff, self._grader.grade(task, diff, mode=mode)
+
+        self._early = pool.submit(grade)
 
     # --- tools (what the model sees: the docstrings) ---------------------------------------------
 

@@ -32,6 +32,7 @@ import re
 import secrets
 import shlex
 import tarfile
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
@@ -87,11 +88,13 @@ class Grader:
                                                                   output_cap_bytes=50_000_000), persistent_channel=False)
         self.keep_warm = keep_warm
         self._spares: dict[str, Future] = {}
+        self._spares_lock = threading.Lock()  # gradings may run at once (RepoEnv grades a group in parallel)
         self._spare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repo2env-spare") if keep_warm else None
 
     def _fresh_sandbox(self, task: Task) -> Sandbox:
         image = task.env_spec.image if task.env_spec else None
-        spare = self._spares.pop(image, None) if image else None
+        with self._spares_lock:
+            spare = self._spares.pop(image, None) if image else None
         sandbox = None
         if spare is not None:
             try:
@@ -104,12 +107,15 @@ class Grader:
         if sandbox is None:
             sandbox = self.runtime.start(task, limits=self.limits)
         if self._spare_pool is not None and image:
-            self._spares[image] = self._spare_pool.submit(self.runtime.start, task, limits=self.limits)
+            with self._spares_lock:  # one spare an image: a second would be left behind
+                if image not in self._spares:
+                    self._spares[image] = self._spare_pool.submit(self.runtime.start, task, limits=self.limits)
         return sandbox
 
     def close(self) -> None:
         """Remove any spare sandboxes."""
-        spares, self._spares = list(self._spares.values()), {}
+        with self._spares_lock:
+            spares, self._spares = list(self._spares.values()), {}
         for spare in spares:
             try:
                 spare.result().close()
