@@ -24,6 +24,9 @@ def docker_client():
         if os.environ.get("CI"):
             pytest.fail(f"Docker is required in CI: {exc}")
         pytest.skip(f"no Docker engine: {exc.message}")
+    # Five seconds to find out that no engine answers; then the patience a loaded engine needs (an
+    # image removal under a busy build can take longer than that).
+    client.api.timeout = 120
     if find_base_image(client, "3.11") is None:
         message = "base image missing: run 'repo2env runtime bootstrap'"
         if os.environ.get("CI"):
