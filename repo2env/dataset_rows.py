@@ -13,9 +13,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from repo2env.errors import TaskFormatError
 from repo2env.instruction import agent_messages
 from repo2env.models import EnvSpec, Task, ValidationReport
+
+#: What the ``validation`` column carries, and reads back (``rewards``: by rollout kind).
+_VALIDATION_KEYS = ("verdict", "reasons", "policy", "rewards", "flaky_tests", "reward_mean", "reward_spread",
+                    "distinct_rewards", "partial_credit", "leak_flagged")
 
 #: Columns holding a JSON document (decoded by :func:`task_from_row`).
 JSON_COLUMNS = ("env_spec", "validation", "dockerfiles")
@@ -26,10 +32,7 @@ def dataset_row(task: Task, dockerfiles: Mapping[str, str] | None = None, *, jso
     as SWE-bench's own datasets store them."""
     spec = task.env_spec or EnvSpec()
     report = task.validation or ValidationReport()
-    rewards: dict[str, list[float]] = {}
-    for rollout in report.rollouts:
-        rewards.setdefault(rollout.kind, []).append(rollout.reward)
-    policy_rewards = rewards.get("policy")
+    rewards = report.rewards
     row: dict[str, Any] = {
         "prompt": agent_messages(task),
         **task.to_swebench_row(json_lists=json_lists),
@@ -53,21 +56,18 @@ def dataset_row(task: Task, dockerfiles: Mapping[str, str] | None = None, *, jso
         "reward_mean": report.reward_mean,
         "distinct_rewards": report.distinct_rewards,
         "partial_credit": bool(report.partial_credit),
-        "policy_pass_rate": (sum(reward == 1.0 for reward in policy_rewards) / len(policy_rewards))
-        if policy_rewards else None,
-        "validation": json.dumps({
-            "verdict": report.verdict, "reasons": report.reasons, "policy": report.policy,
-            "rewards": rewards, "flaky_tests": report.flaky_tests, "reward_mean": report.reward_mean,
-            "reward_spread": report.reward_spread, "distinct_rewards": report.distinct_rewards,
-            "partial_credit": report.partial_credit, "leak_flagged": report.leak_flagged,
-        }, sort_keys=True),
+        "policy_pass_rate": report.policy_pass_rate,
+        # A summary: the row's own columns carry the tests and the instance; grades stay local.
+        "validation": json.dumps({"rewards": rewards, **report.model_dump(include=set(_VALIDATION_KEYS))},
+                                 sort_keys=True),
     }
     return row
 
 
 def task_from_row(row: Mapping[str, Any], *, where: str = "row") -> Task:
     """The :class:`Task` a published row describes (rollout details and local log paths are not
-    published, so ``validation`` comes back with the verdict and figures only)."""
+    published, so ``validation`` comes back with the verdict, the figures and the rewards by kind,
+    as unnamed rollouts)."""
     try:
         spec = EnvSpec.model_validate_json(row["env_spec"]) if row.get("env_spec") else None
         validation = json.loads(row["validation"]) if row.get("validation") else {}
@@ -87,12 +87,12 @@ def task_from_row(row: Mapping[str, Any], *, where: str = "row") -> Task:
             dockerfiles = {}
         fields["env_spec"] = spec.model_copy(update={"dockerfiles": dockerfiles}) if isinstance(dockerfiles, dict) else spec
     if validation:
-        fields["validation"] = ValidationReport(
-            verdict=validation.get("verdict", "pending"), reasons=validation.get("reasons", []),
-            policy=validation.get("policy"), flaky_tests=validation.get("flaky_tests", {}),
-            reward_mean=validation.get("reward_mean"), reward_spread=validation.get("reward_spread"),
-            distinct_rewards=validation.get("distinct_rewards"), partial_credit=validation.get("partial_credit"),
-            leak_flagged=bool(validation.get("leak_flagged")))
+        # Only the keys the column is known to carry: a column written by a newer version may hold more.
+        known = {key: value for key, value in validation.items() if key in _VALIDATION_KEYS}
+        try:
+            fields["validation"] = ValidationReport.model_validate(known)
+        except ValidationError as exc:
+            raise TaskFormatError(f"{where}: the validation column is not a validation report ({exc})") from None
     return Task.from_row(fields, where=where)
 
 

@@ -14,7 +14,7 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from repo2env.errors import TaskFormatError
 from repo2env.outcomes import TestStatus  # noqa: F401 - one of the schemas, defined where the sandbox can import it
@@ -29,6 +29,13 @@ REPO_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,38}/(?!\.\.?$)[A-Za
 GitHub's rules, so local clones named ``my_org/x`` pass; never ``.``/``..`` as a name."""
 
 
+#: How pytest is started: as a module, so the repository's own conftest and rootdir apply.
+PYTEST_MODULE_CMD = "python -m pytest"
+#: The test command when a task sets none (the caller appends test ids); ``-rA`` reports every
+#: outcome in the output. The one definition: spec inference, derivation and grading start from it.
+DEFAULT_TEST_CMD = f"{PYTEST_MODULE_CMD} -rA"
+
+
 class _Schema(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -40,7 +47,7 @@ class EnvSpec(_Schema):
     python_reason: str | None = Field(None, description="Why this Python: the evidence inference used, or 'override'.")
     system_packages: list[str] = Field(default_factory=list, description="Debian packages for the env layer.")
     install: list[str] = Field(default_factory=list, description="Shell commands run in the env layer, in order.")
-    test_cmd: str = Field("python -m pytest", description="Test runner; test ids are appended.")
+    test_cmd: str = Field(DEFAULT_TEST_CMD, description="Test runner; test ids are appended.")
     date_pin: str | None = Field(None, description="ISO date: dependencies resolved as of this day.")
     image: str | None = Field(None, description="Image tag built for this spec.")
     image_digest: str | None = Field(None, description="Image id (sha256) once built.")
@@ -121,32 +128,27 @@ class RolloutResult(_Schema):
 
 
 class ValidationReport(_Schema):
-    """What validation found for one task, and its verdict."""
+    """What validation found for one task: its verdict with the evidence and what it cost.
 
+    One model for ``Task.validation`` and for a line of ``validation.jsonl`` (see :meth:`record`).
+    Every field has a default, so a task not yet validated holds a ``pending`` report, and lines
+    and published rows written before a field existed still read.
+
+    ``rollouts`` is the one store of rewards; :attr:`rewards` (by kind) and
+    :attr:`policy_pass_rate` are views of it, so the two can never disagree. Lines written before
+    the merge carried ``rewards`` by kind (and ``policy_pass_rate``) instead of rollouts: they read
+    back as unnamed rollouts of those kinds and rewards.
+    """
+
+    instance_id: str = ""
+    repo: str = ""
     verdict: Literal["accepted", "rejected", "pending"] = "pending"
     reasons: list[str] = Field(default_factory=list)
     policy: str | None = None
-    rollouts: list[RolloutResult] = Field(default_factory=list)
-    flaky_tests: dict[str, float] = Field(default_factory=dict, description="test id -> flip rate")
-    reward_mean: float | None = None
-    reward_spread: float | None = None
-    distinct_rewards: int | None = None
-    partial_credit: bool | None = None
-    leak_flagged: bool = False
-
-
-class ValidationRecord(_Schema):
-    """One line of validation.jsonl: a task's verdict with its evidence and what it cost."""
-
-    instance_id: str
-    repo: str
-    verdict: Literal["accepted", "rejected"]
-    reasons: list[str] = Field(default_factory=list)
-    policy: str
     FAIL_TO_PASS: list[str] = Field(default_factory=list)
     PASS_TO_PASS: list[str] = Field(default_factory=list)
-    flaky_tests: dict[str, float] = Field(default_factory=dict)
-    rewards: dict[str, list[float]] = Field(default_factory=dict, description="rollout kind -> rewards")
+    rollouts: list[RolloutResult] = Field(default_factory=list)
+    flaky_tests: dict[str, float] = Field(default_factory=dict, description="test id -> flip rate")
     reward_mean: float | None = None
     reward_spread: float | None = None
     distinct_rewards: int | None = None
@@ -156,10 +158,44 @@ class ValidationRecord(_Schema):
     declared_differences: dict[str, list[str]] = Field(
         default_factory=dict, description="For imported tasks: how the derived test lists differ from the declared "
         "ones (f2p_passes_before, f2p_flaky, f2p_missing, p2p_flaky, p2p_failing, f2p_not_declared).")
-    policy_pass_rate: float | None = None
     wall_s: float = 0.0
     tests_s: float = Field(0.0, description="Time inside test runs (derivation and gradings).")
     error: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rewards_as_rollouts(cls, data: Any) -> Any:
+        # The old validation.jsonl line and the published `validation` column carry rewards by kind
+        # (and the pass rate derived from them): turn them into the rollouts they summarise.
+        if isinstance(data, dict) and ("rewards" in data or "policy_pass_rate" in data):
+            data = dict(data)
+            rewards = data.pop("rewards", None) or {}
+            data.pop("policy_pass_rate", None)
+            if rewards and not data.get("rollouts"):
+                data["rollouts"] = [{"kind": kind, "reward": reward} for kind, values in rewards.items()
+                                    for reward in values]
+        return data
+
+    @property
+    def rewards(self) -> dict[str, list[float]]:
+        """Rewards by rollout kind, in rollout order."""
+        rewards: dict[str, list[float]] = {}
+        for rollout in self.rollouts:
+            rewards.setdefault(rollout.kind, []).append(rollout.reward)
+        return rewards
+
+    @property
+    def policy_pass_rate(self) -> float | None:
+        """The share of policy rollouts that solved the task (None without policy rollouts)."""
+        policy = self.rewards.get("policy")
+        return sum(reward == 1.0 for reward in policy) / len(policy) if policy else None
+
+    def record(self) -> ValidationReport:
+        """The report as a line of validation.jsonl: every rollout without its grade details (the
+        per-test outcomes and log paths stay in tasks.jsonl and the logs folder), so the line stays
+        small while its rewards keep the names of the rollouts that earned them."""
+        return self.model_copy(update={"rollouts": [rollout.model_copy(update={"grade": None})
+                                                    for rollout in self.rollouts]})
 
 
 class Task(_Schema):
@@ -262,6 +298,11 @@ class Task(_Schema):
     def to_json_line(self) -> str:
         """One JSONL line (no trailing newline), the inverse of :meth:`from_json_line`."""
         return self.model_dump_json()
+
+    def test_command(self) -> str:
+        """The command the task's tests run with (test ids are appended): its EnvSpec's, else
+        :data:`DEFAULT_TEST_CMD` (a task not built yet, or an imported row without one)."""
+        return self.env_spec.test_cmd if self.env_spec and self.env_spec.test_cmd else DEFAULT_TEST_CMD
 
     def to_swebench_row(self, *, json_lists: bool = False) -> dict[str, Any]:
         """The SWE-bench instance fields only; F2P/P2P as JSON strings when ``json_lists``."""

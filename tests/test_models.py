@@ -6,9 +6,20 @@ import json
 
 import pytest
 
+from repo2env.dataset_rows import dataset_row, task_from_row
 from repo2env.errors import TaskFormatError
 from repo2env.jsonl import append_jsonl, read_task_ids, read_tasks, write_json, write_jsonl
-from repo2env.models import SCHEMA_VERSION, EnvSpec, Funnel, Task
+from repo2env.models import (
+    DEFAULT_TEST_CMD,
+    SCHEMA_VERSION,
+    EnvSpec,
+    Funnel,
+    GradeResult,
+    RolloutResult,
+    Task,
+    ValidationReport,
+)
+from repo2env.validate.run import read_records
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 SWEBENCH_FIELDS = {
@@ -162,3 +173,54 @@ def test_drop_rows_keeps_the_others(tmp_path):
     assert drop_rows(path, lambda row: row["pull_number"] != 2) == 1
     assert [task.pull_number for task in read_tasks(path)] == [1, 3]
     assert drop_rows(tmp_path / "absent.jsonl", lambda row: False) == 0
+
+
+def test_one_validation_report_for_the_task_and_the_jsonl_line(tmp_path):
+    grade = GradeResult(instance_id="acme__widgets-12", reward=0.5, tests={"tests/t.py::test_empty": "passed", "tests/t.py::test_full": "failed"})
+    rollouts = [RolloutResult(kind="gold", name="gold-0", reward=1.0, resolved=True),
+                RolloutResult(kind="partial", name="partial-1", reward=0.5, grade=grade),
+                RolloutResult(kind="policy", name="policy-0", reward=1.0), RolloutResult(kind="policy", reward=0.0),
+                RolloutResult(kind="policy", reward=0.0), RolloutResult(kind="null", name="null-0", reward=0.0)]
+    report = ValidationReport(instance_id="acme__widgets-12", repo="acme/widgets", verdict="accepted",
+                              policy="default", FAIL_TO_PASS=["tests/t.py::test_empty"], rollouts=rollouts)
+    assert report.rewards == {"gold": [1.0], "partial": [0.5], "policy": [1.0, 0.0, 0.0], "null": [0.0]}
+    assert report.policy_pass_rate == pytest.approx(1 / 3)
+    task = make_task(validation=report)
+    assert Task.from_json_line(task.to_json_line()).validation.rollouts[1].grade == grade, "the task keeps grades"
+    write_jsonl(tmp_path / "validation.jsonl", [report.record()])
+    [line] = read_records(tmp_path / "validation.jsonl")
+    assert [rollout.grade for rollout in line.rollouts] == [None] * 6, "the jsonl line leaves the grades out"
+    assert line.rollouts[1].name == "partial-1" and line.rewards == report.rewards
+    assert line.model_dump(exclude={"rollouts"}) == report.model_dump(exclude={"rollouts"})
+    assert ValidationReport().verdict == "pending" and make_task().test_command() == EnvSpec().test_cmd
+
+
+def test_validation_lines_and_published_rows_written_before_the_merge_still_read(tmp_path):
+    # A validation.jsonl line as written before ValidationRecord and ValidationReport were one model.
+    old = {"instance_id": "acme__widgets-12", "repo": "acme/widgets", "verdict": "rejected",
+           "reasons": ["stub_passes"], "policy": "default", "FAIL_TO_PASS": ["tests/t.py::test_empty"],
+           "PASS_TO_PASS": [], "flaky_tests": {}, "rewards": {"gold": [1.0, 1.0], "null": [0.0], "policy": [1.0, 0.0]},
+           "reward_mean": 0.6, "reward_spread": 0.49, "distinct_rewards": 2, "partial_credit": False,
+           "leak_score": 0.1, "leak_flagged": False, "declared_differences": {}, "policy_pass_rate": 0.5,
+           "wall_s": 3.5, "tests_s": 2.0, "error": None}
+    (tmp_path / "validation.jsonl").write_text(json.dumps(old) + "\n")
+    [record] = read_records(tmp_path / "validation.jsonl")
+    assert record.rewards == old["rewards"] and record.policy_pass_rate == 0.5
+    assert (record.verdict, record.reasons, record.wall_s) == ("rejected", ["stub_passes"], 3.5)
+    # A published row's `validation` column (a summary with rewards by kind) reads back the same way.
+    row = dataset_row(make_task(validation=record))
+    column = json.loads(row["validation"])
+    assert column["rewards"] == old["rewards"] and "rollouts" not in column and "wall_s" not in column
+    assert task_from_row(row).validation.rewards == old["rewards"]
+    assert row["policy_pass_rate"] == 0.5 and row["reward_gold"] == 1.0 and row["reward_null"] == 0.0
+    row["validation"] = json.dumps({"verdict": "accepted", "added_later": 1})
+    assert task_from_row(row).validation.verdict == "accepted", "keys from a newer writer are ignored"
+
+
+def test_one_default_test_command():
+    from repo2env.runtime.spec import DEFAULT_TEST_CMD as INFERRED
+
+    assert EnvSpec().test_cmd == DEFAULT_TEST_CMD == "python -m pytest -rA"
+    assert INFERRED.startswith(DEFAULT_TEST_CMD + " ")
+    assert make_task(env_spec=None).test_command() == DEFAULT_TEST_CMD
+    assert make_task(env_spec=EnvSpec(test_cmd="python -m pytest -x")).test_command() == "python -m pytest -x"

@@ -65,6 +65,7 @@ def test_folder_dataset_loads_with_datasets_and_round_trips(tasks_folder, tmp_pa
     assert back.model_dump(exclude={"validation"}) == original.model_dump(exclude={"validation"}) | {
         "env_spec": back.env_spec.model_dump()}
     assert back.env_spec.image == original.env_spec.image and back.validation.verdict == "accepted"
+    assert back.validation.rewards == original.validation.rewards, "rewards by kind read back as rollouts"
     card = (target / "README.md").read_text()
     assert card.startswith("---\n") and "configs:" in card and "data/test-*.parquet" in card
     assert "| acme/widgets | 4 | 3 | 4 | 2 | 2 |" in card

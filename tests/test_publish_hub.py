@@ -12,7 +12,7 @@ from fake_hub import FakeHub
 
 from repo2env.errors import InputError, SourceError
 from repo2env.jsonl import write_jsonl
-from repo2env.models import EnvSpec, RolloutResult, Task, ValidationRecord, ValidationReport
+from repo2env.models import EnvSpec, RolloutResult, Task, ValidationReport
 from repo2env.publish.dataset import PublishOptions, verify_manifest
 from repo2env.publish.hub import HubTarget, download_from_hub, parse_target, publish_to_hub
 
@@ -42,8 +42,9 @@ def tasks_folder(tmp_path):
     tasks = [accepted_task(2), accepted_task(3)]
     write_jsonl(folder / "tasks.jsonl", tasks)
     write_jsonl(folder / "validation.jsonl", [
-        ValidationRecord(instance_id=task.instance_id, repo=task.repo, verdict="accepted", policy="default",
-                         rewards={"gold": [1.0], "null": [0.0], "partial": [0.5]}) for task in tasks])
+        ValidationReport(instance_id=task.instance_id, repo=task.repo, verdict="accepted", policy="default",
+                         rollouts=[RolloutResult(kind=kind, reward=reward) for kind, reward in
+                                   [("gold", 1.0), ("null", 0.0), ("partial", 0.5)]]) for task in tasks])
     return folder
 
 

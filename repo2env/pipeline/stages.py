@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repo2env.jsonl import append_jsonl, drop_rows, drop_torn_tail, read_tasks, update_tasks
-from repo2env.models import EnvSpec, Task, ValidationRecord
+from repo2env.models import EnvSpec, Task, ValidationReport
 from repo2env.pipeline.executors import ThreadExecutor
 from repo2env.pipeline.runner import Stage, run_stages
 from repo2env.runtime.backends.docker import DockerRuntime
@@ -149,7 +149,7 @@ class ValidateOutput:
     """One task with its tests and verdict filled in, and its validation record."""
 
     task: Task
-    record: ValidationRecord
+    record: ValidationReport
 
 
 def validate_work(job: ValidateJob, runtime: DockerRuntime | None = None,
@@ -163,7 +163,7 @@ def validate_work(job: ValidateJob, runtime: DockerRuntime | None = None,
 def validate_dir(tasks_dir: Path, runtime: DockerRuntime, policy: AcceptancePolicy, *, jobs: int = 1,
                  policy_runner: PolicyRunner | None = None, policy_k: int = 0, force: bool = False,
                  instance_ids: frozenset[str] = frozenset(),
-                 progress: Callable[[ValidationRecord], None] | None = None) -> ValidationSummary:
+                 progress: Callable[[ValidationReport], None] | None = None) -> ValidationSummary:
     """Validate every task of ``tasks_dir`` (resuming: tasks already in validation.jsonl are skipped)."""
     tasks_path, records_path = tasks_dir / "tasks.jsonl", tasks_dir / "validation.jsonl"
     tasks = read_tasks(tasks_path)

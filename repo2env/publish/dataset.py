@@ -28,7 +28,7 @@ from repo2env import __version__
 from repo2env.dataset_rows import dataset_row
 from repo2env.errors import InputError
 from repo2env.jsonl import read_tasks
-from repo2env.models import Task, ValidationRecord
+from repo2env.models import Task, ValidationReport
 from repo2env.publish.card import dataset_card
 
 MANIFEST = "manifest.json"
@@ -138,7 +138,7 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
         Dataset.from_list(rows).to_parquet(str(root / "data" / f"{split}-00000-of-00001.parquet"))
         summary.splits[split] = len(rows)
     published = {task.instance_id for task in tasks}
-    records: list[ValidationRecord] = [record for folder in folders for record in read_records(folder / "validation.jsonl")
+    records: list[ValidationReport] = [record for folder in folders for record in read_records(folder / "validation.jsonl")
                                        if record.instance_id in published]
     figures = []
     if records:

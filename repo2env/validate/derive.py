@@ -108,7 +108,7 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
             last_line = (collected_output.strip().splitlines() or ["no output"])[-1]
             derivation.error = f"no test collected after the fix ({last_line[:200]})"
             return derivation
-        test_cmd = task.env_spec.test_cmd if task.env_spec else "python -m pytest -rA"
+        test_cmd = task.test_command()
         for name, sandbox, record in (("before", before, derivation.before), ("after", after, derivation.after)):
             for run in range(runs):
                 seed = hash_seeds[run % len(hash_seeds)]

@@ -7,7 +7,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from repo2env.models import ValidationRecord
+from repo2env.models import ValidationReport
 from repo2env.validate.acceptance import AcceptancePolicy
 
 #: The funnel's steps after mining, and the rejection reasons that stop a task at each.
@@ -22,7 +22,7 @@ FUNNEL = (
 KIND_ORDER = ("gold", "null", "partial", "near_miss", "stub", "policy")
 
 
-def funnel_counts(records: list[ValidationRecord], mined: int) -> list[tuple[str, int]]:
+def funnel_counts(records: list[ValidationReport], mined: int) -> list[tuple[str, int]]:
     """mined -> built -> F2P found -> gold ok -> null ok -> stubs fail -> stable -> accepted."""
     rows = [("mined", mined)]
     remaining = list(records)
@@ -33,7 +33,7 @@ def funnel_counts(records: list[ValidationRecord], mined: int) -> list[tuple[str
     return rows
 
 
-def write_summary(path: Path, records: list[ValidationRecord], *, policy: AcceptancePolicy, funnel_path: Path,
+def write_summary(path: Path, records: list[ValidationReport], *, policy: AcceptancePolicy, funnel_path: Path,
                   total_tasks: int) -> None:
     """The funnel with counts and reasons per repo, and a table of every task."""
     mined_by_repo: dict[str, int] = {}
@@ -68,7 +68,7 @@ def write_summary(path: Path, records: list[ValidationRecord], *, policy: Accept
     path.write_text("\n".join(lines) + "\n")
 
 
-def write_figure(path: Path, records: list[ValidationRecord]) -> None:
+def write_figure(path: Path, records: list[ValidationReport]) -> None:
     """Reward distributions by rollout kind (and the policy pass-rate histogram when a policy ran)."""
     import matplotlib
 

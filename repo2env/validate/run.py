@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repo2env.models import RolloutResult, Task, ValidationRecord
+from repo2env.models import RolloutResult, Task, ValidationReport
 from repo2env.runtime.sandbox import Runtime
 from repo2env.validate.acceptance import AcceptancePolicy, judge
 from repo2env.validate.derive import derive_tests
@@ -35,7 +35,7 @@ class ValidationSummary:
     """What a validate run produced."""
 
     tasks_dir: Path
-    records: list[ValidationRecord] = field(default_factory=list)
+    records: list[ValidationReport] = field(default_factory=list)
     skipped: int = 0
 
     @property
@@ -44,8 +44,8 @@ class ValidationSummary:
 
 
 def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, logs_dir: Path,
-                  policy_runner: PolicyRunner | None = None, policy_k: int = 0) -> tuple[Task, ValidationRecord]:
-    """Validate one task; returns it with tests and verdict filled in, and its record."""
+                  policy_runner: PolicyRunner | None = None, policy_k: int = 0) -> tuple[Task, ValidationReport]:
+    """Validate one task; returns it with tests and verdict filled in, and its validation.jsonl line."""
     started = time.monotonic()
     env_ok = bool(task.env_spec and task.env_spec.status == "env_ok")
     derivation = None
@@ -64,22 +64,16 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
     report = judge(policy, fail_to_pass=task.FAIL_TO_PASS, flaky=derivation.flaky if derivation else {},
                    rollouts=rollouts, leak_score=task.leak_score,
                    derive_error=derivation.error if derivation else None, env_ok=env_ok)
-    rewards: dict[str, list[float]] = {}
-    for rollout in rollouts:
-        rewards.setdefault(rollout.kind, []).append(rollout.reward)
-    policy_rewards = rewards.get("policy")
-    record = ValidationRecord(
-        instance_id=task.instance_id, repo=task.repo, verdict=report.verdict, reasons=report.reasons,
-        policy=policy.name, FAIL_TO_PASS=task.FAIL_TO_PASS, PASS_TO_PASS=task.PASS_TO_PASS,
-        flaky_tests=report.flaky_tests, rewards=rewards, reward_mean=report.reward_mean,
-        reward_spread=report.reward_spread, distinct_rewards=report.distinct_rewards,
-        partial_credit=report.partial_credit, leak_score=task.leak_score, leak_flagged=report.leak_flagged,
-        declared_differences=declared_differences(task, report.flaky_tests) if derivation else {},
-        policy_pass_rate=(sum(r == 1.0 for r in policy_rewards) / len(policy_rewards)) if policy_rewards else None,
-        wall_s=round(time.monotonic() - started, 3), tests_s=round(tests_s, 3),
-        error=(derivation.error if derivation else (task.env_spec.error if task.env_spec else "not built")),
-    )
-    return task.model_copy(update={"validation": report}), record
+    report = report.model_copy(update={
+        "instance_id": task.instance_id, "repo": task.repo, "policy": policy.name,
+        "FAIL_TO_PASS": task.FAIL_TO_PASS, "PASS_TO_PASS": task.PASS_TO_PASS, "leak_score": task.leak_score,
+        "declared_differences": declared_differences(task, report.flaky_tests) if derivation else {},
+        "wall_s": round(time.monotonic() - started, 3), "tests_s": round(tests_s, 3),
+        "error": derivation.error if derivation else (task.env_spec.error if task.env_spec else "not built"),
+    })
+    # The task keeps the whole report (each rollout's grade included); its validation.jsonl line
+    # leaves the grades out (see ValidationReport.record).
+    return task.model_copy(update={"validation": report}), report.record()
 
 
 def declared_differences(task: Task, flaky: dict[str, float]) -> dict[str, list[str]]:
@@ -140,8 +134,8 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
     return rollouts, grading_s
 
 
-def read_records(path: Path) -> list[ValidationRecord]:
+def read_records(path: Path) -> list[ValidationReport]:
     """The records of a validation.jsonl (none when it does not exist)."""
     if not path.is_file():
         return []
-    return [ValidationRecord.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
+    return [ValidationReport.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from repo2env.errors import InputError
 from repo2env.jsonl import write_json
-from repo2env.models import GradeResult, Task, TestStatus
+from repo2env.models import PYTEST_MODULE_CMD, GradeResult, Task, TestStatus
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
 from repo2env.verify.canaries import CanaryPlan, plan_canaries
@@ -256,13 +256,13 @@ def grading_settings(task: Task, test_ids: list[str], *, inputs: str, private: s
                      timeout_s: float, stream_plugin: str, fifo: str) -> dict:
     """The settings of one run of the grading script (``grade.json`` beside it in the sandbox):
     where its inputs are, what to run and how long, and what restore.py checks the patch against."""
-    test_cmd = (task.env_spec.test_cmd if task.env_spec and task.env_spec.test_cmd else "python -m pytest -rA")
+    test_cmd = task.test_command()
     plugin_dir = f"{inputs}/plugin"
     python_path = plugin_dir
-    if test_cmd == "python -m pytest" or test_cmd.startswith("python -m pytest "):
+    if test_cmd == PYTEST_MODULE_CMD or test_cmd.startswith(PYTEST_MODULE_CMD + " "):
         # `python -m` puts the working directory first on sys.path, ahead of every installed module;
         # the launcher puts the outcome plugin's folder there instead.
-        test_cmd = "python -c " + shlex.quote(_LAUNCHER.format(plugin_dir=plugin_dir)) + test_cmd[len("python -m pytest"):]
+        test_cmd = "python -c " + shlex.quote(_LAUNCHER.format(plugin_dir=plugin_dir)) + test_cmd[len(PYTEST_MODULE_CMD):]
         python_path = ""
     return {
         "inputs": inputs, "private": private, "junit": junit_path, "timeout_s": f"{timeout_s:.0f}",

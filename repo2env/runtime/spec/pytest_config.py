@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
 
+from repo2env import models
 from repo2env.runtime.spec.files import (
     RepoFiles,
     _ini_lines,
@@ -21,9 +22,9 @@ if TYPE_CHECKING:
     pass
 
 
-#: The test command for every repository; the caller appends test ids. ``-rA`` reports every
-#: outcome; ``-p no:cacheprovider`` keeps pytest from writing ``.pytest_cache`` into the sandbox.
-DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider"
+#: The test command inferred for every repository: the models' default (the caller appends test ids)
+#: with ``-p no:cacheprovider``, which keeps pytest from writing ``.pytest_cache`` into the sandbox.
+DEFAULT_TEST_CMD = f"{models.DEFAULT_TEST_CMD} -p no:cacheprovider"
 
 #: The warm-up command of ``warmup: true``: the test collection, which imports every test module
 #: (and runs the fixtures and module-level code that download data on first use).
