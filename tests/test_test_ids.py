@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from repo2env.models import TestStatus
-from repo2env.validate.derive import COLLECT_SCRIPT, read_collected_ids
+from repo2env.validate.derive import COLLECT_SCRIPT, collection_error, read_collected_ids
 from repo2env.verify.junit import junit_key, junit_keys, outcomes_for, selection_args, split_node_id
 
 # Each parameter is (id-making value, passes?): every shape once passing and once failing, so an id
@@ -81,6 +81,24 @@ def _collected(root: Path) -> list[str]:
     subprocess.run([sys.executable, str(script), str(ids_path), "--collect-only", "-q", "-p", "no:cacheprovider"],
                    cwd=root, capture_output=True, timeout=120)
     return read_collected_ids(ids_path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(("files", "is_error"), [
+    ({"tests/typing_example.py": "x: int = 1\n"}, False),  # the touched file holds no test: no F2P, no error
+    ({"tests/test_broken.py": "import nowhere_to_be_found\n\ndef test_a():\n    pass\n"}, True),
+])
+def test_a_collection_without_ids_is_an_error_unless_pytest_found_nothing_to_collect(tmp_path, files, is_error):
+    root = tmp_path / "suite"
+    _write_suite(root, files)
+    ids_path = tmp_path / "ids.json"
+    (tmp_path / "collect.py").write_text(COLLECT_SCRIPT)
+    run = subprocess.run([sys.executable, str(tmp_path / "collect.py"), str(ids_path), "--collect-only", "-q",
+                          "-p", "no:cacheprovider", *files], cwd=root, capture_output=True, text=True, timeout=120)
+    ids_json = ids_path.read_text(encoding="utf-8")
+    assert read_collected_ids(ids_json) == []
+    error = collection_error(ids_json, run.stdout)
+    assert (error is not None) == is_error, error
+    assert collection_error("", "") is not None, "no report at all is an error"
 
 
 def _expected(test_id: str) -> TestStatus:

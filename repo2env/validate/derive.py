@@ -107,8 +107,7 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
             log_dir.mkdir(parents=True, exist_ok=True)
             (log_dir / "collect.txt").write_text(collected_output)
         if not test_ids:
-            last_line = (collected_output.strip().splitlines() or ["no output"])[-1]
-            derivation.error = f"no test collected after the fix ({last_line[:200]})"
+            derivation.error = collection_error(ids_json, collected_output)
             return derivation
         test_cmd = task.env_spec.test_cmd if task.env_spec else "python -m pytest -rA"
         for name, sandbox, record in (("before", before, derivation.before), ("after", after, derivation.after)):
@@ -144,6 +143,20 @@ def read_collected_ids(ids_json: str) -> list[str]:
     except (json.JSONDecodeError, KeyError, TypeError):
         return []
     return list(dict.fromkeys(test_id for test_id in ids if isinstance(test_id, str)))
+
+
+def collection_error(ids_json: str, output: str) -> str | None:
+    """Why a collection that gave no test id is a grading error; None when pytest collected cleanly
+    and found nothing (its status 5): the files the PR's tests touch hold no test (a typing example,
+    a helper module), which is a task without FAIL_TO_PASS, not a broken grader."""
+    try:
+        status = json.loads(ids_json)["status"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        status = None
+    if status == 5:
+        return None
+    last_line = (output.strip().splitlines() or ["no output"])[-1]
+    return f"no test collected after the fix ({last_line[:200]})"
 
 
 def _run_tests(sandbox: Sandbox, test_cmd: str, seed: int, targets: list[str], timeout_s: float) -> tuple[str, str | None]:
