@@ -6,6 +6,7 @@ from the XML must be its own, and selecting the ids on the command line must run
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from repo2env.models import TestStatus
-from repo2env.validate.derive import COLLECT_SCRIPT, read_collected_ids
+from repo2env.validate.derive import COLLECT_SCRIPT, collection_error, read_collected_ids
 from repo2env.verify.junit import junit_key, junit_keys, outcomes_for, selection_args, split_node_id
 
 # Each parameter is (id-making value, passes?): every shape once passing and once failing, so an id
@@ -80,6 +81,24 @@ def _collected(root: Path) -> list[str]:
     subprocess.run([sys.executable, str(script), str(ids_path), "--collect-only", "-q", "-p", "no:cacheprovider"],
                    cwd=root, capture_output=True, timeout=120)
     return read_collected_ids(ids_path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(("files", "is_error"), [
+    ({"tests/typing_example.py": "x: int = 1\n"}, False),  # the touched file holds no test: no F2P, no error
+    ({"tests/test_broken.py": "import nowhere_to_be_found\n\ndef test_a():\n    pass\n"}, True),
+])
+def test_a_collection_without_ids_is_an_error_unless_pytest_found_nothing_to_collect(tmp_path, files, is_error):
+    root = tmp_path / "suite"
+    _write_suite(root, files)
+    ids_path = tmp_path / "ids.json"
+    (tmp_path / "collect.py").write_text(COLLECT_SCRIPT)
+    run = subprocess.run([sys.executable, str(tmp_path / "collect.py"), str(ids_path), "--collect-only", "-q",
+                          "-p", "no:cacheprovider", *files], cwd=root, capture_output=True, text=True, timeout=120)
+    ids_json = ids_path.read_text(encoding="utf-8")
+    assert read_collected_ids(ids_json) == []
+    error = collection_error(ids_json, run.stdout)
+    assert (error is not None) == is_error, error
+    assert collection_error("", "") is not None, "no report at all is an error"
 
 
 def _expected(test_id: str) -> TestStatus:
@@ -194,8 +213,12 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
-def _commit(repo: Path, files: dict[str, str]) -> str:
+def _commit(repo: Path, files: dict[str, str | None]) -> str:
+    """A commit writing ``files`` (deleting those given as None); its hash."""
     for name, text in files.items():
+        if text is None:
+            (repo / name).unlink()
+            continue
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text, encoding="utf-8")
     _git(repo, "add", "-A")
@@ -203,10 +226,15 @@ def _commit(repo: Path, files: dict[str, str]) -> str:
     return _git(repo, "rev-parse", "HEAD").strip()
 
 
-def _built_oddlib(docker_client, tmp_path: Path, base_files: dict[str, str], test_files: dict[str, str]):
+ODDLIB_FIXED = "def shout(text):\n    return text.upper()\n"
+
+
+def _built_oddlib(docker_client, tmp_path: Path, base_files: dict[str, str], test_files: dict[str, str | None], *,
+                  pytest_install: str = "pytest==6.2.5", fixed: str = ODDLIB_FIXED):
     """A one-task repository (``oddlib.shout`` fixed by the PR, ``test_files`` its tests) built on
-    Python 3.9 with pytest 6.2.5, which splits command-line ids on every '::'. The tests import the
-    package from the working directory, so pytest is all the environment installs. (task, runtime)"""
+    Python 3.9 with pytest 6.2.5 (which splits command-line ids on every '::') or ``pytest_install``.
+    The tests import the package from the working directory, so pytest is all the environment
+    installs. (task, runtime)"""
     from repo2env.jsonl import read_tasks, write_jsonl
     from repo2env.models import Task
     from repo2env.pipeline.stages import build_tasks_dir
@@ -220,7 +248,7 @@ def _built_oddlib(docker_client, tmp_path: Path, base_files: dict[str, str], tes
         "setup.py": "from setuptools import setup\nsetup(name='oddlib', version='1.0', packages=['oddlib'])\n",
         "oddlib/__init__.py": "def shout(text):\n    return text\n", **base_files,
     })
-    fixed = _commit(repo, {"oddlib/__init__.py": "def shout(text):\n    return text.upper()\n"})
+    fixed = _commit(repo, {"oddlib/__init__.py": fixed})
     tested = _commit(repo, test_files)
     task = Task(instance_id="acme__oddlib-1", repo="acme/oddlib", pull_number=1, base_commit=base,
                 patch=_git(repo, "diff", base, fixed), test_patch=_git(repo, "diff", fixed, tested),
@@ -229,13 +257,14 @@ def _built_oddlib(docker_client, tmp_path: Path, base_files: dict[str, str], tes
     write_jsonl(folder / "tasks.jsonl", [task])
     (folder / "source.json").write_text(f'{{"repo": "acme/oddlib", "clone_path": "{repo}", "source": "test"}}')
     runtime = DockerRuntime(docker_client)
-    pytest_6 = EnvOverride(python="3.9", install=["python -m pip install -q pytest==6.2.5"], date_pin=False)
-    summary = build_tasks_dir(folder, runtime=runtime, options=BuildOptions(jobs=1, overrides={"acme/oddlib": pytest_6}))
+    pytest_pin = EnvOverride(python="3.9", install=[f"python -m pip install -q {pytest_install}"], date_pin=False)
+    summary = build_tasks_dir(folder, runtime=runtime, options=BuildOptions(jobs=1, overrides={"acme/oddlib": pytest_pin}))
     assert summary.ok == 1, summary.failures
     [task] = read_tasks(folder / "tasks.jsonl")
     with runtime.start(task) as sandbox:
         version = sandbox.exec("python -m pytest --version 2>&1").output
-    assert "pytest 6." in version, f"these tests are about pytest < 7, the environment has {version}"
+    wanted = pytest_install.split()[0].removeprefix("pytest==")
+    assert re.search(rf"pytest (version )?{re.escape(wanted)}\b", version), f"these tests are about pytest {wanted}, the environment has {version}"
     return task, runtime
 
 
@@ -286,3 +315,26 @@ def test_a_tests_folder_with_its_own_ini_file_keeps_runnable_ids(docker_client, 
     assert (derivation.fail_to_pass, derivation.pass_to_pass) == (["tests/test_shout.py::test_shout"],
                                                                    ["tests/test_shout.py::test_same"])
     assert gold.reward == 1.0 and empty.reward == 0.0 and empty.p2p_rate == 1.0
+
+
+@pytest.mark.docker
+def test_pytest_3_instance_ids_deleted_test_files_and_late_usage_errors_grade_cleanly(docker_client, tmp_path):
+    """pytest 3 spells a method's id ``f.py::Class::()::test`` (the live stream too, the canaries
+    not); its usage error for ids whose module no longer collects leaves the session's status at 0
+    and exits 4; and a test patch that deletes a test file must not make that file a target. None
+    of it is tampering or a grading error: derivation finds the tests, gold scores 1, empty 0."""
+    task, runtime = _built_oddlib(docker_client, tmp_path, {"tests/test_old.py": "def test_old():\n    pass\n"}, {
+        "tests/test_old.py": None,
+        "tests/test_shout.py": "from oddlib import shout\n\n\nclass TestShout:\n    def test_shout(self):\n"
+                               "        assert shout('a') == 'A'\n\n    def test_same(self):\n        assert shout('') == ''\n",
+        "tests/test_loud.py": "from oddlib import LOUD  # only the fix has it: before it, the module does not collect\n\n\n"
+                              "class TestLoud:\n    def test_loud(self):\n        assert LOUD\n"},
+        pytest_install="pytest==3.5.1 py==1.5.3 pluggy==0.6.0 attrs==17.4.0 more-itertools==4.1.0 six==1.11.0",
+        fixed="LOUD = True\n\n\n" + ODDLIB_FIXED)
+    assert "deleted file mode" in task.test_patch
+    derivation, gold, empty = _derive_and_grade(task, runtime, tmp_path)
+    assert sorted(derivation.fail_to_pass) == ["tests/test_loud.py::TestLoud::()::test_loud",
+                                               "tests/test_shout.py::TestShout::()::test_shout"]
+    assert derivation.pass_to_pass == ["tests/test_shout.py::TestShout::()::test_same"]
+    assert gold.error is None and not gold.tampered and gold.reward == 1.0
+    assert empty.error is None and not empty.tampered and empty.reward == 0.0 and empty.pytest_exit == 4

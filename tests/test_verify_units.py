@@ -220,3 +220,21 @@ def test_lies_are_tampering(records, junit, exit_status, reason):
 def test_a_summary_line_that_counts_more_passes_than_the_stream_is_tampering():
     assert "summary line" in _verdict(HONEST, HONEST_JUNIT, output="== 3 passed in 0.1s ==")
     assert _verdict(HONEST, HONEST_JUNIT, output="no summary at all") is None
+
+
+def test_pytest_3_instance_level_in_streamed_ids_matches_the_canaries_and_junit_spelling():
+    from repo2env.verify.tamper import parse_stream, stream_key
+
+    assert stream_key("t.py::T::()::test_a[x::()::y]") == "t.py::T::test_a[x::()::y]"
+    assert stream_key("t.py::test_a[()]") == "t.py::test_a[()]"
+    stream = parse_stream(_stream(["S", 1], *_run("t.py::T::()::test_a"), ["E", 0]))
+    assert stream.status("t.py::T::test_a") == stream.status("t.py::T::()::test_a") == TestStatus.PASSED
+
+
+def test_old_pytest_usage_error_after_a_clean_session_is_no_tampering_only_with_its_error_line():
+    records = [["S", 1], ["C", "t.py"], ["E", 0]]
+    junit = {"t.py::test_real": TestStatus.MISSING}
+    usage_error = "== 1 error in 0.1s ==\nERROR: not found: /testbed/t.py::test_real\n"
+    assert _verdict(records, junit, output=usage_error, exit_status=4) is None
+    assert "exited with 4" in _verdict(records, junit, output="== 1 error in 0.1s ==", exit_status=4)
+    assert "exited with 3" in _verdict(records, junit, output=usage_error, exit_status=3)

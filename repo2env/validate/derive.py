@@ -73,8 +73,10 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
                  whole_suite: bool = False, timeout_s: float = 600.0, log_dir: Path | None = None) -> Derivation:
     """Run the PR's tests ``runs`` times before and after its fix; classify every test id."""
     derivation = Derivation()
-    test_files = [path for path in _patch_paths(task.test_patch) if path.endswith(".py") and is_protected_path(path)
-                  and not path.endswith("conftest.py")]
+    # A test file the test patch deletes (or renames away) is no target: pytest stops at a path that
+    # does not exist, and nothing would be collected at all.
+    test_files = [file.path for file in parse(task.test_patch).files if not file.is_deleted
+                  and file.path.endswith(".py") and is_protected_path(file.path) and not file.path.endswith("conftest.py")]
     source_files = [path for path in _patch_paths(task.patch) if path.endswith(".py")]
     limits = SandboxLimits(exec_timeout_s=timeout_s + 60, output_cap_bytes=20_000_000)
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -105,8 +107,7 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
             log_dir.mkdir(parents=True, exist_ok=True)
             (log_dir / "collect.txt").write_text(collected_output)
         if not test_ids:
-            last_line = (collected_output.strip().splitlines() or ["no output"])[-1]
-            derivation.error = f"no test collected after the fix ({last_line[:200]})"
+            derivation.error = collection_error(ids_json, collected_output)
             return derivation
         test_cmd = task.test_command()
         for name, sandbox, record in (("before", before, derivation.before), ("after", after, derivation.after)):
@@ -116,14 +117,17 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
                 random.Random(seed * 7919 + run).shuffle(order)
                 began = time.monotonic()
                 output, xml = _run_tests(sandbox, test_cmd, seed, selection_args(order), timeout_s)
-                if "ERROR: not found:" in output and xml is not None and "<testcase" not in xml:
+                outcomes, _ = outcomes_for(test_ids, xml)
+                if "ERROR: not found:" in output and all(status == TestStatus.MISSING for status in outcomes.values()):
                     # Some ids change between collection and run (parameters made from the clock,
-                    # say): run the files instead; ids that do not come back are simply absent.
+                    # say), and before the fix a module may not collect at all, which old pytest (3.x)
+                    # answers with a usage error that runs none of the ids: run the files instead;
+                    # ids that do not come back are simply absent.
                     files = sorted({test_id.split("::", 1)[0] for test_id in test_ids})
                     random.Random(seed * 7919 + run).shuffle(files)
                     output, xml = _run_tests(sandbox, test_cmd, seed, files, timeout_s)
+                    outcomes, _ = outcomes_for(test_ids, xml)
                 derivation.test_seconds += time.monotonic() - began
-                outcomes, _ = outcomes_for(test_ids, xml)
                 for test_id, status in outcomes.items():
                     record.setdefault(test_id, []).append(status.value)
                 if log_dir:
@@ -139,6 +143,20 @@ def read_collected_ids(ids_json: str) -> list[str]:
     except (json.JSONDecodeError, KeyError, TypeError):
         return []
     return list(dict.fromkeys(test_id for test_id in ids if isinstance(test_id, str)))
+
+
+def collection_error(ids_json: str, output: str) -> str | None:
+    """Why a collection that gave no test id is a grading error; None when pytest collected cleanly
+    and found nothing (its status 5): the files the PR's tests touch hold no test (a typing example,
+    a helper module), which is a task without FAIL_TO_PASS, not a broken grader."""
+    try:
+        status = json.loads(ids_json)["status"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        status = None
+    if status == 5:
+        return None
+    last_line = (output.strip().splitlines() or ["no output"])[-1]
+    return f"no test collected after the fix ({last_line[:200]})"
 
 
 def _run_tests(sandbox: Sandbox, test_cmd: str, seed: int, targets: list[str], timeout_s: float) -> tuple[str, str | None]:

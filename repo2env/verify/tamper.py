@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from repo2env.outcomes import TestStatus
 from repo2env.verify.canaries import CanaryPlan
+from repo2env.verify.junit import split_node_id
 
 # {fifo} is filled in per grading. Written for every pytest from 6 to 9, stdlib only.
 PLUGIN_SOURCE = '''\
@@ -71,7 +72,7 @@ class Stream:
 
     def status(self, test_id: str) -> TestStatus:
         """The test's outcome as the live reports gave it (JUnit's ranking: the worst phase wins)."""
-        reports = self.reports.get(test_id)
+        reports = self.reports.get(stream_key(test_id))
         if not reports:
             return TestStatus.MISSING
         if any(outcome == "failed" and when != "call" for when, outcome, _ in reports):
@@ -89,6 +90,16 @@ class Stream:
                    if any(when == "call" and outcome == "passed" and not xfail for when, outcome, xfail in reports))
 
 
+def stream_key(node_id: str) -> str:
+    """A node id without the ``()`` instance level that pytest < 4 put between a class and its
+    methods (``a.py::T::()::f``): the plugin streams that spelling, while canaries and the JUnit
+    report name the method without it, so both sides are looked up by this key."""
+    path, names, params = split_node_id(node_id)
+    if "()" not in names:
+        return node_id
+    return "::".join([path, *[name for name in names if name != "()"]]) + params
+
+
 def parse_stream(text: str) -> Stream:
     """Read the plugin's lines; a line that is not one of its records is counted, not trusted."""
     stream = Stream()
@@ -101,7 +112,7 @@ def parse_stream(text: str) -> Stream:
             elif kind == "C":
                 stream.collect_errors.append(str(record[1]))
             elif kind == "R":
-                stream.reports.setdefault(str(record[1]), []).append((str(record[2]), str(record[3]), bool(record[4])))
+                stream.reports.setdefault(stream_key(str(record[1])), []).append((str(record[2]), str(record[3]), bool(record[4])))
             elif kind == "E":
                 stream.exit_status = int(record[1])
             else:
@@ -121,6 +132,16 @@ def summary_counts(output: str) -> dict[str, int] | None:
         number, _, word = part.partition(" ")
         counts[word.rstrip("s") if word.endswith("errors") else word] = int(number)
     return counts
+
+
+_USAGE_ERROR_LINE = re.compile(r"^ERROR: ", re.MULTILINE)
+
+
+def _late_usage_error(stream: Stream, pytest_exit: int, output: str) -> bool:
+    """Whether the run is old pytest's honest mismatch: pytest 3 (at least) raises the usage error
+    for ids it cannot find (their module failed to collect, say) while collecting, leaves the
+    session's status at 0 for ``pytest_sessionfinish``, then prints ``ERROR: ...`` and exits 4."""
+    return stream.exit_status == 0 and pytest_exit == 4 and bool(_USAGE_ERROR_LINE.search(output))
 
 
 def verdict(*, stream: Stream | None, junit: dict[str, TestStatus], output: str, pytest_exit: int,
@@ -148,7 +169,7 @@ def verdict(*, stream: Stream | None, junit: dict[str, TestStatus], output: str,
         if pytest_exit == 0 or any(status == TestStatus.PASSED for status in junit.values()):
             return "pytest's session never finished, yet the run reports passing tests"
         return None
-    if pytest_exit != stream.exit_status and pytest_exit not in (124, 137):
+    if pytest_exit != stream.exit_status and pytest_exit not in (124, 137) and not _late_usage_error(stream, pytest_exit, output):
         return f"pytest ended its session with status {stream.exit_status}, the process exited with {pytest_exit}"
     counts = summary_counts(output)
     if counts is not None and counts.get("passed", 0) > stream.passed_count():
