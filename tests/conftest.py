@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +117,25 @@ def validated(built_demo, docker_client, tmp_path_factory):
     summary = validate_dir(folder, DockerRuntime(docker_client), quick_policy(), jobs=2)
     records = {int(record.instance_id.rsplit("-", 1)[1]): record for record in summary.records}
     return folder, records
+
+
+@pytest.fixture(scope="session")
+def installed_wheel(tmp_path_factory):
+    """The package built as a wheel (once a session) and unpacked: (its file names, the folder to
+    put on PYTHONPATH), for tests that package data loads without the source tree."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    root = tmp_path_factory.mktemp("wheel")
+    project = root / "project"  # a copy: building writes build/ and egg-info next to the sources
+    shutil.copytree(Path(__file__).resolve().parents[1], project, symlinks=True, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "generated", "build", "*.egg-info", "__pycache__", ".pytest_cache", "tests"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                            str(root), str(project)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    wheel = next(root.glob("repo2env-*.whl"))
+    unpacked = root / "site"
+    zipfile.ZipFile(wheel).extractall(unpacked)
+    return set(zipfile.ZipFile(wheel).namelist()), unpacked

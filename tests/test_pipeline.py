@@ -141,20 +141,9 @@ def test_shipped_specs_load_by_name_and_are_package_data():
     assert click.env.python == "3.11"
 
 
-def test_specs_ship_in_the_wheel_and_load_without_the_source_tree(tmp_path):
-    import shutil
-    import zipfile
-
-    project = tmp_path / "project"  # a copy: building writes build/ and egg-info next to the sources
-    shutil.copytree(Path(__file__).resolve().parents[1], project, symlinks=True, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "generated", "build", "*.egg-info", "__pycache__", ".pytest_cache", "tests"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                            str(tmp_path), str(project)], capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr
-    wheel = next(tmp_path.glob("repo2env-*.whl"))
-    assert {"repo2env/pipelines/demo.yaml", "repo2env/pipelines/example-real.yaml"} <= set(zipfile.ZipFile(wheel).namelist())
-    unpacked = tmp_path / "site"
-    zipfile.ZipFile(wheel).extractall(unpacked)
+def test_specs_ship_in_the_wheel_and_load_without_the_source_tree(installed_wheel, tmp_path):
+    names, unpacked = installed_wheel
+    assert {"repo2env/pipelines/demo.yaml", "repo2env/pipelines/example-real.yaml"} <= names
     probe = ("from repo2env.pipeline.spec import load_pipeline_spec; import repo2env; "
              "print(repo2env.__file__); print(load_pipeline_spec('example-real').name)")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,

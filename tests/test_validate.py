@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 from conftest import quick_policy  # noqa: I001 (tests/ is on sys.path)
@@ -185,23 +184,13 @@ def test_policy_rollouts_through_the_cli_make_a_task_learnable(validated, tmp_pa
     assert (tmp_path / "validation.png").stat().st_size > 0
 
 
-def test_policies_ship_as_package_data_and_load_from_an_installed_wheel(tmp_path):
+def test_policies_ship_as_package_data_and_load_from_an_installed_wheel(installed_wheel, tmp_path):
     """A wheel carries validators/*.yaml, and the package finds them without the source tree."""
     import subprocess
     import sys
-    import zipfile
 
-    project = tmp_path / "project"  # a copy: building writes build/ and egg-info next to the sources
-    shutil.copytree(Path(__file__).resolve().parents[1], project, symlinks=True, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "generated", "build", "*.egg-info", "__pycache__", ".pytest_cache", "tests"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                            str(tmp_path), str(project)], capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr
-    wheel = next(tmp_path.glob("repo2env-*.whl"))
-    names = zipfile.ZipFile(wheel).namelist()
-    assert {"repo2env/validators/default.yaml", "repo2env/validators/strict.yaml"} <= set(names)
-    unpacked = tmp_path / "site"
-    zipfile.ZipFile(wheel).extractall(unpacked)
+    names, unpacked = installed_wheel
+    assert {"repo2env/validators/default.yaml", "repo2env/validators/strict.yaml"} <= names
     probe = ("from repo2env.validate.acceptance import load_acceptance_policy; import repo2env; "
              "print(repo2env.__file__); print(load_acceptance_policy('strict').name)")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
