@@ -78,6 +78,9 @@ def test_exec_a_shell_string_or_an_argv_with_exit_codes(sandbox):
     result = sandbox.exec("echo hello; echo oops >&2; exit 3")
     assert (result.exit_code, result.output, result.timed_out, result.truncated) == (3, "hello\noops\n", False, False)
     assert result.duration_s >= 0
+    # One stream in the order it was written, however stdout and stderr alternate.
+    alternating = sandbox.exec("for i in $(seq 40); do echo out$i; echo err$i >&2; done")
+    assert alternating.output == "".join(f"out{i}\nerr{i}\n" for i in range(1, 41))
     argv = sandbox.exec(["python3", "-c", "import sys; print(sys.argv[1:])", "two words", "$HOME", "'q'"])
     assert (argv.exit_code, argv.output) == (0, "['two words', '$HOME', \"'q'\"]\n")
     assert sandbox.exec(["no-such-program"]).exit_code == 127

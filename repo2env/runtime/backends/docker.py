@@ -381,8 +381,10 @@ class DockerSandbox:
         # `timeout` runs the command in its own process group and signals the whole group, so
         # children (a fork bomb's too) die with it; -k escalates to SIGKILL for ones that trap TERM.
         # The heartbeat tells the keepalive a command ran (a short one between two of its looks).
+        # stderr joins stdout in one pipe, so the output keeps the order it was written in (the
+        # engine reads two pipes concurrently and may interleave them out of order).
         argv = ["timeout", "-k", "2", f"{timeout:.3f}", "/bin/sh", "-c",
-                f"echo 2>/dev/null >>{HEARTBEAT_PATH}; {shell_command}"]
+                f"exec 2>&1; echo 2>/dev/null >>{HEARTBEAT_PATH}; {shell_command}"]
         started = time.monotonic()
         try:
             exec_id = self.client.api.exec_create(
