@@ -236,6 +236,26 @@ def test_a_subject_naming_another_prs_number_is_not_its_landing(tmp_path):
     assert {r.pull_number: r.reason for r in result.funnel.rejections} == {1: "not_merged", 2: "not_merged"}
 
 
+def test_a_one_parent_merge_subject_lands_its_pr(tmp_path):
+    """A "Merge pull request #N" commit with one parent (a merge a history rewrite flattened): its
+    own diff is the PR's, though the PR's head is not in main's history."""
+    repo = Repo(tmp_path / "flat")
+    repo.path.mkdir()
+    repo.git("init", "-q", "-b", "main")
+    repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": ""})
+    repo.git("checkout", "-q", "-b", "side")
+    repo.pull_ref(30, repo.fix("thirty", "Add thirty"))
+    repo.git("checkout", "-q", "main")
+    base = repo.commit("Main moves on", {"README.md": "widget\n"})
+    repo.git("merge", "-q", "--squash", "side")
+    flat = repo.commit("Merge pull request #30 from ada/side\n\nAdd thirty, flattened", {})
+    repo.git("branch", "-q", "-D", "side")
+    result = mine(GitSource(repo.path, repo="acme/widget"), tmp_path / "out", MineOptions(allow_no_issue=True))
+    assert [(task.pull_number, task.base_commit, task.merge_commit) for task in result.new_tasks] == [(30, base, flat)]
+    assert "def thirty" in result.new_tasks[0].patch and "test_thirty" in result.new_tasks[0].test_patch
+    assert result.new_tasks[0].problem_statement.startswith("Add thirty, flattened")
+
+
 def test_empty_problem_statement_is_rejected_with_its_reason(tmp_path):
     repo = Repo(tmp_path / "terse")
     repo.path.mkdir()

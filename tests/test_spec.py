@@ -341,6 +341,25 @@ INSTALL_CASES = [
         id="the-file-the-nox-test-session-installs",
     ),
     pytest.param(
+        repo({"noxfile.py": """
+                  import nox
+
+                  @nox.session
+                  def lint(session):
+                      session.install("pre-commit")
+
+                  @nox.session(python=["3.7", "3.8"])
+                  def tests(session):
+                      session.install("coverage<5.0.0", "pretend", "pytest>=6.2.0", "pip>=9.0.2")
+                      session.install(".")
+                      session.run("pytest")
+              """},
+             setup_py="from setuptools import setup\nsetup(name='x')\n"),
+        [UPGRADE_PIP, "python -m pip install -e .", "python -m pip install 'coverage<5.0.0' pretend 'pytest>=6.2.0'",
+         "python -m pip install pytest"],
+        id="the-packages-the-nox-test-session-installs",
+    ),
+    pytest.param(
         repo(setup_cfg="""
             [metadata]
             name = cfgproj

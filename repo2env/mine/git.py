@@ -397,7 +397,8 @@ class _Elsewhere:
 
 def _landing_from_subject(commit: CommitInfo) -> _Landing | None:
     """The PR a commit's subject says it landed: ``Merge pull request #N from ...`` or a two-parent
-    ``Title (#N)`` (a merge whose head is the second parent), or a one-parent ``Title (#N)`` (a squash)."""
+    ``Title (#N)`` (a merge whose head is the second parent), or a one-parent ``Title (#N)`` or
+    ``Merge pull request #N`` (a squash: the commit's own diff is the PR's)."""
     subject = commit.subject
     rest = commit.message.split("\n", 1)[1].strip() if "\n" in commit.message else ""
     if len(commit.parents) >= 2:
@@ -409,9 +410,17 @@ def _landing_from_subject(commit: CommitInfo) -> _Landing | None:
         if titled:
             return _Landing(int(titled.group(2)), commit.sha, commit.parents[1], "merge", titled.group(1), rest)
         return None
-    squash = _SQUASH_SUBJECT.match(subject) if commit.parents else None
+    if not commit.parents:
+        return None
+    squash = _SQUASH_SUBJECT.match(subject)
     if squash:
         return _Landing(int(squash.group(2)), commit.sha, commit.sha, "squash", squash.group(1), rest)
+    # A one-parent "Merge pull request #N from ..." (a merge rewritten into one commit, as a
+    # history rewrite or a rebase of the branch it sits on leaves it): its own diff is the PR's.
+    merge = _MERGE_SUBJECT.match(subject)
+    if merge:
+        title, _, body = rest.partition("\n")
+        return _Landing(int(merge.group(1)), commit.sha, commit.sha, "squash", title, body)
     return None
 
 

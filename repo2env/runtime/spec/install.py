@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from collections.abc import Iterable
@@ -227,6 +228,38 @@ def _nox_requirement_files(project: _Project) -> list[str]:
     return found
 
 
+# Installed by every runner anyway, or the runner's own tooling: never a test dependency to add.
+_RUNNER_TOOLING = {"pip", "setuptools", "wheel", "nox", "tox", "virtualenv"}
+_OPTIONS_WITH_A_VALUE = {"-r", "--requirement", "-c", "--constraint", "-e", "--editable"}
+
+
+def _nox_test_requirements(project: _Project) -> list[str]:
+    """The literal requirements a nox test session installs: ``session.install("pretend", "pytest>=6")``
+    in a session named like a test one (or running pytest); options, paths and ``.`` are not
+    requirements (the project itself is installed anyway)."""
+    text = project.files.read("noxfile.py") or ""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    found: list[str] = []
+    for function in tree.body:
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        if "test" not in function.name.lower() and "pytest" not in ast.get_source_segment(text, function):
+            continue
+        for node in ast.walk(function):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "install"
+                    and isinstance(node.func.value, ast.Name)):
+                words = [arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
+                         for arg in node.args]
+                # A word after -r/-c/-e is a file or a path, not a requirement.
+                found.extend(word for before, word in zip([None, *words], words, strict=False)
+                             if word is not None and before not in _OPTIONS_WITH_A_VALUE)
+    return [line for line in found if (requirement := _valid_requirement(line)) is not None
+            and canonicalize_name(Requirement(requirement).name) not in _RUNNER_TOOLING]
+
+
 def _ci_requirement_files(project: _Project) -> list[str]:
     found: list[str] = []
     for job_name, job in _workflow_jobs(project):
@@ -266,6 +299,7 @@ def _literal_test_requirements(project: _Project) -> list[str]:
         lines.extend(str(item) for item in tests_require)
     lines.extend(_ini_lines(_ini_get(project.setup_cfg, "options", "tests_require")))
     lines.extend(_tox_deps(project))
+    lines.extend(_nox_test_requirements(project))
     lines.extend(_poetry_test_requirements(project))
     pdm_groups = project.tool("pdm", "dev-dependencies")
     if isinstance(pdm_groups, dict):
