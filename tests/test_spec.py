@@ -695,6 +695,29 @@ def test_ladder_rungs_in_order_distinct_and_named() -> None:
     assert no_pin.install == [*infer_install(OLD_REPO), "python -m pip install uv", plugins]
 
 
+FILTERWARNINGS_REPO = repo({"web/__init__.py": ""}, setup_py="from setuptools import setup\nsetup(name='web', extras_require={'dev': ['pyopenssl']})\n",
+                          setup_cfg="""
+    [tool:pytest]
+    filterwarnings =
+        error
+        ignore::requests.packages.urllib3.exceptions.InsecureRequestWarning
+        ignore:a message, with: colons:DeprecationWarning
+        ignore::web.exceptions.OwnWarning
+        ignore::warnings.WarningMessage
+""")
+
+
+def test_what_the_pytest_configuration_imports_is_installed_in_every_rung() -> None:
+    """pytest imports a filterwarnings category's module before each test (INTERNALERROR when it is
+    missing, so no test runs): its package is a test dependency, not an extra to drop."""
+    assert infer_install(FILTERWARNINGS_REPO)[-2:] == ["python -m pip install requests", "python -m pip install pytest"]
+    spec = infer_env_spec(FILTERWARNINGS_REPO, day("2018-06-01"), EnvOverride(python="3.11"))
+    ladder = dict(install_ladder(spec, FILTERWARNINGS_REPO))
+    assert not any("pyopenssl" in command for command in ladder["fewer-extras"].install)
+    for name, rung in ladder.items():
+        assert any(command.endswith(" requests") for command in rung.install), name
+
+
 def test_fewer_extras_keeps_the_overrides_own_commands() -> None:
     override = EnvOverride(pre_install=["pip install 'setuptools<58'", "python -m pip install --user legacy"])
     spec = infer_env_spec(OLD_REPO, day("2019-06-01"), override)
@@ -928,6 +951,7 @@ def test_install_failure_reason(log: str, expected: str | None) -> None:
      ["build-essential", "python3-dev", "libxml2-dev"]),
     ("Error: pg_config executable not found.\n", ["libpq-dev"]),
     ("error: can't find Rust compiler\n", ["cargo"]),
+    ("    No working compiler found, or bogus compiler options passed to\n", ["build-essential", "python3-dev"]),
     (UV_CONFLICT, []),
 ])
 def test_build_packages_a_source_build_asks_for(log: str, packages: list[str]) -> None:

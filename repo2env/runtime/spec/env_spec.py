@@ -14,7 +14,7 @@ from packaging.version import Version as PackageVersion
 
 from repo2env.models import EnvSpec
 from repo2env.runtime.spec.files import RepoFiles, _Project, _read_project, _valid_requirement
-from repo2env.runtime.spec.install import _infer_install, _requirement_choice
+from repo2env.runtime.spec.install import _infer_install, _requirement_choice, config_imports_command
 from repo2env.runtime.spec.overrides import EnvOverride
 from repo2env.runtime.spec.pinning import (
     _UV_PREFIX,
@@ -116,8 +116,8 @@ def install_ladder(
     - ``inferred``: ``spec`` itself;
     - ``other-requirements-1``, ``-2``: another test requirement file instead of the chosen one
       (see :func:`infer_install`), one at a time;
-    - ``fewer-extras``: only the editable project (no extras), pytest and its plugins, and any
-      command that is not a pip install (a broken extra or requirement file is the likeliest
+    - ``fewer-extras``: only the editable project (no extras), pytest and its plugins, what the
+      pytest configuration imports, and any command that is not a pip install (a broken extra or requirement file is the likeliest
       failure); the base requirements.txt stays when the project is not installable;
     - ``older-python``: ``spec`` on the next older ``available`` Python the project's
       ``requires-python`` allows (old pins often lack wheels or break on a new Python);
@@ -149,7 +149,9 @@ def install_ladder(
             if swapped != logical:
                 rungs.append((f"other-requirements-{number}",
                               spec.model_copy(update={"install": repinned(swapped, spec.date_pin)})))
-        fewer = _fewer_extras(logical, keep={_canonical(command) for command in own})
+        # What the pytest configuration imports stays: without it no test runs at all.
+        needed = config_imports_command(project)
+        fewer = _fewer_extras(logical, keep={_canonical(command) for command in [*own, *([needed] if needed else [])]})
         rungs.append(("fewer-extras", spec.model_copy(update={"install": repinned(fewer, spec.date_pin)})))
     base, base_logical = spec, logical
     older = _older_python(spec.python, project, available)

@@ -16,7 +16,8 @@ _FAILED_BUILD = re.compile(r"Failed to (?:download and )?build `([A-Za-z0-9_.-]+
 _PROJECT_BUILD = re.compile(r"Failed to (?:download and )?build `(?:([A-Za-z0-9_.-]+) @ )?file://")
 _NO_COMPILER = re.compile(r"(?:command|execute) '?[\w./-]*(?:gcc|cc|g\+\+|c\+\+|clang)'? failed|Python\.h: No such file|"
                           r"No such file or directory: '[\w./-]*gcc'|gcc: not found|"
-                          r"unable to execute '[\w./-]*gcc'|could not find a C compiler", re.IGNORECASE)
+                          r"unable to execute '[\w./-]*gcc'|could not find a C compiler|"
+                          r"No working compiler found", re.IGNORECASE)  # the last: cffi's setup.py
 _NO_RUST = re.compile(r"can't find Rust compiler|cargo: not found|rustc: not found", re.IGNORECASE)
 #: What :func:`install_failure_reason` says when a source build lacked a compiler.
 MISSING_COMPILER = "no C/Rust compiler in the image"

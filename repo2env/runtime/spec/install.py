@@ -21,7 +21,7 @@ from repo2env.runtime.spec.files import (
     _valid_requirement,
     _workflow_jobs,
 )
-from repo2env.runtime.spec.pytest_config import _plugins_needed
+from repo2env.runtime.spec.pytest_config import _config_imports, _plugins_needed
 
 if TYPE_CHECKING:
     pass
@@ -60,6 +60,7 @@ def infer_install(files: RepoFiles) -> list[str]:
     - PEP 735 dependency groups (test-ish, else dev) with ``--group``;
     - literal test requirements from setup.py/setup.cfg ``tests_require``, tox ``deps``, Poetry,
       PDM and Hatch test dependencies, in one command;
+    - what the pytest configuration imports (a ``filterwarnings`` category's package), alone;
     - pytest and the plugins the pytest configuration needs (``--cov`` -> pytest-cov ...), with
       ``pytest<8`` for nose-era suites (pytest 8 dropped nose support).
 
@@ -82,8 +83,16 @@ def _infer_install(project: _Project) -> list[str]:
     literal = _literal_test_requirements(project)
     if literal:
         commands.append(shlex.join(["python", "-m", "pip", "install", *literal]))
+    if command := config_imports_command(project):
+        commands.append(command)
     commands.append(shlex.join(["python", "-m", "pip", "install", *_pytest_requirements(project)]))
     return list(dict.fromkeys(commands))
+
+
+def config_imports_command(project: _Project) -> str | None:
+    """The install of what the pytest configuration imports (see :func:`_config_imports`), or None."""
+    names = _config_imports(project)
+    return shlex.join(["python", "-m", "pip", "install", *names]) if names else None
 
 
 def _pytest_requirements(project: _Project) -> list[str]:

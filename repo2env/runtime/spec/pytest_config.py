@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
@@ -99,7 +100,8 @@ def _pytest_ini(project: _Project) -> dict[str, str]:
             return dict(parser.items("pytest"))
     for keys in (("pytest", "ini_options"), ("pytest",)):
         table = project.tool(*keys)
-        options = {key.lower(): " ".join(map(str, value)) if isinstance(value, list) else str(value)
+        # One entry a line, as the ini files write them (a filterwarnings message may hold spaces).
+        options = {key.lower(): "\n".join(map(str, value)) if isinstance(value, list) else str(value)
                    for key, value in (table or {}).items() if not isinstance(value, dict)}
         if options:
             return options
@@ -131,6 +133,24 @@ def _plugins_needed(project: _Project) -> list[str]:
     plugins.extend(line for line in _ini_lines(ini.get("required_plugins", "").replace(" ", "\n"))
                    if _valid_requirement(line))
     return list(dict.fromkeys(plugins))
+
+
+def _config_imports(project: _Project) -> list[str]:
+    """Distributions the pytest configuration imports: the packages of ``filterwarnings`` categories
+    (``ignore::requests.packages.urllib3.exceptions.InsecureRequestWarning``), which pytest imports
+    before each test and fails on (INTERNALERROR) when they are missing. Standard-library modules
+    and the project's own packages are left out; the import name stands for the distribution."""
+    names: list[str] = []
+    for entry in _ini_lines(_pytest_ini(project).get("filterwarnings", "")):
+        fields = entry.split(":")
+        category = fields[2].strip() if len(fields) > 2 else ""
+        top = category.split(".", 1)[0]
+        if "." not in category or not top.isidentifier() or top in sys.stdlib_module_names:
+            continue
+        own = (f"{top}/__init__.py", f"src/{top}/__init__.py", f"{top}.py", f"src/{top}.py")
+        if not any(path in project.listing for path in own):
+            names.append(top)
+    return list(dict.fromkeys(names))
 
 
 def infer_test_cmd(files: RepoFiles) -> str:
