@@ -168,6 +168,13 @@ def test_ids_beyond_one_command_line_are_selected_by_file():
     assert selection_args(ids, max_bytes=1_000) == ["tests/test_0.py", "tests/test_1.py", "tests/test_2.py"]
 
 
+def test_many_ids_are_selected_by_file():
+    """Old pytest collects a module again per id it is given: hundreds of ids cost minutes."""
+    ids = [f"tests/test_{n % 2}.py::test_{n}" for n in range(101)]
+    assert selection_args(ids[:100]) == ids[:100]
+    assert selection_args(ids) == ["tests/test_0.py", "tests/test_1.py"]
+
+
 # --- in a container: derivation and grading on an old pytest -----------------------------------
 
 ODD_TESTS = '''
