@@ -118,6 +118,55 @@ def test_judge_reasons(rollouts, flaky, expected):
     assert report.verdict == ("accepted" if not expected else "rejected")
 
 
+def _graded(kind: str, tests: dict[str, str], **grade) -> RolloutResult:
+    from repo2env.verify.reward import score
+
+    parts = score(tests, F2P, P2P)
+    result = GradeResult(instance_id="a__b-1", reward=parts.reward, f2p_rate=parts.f2p_rate, p2p_rate=parts.p2p_rate,
+                         resolved=parts.resolved, tests=tests, **grade)
+    return RolloutResult(kind=kind, reward=result.reward, resolved=result.resolved, grade=result)
+
+
+F2P = ["t.py::test_imports", "t.py::test_has_name", "t.py::test_behaviour"]
+P2P = ["t.py::test_old"]
+ALL_PASS = {test: "passed" for test in [*F2P, *P2P]}
+STUBBED = {**ALL_PASS, "t.py::test_behaviour": "failed"}
+
+
+def test_f2p_tests_every_stub_passes_gate_the_reward_instead_of_earning_it():
+    """A test module importing a name the fix adds fails whole before it: a stub that defines the
+    name passes most of FAIL_TO_PASS. Those tests move to PASS_TO_PASS; every rollout is scored again."""
+    from repo2env.models import Task
+    from repo2env.validate.run import _rescored, name_only_tests
+
+    stubs = [_graded("stub", STUBBED), _graded("stub", STUBBED)]
+    assert [stub.reward for stub in stubs] == [0.666667, 0.666667]
+    assert name_only_tests(F2P, stubs) == {"t.py::test_imports", "t.py::test_has_name"}
+    # One stub style is not enough evidence, nor is a stub grading that errored or was tampered with.
+    assert name_only_tests(F2P, stubs[:1]) == set()
+    assert name_only_tests(F2P, [*stubs, _graded("stub", ALL_PASS, error="boom")]) == set()
+    assert name_only_tests(F2P, [*stubs, _graded("stub", ALL_PASS, tampered=True)]) == set()
+    # A stub style that fails a test keeps it in FAIL_TO_PASS.
+    assert name_only_tests(F2P, [*stubs, _graded("stub", {**STUBBED, "t.py::test_has_name": "failed"})]) == {
+        "t.py::test_imports"}
+
+    moved = Task(instance_id="a__b-1", repo="a/b", pull_number=1, base_commit="0" * 40, patch="", test_patch="",
+                 problem_statement="x",
+                 created_at="2024-01-01T00:00:00Z", FAIL_TO_PASS=["t.py::test_behaviour"],
+                 PASS_TO_PASS=[*P2P, "t.py::test_imports", "t.py::test_has_name"])
+    assert _rescored(stubs[0], moved).reward == 0.0 and _rescored(stubs[0], moved).grade.f2p_rate == 0.0
+    gold = _rescored(_graded("gold", ALL_PASS), moved)
+    assert (gold.reward, gold.resolved, gold.grade.reward) == (1.0, True, 1.0)
+    # A gate that fails costs (the P2P rate), it no longer earns: the behaviour test alone does.
+    broken = _rescored(_graded("partial", {**ALL_PASS, "t.py::test_imports": "failed"}), moved)
+    assert (broken.reward, broken.grade.f2p_rate, broken.grade.p2p_rate) == (0.666667, 1.0, 0.666667)
+    wrong = _rescored(_graded("partial", STUBBED), moved)
+    assert (wrong.reward, wrong.grade.p2p_rate) == (0.0, 1.0)
+    # A tampered grading keeps its zero whatever its outcomes say.
+    forged = _graded("policy", ALL_PASS, tampered=True).model_copy(update={"reward": 0.0})
+    assert _rescored(forged, moved).reward == 0.0
+
+
 def test_judge_learnable_band_and_statistics():
     strict = AcceptancePolicy(require_learnable=True, policy_k=4, require_partial_credit=True)
     base = [rollout("gold", 1.0), rollout("null", 0.0), rollout("partial", 0.5)]

@@ -4,6 +4,8 @@ For each task of a tasks folder: derive FAIL_TO_PASS / PASS_TO_PASS (catching fl
 grade with the hidden verifier the gold patch (must be 1.0 every time), the empty patch (must be
 0), partial fixes (subsets of the gold hunks), near misses (libcst mutations of the gold
 patch) and stubs (the functions the gold patch changed reduced to ``return []`` and the like), plus K policy rollouts when a policy endpoint is given; the acceptance policy judges.
+FAIL_TO_PASS tests that every stub passes (they need only the new names) move to PASS_TO_PASS and
+every rollout is scored again (:func:`name_only_tests`).
 The loop over a tasks folder is the stage runner's (:func:`repo2env.pipeline.stages.validate_dir`):
 ``validation.jsonl`` (one record per task, appended as each finishes, so a re-run resumes),
 ``tasks.jsonl`` updated with the tests and the verdict, ``summary.md`` and ``validation.png``.
@@ -16,11 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repo2env.models import RolloutResult, Task, ValidationReport
+from repo2env.models import GradeResult, RolloutResult, Task, ValidationReport
+from repo2env.outcomes import TestStatus
 from repo2env.runtime.sandbox import Runtime
 from repo2env.validate.acceptance import AcceptancePolicy, judge
 from repo2env.validate.derive import derive_tests
 from repo2env.verify.grader import Grader
+from repo2env.verify.reward import score
 
 #: Variants (partial fixes, near misses) get this many times the gold grading's time, at least the floor.
 VARIANT_TIMEOUT_FACTOR = 10.0
@@ -61,6 +65,12 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
             rollouts, grading_s = _reference_rollouts(task, runtime, policy, derivation, logs_dir,
                                                       policy_runner=policy_runner, policy_k=policy_k)
             tests_s += grading_s
+            gates = name_only_tests(task.FAIL_TO_PASS, rollouts)
+            if gates and len(gates) < len(task.FAIL_TO_PASS):
+                task = task.model_copy(update={
+                    "FAIL_TO_PASS": [test for test in task.FAIL_TO_PASS if test not in gates],
+                    "PASS_TO_PASS": [*task.PASS_TO_PASS, *(test for test in task.FAIL_TO_PASS if test in gates)]})
+                rollouts = [_rescored(rollout, task) for rollout in rollouts]
     report = judge(policy, fail_to_pass=task.FAIL_TO_PASS, flaky=derivation.flaky if derivation else {},
                    rollouts=rollouts, leak_score=task.leak_score,
                    derive_error=derivation.error if derivation else None, env_ok=env_ok)
@@ -74,6 +84,39 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
     # The task keeps the whole report (each rollout's grade included); its validation.jsonl line
     # leaves the grades out (see ValidationReport.record).
     return task.model_copy(update={"validation": report}), report.record()
+
+
+#: Stub styles that must all pass a FAIL_TO_PASS test before it counts as needing only names.
+NAME_ONLY_MIN_STUBS = 2
+
+
+def name_only_tests(fail_to_pass: list[str], rollouts: list[RolloutResult]) -> set[str]:
+    """FAIL_TO_PASS tests that every stub passes: whatever the changed functions do (return None, a
+    list, 0, a string, or raise), the test passes, so it only needs the names the fix adds to exist
+    (a test module importing a new name fails whole before the fix: cachetools' ``keys.methodkey``,
+    marshmallow's ``fields.Enum``). Counted in FAIL_TO_PASS they pay a stub most of the reward;
+    they gate it instead (PASS_TO_PASS: they must pass, and earn nothing). Empty unless at least
+    :data:`NAME_ONLY_MIN_STUBS` stubs were graded cleanly."""
+    stubs = [rollout.grade for rollout in rollouts if rollout.kind == "stub"]
+    if len(stubs) < NAME_ONLY_MIN_STUBS or any(grade is None or not _clean(grade) for grade in stubs):
+        return set()
+    return {test for test in fail_to_pass if all(grade.tests.get(test) == TestStatus.PASSED for grade in stubs)}
+
+
+def _clean(grade: GradeResult) -> bool:
+    return grade.error is None and not grade.tampered and grade.patch_applied
+
+
+def _rescored(rollout: RolloutResult, task: Task) -> RolloutResult:
+    """``rollout`` scored again against ``task``'s test lists from the outcomes its grading read; a
+    grading that errored, was tampered with or did not apply keeps its reward (0)."""
+    grade = rollout.grade
+    if grade is None or not _clean(grade):
+        return rollout
+    again = score(grade.tests, task.FAIL_TO_PASS, task.PASS_TO_PASS, grade.mode)
+    parts = {"reward": again.reward, "f2p_rate": again.f2p_rate, "p2p_rate": again.p2p_rate, "resolved": again.resolved}
+    return rollout.model_copy(update={"reward": again.reward, "resolved": again.resolved,
+                                      "grade": grade.model_copy(update=parts)})
 
 
 def declared_differences(task: Task, flaky: dict[str, float]) -> dict[str, list[str]]:
