@@ -223,13 +223,16 @@ def test_housekeeping_waits_for_a_pause_between_tool_calls_or_its_longest_wait()
     assert job.future.result(timeout=5) - began < 0.2, "hurried, it runs at once"
 
     busy = _QuietGate(quiet_s=0.3, longest_s=1.0)
+    one_worker = ThreadPoolExecutor(max_workers=1)
     began = time.monotonic()
-    job = _Deferred(executor, busy, time.monotonic)
-    while not job.future.done() and time.monotonic() - began < 10:
+    job, queued_behind = _Deferred(one_worker, busy, time.monotonic), _Deferred(one_worker, busy, time.monotonic)
+    while not queued_behind.future.done() and time.monotonic() - began < 10:
         with busy.tool_call():
             time.sleep(0.05)
     assert 1.0 <= job.future.result() - began < 3.0, "calls without a pause hold it back longest_s at most"
+    assert queued_behind.future.result() - job.future.result() < 0.5, "counted from when it was queued"
     executor.shutdown()
+    one_worker.shutdown()
 
 
 @pytest.mark.docker

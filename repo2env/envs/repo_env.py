@@ -126,9 +126,10 @@ class _QuietGate:
             go.set()
             self._changed.notify_all()
 
-    def wait(self, go: threading.Event) -> None:
-        """Return once it is quiet, ``go`` is set, or ``longest_s`` passed."""
-        deadline = time.monotonic() + self.longest_s
+    def wait(self, go: threading.Event, *, since: float) -> None:
+        """Return once it is quiet, ``go`` is set, or ``longest_s`` passed since ``since`` (when the
+        work was queued: work that waited its turn behind other work does not wait again)."""
+        deadline = since + self.longest_s
         with self._changed:
             while not go.is_set():
                 now = time.monotonic()
@@ -144,9 +145,10 @@ class _Deferred:
     def __init__(self, executor: ThreadPoolExecutor, gate: _QuietGate, work: Callable[[], Any]) -> None:
         self.gate = gate
         self.go = threading.Event()
+        queued = time.monotonic()
 
         def run() -> Any:
-            gate.wait(self.go)
+            gate.wait(self.go, since=queued)
             return work()
 
         self.future: Future = executor.submit(run)
