@@ -6,7 +6,8 @@ reset should cost one command, not a container start); tool-call p50 <= 10 ms.
 Per N in (1, 2, 4, 8): N threads, each owning one RepoEnv, run a group of episodes on one demo task
 each (as GRPO's num_generations rollouts of one prompt do: reset, three tool calls, the gold patch
 applied, get_reward); printed: reset
-latency p50/p95, tool-call latency p50, grading latency p50, completed episodes per minute. The
+latency p50/p95, tool-call latency p50/p95 (and the p50 of the first call after reset, of the later
+calls and per tool), grading latency p50, completed episodes per minute. The
 engine's floors (container create+start, ``docker exec true``) are measured in the same run.
 Last, the wait for a finished group's rewards (4 episodes), one grading at a time vs. the group's
 gradings started together (``grading_jobs=2``).
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from demo_tasks import built_demo_tasks  # noqa: E402
 
 from repo2env.envs import RepoEnv, RepoEnvConfig  # noqa: E402
+from repo2env.envs.repo_env import release_shared_sandboxes  # noqa: E402
 from repo2env.pipeline.stages import validate_dir  # noqa: E402
 from repo2env.runtime.backends.docker import DockerRuntime  # noqa: E402
 from repo2env.runtime.sandbox import SandboxLimits  # noqa: E402
@@ -78,12 +80,12 @@ def run(n: int, tasks, logs: Path, *, channel: bool = True) -> dict[str, float]:
             env.reset(**task.model_dump())
             reset_s = time.perf_counter() - began
             calls = []
-            for call in (lambda: env.bash("ls"), lambda: env.read_file("README.md", 1, 5),
-                         lambda patch=task.patch: env.write_file("fix.diff", patch)):
+            for tool, call in (("bash", lambda: env.bash("ls")), ("read", lambda: env.read_file("README.md", 1, 5)),
+                               ("write", lambda patch=task.patch: env.write_file("fix.diff", patch))):
                 time.sleep(THINK_S)
                 began = time.perf_counter()
                 call()
-                calls.append(time.perf_counter() - began)
+                calls.append((tool, time.perf_counter() - began))
             env.bash("git apply fix.diff && rm fix.diff")
             began = time.perf_counter()
             reward = env.get_reward()
@@ -102,8 +104,17 @@ def run(n: int, tasks, logs: Path, *, channel: bool = True) -> dict[str, float]:
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - began
+    release_shared_sandboxes()  # this N's spares go now, not beside the next N's episodes
+    seconds = [spent for _, spent in tools]
+    # Where the time goes: the first call after reset (what a cold channel or the pool's housekeeping
+    # would slow) against the later ones, and per tool (a write carries the patch on stdin).
+    first = [spent for index, (_, spent) in enumerate(tools) if index % 3 == 0]
+    later = [spent for index, (_, spent) in enumerate(tools) if index % 3]
+    per_tool = {name: statistics.median(spent for tool, spent in tools if tool == name) for name in ("bash", "read", "write")}
     return {"reset_p50": statistics.median(resets), "reset_p95": percentile(resets, 0.95),
-            "tool_p50": statistics.median(tools), "tool_p95": percentile(tools, 0.95), "grade_p50": statistics.median(grades),
+            "tool_p50": statistics.median(seconds), "tool_p95": percentile(seconds, 0.95),
+            "tool_first_p50": statistics.median(first), "tool_later_p50": statistics.median(later),
+            **{f"{name}_p50": value for name, value in per_tool.items()}, "grade_p50": statistics.median(grades),
             "episodes_per_min": len(done) / wall * 60, "gold_rewards_ok": sum(reward == 1.0 for reward in done) / len(done)}
 
 
@@ -121,6 +132,7 @@ def group_rewards(tasks, logs: Path, *, jobs: int, size: int = 4) -> tuple[float
     waited = time.perf_counter() - began
     for env in envs:
         env._close()
+    release_shared_sandboxes()
     return waited, rewards
 
 
@@ -143,12 +155,17 @@ def main() -> None:
         # comparison under the same machine load).
         modes = (True, False) if os.environ.get("REPO2ENV_BENCH_NO_CHANNEL") == "1" else (True,)
         for n, channel in ((n, channel) for n in (1, 2, 4, 8) for channel in modes):
+            load_before = os.getloadavg()[0]
             figures = run(n, tasks, root / f"logs-{n}-{channel}", channel=channel)
             print(f"N={n}{'' if channel else ' (docker exec per tool call)'}: reset p50 {figures['reset_p50'] * 1000:.0f} ms / p95 {figures['reset_p95'] * 1000:.0f} ms "
                   f"({figures['reset_p50'] / exec_s:.1f}x the exec floor; target <= 1.5x), tool call p50 "
-                  f"{figures['tool_p50'] * 1000:.1f} ms / p95 {figures['tool_p95'] * 1000:.1f} ms (target p50 <= 10 ms), grading p50 {figures['grade_p50']:.2f} s, "
+                  f"{figures['tool_p50'] * 1000:.1f} ms / p95 {figures['tool_p95'] * 1000:.1f} ms (target p50 <= 10 ms; "
+                  f"first call after reset p50 {figures['tool_first_p50'] * 1000:.1f} ms, later calls "
+                  f"{figures['tool_later_p50'] * 1000:.1f} ms; bash ls {figures['bash_p50'] * 1000:.1f} ms, read_file "
+                  f"{figures['read_p50'] * 1000:.1f} ms, write_file {figures['write_p50'] * 1000:.1f} ms), grading p50 {figures['grade_p50']:.2f} s, "
                   f"{figures['episodes_per_min']:.1f} episodes/min, gold episodes scoring 1.0: "
-                  f"{figures['gold_rewards_ok']:.0%}")
+                  f"{figures['gold_rewards_ok']:.0%}; machine load (1-min average) {load_before:.1f} before, "
+                  f"{os.getloadavg()[0]:.1f} after on {os.cpu_count()} cores")
             sys.stdout.flush()
         waits = {}
         for jobs in (1, 2):

@@ -129,6 +129,26 @@ def test_file_tools_refuse_paths_outside_the_repository(tools, sandbox):
 
 
 @docker
+def test_file_tools_resolve_links_as_realpath_does(tools, sandbox):
+    """The path check resolves existing folders with the shell's own ``cd -P`` (no program started)
+    and falls back to ``realpath -m``: either way a path is refused exactly when realpath puts it
+    outside /testbed (links to files and folders, relative links, missing and locked folders)."""
+    sandbox.exec("mkdir -p real/sub locked/inner /tmp/away && echo inside > real/sub/f && echo away > /tmp/away/f"
+                 " && ln -s /tmp/away away_dir && ln -s /tmp/away/f away_file && ln -s real/sub sub_link"
+                 " && ln -s sub/f real/f_link && ln -s ../../tmp/away real/up && ln -s /nowhere dangling"
+                 " && chmod 000 locked", workdir="/testbed")
+    paths = ["real/sub/f", "real/f_link", "sub_link/f", "away_file", "away_dir/f", "real/up/f", "dangling",
+             "missing/folder/f", "locked/inner/f", "sub_link/new.txt", "away_dir/new.txt"]
+    for path in paths:
+        resolved = sandbox.exec(f"realpath -m -- /testbed/{path}").output.strip()
+        outside = not (resolved == "/testbed" or resolved.startswith("/testbed/"))
+        for answer in (tools.read_file(path), tools.write_file(path, "written\n")):
+            assert ("outside /testbed" in answer) == outside, (path, resolved, answer)
+    assert sandbox.exec("cat /tmp/away/f").output == "away\n", "nothing written through a link out"
+    assert sandbox.exec("cat real/sub/f real/sub/new.txt", workdir="/testbed").output == "written\nwritten\n"
+
+
+@docker
 def test_run_tests_runs_the_visible_tests_only(tools, task):
     everything = tools.run_tests()
     assert everything.endswith("[exit 0]") and " passed" in everything

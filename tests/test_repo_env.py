@@ -1,16 +1,19 @@
 """RepoEnv, TRL's environment_factory class, driven by scripted episodes on the validated demo:
 gold / partial / empty action scripts give 1.0 / in between / 0.0, every reset starts its own row's
-task in a fresh sandbox, and no sandbox outlives its environment."""
+task in a fresh sandbox, and no sandbox outlives its environment; the warm pool hands out sandboxes
+whose command channel answers already, and keeps its housekeeping out of the way of tool calls."""
 
 from __future__ import annotations
 
 import inspect
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from repo2env.dataset_rows import dataset_row
 from repo2env.envs import RepoEnv, RepoEnvConfig
-from repo2env.envs.repo_env import _task_of
+from repo2env.envs.repo_env import _Deferred, _QuietGate, _SandboxPool, _task_of
 
 
 def test_config_from_environment(monkeypatch):
@@ -196,3 +199,88 @@ def test_a_groups_rewards_are_graded_at_once_and_a_later_change_is_graded_again(
     assert alone.get_reward() == 0.0 and other._early is None, "grading_jobs=1 grades only when asked"
     alone._close()
     other._close()
+
+
+def test_housekeeping_waits_for_a_pause_between_tool_calls_or_its_longest_wait():
+    """13.6: a spare's start or a removal beside a tool call slows the call 2-3x on 2 cores, so the
+    pool's housekeeping waits until no tool call ran for quiet_s; calls without a pause hold it back
+    at most longest_s, and a reset that needs the spare now hurries it."""
+    executor = ThreadPoolExecutor(max_workers=2)
+    gate = _QuietGate(quiet_s=0.3, longest_s=5.0)
+    with gate.tool_call():
+        job = _Deferred(executor, gate, time.monotonic)
+        time.sleep(0.5)
+        assert not job.future.done(), "a running tool call holds housekeeping back"
+    ended = time.monotonic()
+    assert 0.3 <= job.future.result(timeout=5) - ended < 2.0, "it runs once the calls paused for quiet_s"
+
+    gate.touch()  # a reset: its first tool call follows
+    job = _Deferred(executor, gate, time.monotonic)
+    time.sleep(0.1)
+    assert not job.future.done()
+    began = time.monotonic()
+    job.hurry()
+    assert job.future.result(timeout=5) - began < 0.2, "hurried, it runs at once"
+
+    busy = _QuietGate(quiet_s=0.3, longest_s=1.0)
+    one_worker = ThreadPoolExecutor(max_workers=1)
+    began = time.monotonic()
+    job, queued_behind = _Deferred(one_worker, busy, time.monotonic), _Deferred(one_worker, busy, time.monotonic)
+    while not queued_behind.future.done() and time.monotonic() - began < 10:
+        with busy.tool_call():
+            time.sleep(0.05)
+    assert 1.0 <= job.future.result() - began < 3.0, "calls without a pause hold it back longest_s at most"
+    assert queued_behind.future.result() - job.future.result() < 0.5, "counted from when it was queued"
+    executor.shutdown()
+    one_worker.shutdown()
+
+
+@pytest.mark.docker
+def test_the_pool_hands_out_answering_sandboxes_and_housekeeps_between_tool_calls(built_demo, docker_runtime,
+                                                                                   docker_client):
+    """13.6: the pool's sandbox serves its first command through the channel its start opened (no
+    channel opened on first use); the replacement's start and the last episode's removal wait
+    while tool calls follow each other closely, and happen in the pause after them."""
+    from repo2env.runtime.channel import SERVER_MARKER
+
+    _, tasks = built_demo
+    task = next(iter(tasks.values()))
+    pool = _SandboxPool(docker_runtime, 1, gate=_QuietGate(quiet_s=1.0, longest_s=60.0))
+
+    def call(sandbox, command: str) -> str:
+        with pool.gate.tool_call():
+            return sandbox.exec(command).output
+
+    def opened(sandbox) -> tuple[bool, int]:
+        return sandbox._channel is not None and not sandbox._channel.closed, sandbox._channel_opens
+
+    try:
+        first = pool.take(task)  # nothing warm yet: started at once, its replacement queued
+        assert opened(first) == (True, 1), "the start opened the channel and proved it"
+        assert SERVER_MARKER in call(first, "tr '\\0' ' ' < /proc/$PPID/cmdline") and opened(first) == (True, 1)
+        spare = pool._ready[task.env_spec.image][0]
+        began = time.monotonic()
+        while time.monotonic() - began < 2.0:  # a container starts in well under 2 s
+            call(first, "true")
+            time.sleep(0.2)
+        assert not spare.future.done(), "the replacement waits while tool calls follow each other"
+        warm = spare.future.result(timeout=60)
+        assert time.monotonic() - began >= 2.0 + 1.0, "it started in the pause"
+        assert opened(warm) == (True, 1), "the spare's channel is open before its first command"
+
+        pool.retire(first)
+        assert pool.take(task) is warm and opened(warm) == (True, 1)
+        next_spare = pool._ready[task.env_spec.image][0]
+        for _ in range(8):
+            assert call(warm, "echo hi") == "hi\n"
+            time.sleep(0.2)
+        assert first.id in {row["Id"] for row in docker_client.api.containers()}, "removal waits for a pause"
+        assert opened(warm) == (True, 1), "its commands used the channel its start opened"
+        time.sleep(2.0)
+        assert first.id not in {row["Id"] for row in docker_client.api.containers(all=True)}, "removed in the pause"
+        pool.retire(warm)
+    finally:
+        pool.release()  # the new spare, and the retired sandbox without waiting for a pause
+    remaining = {row["Id"] for row in docker_client.api.containers(all=True)}
+    assert warm.id not in remaining and not pool._ready
+    assert next_spare.future.cancelled() or next_spare.future.result().id not in remaining

@@ -13,11 +13,14 @@ Settings come from :class:`RepoEnvConfig` (environment variables ``REPO2ENV_ENV_
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import threading
 import time
 import weakref
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,34 +83,149 @@ class RepoEnvConfig:
         return config
 
 
+#: Housekeeping of the pool (a spare's start, a finished episode's removal) waits until no tool call
+#: has run for this long: on 2 cores, a container start or removal beside a tool call (a few hundred
+#: ms of engine CPU) makes the call 2-3x slower.
+HOUSEKEEPING_QUIET_S = 0.25
+#: ... but never longer than this, so environments that call tools without a pause still get their
+#: spares before their next reset (an episode's grading alone takes longer).
+HOUSEKEEPING_LONGEST_WAIT_S = 2.0
+
+
+class _QuietGate:
+    """When the process's episodes leave the engine alone: no tool call running, none for ``quiet_s``
+    (a reset counts as one, its first tool call follows). Housekeeping waits for it, or ``longest_s``."""
+
+    def __init__(self, quiet_s: float = HOUSEKEEPING_QUIET_S, longest_s: float = HOUSEKEEPING_LONGEST_WAIT_S) -> None:
+        self.quiet_s = quiet_s
+        self.longest_s = longest_s
+        self._changed = threading.Condition()
+        self._calls = 0
+        self._last = time.monotonic()
+
+    @contextmanager
+    def tool_call(self) -> Iterator[None]:
+        with self._changed:
+            self._calls += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._calls -= 1
+                self._last = time.monotonic()
+                self._changed.notify_all()
+
+    def touch(self) -> None:
+        """Activity without a call (a reset): the quiet period starts again."""
+        with self._changed:
+            self._last = time.monotonic()
+
+    def hurry(self, go: threading.Event) -> None:
+        """Let the housekeeping waiting on ``go`` run now."""
+        with self._changed:
+            go.set()
+            self._changed.notify_all()
+
+    def wait(self, go: threading.Event, *, since: float) -> None:
+        """Return once it is quiet, ``go`` is set, or ``longest_s`` passed since ``since`` (when the
+        work was queued: work that waited its turn behind other work does not wait again)."""
+        deadline = since + self.longest_s
+        with self._changed:
+            while not go.is_set():
+                now = time.monotonic()
+                if now >= deadline or (not self._calls and now - self._last >= self.quiet_s):
+                    return
+                until = deadline if self._calls else min(deadline, self._last + self.quiet_s)
+                self._changed.wait(until - now)
+
+
+class _Deferred:
+    """One piece of housekeeping queued behind a :class:`_QuietGate`."""
+
+    def __init__(self, executor: ThreadPoolExecutor, gate: _QuietGate, work: Callable[[], Any]) -> None:
+        self.gate = gate
+        self.go = threading.Event()
+        queued = time.monotonic()
+
+        def run() -> Any:
+            gate.wait(self.go, since=queued)
+            return work()
+
+        self.future: Future = executor.submit(run)
+
+    def hurry(self) -> None:
+        self.gate.hurry(self.go)
+
+
 class _SandboxPool:
     """Started sandboxes per image, shared by every RepoEnv of the process: ``take`` hands one out
-    (a warm one when ready) and starts its replacement in the background. Their commands go through
-    a persistent channel (a few ms a tool call instead of an engine exec's tens)."""
+    (a warm one when ready, its command channel open and answering) and queues its replacement;
+    ``retire`` queues the removal of an episode's sandbox. Both wait for a quiet moment between
+    tool calls (:class:`_QuietGate`), so they do not slow the calls of the episode that just began."""
 
-    def __init__(self, runtime: Runtime, size: int, *, command_channel: bool = True) -> None:
+    def __init__(self, runtime: Runtime, size: int, *, command_channel: bool = True,
+                 gate: _QuietGate | None = None) -> None:
         self.runtime = runtime
         self.size = size
         self.limits = dataclasses.replace(runtime.limits, persistent_channel=command_channel)
-        self._ready: dict[str, list[Future]] = {}
+        self.gate = gate or _QuietGate()
+        self._ready: dict[str, list[_Deferred]] = {}
+        self._retiring: list[_Deferred] = []
         self._lock = threading.Lock()
         self._starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-warm")
+        self._remover = ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-retire")
 
     def take(self, task: Task) -> Sandbox:
+        self.gate.touch()
         image = task.env_spec.image if task.env_spec else None
-        future = None
+        spare = None
         with self._lock:
             queue = self._ready.setdefault(image or "", [])
             if queue:
-                future = queue.pop(0)
+                spare = queue.pop(0)
             while image and len(queue) < self.size:
-                queue.append(self._starter.submit(self.runtime.start, task, limits=self.limits))
-        if future is not None:
+                queue.append(_Deferred(self._starter, self.gate,
+                                       functools.partial(self.runtime.start, task, limits=self.limits)))
+        # A spare still queued behind others' waits is started here instead (cancelled, it never runs).
+        if spare is not None and not spare.future.cancel():
+            spare.hurry()
             try:
-                return future.result()
+                return spare.future.result()
             except Exception:  # a spare that failed to start: start one now, and say why if that fails too
                 pass
         return self.runtime.start(task, limits=self.limits)
+
+    def retire(self, sandbox: Sandbox) -> None:
+        """Remove ``sandbox`` at the next quiet moment (within ``gate.longest_s``)."""
+        self.gate.touch()  # an episode ends: a reset, and its first tool call, usually follow
+        try:
+            job = _Deferred(self._remover, self.gate, sandbox.close)
+        except RuntimeError:  # interpreter shutdown: no new threads; the backend's exit hook removes it
+            sandbox.close(wait=False)
+            return
+        with self._lock:
+            self._retiring = [one for one in self._retiring if not one.future.done()] + [job]
+
+    def release(self) -> None:
+        """Remove every spare and every retired sandbox now, and wait for it."""
+        with self._lock:
+            spares = [spare for queue in self._ready.values() for spare in queue]
+            self._ready.clear()
+            retiring, self._retiring = self._retiring, []
+        for job in spares + retiring:
+            job.hurry()
+        for spare in spares:
+            if spare.future.cancel():
+                continue
+            try:
+                spare.future.result().close()
+            except Exception:  # a spare that never started has nothing to remove
+                pass
+        for job in retiring:
+            try:
+                job.future.result()
+            except Exception:  # noqa: BLE001 - already removed, or the engine's exit hook will
+                pass
 
 
 class _GroupGrading:
@@ -162,14 +280,7 @@ def release_shared_sandboxes() -> None:
         machinery = [value for key, value in _shared.items() if key[0] == os.getpid()]
     for _, grader, pool, _ in machinery:
         grader.close()
-        with pool._lock:
-            spares = [future for queue in pool._ready.values() for future in queue]
-            pool._ready.clear()
-        for future in spares:
-            try:
-                future.result().close()
-            except Exception:  # a spare that never started has nothing to remove
-                pass
+        pool.release()
 
 
 class RepoEnv:
@@ -331,14 +442,15 @@ class RepoEnv:
         if time.monotonic() - self._started > self._config.episode_timeout_s:
             self.timeouts += 1
             return f"error: the episode's {self._config.episode_timeout_s:.0f} s are used up; stop and answer"
-        answer = call(self._tools)
+        with self._pool.gate.tool_call():
+            answer = call(self._tools)
         self.timeouts += "[timed out after" in answer
         return answer
 
     def _close(self) -> None:
         sandbox, self._sandbox, self._tools = self._sandbox, None, None
         if sandbox is not None:
-            sandbox.close(wait=False)  # removed in the background; interpreter exit waits for it
+            self._pool.retire(sandbox)  # removed in the background; interpreter exit waits for it
 
     def __del__(self) -> None:
         try:

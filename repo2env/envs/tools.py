@@ -38,7 +38,16 @@ _MAX_COMMAND_BYTES = 100_000
 
 # Exit codes of the path-checking shell preamble (chosen clear of cat's and sh's own).
 _OUTSIDE, _MISSING, _DIRECTORY, _UNREADABLE, _NO_PARENT, _UNWRITABLE = 71, 72, 73, 74, 75, 76
-_PATH_PREAMBLE = f"""resolved=$(realpath -m -- "$target") || exit {_OUTSIDE}
+# Where "$target" really is, links followed (what ``realpath -m`` prints). Starting a program costs a
+# few ms in a sandbox, a tool call's budget is ten: a folder that exists is resolved by the shell's
+# own ``cd -P`` (its PWD is then the physical path), and realpath runs only for a link in last place
+# or a folder that does not exist (yet) or cannot be entered.
+_PATH_PREAMBLE = f"""folder=${{target%/*}}
+if [ ! -L "$target" ] && cd -P -- "${{folder:-/}}" 2>/dev/null; then
+  resolved=${{PWD%/}}/${{target##*/}}
+else
+  resolved=$(realpath -m -- "$target") || exit {_OUTSIDE}
+fi
 case "$resolved" in {WORKDIR}|{WORKDIR}/*) ;; *) exit {_OUTSIDE} ;; esac
 """
 
@@ -131,7 +140,7 @@ class AgentTools:
         # exactly that user's rights and follows links the way the agent's own shell would.
         script = f"""target={shlex.quote(target)}
 {_PATH_PREAMBLE}[ -d "$target" ] && exit {_DIRECTORY}
-mkdir -p -- "$(dirname -- "$target")" 2>/dev/null || exit {_NO_PARENT}
+[ -d "$folder" ] || mkdir -p -- "$folder" 2>/dev/null || exit {_NO_PARENT}
 cat > "$target" 2>/dev/null || exit {_UNWRITABLE}
 """
         result = self._sandbox.exec(script, timeout=self._command_timeout_s, workdir=WORKDIR,

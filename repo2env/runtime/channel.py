@@ -130,11 +130,26 @@ def run(request):
         else:
             truncated = True
     process.stdout.close()
-    while True:  # the command itself, which may run on after closing its output
+    # The command itself, which may run on after closing its output. Popen.wait(timeout) polls with
+    # sleeps from 1 ms up, and a command is often not reaped yet the moment its output ends: a
+    # pidfd (Linux 5.3+) wakes this server the moment it exits instead.
+    try:
+        exited = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        exited = None
+    while True:
         now = time.monotonic()
         step = next_step(now)
+        wait_s = min(max(0.0, (step or now + 1.0) - now), 0.5)
+        if exited is not None:
+            select.select([exited], [], [], wait_s)
+            code = process.poll()
+            if code is not None:
+                os.close(exited)
+                break
+            continue
         try:
-            code = process.wait(timeout=min(max(0.01, (step or now + 1.0) - now), 0.5))
+            code = process.wait(timeout=max(0.01, wait_s))
             break
         except subprocess.TimeoutExpired:
             continue
