@@ -167,6 +167,29 @@ def test_f2p_tests_every_stub_passes_gate_the_reward_instead_of_earning_it():
     assert _rescored(forged, moved).reward == 0.0
 
 
+def test_unfixed_code_that_stops_pytest_scores_zero_and_is_no_grading_error():
+    """The suite's conftest.py imports a name only the fix adds: before the fix pytest stops with a
+    usage error and writes no report. For the null rollout that is its 0, not a broken grading; for
+    gold, or with pytest never started (no status), it stays one."""
+    from repo2env.verify.junit import NO_JUNIT
+
+    def with_exit(kind: str, status: int | None, **grade) -> RolloutResult:
+        result = GradeResult(instance_id="a__b-1", error=NO_JUNIT, pytest_exit=status, **grade)
+        return RolloutResult(kind=kind, reward=0.0, grade=result)
+
+    def reasons(*rollouts: RolloutResult) -> list[str]:
+        return judge(AcceptancePolicy(), fail_to_pass=["t1"], flaky={}, rollouts=list(rollouts), leak_score=0.0).reasons
+
+    gold = rollout("gold", 1.0)
+    for status in (2, 3, 4):
+        assert reasons(gold, with_exit("null", status)) == []
+    assert reasons(gold, with_exit("null", None)) == ["grading_error"]
+    assert reasons(gold, with_exit("null", 124)) == ["grading_error"]
+    assert reasons(gold, with_exit("null", 4, tampered=True)) == ["grading_error"]
+    assert reasons(gold, rollout("null", 0.0, "the live outcome stream could not be read")) == ["grading_error"]
+    assert "grading_error" in reasons(with_exit("gold", 4), rollout("null", 0.0))
+
+
 def test_judge_learnable_band_and_statistics():
     strict = AcceptancePolicy(require_learnable=True, policy_k=4, require_partial_credit=True)
     base = [rollout("gold", 1.0), rollout("null", 0.0), rollout("partial", 0.5)]

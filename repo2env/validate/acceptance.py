@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from repo2env.models import RolloutKind, RolloutResult, ValidationReport
 from repo2env.settings import find_settings_file, read_yaml_file, validate_settings
+from repo2env.verify.junit import NO_JUNIT
 
 
 class AcceptancePolicy(BaseModel):
@@ -55,6 +56,22 @@ def load_acceptance_policy(name_or_path: str | Path) -> AcceptancePolicy:
     return validate_settings(AcceptancePolicy, read_yaml_file(path, what="acceptance policy"), where=str(path))
 
 
+#: pytest's statuses for a session it stopped itself: interrupted (collection errors), internal
+#: error, usage error (a conftest.py that does not import).
+_PYTEST_STOPPED = (2, 3, 4)
+
+
+def _grading_failed(rollout: RolloutResult) -> bool:
+    """Whether the rollout's grading failed, so its reward says nothing. The unfixed code stopping
+    pytest before any report (the test suite's conftest.py imports a name only the fix adds) is the
+    null rollout's answer, 0, not a failure of the grading."""
+    grade = rollout.grade
+    if grade is None or grade.error is None:
+        return False
+    return not (rollout.kind == "null" and grade.error == NO_JUNIT and grade.pytest_exit in _PYTEST_STOPPED
+                and not grade.tampered)
+
+
 def judge(policy: AcceptancePolicy, *, fail_to_pass: list[str], flaky: dict[str, float],
           rollouts: list[RolloutResult], leak_score: float, derive_error: str | None = None,
           env_ok: bool = True) -> ValidationReport:
@@ -74,7 +91,7 @@ def judge(policy: AcceptancePolicy, *, fail_to_pass: list[str], flaky: dict[str,
         elif would_be_f2p and len(flaky) / would_be_f2p > policy.max_flaky_fraction:
             reasons.append("f2p_flaky")
         gold = by_kind.get("gold", [])
-        if any(rollout.grade and rollout.grade.error and rollout.kind in ("gold", "null") for rollout in rollouts):
+        if any(rollout.kind in ("gold", "null") and _grading_failed(rollout) for rollout in rollouts):
             reasons.append("grading_error")
         if gold and fail_to_pass:
             if all(reward < 1.0 for reward in gold):

@@ -131,11 +131,15 @@ def parse_junit(xml_text: str) -> dict[tuple[str, str], TestStatus]:
     return outcomes
 
 
+#: Why a run's outcomes are all missing when pytest wrote no report.
+NO_JUNIT = "no JUnit XML was written"
+
+
 def outcomes_for(test_ids: Iterable[str], xml_text: str | None) -> tuple[dict[str, TestStatus], str | None]:
     """Each requested test's outcome (MISSING when absent), and why everything failed if it did."""
     test_ids = list(test_ids)
     if xml_text is None:
-        return {test_id: TestStatus.MISSING for test_id in test_ids}, "no JUnit XML was written"
+        return {test_id: TestStatus.MISSING for test_id in test_ids}, NO_JUNIT
     try:
         parsed = parse_junit(xml_text)
     except JUnitError as exc:
