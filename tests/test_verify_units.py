@@ -222,6 +222,21 @@ def test_a_summary_line_that_counts_more_passes_than_the_stream_is_tampering():
     assert _verdict(HONEST, HONEST_JUNIT, output="no summary at all") is None
 
 
+def test_a_node_id_that_runs_twice_counts_twice_in_both_channels():
+    """Identical parameters give identical node ids (packaging's ``test_specifiers_normalized``
+    lists ``1.0dev1`` twice): pytest runs and counts both, and so must the stream's count."""
+    twice = [["S", 1], *_run("t.py::test_real"), *_run("t.py::test_real"), *_run("t.py::test_fail", "failed"),
+             *_run("t.py::test_pass"), ["E", 1]]
+    assert _verdict(twice, HONEST_JUNIT, output="== 1 failed, 3 passed in 0.1s ==") is None
+    assert "summary line" in _verdict(twice, HONEST_JUNIT, output="== 1 failed, 4 passed in 0.1s ==")
+    # A second run that failed is no second pass (and the report's "passed" for that id is a lie).
+    once = [["S", 1], *_run("t.py::test_real"), *_run("t.py::test_real", "failed"), *_run("t.py::test_fail", "failed"),
+            *_run("t.py::test_pass"), ["E", 1]]
+    assert _verdict(once, HONEST_JUNIT, output="== 2 failed, 3 passed in 0.1s ==") is not None
+    assert _verdict(once, {**HONEST_JUNIT, "t.py::test_real": TestStatus.FAILED},
+                    output="== 2 failed, 2 passed in 0.1s ==") is None
+
+
 def test_pytest_3_instance_level_in_streamed_ids_matches_the_canaries_and_junit_spelling():
     from repo2env.verify.tamper import parse_stream, stream_key
 
