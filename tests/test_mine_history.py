@@ -31,6 +31,14 @@ class Repo:
     clock: int = 0
     marks: dict[str, str] = field(default_factory=dict)
 
+    @classmethod
+    def create(cls, path: Path) -> Repo:
+        """An empty repository at ``path`` on branch main."""
+        repo = cls(path)
+        path.mkdir()
+        repo.git("init", "-q", "-b", "main")
+        return repo
+
     def git(self, *args: str, who: tuple[str, str] = MAINT, date: str | None = None) -> str:
         self.clock += 1
         stamp = f"2024-03-{1 + self.clock // 24:02d}T{self.clock % 24:02d}:00:00+00:00"
@@ -64,9 +72,7 @@ class Repo:
 
 
 def _build(path: Path) -> Repo:
-    repo = Repo(path)
-    path.mkdir()
-    repo.git("init", "-q", "-b", "main")
+    repo = Repo.create(path)
     repo.commit("Initial commit", {
         "pyproject.toml": '[project]\nname = "widget"\ndynamic = ["version"]\n',
         "src/widget/__init__.py": "",
@@ -197,9 +203,7 @@ def test_scm_version_is_what_git_describe_gives_at_the_base(history_repo, mined)
 
 
 def test_exact_tag_and_no_tag(tmp_path):
-    repo = Repo(tmp_path / "tagged")
-    repo.path.mkdir()
-    repo.git("init", "-q", "-b", "main")
+    repo = Repo.create(tmp_path / "tagged")
     repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": ""})
     base = repo.git("rev-parse", "HEAD")
     repo.git("checkout", "-q", "-b", "one")
@@ -215,9 +219,7 @@ def test_exact_tag_and_no_tag(tmp_path):
 
 def test_a_subject_naming_another_prs_number_is_not_its_landing(tmp_path):
     """A fork's own "Merge pull request #1" and an old "(#2)" ticket reference do not land PRs #1 and #2."""
-    repo = Repo(tmp_path / "fork")
-    repo.path.mkdir()
-    repo.git("init", "-q", "-b", "main")
+    repo = Repo.create(tmp_path / "fork")
     repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": ""})
     repo.commit("Fix an old ticket (#2)", {"src/widget/old.py": "Z = 1\n"})
     repo.git("checkout", "-q", "-b", "fork-work")
@@ -239,9 +241,7 @@ def test_a_subject_naming_another_prs_number_is_not_its_landing(tmp_path):
 def test_a_one_parent_merge_subject_lands_its_pr(tmp_path):
     """A "Merge pull request #N" commit with one parent (a merge a history rewrite flattened): its
     own diff is the PR's, though the PR's head is not in main's history."""
-    repo = Repo(tmp_path / "flat")
-    repo.path.mkdir()
-    repo.git("init", "-q", "-b", "main")
+    repo = Repo.create(tmp_path / "flat")
     repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": ""})
     repo.git("checkout", "-q", "-b", "side")
     repo.pull_ref(30, repo.fix("thirty", "Add thirty"))
@@ -257,9 +257,7 @@ def test_a_one_parent_merge_subject_lands_its_pr(tmp_path):
 
 
 def test_empty_problem_statement_is_rejected_with_its_reason(tmp_path):
-    repo = Repo(tmp_path / "terse")
-    repo.path.mkdir()
-    repo.git("init", "-q", "-b", "main")
+    repo = Repo.create(tmp_path / "terse")
     repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": ""})
     repo.git("checkout", "-q", "-b", "one")
     repo.pull_ref(1, repo.fix("one", "Add one"))
@@ -301,9 +299,7 @@ def test_a_rerun_keeps_the_funnels_of_earlier_runs(history_repo, tmp_path):
                    '    __version__ = "unknown"\n', "2.0"),  # setuptools-scm's fallback: the tag decides
 ])
 def test_static_version_from_the_package_else_the_tag(tmp_path, layout, init_text, expected):
-    repo = Repo(tmp_path / "pkg")
-    repo.path.mkdir()
-    repo.git("init", "-q", "-b", "main")
+    repo = Repo.create(tmp_path / "pkg")
     repo.commit("Initial commit", {"pyproject.toml": '[project]\nname = "widget"\ndynamic = ["version"]\n',
                                    f"{layout}/__init__.py": init_text, "tests/test_a.py": ""})
     repo.git("tag", "2.0.0")
@@ -318,9 +314,7 @@ def test_static_version_from_the_package_else_the_tag(tmp_path, layout, init_tex
 def test_a_fast_forwarded_head_lands_once(tmp_path):
     """A PR pushed straight onto main (fast-forward) is merged; its base is before its author's run
     of commits. A second PR on the same head (re-opened) is not a second task."""
-    repo = Repo(tmp_path / "ff")
-    repo.path.mkdir()
-    repo.git("init", "-q", "-b", "main")
+    repo = Repo.create(tmp_path / "ff")
     base = repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": ""})
     repo.git("checkout", "-q", "-b", "ff")
     repo.fix("one", "Add one")
@@ -380,9 +374,7 @@ def test_batch_object_readers_agree_with_git(history_repo):
 def test_a_test_configuration_change_alone_is_no_test_change(tmp_path):
     """A PR whose only change on the test side is tox.ini (a CI matrix, a lint pin) has no test to
     fail before its fix; one that also changes a test module is kept."""
-    repo = Repo(tmp_path / "config")
-    repo.path.mkdir()
-    repo.git("init", "-q", "-b", "main")
+    repo = Repo.create(tmp_path / "config")
     repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": "def test_a():\n    pass\n",
                                    "tox.ini": "[tox]\nenvlist = py38\n"})
     repo.git("checkout", "-q", "-b", "matrix")
@@ -405,9 +397,7 @@ def test_a_test_configuration_change_alone_is_no_test_change(tmp_path):
 def test_a_head_that_is_another_prs_merge_landed_as_that_pr(tmp_path):
     """A PR opened from a branch whose tip is PR #1's merge commit brings nothing of its own: it is
     not mined twice, and its reason names the PR it landed as."""
-    repo = Repo(tmp_path / "again")
-    repo.path.mkdir()
-    repo.git("init", "-q", "-b", "main")
+    repo = Repo.create(tmp_path / "again")
     repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": ""})
     repo.git("checkout", "-q", "-b", "one")
     repo.pull_ref(1, repo.fix("one", "Add one"))
@@ -424,9 +414,7 @@ def test_a_head_that_is_another_prs_merge_landed_as_that_pr(tmp_path):
 def test_a_fast_forwarded_merge_head_is_the_landing(tmp_path):
     """A maintainer merges the maintenance branch locally, opens PR #2 from that merge and then
     fast-forwards main onto it: the merge is PR #2's landing, based where main stood."""
-    repo = Repo(tmp_path / "ffmerge")
-    repo.path.mkdir()
-    repo.git("init", "-q", "-b", "main")
+    repo = Repo.create(tmp_path / "ffmerge")
     repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": ""})
     repo.git("checkout", "-q", "-b", "1.0.x")
     repo.fix("patchy", "Fix patchy on 1.0.x")
