@@ -23,8 +23,7 @@ from repo2env.outcomes import TestStatus
 from repo2env.runtime.sandbox import Runtime
 from repo2env.validate.acceptance import AcceptancePolicy, judge
 from repo2env.validate.derive import derive_tests
-from repo2env.verify.grader import Grader
-from repo2env.verify.reward import score
+from repo2env.verify.grader import Grader, scored
 
 #: Variants (partial fixes, near misses) get this many times the gold grading's time, at least the floor.
 VARIANT_TIMEOUT_FACTOR = 10.0
@@ -113,10 +112,8 @@ def _rescored(rollout: RolloutResult, task: Task) -> RolloutResult:
     grade = rollout.grade
     if grade is None or not _clean(grade):
         return rollout
-    again = score(grade.tests, task.FAIL_TO_PASS, task.PASS_TO_PASS, grade.mode)
-    parts = {"reward": again.reward, "f2p_rate": again.f2p_rate, "p2p_rate": again.p2p_rate, "resolved": again.resolved}
-    return rollout.model_copy(update={"reward": again.reward, "resolved": again.resolved,
-                                      "grade": grade.model_copy(update=parts)})
+    again = scored(grade, task)
+    return rollout.model_copy(update={"reward": again.reward, "resolved": again.resolved, "grade": again})
 
 
 def declared_differences(task: Task, flaky: dict[str, float]) -> dict[str, list[str]]:

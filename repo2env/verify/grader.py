@@ -228,13 +228,17 @@ class Grader:
         return self._finish(task, base.model_copy(update={"tests": outcomes, "error": error}), run_dir, started)
 
     def _finish(self, task: Task, result: GradeResult, run_dir: Path, started: float) -> GradeResult:
-        parts = score(result.tests, task.FAIL_TO_PASS, task.PASS_TO_PASS, result.mode)
-        final = result.model_copy(update={
-            "reward": parts.reward, "f2p_rate": parts.f2p_rate, "p2p_rate": parts.p2p_rate,
-            "resolved": parts.resolved, "duration_s": round(time.monotonic() - started, 3),
-        })
+        final = scored(result, task).model_copy(update={"duration_s": round(time.monotonic() - started, 3)})
         write_json(run_dir / "result.json", final)
         return final
+
+
+def scored(result: GradeResult, task: Task) -> GradeResult:
+    """``result`` with its reward and the reward's parts computed from its outcomes against
+    ``task``'s FAIL_TO_PASS / PASS_TO_PASS, under ``result.mode``."""
+    parts = score(result.tests, task.FAIL_TO_PASS, task.PASS_TO_PASS, result.mode)
+    return result.model_copy(update={"reward": parts.reward, "f2p_rate": parts.f2p_rate, "p2p_rate": parts.p2p_rate,
+                                     "resolved": parts.resolved})
 
 
 def rescore(run_dir: Path, task: Task, mode: RewardMode) -> GradeResult:
@@ -247,9 +251,7 @@ def rescore(run_dir: Path, task: Task, mode: RewardMode) -> GradeResult:
     tests = stored.tests
     if junit.is_file() and stored.error is None:
         tests, _ = outcomes_for(list(stored.tests), junit.read_text())
-    parts = score(tests, task.FAIL_TO_PASS, task.PASS_TO_PASS, mode)
-    return stored.model_copy(update={"mode": mode, "tests": tests, "reward": parts.reward, "f2p_rate": parts.f2p_rate,
-                                     "p2p_rate": parts.p2p_rate, "resolved": parts.resolved})
+    return scored(stored.model_copy(update={"mode": mode, "tests": tests}), task)
 
 
 def grading_settings(task: Task, test_ids: list[str], *, inputs: str, private: str, junit_path: str,

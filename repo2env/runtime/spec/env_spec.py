@@ -117,8 +117,9 @@ def install_ladder(
     - ``other-requirements-1``, ``-2``: another test requirement file instead of the chosen one
       (see :func:`infer_install`), one at a time;
     - ``fewer-extras``: only the editable project (no extras), pytest and its plugins, what the
-      pytest configuration imports, and any command that is not a pip install (a broken extra or requirement file is the likeliest
-      failure); the base requirements.txt stays when the project is not installable;
+      pytest configuration imports, and any command that is not a pip install (a broken extra or
+      requirement file is the likeliest failure); the base requirements.txt stays when the project
+      is not installable;
     - ``older-python``: ``spec`` on the next older ``available`` Python the project's
       ``requires-python`` allows (old pins often lack wheels or break on a new Python);
     - ``pinned-pytest``: the previous rung (``older-python`` if there was one, else ``spec``)
@@ -149,9 +150,10 @@ def install_ladder(
             if swapped != logical:
                 rungs.append((f"other-requirements-{number}",
                               spec.model_copy(update={"install": repinned(swapped, spec.date_pin)})))
-        # What the pytest configuration imports stays: without it no test runs at all.
-        needed = config_imports_command(project)
-        fewer = _fewer_extras(logical, keep={_canonical(command) for command in [*own, *([needed] if needed else [])]})
+        keep = {_canonical(command) for command in own}
+        if needed := config_imports_command(project):  # without what the pytest config imports no test runs
+            keep.add(_canonical(needed))
+        fewer = _fewer_extras(logical, keep=keep)
         rungs.append(("fewer-extras", spec.model_copy(update={"install": repinned(fewer, spec.date_pin)})))
     base, base_logical = spec, logical
     older = _older_python(spec.python, project, available)

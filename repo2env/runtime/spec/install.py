@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 import shlex
+import textwrap
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -227,14 +228,21 @@ def _runner_requirement_files(project: _Project) -> list[str]:
 _R_OPTION = re.compile(r"""(?:^|\s|["'])(?:-r|--requirement)(?:\s*|=|["']\s*,\s*["'])([\w./{}-]+\.(?:txt|in))""")
 
 
-def _nox_requirement_files(project: _Project) -> list[str]:
+def _nox_test_sessions(project: _Project) -> list[str]:
+    """The source of each nox test session of the noxfile: each session is a function, and only
+    test sessions count (named like one, or running pytest; not lint, docs, build ...). A noxfile
+    that does not parse is cut into functions by their ``def`` lines."""
     text = project.files.read("noxfile.py") or ""
-    found: list[str] = []
-    # Each session is a function; only test sessions count (not lint, docs, build ...).
-    for name, body in re.findall(r"^def\s+(\w+)\s*\([^)]*\)[^:]*:\n((?:[ \t]+.*\n|\n)*)", text, flags=re.MULTILINE):
-        if "test" in name.lower() or "pytest" in body:
-            found.extend(path.removeprefix("./") for path in _R_OPTION.findall(body))
-    return found
+    try:
+        functions = [(node.name, ast.get_source_segment(text, node) or "") for node in ast.parse(text).body
+                     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
+    except (SyntaxError, ValueError):
+        functions = re.findall(r"^def\s+(\w+)\s*\([^)]*\)[^:]*:\n((?:[ \t]+.*\n|\n)*)", text, flags=re.MULTILINE)
+    return [source for name, source in functions if "test" in name.lower() or "pytest" in source]
+
+
+def _nox_requirement_files(project: _Project) -> list[str]:
+    return [path.removeprefix("./") for source in _nox_test_sessions(project) for path in _R_OPTION.findall(source)]
 
 
 # Installed by every runner anyway, or the runner's own tooling: never a test dependency to add.
@@ -243,19 +251,13 @@ _OPTIONS_WITH_A_VALUE = {"-r", "--requirement", "-c", "--constraint", "-e", "--e
 
 
 def _nox_test_requirements(project: _Project) -> list[str]:
-    """The literal requirements a nox test session installs: ``session.install("pretend", "pytest>=6")``
-    in a session named like a test one (or running pytest); options, paths and ``.`` are not
-    requirements (the project itself is installed anyway)."""
-    text = project.files.read("noxfile.py") or ""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return []
+    """The literal requirements a nox test session installs: ``session.install("pretend", "pytest>=6")``;
+    options, paths and ``.`` are not requirements (the project itself is installed anyway)."""
     found: list[str] = []
-    for function in tree.body:
-        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        if "test" not in function.name.lower() and "pytest" not in ast.get_source_segment(text, function):
+    for source in _nox_test_sessions(project):
+        try:
+            function = ast.parse(textwrap.dedent(source))
+        except (SyntaxError, ValueError):
             continue
         for node in ast.walk(function):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "install"
