@@ -14,6 +14,8 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	@# The distribution was called repo2env before (a name that, on PyPI, is another project's): drop it.
+	@$(BIN)/python -m pip uninstall -q -y repo2env 2>/dev/null || true
 	$(BIN)/python -m pip install -q -e '.[dev,openenv,ray]'
 	@touch $@
 

@@ -429,7 +429,8 @@ def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> N
 @click.option("--patch", "patch_path", type=click.Path(dir_okay=False, path_type=Path),
               help="The agent's diff against the task's snapshot ('-' for stdin).")
 @click.option("--predictions", type=click.Path(dir_okay=False, path_type=Path),
-              help="SWE-bench predictions (JSONL of instance_id, model_name_or_path, model_patch).")
+              help="SWE-bench predictions: JSONL of {instance_id, model_name_or_path, model_patch}, or "
+                   "preds.json (an object keyed by instance id, as mini-swe-agent and swebench write it).")
 @_from_option
 @click.option("--mode", type=click.Choice(["graded", "binary", "f2p"]), default="graded", show_default=True,
               help="graded = f2p_rate x p2p_rate; binary = resolved; f2p = f2p_rate.")
@@ -442,15 +443,16 @@ def grade(instance_id: str | None, patch_path: Path | None, predictions: Path | 
     """Grade a patch (or SWE-bench predictions) with the hidden verifier: the PR's tests, run in a
     fresh sandbox the agent never saw, after dropping the patch's changes to tests and test config."""
     from repo2env.jsonl import append_jsonl, find_task
+    from repo2env.publish.swebench import read_predictions
     from repo2env.runtime.backends.docker import DockerRuntime
-    from repo2env.verify.grader import Grader, load_predictions
+    from repo2env.verify.grader import Grader
 
     if bool(predictions) == bool(instance_id or patch_path):
         raise InputError("give either --task with --patch, or --predictions")
     if instance_id and not patch_path:
         raise InputError("--task needs --patch FILE (use '-' for stdin)")
     if predictions:
-        jobs = [(row["instance_id"], row.get("model_patch") or "") for row in load_predictions(predictions)]
+        jobs = [(row["instance_id"], row.get("model_patch") or "") for row in read_predictions(predictions)]
     else:
         if str(patch_path) != "-" and not patch_path.is_file():
             raise InputError(f"no patch file at {patch_path}")
@@ -579,14 +581,13 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
     A folder target is complete or absent after an interruption.
     """
     from repo2env.publish.dataset import PublishOptions, publish_to_folder
-    from repo2env.publish.harbor import harbor_writer
     from repo2env.publish.hub import HubTarget, parse_target, publish_to_hub
     from repo2env.publish.images import save_images as image_writer
 
     destination = parse_target(target)
     folders = _tasks_dirs(from_dirs)
     default_name = destination.repo_id if isinstance(destination, HubTarget) else Path(destination).name
-    writers = [harbor_writer(name or default_name), *([image_writer] if save_images else [])]
+    writers = [image_writer] if save_images else []
     options = PublishOptions(name=name or default_name, split_by_date=split_by_date.date() if split_by_date else None,
                              include_rejected=include_rejected, json_lists=json_lists, license_id=license_id,
                              push_registry=push_registry)
@@ -768,18 +769,26 @@ def export_swebench_command(from_dirs: tuple[Path, ...], out_path: Path, lists: 
 @click.option("--name", default="repo2env", show_default=True,
               help="The dataset's name; task.toml names each task OWNER/INSTANCE_ID with its first part.")
 @click.option("--include-rejected", is_flag=True, help="Export built tasks that were not accepted too.")
+@click.option("--network", type=click.Choice(["no-network", "public"]), default="no-network", show_default=True,
+              help="The tasks' network policy. Harbor enforces no-network on Docker with an egress sidecar "
+                   "built from a Docker Hub image; without Docker Hub see docs/exports.md.")
+@click.option("--push-images", "push_registry", metavar="REGISTRY",
+              help="Push every task's image to REGISTRY (host[:port][/path]) first, and pin it by digest "
+                   "(REGISTRY/NAME@sha256:DIGEST) in task.toml and environment/Dockerfile.")
 @click.option("--overwrite", is_flag=True, help="Replace an OUT_DIR that already has content.")
 def export_harbor_command(from_dirs: tuple[Path, ...], out_dir: Path, name: str, include_rejected: bool,
-                          overwrite: bool) -> None:
+                          network: str, push_registry: str | None, overwrite: bool) -> None:
     """Write accepted tasks as Harbor task folders to OUT_DIR/<instance_id>/: instruction.md, task.toml,
-    environment/Dockerfile, tests/test.sh (the hidden verifier, writing /logs/verifier/reward.txt and
-    reward.json) and solution/solve.sh (the gold patch)."""
+    environment/Dockerfile, tests/ (the hidden verifier, run in its own container on the agent's diff,
+    writing /logs/verifier/reward.txt and reward.json) and solution/solve.sh (the gold patch). The
+    same folders as the tasks/ of a published dataset."""
     from repo2env.publish.harbor import export_harbor
 
-    written = export_harbor(_tasks_dirs(from_dirs), out_dir, dataset=name, accepted_only=not include_rejected,
-                            overwrite=overwrite)
-    console.print(f"{written.tasks} Harbor tasks -> {written.root}; run one with: harbor run -p "
-                  f"{written.root}/INSTANCE_ID", highlight=False)
+    with console.status("pushing the images" if push_registry else "writing the task folders"):
+        written = export_harbor(_tasks_dirs(from_dirs), out_dir, dataset=name, accepted_only=not include_rejected,
+                                network=network, push_registry=push_registry, overwrite=overwrite)
+    console.print(f"{written.tasks} Harbor tasks -> {written.root}; check and run them with: harbor lint "
+                  f"{written.root}/*; harbor run -p {written.root} -a oracle", highlight=False)
 
 
 @export_group.command("openenv")

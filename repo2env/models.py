@@ -71,6 +71,12 @@ class EnvSpec(_Schema):
     dockerfiles: dict[str, str] = Field(default_factory=dict, description="The Dockerfile of each layer as built "
                                         "(base: its tag; env; task), published with the dataset.")
 
+    @property
+    def runnable_image(self) -> str | None:
+        """The image a harness runs the task in: the pushed reference (registry, name and digest,
+        pinned) when the image was pushed, else the local tag ``repo2env build`` made."""
+        return self.pushed_image or self.image
+
     @field_validator("python")
     @classmethod
     def _python_is_x_y(cls, value: str) -> str:
@@ -305,7 +311,10 @@ class Task(_Schema):
         return self.env_spec.test_cmd if self.env_spec and self.env_spec.test_cmd else DEFAULT_TEST_CMD
 
     def to_swebench_row(self, *, json_lists: bool = False) -> dict[str, Any]:
-        """The SWE-bench instance fields only; F2P/P2P as JSON strings when ``json_lists``."""
+        """The SWE-bench instance fields, and the image a SWE-bench-style harness runs the task in
+        (:attr:`EnvSpec.runnable_image`; None before the build) under both names such harnesses
+        read, ``image_name`` and ``docker_image``; F2P/P2P as JSON strings when ``json_lists``."""
+        image = self.env_spec.runnable_image if self.env_spec else None
         row: dict[str, Any] = {
             "repo": self.repo,
             "instance_id": self.instance_id,
@@ -319,6 +328,8 @@ class Task(_Schema):
             "environment_setup_commit": self.environment_setup_commit or self.base_commit,
             "FAIL_TO_PASS": list(self.FAIL_TO_PASS),
             "PASS_TO_PASS": list(self.PASS_TO_PASS),
+            "image_name": image,
+            "docker_image": image,
         }
         if json_lists:
             row["FAIL_TO_PASS"] = json.dumps(row["FAIL_TO_PASS"])

@@ -1,8 +1,16 @@
-"""Shared fixtures: a Docker engine with the base image (for tests marked ``docker``)."""
+"""Shared fixtures: a Docker engine with the base image (for tests marked ``docker``), the demo built and
+validated once per session, a local image registry."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -139,3 +147,44 @@ def installed_wheel(tmp_path_factory):
     unpacked = root / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
     return set(zipfile.ZipFile(wheel).namelist()), unpacked
+
+
+@contextlib.contextmanager
+def running_registry(folder: Path) -> Iterator[str]:
+    """A registry (the distribution registry's binary, Debian's docker-registry) serving plain HTTP
+    on 127.0.0.1, which dockerd trusts without insecure-registries, storing under ``folder``; yields
+    its address (host:port). Skips (fails in CI) where the binary is missing: ``make registry``."""
+    binary = shutil.which("docker-registry") or shutil.which("registry")
+    if binary is None:
+        message = "no registry binary: 'apt-get install docker-registry' (make registry)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = folder / "registry.yml"
+    config.write_text(f"version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'store'}\n"
+                      f"http:\n  addr: 127.0.0.1:{port}\n")
+    server = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    address = f"127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://{address}/v2/", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail(f"the registry did not start: {server.stderr.read1().decode() if server.poll() is not None else ''}")
+        yield address
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+@pytest.fixture(scope="session")
+def session_registry(tmp_path_factory):
+    """One local registry for the session (see :func:`running_registry`)."""
+    with running_registry(tmp_path_factory.mktemp("registry")) as address:
+        yield address

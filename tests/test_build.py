@@ -73,6 +73,28 @@ def test_diff_keeps_bytes_that_are_not_utf8(built_demo, docker_client):
     assert b"+cr\xe8me br\xfbl\xe9e\n" in patch, "the agent's Latin-1 line reaches the grader byte for byte"
 
 
+def test_task_images_hold_no_build_setting_and_git_trusts_testbed_for_root(built_demo, docker_client):
+    """A harness runs a task image as it is, often as root: git works in /testbed for every user, and
+    what the build needed to reach the index (the host's CA paths, index URLs) was a build argument,
+    not the image's environment."""
+    from repo2env.runtime.bootstrap import BASE_FORMAT, base_image_tag
+    from repo2env.runtime.package_access import PackageAccess
+
+    _, tasks = built_demo
+    task = next(iter(tasks.values()))
+    status = docker_client.containers.run(task.env_spec.image, ["git", "-C", "/testbed", "status", "--porcelain"],
+                                          user="root", remove=True, network_disabled=True)
+    assert status == b"", "root's git reads the snapshot, clean"
+    base = docker_client.images.get(base_image_tag(task.env_spec.python))
+    if base.labels.get("repo2env.base_format") != BASE_FORMAT:
+        pytest.skip(f"{base_image_tag(task.env_spec.python)} predates base format {BASE_FORMAT} (it bakes the CA "
+                    "variables in): 'repo2env runtime bootstrap --force' rebuilds it")
+    settings = PackageAccess(ca_bundle=Path("/ca.crt"), index_url="https://index", extra_index_url="https://extra",
+                             trusted_host="index").container_env()
+    environment = dict(item.split("=", 1) for item in docker_client.images.get(task.env_spec.image).attrs["Config"]["Env"])
+    assert not set(environment) & set(settings), environment
+
+
 def test_rebuild_reuses_every_image(built_demo, docker_client):
     folder, tasks = built_demo
     started = time.monotonic()

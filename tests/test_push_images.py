@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import shutil
-import socket
-import subprocess
 import sys
 import tarfile
 import time
@@ -21,7 +17,6 @@ import pytest
 from repo2env.errors import InputError, Repo2EnvError
 from repo2env.jsonl import write_jsonl
 from repo2env.publish.dataset import PublishOptions, publish_to_folder
-from repo2env.publish.harbor import harbor_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_publish import validated_task  # noqa: E402 - the publish tests' task rows
@@ -32,33 +27,10 @@ pytestmark = pytest.mark.docker
 @pytest.fixture
 def local_registry(tmp_path):
     """A registry (plain HTTP on 127.0.0.1, which dockerd trusts without insecure-registries)."""
-    binary = shutil.which("docker-registry") or shutil.which("registry")
-    if binary is None:
-        message = "no registry binary: 'apt-get install docker-registry' (make registry)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = tmp_path / "registry.yml"
-    config.write_text(f"version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'store'}\n"
-                      f"http:\n  addr: 127.0.0.1:{port}\n")
-    server = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    address = f"127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"http://{address}/v2/", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            pytest.fail(f"the registry did not start: {server.stderr.read1().decode() if server.poll() is not None else ''}")
+    from conftest import running_registry
+
+    with running_registry(tmp_path) as address:
         yield address
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 @pytest.fixture
@@ -90,8 +62,7 @@ def test_push_records_the_reference_and_pull_uses_it(local_registry, small_image
     task = task.model_copy(update={"env_spec": task.env_spec.model_copy(update={"image": image, "image_digest": image_id})})
     write_jsonl(tmp_path / "tasks" / "tasks.jsonl", [task])
     registry = f"{local_registry}/envs"
-    publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(push_registry=registry),
-                      extra_writers=[harbor_writer("acme/envs")])
+    publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(name="acme/envs", push_registry=registry))
 
     # Read with pyarrow, not datasets.load_dataset: its cache is keyed on the folder, not the content.
     row = pq.read_table(tmp_path / "ds" / "data" / "train-00000-of-00001.parquet").to_pylist()[0]

@@ -83,9 +83,13 @@ def test_limits_apply_to_pids(docker_runtime):
 
 
 def test_base_image_reaches_the_package_index_through_the_host_ca_bundle(docker_runtime):
-    """Builds (not sandboxes) get the network; pip must trust the host's CA bundle."""
+    """Builds (not sandboxes) get the network; pip must trust the host's CA bundle, which the base
+    image carries and each build points pip at (its build arguments, as here)."""
+    from repo2env.runtime.package_access import PackageAccess
+
     with docker_runtime.start_image(BASE, limits=SandboxLimits(network=True)) as sandbox:
-        result = sandbox.exec("python -m pip download --no-deps -q -d /tmp/wheels six==1.16.0", timeout=120)
+        result = sandbox.exec("python -m pip download --no-deps -q -d /tmp/wheels six==1.16.0", timeout=120,
+                              env=PackageAccess.from_environment().container_env())
         assert result.exit_code == 0, result.output[-2000:]
 
 

@@ -20,6 +20,7 @@ import uuid
 from functools import partial
 from typing import Any
 
+from repo2env import install_hint
 from repo2env.envs.catalog import TaskCatalog
 from repo2env.envs.repo_env import RepoEnv, RepoEnvConfig
 from repo2env.errors import InputError, Repo2EnvError
@@ -34,7 +35,7 @@ try:
     from pydantic import Field
 except ImportError as exc:  # the optional extra is missing: one line saying how to add it
     raise InputError(f"OpenEnv support is not installed ({exc.name} is missing)",
-                     hint="pip install 'repo2env[openenv]'") from None
+                     hint=install_hint("openenv")) from None
 
 #: The tools a step may name, besides ``submit``: RepoEnv's public tool methods.
 TOOLS = ("bash", "read_file", "write_file", "str_replace", "run_tests")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from repo2env.errors import InputError, TaskFormatError
-from repo2env.jsonl import read_tasks, update_tasks, write_json_lines, write_repository_record
+from repo2env.jsonl import read_unique_tasks, update_tasks, write_json_lines, write_repository_record
 from repo2env.models import RepositoryRecord, Task
 
 #: Fields we take from a SWE-bench-style row (others, dataset-specific, are ignored).
@@ -112,12 +112,52 @@ def import_swebench(path: Path, out_root: Path, clones: Mapping[str, str]) -> Im
 
 def export_swebench(folders: Iterable[Path], out_path: Path, *, json_lists: bool = True,
                     accepted_only: bool = True) -> int:
-    """Write the tasks of ``folders`` as SWE-bench instances (JSONL); returns how many."""
-    rows = []
-    for folder in folders:
-        for task in read_tasks(folder / "tasks.jsonl"):
-            if accepted_only and not (task.validation and task.validation.verdict == "accepted"):
-                continue
-            rows.append(task.to_swebench_row(json_lists=json_lists))
+    """Write the tasks of ``folders`` (one row per instance id) as SWE-bench instances (JSONL), each
+    with the image a harness runs it in (``image_name``, ``docker_image``); returns how many."""
+    rows = [task.to_swebench_row(json_lists=json_lists) for task in read_unique_tasks(folders)
+            if not accepted_only or (task.validation and task.validation.verdict == "accepted")]
     write_json_lines(out_path, rows)
     return len(rows)
+
+
+def read_predictions(path: Path) -> list[dict[str, Any]]:
+    """SWE-bench predictions, as harnesses write them: JSONL (or a JSON list) of ``{instance_id,
+    model_name_or_path, model_patch}``, or ``preds.json``, a JSON object keyed by instance id (as
+    mini-swe-agent and swebench write it). Bytes that are not UTF-8 (a patch's Latin-1 lines) stay
+    as they were, as surrogate escapes. An InputError names the prediction that is malformed."""
+    if not Path(path).is_file():
+        raise InputError(f"no predictions file at {path}")
+    text = Path(path).read_bytes().decode("utf-8", errors="surrogateescape")
+    stripped = text.lstrip()
+    try:
+        if stripped.startswith("["):
+            rows = json.loads(text)
+        elif stripped.startswith("{") and _one_document(stripped):
+            document = json.loads(text)
+            # One prediction on one line is JSON lines too; an object of predictions is keyed by id.
+            rows = [document] if "model_patch" in document else [
+                {"instance_id": key, **value} if isinstance(value, dict) else value for key, value in document.items()]
+        else:
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON lines or a JSON object of predictions ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(rows, list):
+        raise InputError(f"{path}: expected a list of predictions or an object keyed by instance id")
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict) or "instance_id" not in row or "model_patch" not in row:
+            raise InputError(f"{path}: prediction {number} needs instance_id and model_patch")
+        if not isinstance(row["instance_id"], str):
+            raise InputError(f"{path}: prediction {number}: instance_id must be a string")
+        if row["model_patch"] is not None and not isinstance(row["model_patch"], str):
+            raise InputError(f"{path}: prediction {number} ({row['instance_id']}): model_patch must be a string "
+                             f"(a diff) or null, not {type(row['model_patch']).__name__}")
+    return rows
+
+
+def _one_document(text: str) -> bool:
+    """Whether ``text`` (starting with ``{``) is one JSON object rather than JSON lines."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True

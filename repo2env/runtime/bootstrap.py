@@ -157,8 +157,12 @@ ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
     PYTHONDONTWRITEBYTECODE=1 \\
     PIP_DISABLE_PIP_VERSION_CHECK=1 \\
     PIP_NO_INPUT=1
-{ca_env}WORKDIR /testbed
+WORKDIR /testbed
 """
+#: 2: the host's CA bundle is in the image, but the variables pointing tools at it are build arguments
+#: of the env and task layers, not the image's environment (format 1 baked them in with ENV, so every
+#: sandbox and harness inherited the build host's settings).
+BASE_FORMAT = "2"
 
 
 def _finish(client: docker.DockerClient, raw_tag: str, python: str, *, access: PackageAccess, install_git: bool):
@@ -170,14 +174,12 @@ def _finish(client: docker.DockerClient, raw_tag: str, python: str, *, access: P
             shutil.copyfile(access.ca_bundle, bundle)
         else:
             bundle.write_text("")
-        # The bundle is baked in, so the variables that point tools at it are too; index URLs are
-        # passed per build instead (they change more often than a CA).
-        ca_env = "".join(
-            f"ENV {name}={value}\n" for name, value in access.container_env().items() if value in (CONTAINER_CA_PATH, "1")
-        ) if access.ca_bundle is not None else ""
+        # The bundle is baked in; the variables that point tools at it are passed to each build that
+        # needs the index (images.py), so they never become the sandboxes' environment.
         (context_path / "Dockerfile").write_text(_FINISH_DOCKERFILE.format(
-            raw=raw_tag, ca_path=CONTAINER_CA_PATH, git_install=git_install, uid=AGENT_UID, ca_env=ca_env))
-        labels = {"repo2env.kind": "base", "repo2env.python": python, "repo2env.version": __version__}
+            raw=raw_tag, ca_path=CONTAINER_CA_PATH, git_install=git_install, uid=AGENT_UID))
+        labels = {"repo2env.kind": "base", "repo2env.python": python, "repo2env.version": __version__,
+                  "repo2env.base_format": BASE_FORMAT}
         try:
             image, _ = client.images.build(
                 path=context, tag=base_image_tag(python), labels=labels, rm=True, forcerm=True

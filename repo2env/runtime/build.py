@@ -309,12 +309,18 @@ def _pyproject_without_version(text: str) -> str:
 
 
 def tasks_dirs(root: Path, explicit: Sequence[Path]) -> list[Path]:
-    """The task folders to work on: ``explicit`` ones, else every folder under ``root`` with a tasks.jsonl."""
+    """The task folders to work on: each ``explicit`` folder, or the folders below it with a
+    tasks.jsonl when it has none itself (as ``validate ROOT`` searches); without ``explicit``, every
+    folder under ``root`` with a tasks.jsonl. Each folder once, in the order given then found."""
     if explicit:
+        found: list[Path] = []
         for folder in explicit:
-            if not (folder / "tasks.jsonl").is_file():
-                raise InputError(f"no tasks.jsonl in {folder}", hint="run 'repo2env mine' first, or check --from")
-        return list(explicit)
+            below = [folder] if (folder / "tasks.jsonl").is_file() else sorted(
+                path.parent for path in folder.glob("**/tasks.jsonl"))
+            if not below:
+                raise InputError(f"no tasks.jsonl in or below {folder}", hint="run 'repo2env mine' first, or check --from")
+            found.extend(below)
+        return list(dict.fromkeys(found))
     found = sorted(path.parent for path in root.glob("**/tasks.jsonl"))
     if not found:
         raise InputError(f"no tasks.jsonl under {root}", hint="run 'repo2env mine' (or 'make demo') first")

@@ -37,7 +37,7 @@ from repo2env.runtime.backends.docker import stopping
 from repo2env.runtime.bootstrap import AGENT_UID, base_image_tag
 from repo2env.runtime.own_code import PROBE_PATH, OwnCode, reinstall_command, scm_environment
 from repo2env.runtime.own_code_probe import MARKER as OWN_CODE_MARKER
-from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
+from repo2env.runtime.package_access import PackageAccess
 
 KIND_LABEL = "repo2env.kind"
 NAMESPACE_LABEL = "repo2env.namespace"
@@ -174,7 +174,9 @@ class ImageStore:
         return True
 
     def _index_args(self) -> dict[str, str]:
-        return {name: value for name, value in self.access.container_env().items() if value not in (CONTAINER_CA_PATH, "1")}
+        # Build arguments, never ENV: what a build needs to reach the index (the CA bundle's variables,
+        # index URLs) must not stay in the image, where the agent and every harness would inherit it.
+        return self.access.container_env()
 
     def _build(self, dockerfile: str, snapshot_dir: Path, tag: str, labels: dict[str, str], log_path: Path,
                buildargs: dict[str, str] | None = None, tools: dict[str, str] | None = None):
@@ -296,8 +298,7 @@ def warmup_dockerfile_lines(command: str) -> list[str]:
 
 
 def _arg_lines(access: PackageAccess, scm: dict[str, str]) -> list[str]:
-    names = [name for name, value in access.container_env().items() if value not in (CONTAINER_CA_PATH, "1")]
-    return [f"ARG {name}" for name in sorted([*names, *scm])]
+    return [f"ARG {name}" for name in sorted([*access.container_env(), *scm])]
 
 
 def _env_tools(spec: EnvSpec, own: OwnCode) -> dict[str, str]:
@@ -363,7 +364,10 @@ def task_dockerfile(env_tag: str, access: PackageAccess, scm: dict[str, str], *,
         lines.append("ENV " + " ".join(f"{name}={shlex.quote(value)}" for name, value in sorted(scm.items())))
     lines.extend(_arg_lines(access, {}))
     wanted = "true" if reinstall else f"[ -s {TOOLS_DIR}/generated ]"
-    lines.append(f"RUN if [ -f {TOOLS_DIR}/reinstall ] && {wanted}; then sh {TOOLS_DIR}/reinstall; fi")
+    # /testbed belongs to the agent; git run there by anyone else (root in a harness's container, a
+    # SWE-bench-style harness's submission step) refuses it ("dubious ownership") unless trusted.
+    lines.append(f"RUN git config --system --add safe.directory /testbed && "
+                 f"if [ -f {TOOLS_DIR}/reinstall ] && {wanted}; then sh {TOOLS_DIR}/reinstall; fi")
     lines.append("WORKDIR /testbed")
     if warmup:
         lines.extend(warmup_dockerfile_lines(warmup))

@@ -340,24 +340,3 @@ def _inputs_archive(inputs: str, junit_dir: str, *, files: dict[str, str], priva
                 info.size, info.mode, info.mtime, info.uid, info.gid = len(payload), mode, now, uid, uid
                 tar.addfile(info, io.BytesIO(payload))
     return archive.getvalue()
-
-
-def load_predictions(path: Path) -> list[dict]:
-    """SWE-bench predictions: JSONL (or a JSON list) of {instance_id, model_name_or_path, model_patch}."""
-    if not Path(path).is_file():
-        raise InputError(f"no predictions file at {path}")
-    # Bytes that are not UTF-8 (a patch's Latin-1 lines) stay as they were, as surrogate escapes.
-    text = Path(path).read_bytes().decode("utf-8", errors="surrogateescape")
-    try:
-        rows = json.loads(text) if text.lstrip().startswith("[") else [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not JSON lines ({exc.msg}, line {exc.lineno})") from None
-    for number, row in enumerate(rows, start=1):
-        if not isinstance(row, dict) or "instance_id" not in row or "model_patch" not in row:
-            raise InputError(f"{path}: prediction {number} needs instance_id and model_patch")
-        if not isinstance(row["instance_id"], str):
-            raise InputError(f"{path}: prediction {number}: instance_id must be a string")
-        if row["model_patch"] is not None and not isinstance(row["model_patch"], str):
-            raise InputError(f"{path}: prediction {number} ({row['instance_id']}): model_patch must be a string "
-                             f"(a diff) or null, not {type(row['model_patch']).__name__}")
-    return rows

@@ -36,7 +36,7 @@ from repo2env.models import ExecResult, Task
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.channel import SERVER_MARKER, ChannelBroken, ChannelClosed, CommandChannel
 from repo2env.runtime.ownership import SANDBOX_LABEL, owner_labels, reap_orphans_now_and_then
-from repo2env.runtime.sandbox import SandboxLimits
+from repo2env.runtime.sandbox import SandboxLimits, agent_diff_command
 
 #: Every exec appends a byte to this file; the keepalive reads activity from its size and mtime.
 HEARTBEAT_PATH = "/tmp/.repo2env-alive"
@@ -471,12 +471,9 @@ class DockerSandbox:
         switched off: an agent can at worst spoil its own diff. Never through the command channel:
         what is graded comes from the engine, not from a process the agent can replace."""
         snapshot = self.container.labels.get("repo2env.snapshot") or "HEAD"
-        git = ("git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c diff.external= "
-               "-c core.pager=cat -c color.ui=false")
         # Bytes as git wrote them (a Latin-1 file stays Latin-1), carried as surrogate escapes.
-        result = self._exec(f"{git} add --all . && {git} diff --cached --binary --no-ext-diff --no-textconv "
-                           f"--no-renames {snapshot}", workdir="/testbed", timeout=120, errors="surrogateescape",
-                           through_channel=False)
+        result = self._exec(agent_diff_command(snapshot), workdir="/testbed", timeout=120, errors="surrogateescape",
+                            through_channel=False)
         if result.exit_code != 0 or result.truncated:
             reason = "the diff is larger than the output cap" if result.truncated else result.output.strip()[-300:]
             raise PatchError(f"cannot compute the sandbox's diff: {reason}")
