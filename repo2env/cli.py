@@ -797,16 +797,21 @@ def export_harbor_command(from_dirs: tuple[Path, ...], out_dir: Path, name: str,
               help="A folder 'repo2env publish --to DIR' wrote; it is copied into the package.")
 @click.option("--name", default="repo2env", show_default=True, help="The environment's name in openenv.yaml.")
 @click.option("--wheel", "wheels", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A wheel the image installs from (e.g. repo2env's own, when the index has no repo2env); repeatable.")
+              help="A wheel to put in wheels/ (repo2env-rl's own is then used as it is) [default: repo2env-rl's "
+                   "wheel built from this source checkout, or its version on the index]; repeatable.")
 @click.option("--overwrite", is_flag=True, help="Replace an OUT_DIR that already has content.")
 def export_openenv_command(out_dir: Path, dataset_dir: Path, name: str, wheels: tuple[Path, ...], overwrite: bool) -> None:
-    """Write a deployable OpenEnv package to OUT_DIR: openenv.yaml, server/app.py, a Dockerfile that
-    installs repo2env[openenv] and serves the dataset, and a README (the server needs a Docker engine)."""
+    """Write a deployable OpenEnv package to OUT_DIR: openenv.yaml, pyproject.toml and uv.lock (every
+    dependency pinned; 'openenv validate' passes), server/app.py, a Dockerfile that installs from the
+    lock and serves the dataset with its tools over MCP, and a README (the server needs a Docker engine).
+    Locking needs the package index."""
     from repo2env.publish.openenv import export_openenv
 
-    written = export_openenv(dataset_dir, out_dir, name=name, wheels=wheels, overwrite=overwrite)
-    console.print(f"OpenEnv package ({written.tasks} tasks) -> {written.root}; "
-                  f"build it with: docker build -t {name} {written.root}", highlight=False)
+    with console.status("writing the package and locking its dependencies (uv lock)"):
+        written = export_openenv(dataset_dir, out_dir, name=name, wheels=wheels, overwrite=overwrite)
+    console.print(f"OpenEnv package ({written.tasks} tasks; repo2env from {written.repo2env_source}) -> "
+                  f"{written.root}; check it with: openenv validate {written.root}; build it with: docker build "
+                  f"-t {name} {written.root}", highlight=False)
 
 
 @cli.command()
@@ -819,11 +824,14 @@ def export_openenv_command(out_dir: Path, dataset_dir: Path, name: str, wheels: 
               help="Concurrent WebSocket sessions (one sandbox each).")
 def serve(dataset_dir: Path, split: str | None, host: str, port: int, max_sessions: int) -> None:
     """Serve a published dataset's environments over OpenEnv's protocol (HTTP /reset /step /state
-    /health /schema, WebSocket /ws). Needs the 'openenv' extra and the tasks' images on this engine.
+    /health /schema, WebSocket /ws, MCP /mcp), the tools as MCP tools. Needs the 'openenv' extra and
+    the tasks' images on this engine. Grading logs go to REPO2ENV_ENV_LOGS_DIR (default: under
+    ~/.cache/repo2env), never into the current folder.
 
     \b
     reset:  {"task_id": ID} (or a seed, or nothing: the next task in turn)
-    step:   {"tool": "bash", "arguments": {"command": "ls"}}, ... then {"tool": "submit"} -> reward, done
+    step:   {"type": "call_tool", "tool_name": "bash", "arguments": {"command": "ls"}}, ...
+            then {"type": "call_tool", "tool_name": "submit"} -> reward, done
     """
     from repo2env.envs.catalog import TaskCatalog
     from repo2env.envs.openenv_server import serve as serve_openenv

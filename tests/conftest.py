@@ -188,3 +188,17 @@ def session_registry(tmp_path_factory):
     """One local registry for the session (see :func:`running_registry`)."""
     with running_registry(tmp_path_factory.mktemp("registry")) as address:
         yield address
+
+
+@pytest.fixture(scope="session")
+def published_demo(validated, tmp_path_factory):
+    """The validated demo published to a folder once a session (rows, Harbor task folders, card,
+    manifest): (folder, {instance_id: row}), rows in dataset order. Read-only."""
+    from repo2env.envs.catalog import TaskCatalog
+    from repo2env.publish.dataset import PublishOptions, publish_to_folder
+
+    folder, _ = validated
+    target = tmp_path_factory.mktemp("published") / "demo-envs"
+    publish_to_folder([folder], target, PublishOptions(name="demo-envs"))
+    catalog = TaskCatalog.from_published(target)
+    return target, {task_id: catalog.row(task_id) for task_id in catalog.task_ids}

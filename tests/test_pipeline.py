@@ -293,6 +293,8 @@ def test_pipeline_runs_the_demo_resumes_without_redoing_and_isolates_a_failing_r
     assert len((folder / "validation.jsonl").read_text().splitlines()) == 2
     rows = dataset_rows(out / "dataset")
     assert [row["instance_id"] for row in rows] == ["repo2env-demo__textkit-2", "repo2env-demo__textkit-4"]
+    # The same tree `repo2env publish` writes: Harbor task folders included.
+    assert sorted(path.name for path in (out / "dataset" / "tasks").iterdir()) == [row["instance_id"] for row in rows]
 
     # A re-run starts nothing that is done, and (without --retry-failed) not the failed repository.
     again = repo2env("pipeline", "run", str(spec), "--out", str(out))

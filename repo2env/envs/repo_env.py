@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from repo2env.dataset_rows import task_from_row
-from repo2env.envs.tools import AgentTools
+from repo2env.envs.tools import AgentTools, refusal
 from repo2env.errors import InputError
 from repo2env.instruction import instruction_text
 from repo2env.models import GradeResult, Task
 from repo2env.runtime.sandbox import Runtime, Sandbox
+from repo2env.settings import cache_dir
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,8 @@ class RepoEnvConfig:
     command_channel: bool = True
     """Tool calls go through a persistent command channel in the sandbox (a few ms each); off, each
     is one ``docker exec`` (tens of ms)."""
-    logs_dir: Path = field(default_factory=lambda: Path("generated") / "repo_env")
-    """Where gradings keep their logs."""
+    logs_dir: Path = field(default_factory=lambda: cache_dir() / "repo_env")
+    """Where gradings keep their logs (never the folder the process started in)."""
 
     @classmethod
     def from_environment(cls) -> RepoEnvConfig:
@@ -438,10 +439,10 @@ class RepoEnv:
         self.repeated_calls += key in self._seen_calls
         self._seen_calls.add(key)
         if self._tools is None:
-            return "error: no task is loaded (reset first)"
+            return refusal("no task is loaded (reset first)")
         if time.monotonic() - self._started > self._config.episode_timeout_s:
             self.timeouts += 1
-            return f"error: the episode's {self._config.episode_timeout_s:.0f} s are used up; stop and answer"
+            return refusal(f"the episode's {self._config.episode_timeout_s:.0f} s are used up; stop and answer")
         with self._pool.gate.tool_call():
             answer = call(self._tools)
         self.timeouts += "[timed out after" in answer

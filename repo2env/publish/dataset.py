@@ -123,6 +123,7 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
     from datasets.utils.logging import disable_progress_bar
 
     from repo2env.publish.harbor import image_snapshots, write_task_folders
+    from repo2env.publish.swebench import harness_fields
     from repo2env.runtime.images import layer_dockerfiles
     from repo2env.validate.report import write_figure
     from repo2env.validate.run import read_records
@@ -136,8 +137,10 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
     summary = PublishSummary(target=str(root), left_out=left_out)
     by_split: dict[str, list[dict]] = {}
     for task in tasks:
+        # swebench's evaluation fields too (its harness grades the rows); the `image` column stays the local tag.
+        evaluation = {name: value for name, value in harness_fields(task).items() if name != "image"}
         by_split.setdefault(split_name(task, options.split_by_date), []).append(
-            dataset_row(task, layer_dockerfiles(task), json_lists=options.json_lists))
+            {**dataset_row(task, layer_dockerfiles(task), json_lists=options.json_lists), **evaluation})
     (root / "data").mkdir(parents=True)
     for split, rows in sorted(by_split.items(), key=lambda item: item[0] != "train"):
         Dataset.from_list(rows).to_parquet(str(root / "data" / f"{split}-00000-of-00001.parquet"))
