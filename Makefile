@@ -7,7 +7,7 @@ STAMP := $(VENV)/.repo2env-installed
 TRAIN_STAMP := $(VENV)/.repo2env-train-installed
 PYTEST_ARGS ?=
 
-.PHONY: install train-extra engine registry base-image demo train-demo test validate bench lint clean
+.PHONY: install train-extra engine registry compose base-image demo train-demo test validate bench lint clean
 
 install: $(STAMP)
 
@@ -34,6 +34,11 @@ engine:
 registry:
 	@command -v docker-registry >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry)
 
+## Docker Compose v2 (`docker compose`), which Harbor's docker environment runs its trials with (the Harbor tests);
+## on Debian 12, Debian 13's package's binary as a per-user CLI plugin (see .ci/ensure-compose.sh).
+compose: engine
+	@bash .ci/ensure-compose.sh
+
 ## The local base images (debootstrap + docker import when no registry answers): Python 3.9, 3.11, 3.13.
 base-image: install engine
 	$(BIN)/repo2env runtime bootstrap --python 3.11 --python 3.9 --python 3.13
@@ -48,7 +53,7 @@ train-demo: base-image train-extra
 	$(BIN)/repo2env train --demo --output generated/train-demo
 
 ## The whole test suite, Docker and training tests included.
-test: base-image train-extra registry
+test: base-image train-extra registry compose
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## Validate what is in generated/ (the demo, mined and built first if missing), default policy.

@@ -143,7 +143,7 @@ def installed_wheel(tmp_path_factory):
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
                             str(root), str(project)], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
-    wheel = next(root.glob("repo2env-*.whl"))
+    wheel = next(root.glob("repo2env_rl-*.whl"))
     unpacked = root / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
     return set(zipfile.ZipFile(wheel).namelist()), unpacked

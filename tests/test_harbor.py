@@ -296,12 +296,15 @@ def test_harbor_lint_finds_nothing_in_the_exported_demo(harbor, harbor_export):
     assert "@sha256:" in config["environment"]["docker_image"]
 
 
-def _job(harbor: Path, name: str, task_dir: Path, agents: list[dict], jobs: Path) -> dict[str, dict]:
-    """Run one Harbor job (every agent on ``task_dir``); each agent's rewards, by its name."""
+def _job(harbor: Path, name: str, task_dir: Path, agents: list[dict], jobs: Path, *,
+         overlays: list[Path] = ()) -> dict[str, dict]:
+    """Run one Harbor job (every agent on ``task_dir``, with Compose ``overlays`` on the agent's
+    container); each agent's rewards, by its name."""
     jobs.mkdir(parents=True, exist_ok=True)
     config = jobs / f"{name}.json"
     config.write_text(json.dumps({"job_name": name, "jobs_dir": str(jobs), "n_concurrent_trials": 3, "quiet": True,
-                                  "agents": agents, "tasks": [{"path": str(task_dir)}]}))
+                                  "agents": agents, "tasks": [{"path": str(task_dir)}],
+                                  "environment": {"extra_docker_compose": [str(path) for path in overlays]}}))
     done = run_harbor(harbor, "run", "-c", str(config), "-y", cwd=jobs)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rewards = {}
@@ -327,7 +330,11 @@ def test_harbor_runs_the_oracle_to_1_nop_to_0_and_a_root_agent_planting_the_fix_
     fix = tmp_path / "fix.diff"
     fix.write_text(task.patch)
     planted = {"import_path": "harbor_agents:PlantedFixAgent", "kwargs": {"patch_path": str(fix)}}
-    rewards = _job(harbor, "separate", task_dir, [{"name": "oracle"}, {"name": "nop"}, planted], tmp_path / "jobs")
+    # docs/exports.md's way to keep the agent off the network without Harbor's egress sidecar (Docker Hub).
+    offline = tmp_path / "no-network.yaml"
+    offline.write_text("services:\n  main:\n    network_mode: none\n")
+    rewards = _job(harbor, "separate", task_dir, [{"name": "oracle"}, {"name": "nop"}, planted], tmp_path / "jobs",
+                   overlays=[offline])
     assert rewards["oracle"] == {"reward": 1.0, "f2p_rate": 1.0, "p2p_rate": 1.0, "resolved": 1.0, "tampered": 0.0}
     assert rewards["nop"]["reward"] == 0.0 and rewards["nop"]["f2p_rate"] == 0.0 and rewards["nop"]["p2p_rate"] == 1.0
     assert rewards["repo2env-planted-fix"]["reward"] == 0.0, "what a root agent changes outside /testbed stays behind"

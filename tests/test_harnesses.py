@@ -46,20 +46,25 @@ def swebench_python():
 def test_mini_swe_agent_runs_the_published_dataset_and_both_graders_score_its_predictions(
         published_demo, validated, mini_swe_agent, swebench_python, tmp_path):
     dataset, rows = published_demo
-    fixed, untouched = list(rows)[:2]  # mini-swe-agent runs them in dataset order, one worker
-    scripts = {"fix": submission(patch_script(rows[fixed]["patch"])),
-               "nothing": submission([ScriptedCall("bash", {"command": "git status --short"})])}
+    fixed, untouched = list(rows)[:2]
     out = tmp_path / "mini"
     environment = {**os.environ, "OPENAI_API_KEY": "sk-scripted", "MSWEA_COST_TRACKING": "ignore_errors",
                    "MSWEA_GLOBAL_CONFIG_DIR": str(tmp_path / "mini-config"), "MSWEA_SILENT_STARTUP": "1",
-                   "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    with ScriptedLLM(scripts, schedule=["fix", "nothing"]) as llm:
-        ran = subprocess.run([str(mini_swe_agent), "swebench", "--subset", str(dataset), "--split", "train",
-                              "--filter", f"^({re.escape(fixed)}|{re.escape(untouched)})$", "-w", "1", "-o", str(out),
-                              "-m", "openai/scripted", "-c", "swebench.yaml",
-                              "-c", f"model.model_kwargs.api_base={llm.url}", "--environment-class", "docker"],
-                             capture_output=True, text=True, timeout=1800, env=environment, cwd=tmp_path)
-    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+                   "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                   # datasets caches a local folder under its name alone (see dataset_rows.load_published):
+                   # another "demo-envs" loaded on this machine before would come back instead.
+                   "HF_DATASETS_CACHE": str(tmp_path / "hf-datasets")}
+    # One run per task, each with its own model script, into the same output folder (preds.json
+    # gathers both, as mini-swe-agent resumes a run).
+    for instance_id, script in ((fixed, submission(patch_script(rows[fixed]["patch"]))),
+                                (untouched, submission([ScriptedCall("bash", {"command": "git status --short"})]))):
+        with ScriptedLLM({"script": script}) as llm:
+            ran = subprocess.run([str(mini_swe_agent), "swebench", "--subset", str(dataset), "--split", "train",
+                                  "--filter", f"^{re.escape(instance_id)}$", "-w", "1", "-o", str(out),
+                                  "-m", "openai/scripted", "-c", "swebench.yaml",
+                                  "-c", f"model.model_kwargs.api_base={llm.url}", "--environment-class", "docker"],
+                                 capture_output=True, text=True, timeout=1800, env=environment, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     predictions = json.loads((out / "preds.json").read_text())
     assert set(predictions) == {fixed, untouched}, (out / "minisweagent.log").read_text()[-3000:]
     assert predictions[fixed]["model_patch"].startswith("diff --git"), "root's git worked in /testbed"

@@ -106,8 +106,7 @@ class PreparedDataset:
 def prepare_dataset(source: str, work_dir: Path, *, build: bool = True, clones: dict[str, str] | None = None,
                     token: str | None = None, hub_url: str | None = None) -> PreparedDataset:
     """Load a published dataset (folder or hf://org/name) and make each task's image exist here."""
-    from datasets import load_dataset
-
+    from repo2env.dataset_rows import load_published
     from repo2env.publish.hub import HubTarget, download_from_hub, parse_target
     from repo2env.publish.pull import pull_dataset
 
@@ -128,7 +127,7 @@ def prepare_dataset(source: str, work_dir: Path, *, build: bool = True, clones: 
             raise InputError(f"{len(pulled.not_runnable)} task(s) of {source} cannot run here: {shown}",
                              hint="publish with --save-images, or pass the repository's clone to rebuild")
         prepared.loaded_images, prepared.rebuilt = pulled.loaded_images, pulled.rebuilt
-    loaded = load_dataset(str(tree))
+    loaded = load_published(tree)
     prepared.splits = {name: loaded[name] for name in loaded}
     if "train" not in prepared.splits:
         raise InputError(f"{source} has no 'train' split", hint="publish it with repo2env publish")
