@@ -367,7 +367,7 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
     if runner not in RUNNERS:
         raise ValueError(f"unknown JavaScript test runner {runner!r}; known: {', '.join(RUNNERS)}")
     invocation = invocation or Invocation(script="")
-    cwd = join(root.rstrip("/") or "/", directory) if directory else root
+    cwd = f"{root.rstrip('/')}/{directory.strip('/')}" if directory.strip("/") else root
     prefix = f"{directory.strip('/')}/" if directory.strip("/") else ""
 
     def local(file: str) -> str:
@@ -442,11 +442,15 @@ _PARSERS: dict[str, Callable[..., dict[str, TestStatus]]] = {
 }
 
 
-def read_outcomes(plan: RunPlan, read_report: Callable[[str], str | None], *,
-                  root: str = "/testbed") -> dict[str, TestStatus]:
-    """The outcome of each id of ``plan``, from its reports (``read_report(path)`` gives a report's
-    text, None when it was not written). A per-file report that is missing or unreadable makes
-    its file ``ERROR``; a missing report of several files leaves their ids ``MISSING``."""
+#: Formats of a report that covers one test file and does not name it (the parser is told which).
+_PER_FILE_FORMATS = frozenset({"node-tap", "ava-tap", "tape-tap"})
+
+
+def reported_outcomes(plan: RunPlan, read_report: Callable[[str], str | None], *,
+                      root: str = "/testbed") -> dict[str, TestStatus]:
+    """Every outcome ``plan``'s reports name, requested or not (``read_report(path)`` gives a
+    report's text, None when it was not written). A per-file report that is missing or not what
+    the runner writes makes its file ``ERROR``; a missing report of several files names nothing."""
     reported: dict[str, TestStatus] = {}
     for report in plan.reports:
         text = read_report(report.path)
@@ -454,7 +458,7 @@ def read_outcomes(plan: RunPlan, read_report: Callable[[str], str | None], *,
             if text is None:
                 raise ReportError(f"{report.path} was not written")
             parser = _PARSERS[report.format]
-            parsed = parser(text, report.file, root) if report.file is not None else parser(text, root)
+            parsed = parser(text, report.file, root) if report.format in _PER_FILE_FORMATS else parser(text, root)
         except ReportError:
             if report.file is not None:
                 reported[test_id(report.file)] = TestStatus.ERROR
@@ -462,4 +466,12 @@ def read_outcomes(plan: RunPlan, read_report: Callable[[str], str | None], *,
         for key, status in parsed.items():
             # The same id in two reports (a file run twice) keeps the worse outcome.
             reported[key] = status if key not in reported or status != TestStatus.PASSED else reported[key]
-    return requested_outcomes(plan.test_ids, reported)
+    return reported
+
+
+def read_outcomes(plan: RunPlan, read_report: Callable[[str], str | None], *,
+                  root: str = "/testbed") -> dict[str, TestStatus]:
+    """The outcome of each id of ``plan`` (:func:`reported_outcomes`, then
+    :func:`~.reports.requested_outcomes`: ``MISSING`` for an id no report names, ``ERROR`` for
+    one whose file failed to load)."""
+    return requested_outcomes(plan.test_ids, reported_outcomes(plan, read_report, root=root))
