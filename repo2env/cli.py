@@ -272,18 +272,29 @@ def runtime() -> None:
 @click.option("--force", is_flag=True, help="Rebuild even if the image exists.")
 @click.option("--no-pull", is_flag=True, help="Do not try a registry; build from Debian packages.")
 @click.option("--mirror", default=None, help="Debian mirror for debootstrap (default: deb.debian.org).")
-def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bool, mirror: str | None) -> None:
+@click.option("--node", "node_versions", multiple=True,
+              help="Also a Node base image of this major (repeatable: 12, 18, 20 from Debian; others from a local Node).")
+@click.option("--node-prefix", "node_prefixes", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="A local Node installation (with bin/node and lib/node_modules/npm) to copy in for its major.")
+def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bool, mirror: str | None,
+                      node_versions: tuple[str, ...], node_prefixes: tuple[Path, ...]) -> None:
     """Build the base image locally (debootstrap + docker import) when no registry serves python:X.Y-slim."""
     from repo2env.runtime.backends.docker import connect_docker
     from repo2env.runtime.bootstrap import DEFAULT_MIRROR, ensure_base_image
+    from repo2env.runtime.node_bootstrap import ensure_node_base_image, node_source
 
     client = connect_docker()
+    progress = lambda message: console.print(f"[dim]{message}[/]")  # noqa: E731 - one line, used twice
     for python_version in python_versions:
         image = ensure_base_image(
             client, python_version, mirror=mirror or DEFAULT_MIRROR, try_pull=not no_pull, force=force,
-            progress=lambda message: console.print(f"[dim]{message}[/]"),
+            progress=progress,
         )
         console.print(f"[green]{image.tag}[/] ready ({image.origin}, {image.image_id[7:19]})")
+    for node in node_versions:
+        node_image = ensure_node_base_image(client, node, local=node_source(node, node_prefixes),
+                                            mirror=mirror or DEFAULT_MIRROR, force=force, progress=progress)
+        console.print(f"[green]{node_image.tag}[/] ready ({node_image.origin}, {node_image.image_id[7:19]})")
 
 
 # --- task folders ------------------------------------------------------------------------------

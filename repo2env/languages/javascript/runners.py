@@ -397,8 +397,8 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
                 commands.append(f"jest --ci --json --outputFile={shlex.quote(report)} --coverage=false "
                                 f"--watchAll=false {options}{name_filter} --runTestsByPath {quoted(batch)}")
             else:
-                commands.append(f"vitest run --reporter=json --outputFile={shlex.quote(report)} --coverage.enabled=false "
-                                f"--watch=false {options}{name_filter} {quoted(batch)}")
+                commands.append(f"vitest run --reporter=json --outputFile={shlex.quote(report)} "
+                                f"{options}{name_filter} {quoted(batch)}")
             reports.append(Report(report, "jest-json"))
     else:
         for number, file in enumerate([*whole, *titled]):
@@ -406,8 +406,11 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
             if runner == "mocha":
                 report = f"{report_dir}/mocha-{number}.json"
                 grep = f" --grep {shlex.quote(_name_pattern([' '.join(t) for t in titles]))}" if titles else ""
-                commands.append(f"mocha --reporter {shlex.quote(mocha_reporter)} --reporter-option "
-                                f"output={shlex.quote(report)} {options}{grep} {quoted([file])}")
+                # --reporter-options (plural) is the spelling every mocha since 2 accepts; the
+                # variable serves mochas that pass reporters no options.
+                commands.append(f"REPO2ENV_MOCHA_REPORT={shlex.quote(report)} mocha --reporter "
+                                f"{shlex.quote(mocha_reporter)} --reporter-options output={shlex.quote(report)} "
+                                f"{options}{grep} {quoted([file])}")
                 reports.append(Report(report, "mocha-json", file))
             elif runner == "ava":
                 report = f"{report_dir}/ava-{number}.tap"
