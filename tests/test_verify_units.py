@@ -55,12 +55,14 @@ def test_binary_patches_of_importable_files_are_dropped():
 
 
 def test_config_search_runs_from_the_tests_common_folder_to_the_root():
-    from repo2env.verify.grader import _config_search_dirs
+    from repo2env.verify.spec import config_search_dirs
 
-    assert _config_search_dirs(["tests/unit/test_a.py::x", "tests/unit/test_b.py::y"]) == [
+    assert config_search_dirs(["tests/unit/test_a.py::x", "tests/unit/test_b.py::y"]) == [
         "/testbed/tests/unit", "/testbed/tests", "/testbed"]
-    assert _config_search_dirs(["tests/a/t.py::x", "tests/b/t.py::y"]) == ["/testbed/tests", "/testbed"]
-    assert _config_search_dirs(["test_top.py::x", "tests/t.py::y"]) == ["/testbed"]
+    assert config_search_dirs(["tests/a/t.py::x", "tests/b/t.py::y"]) == ["/testbed/tests", "/testbed"]
+    assert config_search_dirs(["test_top.py::x", "tests/t.py::y"]) == ["/testbed"]
+    # A parameter holding "/" or "::" is no folder.
+    assert config_search_dirs(["tests/unit/t.py::x[a/b::c]"]) == ["/testbed/tests/unit", "/testbed/tests", "/testbed"]
 
 
 def test_a_rename_into_a_test_path_is_dropped_whole():
@@ -144,15 +146,20 @@ def _demo_test_patch() -> str:
             '+\n+def test_strips_separators_from_both_ends():\n+    assert slugify("  Hello World!  ") == "hello-world"\n')
 
 
+def _plan(test_patch, f2p, known, rng):
+    from repo2env.patches import parse
+    from repo2env.verify.canary_maker import canary_modules, plan_canaries
+
+    return plan_canaries(canary_modules(parse(test_patch), f2p, known), known, rng)
+
+
 def test_canaries_call_the_project_and_never_reuse_a_name():
     import random
-
-    from repo2env.verify.canaries import plan_canaries
 
     f2p = ["tests/test_slug.py::test_collapses_repeated_separators", "tests/test_slug.py::test_strips_separators_from_both_ends"]
     known = [*f2p, "tests/test_slug.py::test_max_length"]
     for seed in range(30):
-        plan = plan_canaries(_demo_test_patch(), f2p, known, random.Random(seed))
+        plan = _plan(_demo_test_patch(), f2p, known, random.Random(seed))
         assert len(plan.must_fail) == 2 and len(plan.must_pass) == 1
         names = [canary.test_id for canary in plan.canaries]
         assert len(set(names)) == 3 and not set(names) & set(known)
@@ -166,10 +173,8 @@ def test_canaries_call_the_project_and_never_reuse_a_name():
 def test_canaries_join_the_class_their_module_tests_live_in():
     import random
 
-    from repo2env.verify.canaries import plan_canaries
-
-    plan = plan_canaries(_demo_test_patch(), ["tests/test_slug.py::TestSlug::test_collapses_repeated_separators"], [],
-                         random.Random(1))
+    f2p = ["tests/test_slug.py::TestSlug::test_collapses_repeated_separators"]
+    plan = _plan(_demo_test_patch(), f2p, f2p, random.Random(1))
     assert all(canary.test_id.startswith("tests/test_slug.py::TestSlug::test_") for canary in plan.canaries)
     assert all("(self):" in block and "TestSlug." in block for block in plan.definitions["tests/test_slug.py"])
 
