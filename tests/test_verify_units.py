@@ -258,3 +258,49 @@ def test_old_pytest_usage_error_after_a_clean_session_is_no_tampering_only_with_
     assert _verdict(records, junit, output=usage_error, exit_status=4) is None
     assert "exited with 4" in _verdict(records, junit, output="== 1 error in 0.1s ==", exit_status=4)
     assert "exited with 3" in _verdict(records, junit, output=usage_error, exit_status=3)
+
+
+# --- the grading specification (issue 21.2) ----------------------------------------------------------
+
+
+def _spec_task(**changes):
+    from repo2env.models import Task
+
+    fields = dict(instance_id="acme__w-1", repo="acme/w", pull_number=1, base_commit="a" * 40,
+                  patch=file_diff("src/w.py", "import atexit"), test_patch=_demo_test_patch(), problem_statement="x",
+                  created_at="2024-01-01T00:00:00Z",
+                  FAIL_TO_PASS=["tests/test_slug.py::test_collapses_repeated_separators"],
+                  PASS_TO_PASS=["tests/test_slug.py::test_collapses_repeated_separators", "tests/test_slug.py::test_x"])
+    return Task(**{**fields, **changes})
+
+
+def test_the_spec_is_derived_once_per_task_and_holds_what_a_grading_reads():
+    from repo2env.models import ValidationReport
+    from repo2env.verify import spec as specs
+
+    task = _spec_task()
+    spec = specs.grading_spec(task)
+    assert specs.grading_spec(task.model_copy()) is spec, "a task graded again reads its patches once"
+    assert spec.test_ids == ["tests/test_slug.py::test_collapses_repeated_separators", "tests/test_slug.py::test_x"]
+    assert spec.gold_paths == ["src/w.py"] and spec.gold_runner_references == ["atexit"]
+    assert spec.hidden_test_files == ["tests/test_slug.py"] and spec.timeout_s == specs.DEFAULT_TIMEOUT_S
+    assert spec.runner.config_dirs == ["/testbed/tests", "/testbed"]
+    assert [config.name for config in spec.runner.config_files][:3] == ["pytest.toml", ".pytest.toml", "pytest.ini"]
+    assert spec.runner.session_statuses == [0, 1, 2, 3, 4, 5]
+    assert [module.path for module in spec.canary_modules] == ["tests/test_slug.py"]
+    measured = task.model_copy(update={"validation": ValidationReport(grading_timeout_s=75.0)})
+    assert specs.grading_spec(measured).timeout_s == 75.0, "validation's timeout is the task's"
+    assert specs.grading_spec(measured, timeout_s=10).timeout_s == 10
+    # The settings grade.sh reads: every name it assigns is there (see read_settings in grade.sh).
+    layout = specs.GradingLayout.fresh()
+    plan = spec.plan_canaries()
+    run_ids = spec.run_ids(plan)
+    assert sorted(run_ids) == sorted([*spec.test_ids, *(canary.test_id for canary in plan.canaries)])
+    settings = spec.script_settings(run_ids, layout)
+    script = specs.grading_scripts()["grade.sh"]
+    for name in ("inputs", "private", "junit", "timeout_s", "test_cmd", "python_path", "plugin", "fifo", "test_ids",
+                 "config_dirs", "config_names", "config_sections", "run_options", "report_options"):
+        assert f'"{name}"' in script and name in settings, name
+    assert "protected_pattern" not in settings
+    assert spec.script_settings(run_ids, layout, host_filtered=False)["protected_pattern"] == spec.protected_pattern
+    assert type(spec).model_validate_json(spec.model_dump_json()) == spec, "the spec travels as JSON (tests/spec.json)"
