@@ -254,6 +254,8 @@ def test_config_files_include_what_the_script_and_the_config_name():
     ({"package.json": json.dumps({"jest": {"preset": "ts-jest"}})}, "jest", "ts-jest"),
     ({"package.json": json.dumps({"devDependencies": {"ts-jest": "^29"}})}, "jest", "ts-jest"),
     ({"package.json": json.dumps({"devDependencies": {"@babel/preset-typescript": "^7"}})}, "jest", "babel"),
+    ({"package.json": json.dumps({}), ".babelrc.js": "plugins: [['@babel/plugin-transform-typescript', {}]]"}, "jest",
+     "babel"),
     ({"package.json": json.dumps({})}, "vitest", "vitest"),
     ({"package.json": json.dumps({"scripts": {"test": "mocha -r ts-node/register 'test/**/*.ts'"}})}, "mocha", "ts-node"),
     ({"package.json": json.dumps({}), ".mocharc.json": json.dumps({"import": "tsx"})}, "mocha", "tsx"),

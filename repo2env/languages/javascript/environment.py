@@ -577,7 +577,8 @@ def typescript_support(files: ProjectFiles | Mapping[str, str], runner: str, dir
     babel_text = " ".join(text for path in babel_files if (text := files.read(path)))
     if isinstance(package.get("babel"), dict):
         babel_text += str(package["babel"])
-    if "@babel/preset-typescript" in declared or "preset-typescript" in babel_text:
-        if runner == "jest":
-            return TypeScriptSupport("babel", "babel-jest with @babel/preset-typescript")
+    babel_typescript = [name for name in ("@babel/preset-typescript", "@babel/plugin-transform-typescript")
+                        if name in declared or name.split("/")[1] in babel_text]
+    if babel_typescript and runner == "jest":
+        return TypeScriptSupport("babel", f"babel-jest with {babel_typescript[0]}")
     return TypeScriptSupport(None, f"no TypeScript transform for {runner} found")
