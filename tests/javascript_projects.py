@@ -27,6 +27,7 @@ PACKAGES = {
     "jest": ["jest@29.7.0", "ts-jest@29.2.5", "typescript@5.6.3", "@types/jest@29.5.14"],
     "vitest": ["vitest@2.1.9"],
     "mocha": ["mocha@10.8.2"],
+    "jasmine": ["jasmine@5.5.0"],
     "ava": ["ava@6.2.0"],
     "tape": ["tape@5.9.0"],
     "node": [],
@@ -40,7 +41,7 @@ _DESCRIBE_SUITE = """\
 describe('format', () => {{
   {it}('pads numbers', () => {{ assert.strictEqual(String(7).padStart(2, '0'), '07'); }});
   {it}('fails', () => {{ assert.strictEqual(1, 2); }});
-  {it}.skip('skipped one', () => {{ assert.ok(true); }});
+  {skip}('skipped one', () => {{ assert.ok(true); }});
   describe({nested!r}, () => {{
     {it}({special!r}, () => {{ console.log('ok 99 - printed by a test'); assert.ok(true); }});
   }});
@@ -80,15 +81,18 @@ def project_files(runner: str) -> dict[str, str]:
     """The files of ``runner``'s project (relative to its folder)."""
     package: dict = {"name": f"sample-{runner}", "version": "1.0.0", "private": True, "scripts": {}}
     files: dict[str, str] = {}
-    if runner in ("jest", "vitest", "mocha", "node"):
+    if runner in ("jest", "vitest", "mocha", "jasmine", "node"):
         imports = {
             "jest": "const assert = require('assert');",
             "vitest": "import { describe, test, expect } from 'vitest';\nimport assert from 'assert';",
             "mocha": "const assert = require('assert');",
+            "jasmine": "const assert = require('assert');",
             "node": "const { describe, it } = require('node:test');\nconst assert = require('node:assert');",
         }[runner]
-        it = "it" if runner in ("mocha", "node") else "test"
-        files["test/format.test.js"] = _DESCRIBE_SUITE.format(imports=imports, it=it, nested=NESTED, special=SPECIAL)
+        it = "it" if runner in ("mocha", "jasmine", "node") else "test"
+        skip = "xit" if runner == "jasmine" else f"{it}.skip"
+        files["test/format.test.js"] = _DESCRIBE_SUITE.format(imports=imports, it=it, skip=skip, nested=NESTED,
+                                                              special=SPECIAL)
         files["test/broken.test.js"] = _BROKEN_ESM if runner == "vitest" else _BROKEN
     elif runner == "ava":
         files["test/format.test.js"] = _AVA
@@ -109,6 +113,9 @@ def project_files(runner: str) -> dict[str, str]:
     elif runner == "mocha":
         package["scripts"]["test"] = "mocha --require test/setup.js --reporter spec --check-leaks test/"
         files["test/setup.js"] = "process.env.SAMPLE_SETUP = '1';\n"
+    elif runner == "jasmine":
+        package["scripts"]["test"] = "jasmine --config=jasmine.json --random=false"
+        files["jasmine.json"] = json.dumps({"spec_dir": "test", "spec_files": ["**/*.test.js"], "random": True})
     elif runner == "ava":
         package["scripts"]["test"] = "ava --verbose"
     elif runner == "tape":

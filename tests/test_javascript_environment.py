@@ -23,8 +23,10 @@ from repo2env.languages.javascript.environment import (
     typescript_support,
     workspace_packages,
 )
-from repo2env.languages.javascript.project import ProjectFiles
+from repo2env.languages.javascript.project import ProjectFiles, restore_fields
 from repo2env.languages.javascript.runners import (
+    COMMON_PACKAGE_JSON_FIELDS,
+    PACKAGE_JSON_FIELDS,
     config_files,
     detect_runner,
     detect_runners,
@@ -277,3 +279,15 @@ def test_files_can_come_from_a_reader_callable():
     environment = infer_environment(files, DAY_2023)
     assert environment.node == "20" and environment.pin == DatePin("lockfile", "package-lock.json")
     assert reads.count("package.json") == 1  # each file is read once
+
+
+def test_package_json_keeps_the_patchs_dependencies_and_the_bases_runner_fields():
+    base = json.dumps({"name": "x", "scripts": {"test": "jest"}, "jest": {"testEnvironment": "node"},
+                       "dependencies": {"a": "1"}}, indent=2)
+    patched = json.dumps({"name": "x", "scripts": {"test": "jest --passWithNoTests"}, "jest": {"setupFiles": ["evil.js"]},
+                          "type": "module", "dependencies": {"a": "1", "b": "2"}}, indent=4)
+    restored = json.loads(restore_fields(base, patched, [*PACKAGE_JSON_FIELDS["jest"], *COMMON_PACKAGE_JSON_FIELDS]))
+    assert restored == {"name": "x", "scripts": {"test": "jest"}, "jest": {"testEnvironment": "node"},
+                        "dependencies": {"a": "1", "b": "2"}}
+    assert restore_fields(base, "{ not json", ["jest"]) == base
+    assert restore_fields(None, patched, ["jest"]).startswith("{\n    \"name\"")

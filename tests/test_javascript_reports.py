@@ -167,4 +167,4 @@ def test_plans_run_whole_files_unfiltered_and_titles_by_pattern():
     ava = plan_run("ava", ["test/a.js::!negated", "test/a.js::plain"], "/tmp/r")
     assert "--match '*!negated' --match plain" in ava.command
     with pytest.raises(ValueError):
-        plan_run("jasmine", ids, "/tmp/r")
+        plan_run("karma", ids, "/tmp/r")

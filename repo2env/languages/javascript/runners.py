@@ -1,4 +1,4 @@
-"""Test runner adapters: jest, vitest, mocha, ava, tape and ``node --test``.
+"""Test runner adapters: jest, vitest, mocha, jasmine, ava, tape and ``node --test``.
 
 For each runner: how to tell a project uses it (:func:`detect_runners`), the options its npm
 script passes it (:func:`script_invocation`), the shell command that runs exactly a list of test
@@ -7,13 +7,13 @@ ids with a machine-readable report (:func:`plan_run`), how to read that report b
 
 Selecting tests: the files of the ids are passed as paths, and the titles as one name pattern
 (a JavaScript regular expression, every title escaped) where the runner has one: jest and vitest
-``-t`` and mocha ``--grep`` match the full name (describe titles and the title joined by spaces,
+``-t``, mocha ``--grep`` and jasmine ``--filter`` match the full name (describe titles and the title joined by spaces,
 anchored), ``node --test --test-name-pattern`` a test's name, ava ``--match`` a title (a glob: a
 ``*`` in a title matches itself among others). tape has no name filter: the whole file runs. The
 pattern may select more tests than asked (two titles whose space-joined names coincide); only the
 requested ids are read from the report. An id naming a whole file runs the file unfiltered.
 
-Runners that stop at the first file that fails to load (mocha), or whose report cannot tell files
+Runners that stop at the first file that fails to load (mocha, jasmine), or whose report cannot tell files
 apart (TAP of ava, tape, node), run one process per file, each with its own report.
 """
 
@@ -29,6 +29,7 @@ from repo2env.languages.javascript.project import ProjectFiles, dependencies, jo
 from repo2env.languages.javascript.reports import (
     ReportError,
     parse_ava_tap,
+    parse_jasmine_json,
     parse_jest_json,
     parse_mocha_json,
     parse_node_tap,
@@ -38,10 +39,12 @@ from repo2env.languages.javascript.reports import (
 from repo2env.languages.javascript.test_ids import split_test_id, test_id
 from repo2env.outcomes import TestStatus
 
-RUNNERS = ("jest", "vitest", "mocha", "ava", "tape", "node")
+RUNNERS = ("jest", "vitest", "mocha", "jasmine", "ava", "tape", "node")
 #: Where the grading sandbox finds the mocha reporter (``mocha_reporter.js`` of this package),
 #: outside /testbed so that a patch cannot change it.
 MOCHA_REPORTER_PATH = "/opt/repo2env/mocha_reporter.js"
+#: The same for jasmine's reporter (``jasmine_reporter.js``).
+JASMINE_REPORTER_PATH = "/opt/repo2env/jasmine_reporter.js"
 
 # --- configuration files ----------------------------------------------------------------------
 
@@ -60,13 +63,16 @@ RUNNER_CONFIG_PATTERNS: dict[str, tuple[str, ...]] = {
                "vitest.projects.*", "vitest.setup*", "*/vitest.setup*", "*/setupTests.*", "setupTests.*",
                "*/__mocks__/*", "__mocks__/*"),
     "mocha": (".mocharc*", "*/.mocharc*", "test/mocha.opts", "*/test/mocha.opts"),
+    "jasmine": ("jasmine.json", "*/jasmine.json", "spec/support/jasmine.json", "*/spec/support/jasmine.json",
+                "spec/helpers/*", "*/spec/helpers/*"),
     "ava": ("ava.config.*", "*/ava.config.*"),
     "tape": (),
     "node": (),
 }
 #: package.json fields the runner (or Node's loader) reads; restore them, keep the patch's others.
 PACKAGE_JSON_FIELDS: dict[str, tuple[str, ...]] = {
-    "jest": ("jest", "babel"), "vitest": (), "mocha": ("mocha",), "ava": ("ava",), "tape": (), "node": (),
+    "jest": ("jest", "babel"), "vitest": (), "mocha": ("mocha",), "jasmine": (), "ava": ("ava",), "tape": (),
+    "node": (),
 }
 COMMON_PACKAGE_JSON_FIELDS = ("scripts", "type", "imports", "workspaces", "packageManager", "engines", "volta")
 
@@ -96,15 +102,17 @@ def config_files(runner: str, files: ProjectFiles | Mapping[str, str], directory
 
 # --- detection --------------------------------------------------------------------------------
 
-_RUNNER_PACKAGES = {"jest": ("jest",), "vitest": ("vitest",), "mocha": ("mocha",), "ava": ("ava",),
+_RUNNER_PACKAGES = {"jest": ("jest",), "vitest": ("vitest",), "mocha": ("mocha",), "jasmine": ("jasmine",), "ava": ("ava",),
                     "tape": ("tape", "tap-spec", "faucet"), "node": ()}
 #: Config files that show a runner is used (vite.config.* alone is a bundler's, not vitest's).
 _DETECT_CONFIG = {"jest": ("jest.config.*",), "vitest": ("vitest.config.*", "vitest.workspace.*"),
-                  "mocha": (".mocharc*", "test/mocha.opts"), "ava": ("ava.config.*",)}
+                  "mocha": (".mocharc*", "test/mocha.opts"), "jasmine": ("spec/support/jasmine.json", "jasmine.json"),
+                  "ava": ("ava.config.*",)}
 _RUNNER_COMMAND = {
     "jest": re.compile(r"(?:^|[\s/;&|(])jest(?:\s|$|;|&)"),
     "vitest": re.compile(r"(?:^|[\s/;&|(])vitest(?:\s|$|;|&)"),
     "mocha": re.compile(r"(?:^|[\s/;&|(])_?mocha(?:\s|$|;|&)"),
+    "jasmine": re.compile(r"(?:^|[\s/;&|(])jasmine(?:\s|$|;|&)"),
     "ava": re.compile(r"(?:^|[\s/;&|(])ava(?:\s|$|;|&)"),
     "tape": re.compile(r"(?:^|[\s/;&|(])tape(?:\s|$|;|&)"),
     "node": re.compile(r"(?:^|[\s/;&|(])node\s+(?:[^&|;]*\s)?--test(?:\s|$|=)"),
@@ -195,6 +203,7 @@ _VALUE_OPTIONS: dict[str, frozenset[str]] = {
                         "--config", "--package", "-s", "--slow", "--retries", "--spec", "--ignore", "--exclude",
                         "-j", "--jobs", "--loader", "--import", "-n", "--node-option", "--opts",
                         "--compilers"}),
+    "jasmine": frozenset({"--reporter", "--filter", "--helper", "--require", "--seed"}),
     "ava": frozenset({"-m", "--match", "--config", "-c", "--concurrency", "-T", "--timeout", "--node-arguments",
                       "--tap-reporter"}),
     "tape": frozenset({"-r", "--require", "-i", "--ignore", "--ignore-pattern"}),
@@ -216,6 +225,8 @@ _DROPPED_OPTIONS: dict[str, frozenset[str]] = {
                         "--fgrep", "-w", "--watch", "-b", "--bail", "--spec", "-p", "--parallel", "-j", "--jobs",
                         "--forbid-only", "--forbid-pending", "-i", "--invert", "--recursive", "--watch-files",
                         "--dry-run", "-c", "--colors", "-C", "--no-colors"}),
+    "jasmine": frozenset({"--reporter", "--filter", "--parallel", "--fail-fast", "--stop-on-failure", "--color",
+                          "--no-color", "--verbose"}),
     "ava": frozenset({"-m", "--match", "--tap", "-t", "--verbose", "-v", "--watch", "-w", "--fail-fast",
                       "--update-snapshots", "-u", "--tap-reporter", "--reset-cache"}),
     "tape": frozenset(),
@@ -320,7 +331,7 @@ class Report:
     covers (None: every file of the run)."""
 
     path: str
-    format: str  # "jest-json", "mocha-json", "node-tap", "ava-tap", "tape-tap"
+    format: str  # "jest-json", "mocha-json", "jasmine-json", "node-tap", "ava-tap", "tape-tap"
     file: str | None = None
 
 
@@ -360,7 +371,7 @@ def _group(test_ids: Sequence[str]) -> tuple[list[str], dict[str, list[tuple[str
 
 def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str = "/testbed",
              directory: str = "", invocation: Invocation | None = None,
-             mocha_reporter: str = MOCHA_REPORTER_PATH) -> RunPlan:
+             mocha_reporter: str = MOCHA_REPORTER_PATH, jasmine_reporter: str = JASMINE_REPORTER_PATH) -> RunPlan:
     """The command that runs exactly ``test_ids`` (repository-relative ids) under ``runner`` in the
     package ``directory`` (relative to ``root``), writing reports under ``report_dir``. The
     script's environment and kept options come from ``invocation``."""
@@ -412,6 +423,13 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
                                 f"{shlex.quote(mocha_reporter)} --reporter-options output={shlex.quote(report)} "
                                 f"{options}{grep} {quoted([file])}")
                 reports.append(Report(report, "mocha-json", file))
+            elif runner == "jasmine":
+                report = f"{report_dir}/jasmine-{number}.json"
+                name_filter = (f" --filter={shlex.quote(_name_pattern([' '.join(t) for t in titles]))}"
+                               if titles else "")
+                commands.append(f"REPO2ENV_JASMINE_REPORT={shlex.quote(report)} jasmine {options} "
+                                f"--reporter={shlex.quote(jasmine_reporter)}{name_filter} {quoted([file])}")
+                reports.append(Report(report, "jasmine-json", file))
             elif runner == "ava":
                 report = f"{report_dir}/ava-{number}.tap"
                 match = "".join(f" --match {shlex.quote(_ava_match(t[-1]))}" for t in dict.fromkeys(titles or ()))
@@ -440,13 +458,14 @@ def _ava_match(title: str) -> str:
 
 
 _PARSERS: dict[str, Callable[..., dict[str, TestStatus]]] = {
-    "jest-json": parse_jest_json, "mocha-json": parse_mocha_json, "node-tap": parse_node_tap,
+    "jest-json": parse_jest_json, "mocha-json": parse_mocha_json, "jasmine-json": parse_jasmine_json,
+    "node-tap": parse_node_tap,
     "ava-tap": parse_ava_tap, "tape-tap": parse_tape_tap,
 }
 
 
 #: Formats of a report that covers one test file and does not name it (the parser is told which).
-_PER_FILE_FORMATS = frozenset({"node-tap", "ava-tap", "tape-tap"})
+_PER_FILE_FORMATS = frozenset({"node-tap", "ava-tap", "tape-tap", "jasmine-json"})
 
 
 def reported_outcomes(plan: RunPlan, read_report: Callable[[str], str | None], *,
