@@ -113,6 +113,8 @@ def test_the_pin_is_the_lock_file_else_the_commit_date():
     ("error Your lockfile needs to be updated, but yarn was run with `--frozen-lockfile`.", "lockfile_out_of_sync"),
     ("ERR_PNPM_OUTDATED_LOCKFILE  Cannot install with \"frozen-lockfile\"", "lockfile_out_of_sync"),
     ("gyp ERR! build error", "native_build"),
+    ("npm ERR! network request to https://github.com/markedjs/marked/tarball/v15.0.11 failed, reason: getaddrinfo "
+     "ENOTFOUND github.com", "git_host_dependency"),
     ("npm ERR! code EAI_AGAIN", "network"),
     ("error sample@1.0.0: The engine \"node\" is incompatible with this module.", "node_version"),
     ("something else", "install_failed"),
@@ -250,6 +252,10 @@ def test_config_files_include_what_the_script_and_the_config_name():
     jest = {"package.json": json.dumps({"jest": {"setupFilesAfterEnv": ["<rootDir>/test/setup.ts"]}}),
             "test/setup.ts": "", "jest.config.js": "", "test/__mocks__/fs.js": "", "test/a.test.js": ""}
     assert config_files("jest", jest) == ["jest.config.js", "package.json", "test/__mocks__/fs.js", "test/setup.ts"]
+    vitest = {"package.json": "{}", "vitest.config.ts": "export default { test: { setupFiles: ['./tests/setup.ts'], "
+              "environment: 'jsdom', globalSetup: 'tests/global.js' }, resolve: { alias: { x: './src/index.ts' } } }",
+              "tests/setup.ts": "", "tests/global.js": "", "tests/a.test.ts": "", "src/index.ts": ""}
+    assert config_files("vitest", vitest) == ["package.json", "tests/global.js", "tests/setup.ts", "vitest.config.ts"]
 
 
 @pytest.mark.parametrize(("files", "runner", "transform"), [

@@ -67,6 +67,16 @@ def test_a_missing_report_leaves_every_id_missing_or_errored():
         assert set(outcomes.values()) <= {TestStatus.MISSING, TestStatus.ERROR}, runner
 
 
+def test_vitest_1s_unnamed_file_suite_is_no_describe_block():
+    plan, texts, root = _recorded("vitest")
+    report = json.loads(texts["1-jest-json"])
+    for file_result in report["testResults"]:
+        for assertion in file_result["assertionResults"]:
+            assertion["ancestorTitles"] = ["", *assertion["ancestorTitles"]]  # as vitest 1 writes them
+    shifted = dict(texts, **{"1-jest-json": json.dumps(report)})
+    assert read_outcomes(plan, shifted.get, root=root) == requested("vitest")
+
+
 def test_reports_that_are_not_what_the_runner_writes_are_refused():
     for text in ("", "not json", "[]", '{"numTotalTests": 3}', '{"testResults": [{"status": "passed"}]}'):
         with pytest.raises(ReportError):
@@ -153,11 +163,11 @@ def test_plans_run_whole_files_unfiltered_and_titles_by_pattern():
     assert [report.path for report in jest.reports] == ["/tmp/r/jest-0.json", "/tmp/r/jest-1.json"]
     first, second = jest.command.split("; (")[1:3]
     assert "--runTestsByPath test/a.test.js" in first and " -t " not in first
-    assert "-t '^(?:p q|r)$'" in second and "test/b.test.js test/c.test.js" in second
+    assert "-t '^ *(?:p q|r)$'" in second and "test/b.test.js test/c.test.js" in second
     mocha = plan_run("mocha", ids, "/tmp/r", invocation=Invocation("test", {"TZ": "UTC"}, ("--require", "t/env")))
     assert [report.file for report in mocha.reports] == ["test/a.test.js", "test/b.test.js", "test/c.test.js"]
     assert "TZ=UTC" in mocha.command and "--require t/env" in mocha.command
-    assert "--grep '^(?:p q)$'" in mocha.command
+    assert "--grep '^ *(?:p q)$'" in mocha.command
     # In a workspace package, files are passed relative to the package, ids stay repository-relative.
     workspace = plan_run("vitest", ["packages/core/test/a.test.ts::t"], "/tmp/r", directory="packages/core")
     assert workspace.command.startswith("cd /testbed/packages/core && ")

@@ -446,6 +446,9 @@ def install_failure_reason(log: str) -> str:
     if "YN0028" in log or "lockfile would have been modified" in log or "ERR_PNPM_OUTDATED_LOCKFILE" in log or \
             "Your lockfile needs to be updated" in log:
         return "lockfile_out_of_sync"
+    if re.search(r"(?:request to|fetch|clone) \S*(?:github\.com|gitlab\.com|bitbucket\.org|codeload\.github\.com)\S* "
+                 r"failed|git (?:dep|clone)\S* .*(?:github|gitlab)|ls-remote .*(?:github|gitlab)", log):
+        return "git_host_dependency"  # a dependency fetched from a git host, not from the registry
     if "gyp ERR!" in log or "node-pre-gyp" in log:
         return "native_build"
     if re.search(r"E(?:NOTFOUND|AI_AGAIN|CONNREFUSED|TIMEDOUT)|ECONNRESET|self.signed certificate|"

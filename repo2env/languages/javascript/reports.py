@@ -74,7 +74,9 @@ def parse_jest_json(text: str, root: str = "/testbed") -> dict[str, TestStatus]:
         file = relative_path(file_result["name"], root)
         assertions = file_result.get("assertionResults") or []
         for assertion in assertions:
-            titles = [*assertion.get("ancestorTitles", []), assertion.get("title", "")]
+            # vitest 1 lists the file's own unnamed suite as an ancestor titled "": not a describe block.
+            ancestors = [title for title in assertion.get("ancestorTitles", []) if title != ""]
+            titles = [*ancestors, assertion.get("title", "")]
             status = _JEST_STATUS.get(str(assertion.get("status")), TestStatus.ERROR)
             outcomes[test_id(file, titles)] = status
         if file_result.get("status") == "failed" and not assertions:
@@ -231,7 +233,7 @@ def parse_ava_tap(text: str, file: str, root: str = "/testbed") -> dict[str, Tes
     """Outcomes from ``ava --tap`` run on the one test file ``file`` (run alone, ava names a test by
     its title). Ava reports a file that failed as a point naming the file (``<file> exited with a
     non-zero exit code``, ``No tests found in <file>``): that file is ``ERROR``; so is a stream
-    without its plan."""
+    without its plan or without any test."""
     top, closed = _tap_tree(text)
     outcomes: dict[str, TestStatus] = {}
     failed_file = not closed
@@ -241,7 +243,7 @@ def parse_ava_tap(text: str, file: str, root: str = "/testbed") -> dict[str, Tes
             failed_file = True
             continue
         outcomes[test_id(file, [point.name])] = _tap_status(point)
-    if failed_file:
+    if failed_file or not top:  # no test at all ("1..0"): the file did not run as asked
         outcomes[test_id(file)] = TestStatus.ERROR
     return outcomes
 

@@ -92,12 +92,28 @@ def config_files(runner: str, files: ProjectFiles | Mapping[str, str], directory
                     "testEnvironment", "snapshotResolver", "testSequencer", "resolver", "preset"):
             value = jest_config.get(key)
             named.extend(value if isinstance(value, list) else [value] if isinstance(value, str) else [])
+    # Config files are code (jest.config.js, vitest.config.ts, .mocharc.js): the local files their
+    # string literals name as test support (setup files, environments, resolvers) configure the
+    # run as well. Source files they name (an alias to src/index.ts) are the fix's to change.
+    for config in sorted(found):
+        if config.endswith(("package.json", ".npmrc", ".env")) or "node_modules/" in config:
+            continue
+        text = files.read(config) or ""
+        base = config.rsplit("/", 1)[0] if "/" in config else ""
+        named.extend(join(base, literal) if base and not directory else literal
+                     for literal in _LOCAL_PATH_LITERAL.findall(text) if _TEST_SUPPORT.search(literal))
     for name in named:
         path = join(directory, name.replace("<rootDir>/", "").removeprefix("./"))
         for candidate in (path, *(f"{path}{suffix}" for suffix in (".js", ".cjs", ".mjs", ".ts"))):
             if files.exists(candidate):
                 found.add(candidate)
     return sorted(found)
+
+
+_TEST_SUPPORT = re.compile(r"(?:^|/)(?:tests?|__tests__|specs?|__mocks__|e2e)/|"
+                           r"(?:^|/)[^/]*(?:setup|config|env|mock|global|teardown|environment|resolver|sequencer|"
+                           r"preset)[^/]*$", re.IGNORECASE)
+_LOCAL_PATH_LITERAL = re.compile(r"""["'](?:<rootDir>/|\./)?((?:[\w@.-]+/)*[\w@.-]+\.(?:[cm]?[jt]sx?|json))["']""")
 
 
 # --- detection --------------------------------------------------------------------------------
@@ -352,7 +368,8 @@ def js_regex_escape(text: str) -> str:
 
 def _name_pattern(full_names: Sequence[str], *, anchored_start: bool = True) -> str:
     alternatives = "|".join(js_regex_escape(name) for name in dict.fromkeys(full_names))
-    return f"^(?:{alternatives})$" if anchored_start else f"(?:^| )(?:{alternatives})$"
+    # " *": vitest 1 names a file's top-level tests after the file's unnamed suite (" title").
+    return f"^ *(?:{alternatives})$" if anchored_start else f"(?:^| )(?:{alternatives})$"
 
 
 def _group(test_ids: Sequence[str]) -> tuple[list[str], dict[str, list[tuple[str, ...]]]]:
@@ -433,7 +450,12 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
             elif runner == "ava":
                 report = f"{report_dir}/ava-{number}.tap"
                 match = "".join(f" --match {shlex.quote(_ava_match(t[-1]))}" for t in dict.fromkeys(titles or ()))
-                commands.append(f"ava --tap {options}{match} {quoted([file])} > {shlex.quote(report)} 2> {shlex.quote(report)}.stderr")
+                # ava ends a run after 10 s without news from its workers: a loaded machine's worker
+                # start-up alone can take that. Unless the project sets its own, a longer one.
+                timeout = "" if any(option.split("=")[0] in ("-T", "--timeout") for option in invocation.options) \
+                    else " --timeout=2m"
+                commands.append(f"ava --tap{timeout} {options}{match} {quoted([file])} > {shlex.quote(report)} "
+                                f"2> {shlex.quote(report)}.stderr")
                 reports.append(Report(report, "ava-tap", file))
             elif runner == "tape":
                 report = f"{report_dir}/tape-{number}.tap"
