@@ -112,14 +112,48 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="repo2env")
-def cli() -> None:
+@click.option("--backend", "backend_choice", metavar="docker|podman",
+              help="Container backend of every image and sandbox [default: REPO2ENV_BACKEND, else docker].")
+@click.pass_context
+def cli(ctx: click.Context, backend_choice: str | None) -> None:
     """Turn a repository's merged pull requests into RL environments for coding agents.
 
     \b
     Pipeline:  mine -> build -> validate -> publish -> train
-    Start with: repo2env doctor   (is Docker ready?)
+    Start with: repo2env doctor   (is the container backend ready?)
                 repo2env demo run (every built stage on the embedded demo repository)
     """
+    ctx.obj = {"backend": None}
+    if backend_choice:
+        from repo2env.runtime.backends import BACKEND_VARIABLE, backend_name
+
+        ctx.obj["backend"] = backend_name(backend_choice)
+        # Worker processes, RepoEnv (TRL builds it without arguments) and any child see it too.
+        os.environ[BACKEND_VARIABLE] = ctx.obj["backend"]
+
+
+def _backend():
+    """The backend this command runs on (``--backend``, else REPO2ENV_BACKEND, else docker), opened."""
+    from repo2env.runtime.backends import open_backend
+
+    return open_backend()
+
+
+def _backend_if_any():
+    """The selected backend when it runs here, else None (for what only reads images when it can)."""
+    from repo2env.errors import BackendUnavailableError
+
+    try:
+        return _backend()
+    except BackendUnavailableError:
+        return None
+
+
+def _explicit_backend() -> str | None:
+    """The backend the command line named (``--backend``), None when it named none."""
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx else None
+    return (root.obj or {}).get("backend") if root else None
 
 
 # --- demo --------------------------------------------------------------------------------------
@@ -149,7 +183,7 @@ def demo_run(out_dir: Path) -> None:
     """Run every pipeline stage that exists on the demo repository (what `make demo` does)."""
     from repo2env.pipeline.demo import run_demo
 
-    report = run_demo(out_dir, progress=lambda message: console.print(f"[dim]{message}[/]"))
+    report = run_demo(out_dir, backend=_backend(), progress=lambda message: console.print(f"[dim]{message}[/]"))
     table = Table(title=f"repo2env demo -> {out_dir}")
     for column in ("stage", "status", "result"):
         table.add_column(column)
@@ -243,8 +277,8 @@ def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor(as_json: bool) -> None:
-    """Check the Docker engine, the base images and what builds will be given (CA bundle, index);
-    remove sandboxes whose repo2env process died without removing them."""
+    """Check the container backends (one line each), the selected one's base images and what builds
+    will be given (CA bundle, index); remove sandboxes whose repo2env process died without removing them."""
     from repo2env.runtime.doctor import diagnose
 
     report = diagnose()
@@ -263,7 +297,7 @@ def doctor(as_json: bool) -> None:
 
 @cli.group(cls=_Group)
 def runtime() -> None:
-    """The container runtime: base images."""
+    """The container backend: base images."""
 
 
 @runtime.command("bootstrap")
@@ -273,15 +307,24 @@ def runtime() -> None:
 @click.option("--no-pull", is_flag=True, help="Do not try a registry; build from Debian packages.")
 @click.option("--mirror", default=None, help="Debian mirror for debootstrap (default: deb.debian.org).")
 def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bool, mirror: str | None) -> None:
-    """Build the base image locally (debootstrap + docker import) when no registry serves python:X.Y-slim."""
-    from repo2env.runtime.backends.docker import connect_docker
+    """Build the base image locally (debootstrap + an import of the root filesystem) when no registry
+    serves python:X.Y-slim; on a backend whose base image another backend here has, import that one."""
+    from repo2env.errors import BackendUnavailableError
+    from repo2env.runtime.backends import BACKENDS, open_backend
     from repo2env.runtime.bootstrap import DEFAULT_MIRROR, ensure_base_image
 
-    client = connect_docker()
+    backend = _backend()
+    others = []
+    for name in BACKENDS:
+        if name != backend.name:
+            try:
+                others.append(open_backend(name))
+            except BackendUnavailableError:
+                pass  # not on this machine: nothing to import from it
     for python_version in python_versions:
         image = ensure_base_image(
-            client, python_version, mirror=mirror or DEFAULT_MIRROR, try_pull=not no_pull, force=force,
-            progress=lambda message: console.print(f"[dim]{message}[/]"),
+            backend, python_version, mirror=mirror or DEFAULT_MIRROR, try_pull=not no_pull, force=force,
+            progress=lambda message: console.print(f"[dim]{message}[/]"), others=tuple(others),
         )
         console.print(f"[green]{image.tag}[/] ready ({image.origin}, {image.image_id[7:19]})")
 
@@ -318,13 +361,12 @@ def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...],
     """
     from repo2env.jsonl import read_task_ids
     from repo2env.pipeline.stages import build_tasks_dir
-    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.build import BuildOptions
     from repo2env.runtime.spec.overrides import load_overrides
 
     options = BuildOptions(jobs=jobs, overrides=load_overrides(overrides) if overrides else {},
                            instance_ids=frozenset(instance_ids), collect_check=not no_collect_check)
-    runtime = DockerRuntime()
+    runtime = _backend()
     failed_total = 0
     for folder in _tasks_dirs(from_dirs):
         total = len(read_task_ids(folder / "tasks.jsonl") & set(instance_ids)) if instance_ids else \
@@ -352,10 +394,9 @@ def run(instance_id: str, from_dirs: tuple[Path, ...], timeout: float, command: 
     Example: repo2env run --task repo2env-demo__textkit-2 -- python -m pytest -q
     """
     from repo2env.jsonl import find_task
-    from repo2env.runtime.backends.docker import DockerRuntime
 
     task, _ = find_task([folder / "tasks.jsonl" for folder in _tasks_dirs(from_dirs)], instance_id)
-    with DockerRuntime().start(task) as sandbox:
+    with _backend().start(task) as sandbox:
         result = sandbox.exec(" ".join(command) if len(command) == 1 else shlex.join(command), timeout=timeout)
         stdout.out(result.output, end="", highlight=False)
         patch = sandbox.diff()
@@ -370,17 +411,16 @@ def run(instance_id: str, from_dirs: tuple[Path, ...], timeout: float, command: 
 
 @cli.group(cls=_Group)
 def images() -> None:
-    """repo2env's Docker images: list them, remove the unused ones."""
+    """repo2env's images on the selected backend: list them, remove the unused ones."""
 
 
 @images.command("ls")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def images_ls(as_json: bool) -> None:
     """List base, env and task images with their sizes."""
-    from repo2env.runtime.backends.docker import connect_docker
     from repo2env.runtime.images import ImageStore
 
-    rows = ImageStore(connect_docker()).list()
+    rows = ImageStore(_backend()).list()
     if as_json:
         stdout.print_json(json.dumps(rows))
         return
@@ -400,7 +440,6 @@ def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> N
     """Remove task images no tasks.jsonl refers to, env images no kept task uses, and build leftovers;
     first, sandboxes whose repo2env process died (kill -9) without removing them."""
     from repo2env.jsonl import iter_tasks
-    from repo2env.runtime.backends.docker import connect_docker
     from repo2env.runtime.images import ImageStore
 
     keep: set[str] = set()
@@ -414,11 +453,11 @@ def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> N
                      if task.env_spec and task.env_spec.image}
     from repo2env.runtime.ownership import reap_orphans
 
-    client = connect_docker()
+    backend = _backend()
     verb = "would remove" if dry_run else "removed"
-    for name in reap_orphans(client, dry_run=dry_run):
+    for name in reap_orphans(backend, dry_run=dry_run):
         console.print(f"{verb} container {name} (its repo2env process is gone)")
-    removed = ImageStore(client).gc(keep_tags=keep, dry_run=dry_run)
+    removed = ImageStore(backend).gc(keep_tags=keep, dry_run=dry_run)
     for name in removed:
         console.print(f"{verb} {name}")
     console.print(f"{verb} {len(removed)} images; kept {len(keep)} task images in use")
@@ -442,7 +481,6 @@ def grade(instance_id: str | None, patch_path: Path | None, predictions: Path | 
     """Grade a patch (or SWE-bench predictions) with the hidden verifier: the PR's tests, run in a
     fresh sandbox the agent never saw, after dropping the patch's changes to tests and test config."""
     from repo2env.jsonl import append_jsonl, find_task
-    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.verify.grader import Grader, load_predictions
 
     if bool(predictions) == bool(instance_id or patch_path):
@@ -462,7 +500,7 @@ def grade(instance_id: str | None, patch_path: Path | None, predictions: Path | 
         # A folder that cannot take the results fails now, not after the gradings it would lose.
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.open("a").close()
-    runtime = DockerRuntime()
+    runtime = _backend()
     results = []
     for job_id, patch in jobs:
         task, tasks_path = find_task(tasks_files, job_id)
@@ -509,7 +547,6 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     """
     from repo2env.jsonl import read_task_ids
     from repo2env.pipeline.stages import validate_dir
-    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.build import tasks_dirs
     from repo2env.validate.acceptance import load_acceptance_policy
 
@@ -528,7 +565,7 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     for root in roots:
         folders += tasks_dirs(root, [])
     folders = folders or tasks_dirs(Path("generated"), [])
-    runtime = DockerRuntime()
+    runtime = _backend()
     for folder in dict.fromkeys(folders):
         total = len(read_task_ids(folder / "tasks.jsonl"))
         with _progress() as bars:
@@ -581,12 +618,14 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
     from repo2env.publish.dataset import PublishOptions, publish_to_folder
     from repo2env.publish.harbor import harbor_writer
     from repo2env.publish.hub import HubTarget, parse_target, publish_to_hub
-    from repo2env.publish.images import save_images as image_writer
+    from repo2env.publish.images import image_saver
 
     destination = parse_target(target)
     folders = _tasks_dirs(from_dirs)
     default_name = destination.repo_id if isinstance(destination, HubTarget) else Path(destination).name
-    writers = [harbor_writer(name or default_name), *([image_writer] if save_images else [])]
+    # The images' backend is needed to save or push them; otherwise only read (snapshot labels) if it runs.
+    backend = _backend() if save_images or push_registry else _backend_if_any()
+    writers = [harbor_writer(name or default_name, backend), *([image_saver(backend)] if save_images else [])]
     options = PublishOptions(name=name or default_name, split_by_date=split_by_date.date() if split_by_date else None,
                              include_rejected=include_rejected, json_lists=json_lists, license_id=license_id,
                              push_registry=push_registry)
@@ -594,9 +633,10 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
         if isinstance(destination, HubTarget):
             summary = publish_to_hub(folders, destination.repo_id, options, token=token, endpoint=hub_url,
                                      private=private, revision=revision, create_pr=create_pr, overwrite=overwrite,
-                                     extra_writers=writers)
+                                     extra_writers=writers, images=backend)
         else:
-            summary = publish_to_folder(folders, destination, options, overwrite=overwrite, extra_writers=writers)
+            summary = publish_to_folder(folders, destination, options, overwrite=overwrite, extra_writers=writers,
+                                        images=backend)
     if as_json:
         stdout.print_json(json.dumps({"target": summary.target, "splits": summary.splits, "rows": summary.rows,
                                       "left_out": dict(summary.left_out), "files": summary.files,
@@ -630,7 +670,6 @@ def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, r
     from repo2env.pipeline.stages import folder_builder
     from repo2env.publish.hub import HubTarget, download_from_hub, parse_target
     from repo2env.publish.pull import pull_dataset
-    from repo2env.runtime.backends.docker import DockerRuntime
 
     origin = parse_target(source)
     if isinstance(origin, HubTarget):
@@ -640,7 +679,7 @@ def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, r
         destination = out_root / "datasets" / origin.repo_id.replace("/", "__")
         with console.status(f"downloading {origin.repo_id}"):
             origin = download_from_hub(origin.repo_id, destination, token=token, endpoint=hub_url, revision=revision)
-    runtime = None if no_build else DockerRuntime()
+    runtime = None if no_build else _backend()
     summary = pull_dataset(origin, out_root, runtime=runtime, clones=_clone_mapping(clones), build=not no_build,
                            builder=folder_builder(runtime) if runtime else None)
     for repo, folder in summary.folders.items():
@@ -676,9 +715,9 @@ def train(ctx: click.Context, source: str | None, model_path: str | None, output
 
     require_train_extra()
     if demo:
-        from repo2env.train.demo import run_train_demo
+        from repo2env.pipeline.train_demo import run_train_demo
 
-        result = run_train_demo(output_dir or Path("generated/train-demo"),
+        result = run_train_demo(output_dir or Path("generated/train-demo"), backend=_backend(),
                                 progress=lambda message: console.print(f"[dim]{message}[/]"))
         console.print(f"dataset {result.dataset} ({', '.join(f'{k} {v}' for k, v in result.splits.items())}); "
                       f"tiny model {result.model} (teaching loss {result.teach_loss[0]:.2f} -> {result.teach_loss[1]:.3f})",
@@ -692,12 +731,15 @@ def train(ctx: click.Context, source: str | None, model_path: str | None, output
     from transformers import AutoModelForCausalLM, AutoTokenizer, HfArgumentParser
     from trl import GRPOConfig
 
+    from repo2env.pipeline.stages import folder_builder
     from repo2env.train.run import grpo_trainer, prepare_dataset, run_training
 
     (args,) = HfArgumentParser(GRPOConfig).parse_args_into_dataclasses(
         ["--output_dir", str(output_dir), "--logging_steps", "1", "--eval_strategy", "steps", "--eval_steps", str(eval_steps), *ctx.args])
     with console.status("loading the dataset and its images"):
-        prepared = prepare_dataset(source, output_dir / "work", clones=_clone_mapping(clones))
+        backend = _backend()
+        prepared = prepare_dataset(source, output_dir / "work", backend=backend, builder=folder_builder(backend),
+                                   clones=_clone_mapping(clones))
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path)
     trainer = grpo_trainer(model, tokenizer, args, prepared.splits["train"], prepared.splits.get("test"))
@@ -777,7 +819,7 @@ def export_harbor_command(from_dirs: tuple[Path, ...], out_dir: Path, name: str,
     from repo2env.publish.harbor import export_harbor
 
     written = export_harbor(_tasks_dirs(from_dirs), out_dir, dataset=name, accepted_only=not include_rejected,
-                            overwrite=overwrite)
+                            overwrite=overwrite, backend=_backend_if_any())
     console.print(f"{written.tasks} Harbor tasks -> {written.root}; run one with: harbor run -p "
                   f"{written.root}/INSTANCE_ID", highlight=False)
 
@@ -903,7 +945,7 @@ def pipeline_run(spec_name: str, jobs: int | None, executor_name: str | None, ad
         executor = make_executor(kind, jobs=jobs or spec.executor.jobs)
     with _progress() as bars:
         result = run_pipeline(spec, executor=executor, only=only, retry_failed=retry_failed,
-                              events=_PipelineProgress(bars))
+                              events=_PipelineProgress(bars), backend=_explicit_backend())
     executor.shutdown()
     if as_json:
         stdout.print_json(json.dumps(result.funnel))
@@ -1014,10 +1056,10 @@ def _stop_after_interrupt(exit_code: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the clean-up short
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     removed = 0
-    backend = sys.modules.get("repo2env.runtime.backends.docker")
-    if backend is not None:
+    lifecycle = sys.modules.get("repo2env.runtime.backends.lifecycle")
+    if lifecycle is not None:
         try:
-            removed = backend.stop_all_sandboxes()
+            removed = lifecycle.stop_all_sandboxes()
         except Exception:  # noqa: BLE001 - the engine may be what went away; exit all the same
             pass
     click.echo(f"interrupted{f': removed {removed} running sandbox(es)' if removed else ''}; "
