@@ -17,6 +17,7 @@ import tarfile
 import threading
 import time
 
+from repo2env.errors import BackendUnavailableError
 from repo2env.runtime.backends.container import ContainerSandbox, EngineRefused, Ran, State, drain
 from repo2env.runtime.backends.podman_cli import PodmanCLI, PodmanFailed, last_error, not_found
 from repo2env.runtime.channel import server_argv
@@ -73,25 +74,28 @@ class PodmanSandbox(ContainerSandbox):
             raise EngineRefused(last_error(said))
         return Ran(exit_code=exit_code, output=output, truncated=truncated)
 
-    def _state(self) -> State | None:
+    def _inspect(self) -> dict | None:
+        """``podman container inspect``; None when the container no longer exists."""
         try:
             found = self.cli.json(["container", "inspect", "--format", "json", self.id], timeout=60)
         except PodmanFailed as exc:
             if not_found(exc.stderr):
                 return None
-            raise EngineRefused(last_error(exc.stderr)) from None
-        if not found:
+            raise BackendUnavailableError(f"podman cannot inspect sandbox {self.id[:12]}: {last_error(exc.stderr)}") from None
+        return found[0] if found else None
+
+    def _state(self) -> State | None:
+        found = self._inspect()
+        if found is None:
             return None
-        state = found[0].get("State") or {}
+        state = found.get("State") or {}
         return State(running=bool(state.get("Running")), exit_code=state.get("ExitCode"),
                      oom_killed=bool(state.get("OOMKilled")))
 
     def _read_labels(self) -> dict[str, str]:
-        try:
-            found = self.cli.json(["container", "inspect", "--format", "json", self.id], timeout=60)
-        except PodmanFailed:
-            return {}
-        return dict(((found or [{}])[0].get("Config") or {}).get("Labels") or {})
+        found = self._inspect()
+        # Gone: no labels, and the command that wanted them is told the sandbox stopped.
+        return dict(((found or {}).get("Config") or {}).get("Labels") or {})
 
     def _last_words(self) -> str:
         try:
