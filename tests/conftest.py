@@ -16,7 +16,7 @@ def docker_client():
     engine and bootstraps the image, so their absence means the set-up is broken.
     """
     from repo2env.errors import DockerUnavailableError
-    from repo2env.runtime.backends.docker import connect_docker
+    from repo2env.runtime.backends.docker import DockerBackend, connect_docker
     from repo2env.runtime.bootstrap import find_base_image
 
     try:
@@ -28,7 +28,7 @@ def docker_client():
     # Five seconds to find out that no engine answers; then the patience a loaded engine needs (an
     # image removal under a busy build can take longer than that).
     client.api.timeout = 120
-    if find_base_image(client, "3.11") is None:
+    if find_base_image(DockerBackend(client), "3.11") is None:
         message = "base image missing: run 'repo2env runtime bootstrap'"
         if os.environ.get("CI"):
             pytest.fail(message)
