@@ -52,7 +52,7 @@ def test_the_source_of_a_node_major(tmp_path):
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_a_local_node_is_copied_onto_the_bookworm_base(docker_client):
+def test_a_local_node_is_copied_onto_the_bookworm_base(docker_runtime):
     nodes = local_node_prefixes()
     if not nodes:
         pytest.skip("no local Node installation on this machine")
@@ -60,14 +60,10 @@ def test_a_local_node_is_copied_onto_the_bookworm_base(docker_client):
     namespace = os.environ.get("REPO2ENV_IMAGE_NAMESPACE", "repo2env").replace("/", "-")
     tag = f"{namespace}-node-local-test:{node.major}"
     try:
-        image = ensure_node_base_image(docker_client, node.major, local=node, tag=tag, force=True)
+        image = ensure_node_base_image(docker_runtime, node.major, local=node, tag=tag, force=True)
         assert image.origin == f"local:{node.prefix}" and image.python_base == "repo2env/base:py3.11"
-        output = docker_client.containers.run(
-            tag, ["sh", "-c", "node --version; npm --version; id -u agent; echo $NODE_EXTRA_CA_CERTS"],
-            remove=True, user="agent").decode().split()
+        with docker_runtime.start_image(tag) as sandbox:
+            output = sandbox.exec("node --version; npm --version; id -u; echo $NODE_EXTRA_CA_CERTS").output.split()
         assert output[0] == f"v{node.version}" and output[1][0].isdigit() and output[2] == "1000"
     finally:
-        try:
-            docker_client.images.remove(tag, force=True)
-        except Exception:  # noqa: BLE001 - never built
-            pass
+        docker_runtime.images.remove(tag, force=True)
