@@ -19,6 +19,7 @@ from repo2env.languages.javascript.reports import (
     requested_outcomes,
 )
 from repo2env.languages.javascript.runners import (
+    REPORT_FORMATS,
     RUNNERS,
     Invocation,
     Report,
@@ -27,6 +28,7 @@ from repo2env.languages.javascript.runners import (
     plan_run,
     read_outcomes,
     reported_outcomes,
+    reporter_sources,
 )
 from repo2env.languages.javascript.test_ids import escape_title, split_test_id, test_id
 from repo2env.outcomes import TestStatus
@@ -155,6 +157,15 @@ def test_paths_in_reports_are_made_relative_to_the_repository():
     assert relative_path("file:///testbed/test/a.js", "/testbed/") == "test/a.js"
     assert relative_path("./test/a.js", "/testbed") == "test/a.js"
     assert relative_path("/elsewhere/a.js", "/testbed") == "/elsewhere/a.js"
+
+
+def test_every_runner_has_a_report_format_and_every_reporter_path_a_source():
+    assert set(REPORT_FORMATS) == set(RUNNERS)
+    for runner in RUNNERS:
+        plan = plan_run(runner, ["test/a.test.js::t"], "/tmp/r")
+        assert {report.format for report in plan.reports} == {REPORT_FORMATS[runner]}
+        assert all(path in plan.command for path in reporter_sources() if runner in path)
+    assert all(text.startswith("'use strict';") for text in reporter_sources().values())
 
 
 def test_plans_run_whole_files_unfiltered_and_titles_by_pattern():

@@ -16,7 +16,6 @@ import json
 import os
 import tarfile
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from javascript_projects import (
@@ -40,13 +39,13 @@ from repo2env.languages.javascript.runners import (
     plan_run,
     read_outcomes,
     reported_outcomes,
+    reporter_sources,
     script_invocation,
 )
 from repo2env.outcomes import TestStatus
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-REPORTERS = Path(__file__).resolve().parents[1] / "repo2env" / "languages" / "javascript"
 
 
 def _archive(files: dict[str, str | bytes], *, owner: int = 1000) -> bytes:
@@ -82,8 +81,7 @@ def node_sandbox(docker_client):
     try:
         files = {f"js/{runner}/{path}": text for runner in RUNNERS for path, text in project_files(runner).items()}
         sandbox.put_archive("/home/agent", _archive(files))
-        reporters = {f"repo2env/{name}": (REPORTERS / name).read_bytes()
-                     for name in ("mocha_reporter.js", "jasmine_reporter.js")}
+        reporters = {path.removeprefix("/opt/"): text for path, text in reporter_sources().items()}
         sandbox.put_archive("/opt", _archive(reporters, owner=0))
         installs = " & ".join(
             f"(cd {PROJECTS_ROOT}/{runner} && npm install --no-audit --no-fund --no-save --loglevel=error "

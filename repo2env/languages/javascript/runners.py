@@ -23,6 +23,7 @@ import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from repo2env.languages.javascript.project import ProjectFiles, dependencies, join, scripts
@@ -45,6 +46,17 @@ RUNNERS = ("jest", "vitest", "mocha", "jasmine", "ava", "tape", "node")
 MOCHA_REPORTER_PATH = "/opt/repo2env/mocha_reporter.js"
 #: The same for jasmine's reporter (``jasmine_reporter.js``).
 JASMINE_REPORTER_PATH = "/opt/repo2env/jasmine_reporter.js"
+#: The report format each runner's plan writes (:attr:`Report.format`).
+REPORT_FORMATS = {"jest": "jest-json", "vitest": "jest-json", "mocha": "mocha-json", "jasmine": "jasmine-json",
+                  "ava": "ava-tap", "tape": "tape-tap", "node": "node-tap"}
+#: Where each reporter of this package goes in an image -> its file beside this module.
+REPORTER_FILES = {MOCHA_REPORTER_PATH: "mocha_reporter.js", JASMINE_REPORTER_PATH: "jasmine_reporter.js"}
+
+
+def reporter_sources() -> dict[str, str]:
+    """Our reporters' text by the path a plan expects them at (root-owned, outside /testbed)."""
+    here = Path(__file__).parent
+    return {path: (here / name).read_text(encoding="utf-8") for path, name in REPORTER_FILES.items()}
 
 # --- configuration files ----------------------------------------------------------------------
 
