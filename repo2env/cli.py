@@ -132,11 +132,13 @@ def demo() -> None:
 
 @demo.command("init")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-def demo_init(directory: Path) -> None:
+@click.option("--language", type=click.Choice(["python", "javascript"]), default="python", show_default=True,
+              help="Which demo: python is textkit, javascript is fmtkit (JavaScript/TypeScript, mocha).")
+def demo_init(directory: Path, language: str) -> None:
     """Build the demo repository in DIRECTORY/repo, with DIRECTORY/issues.json beside it."""
     from repo2env.demo import build_demo
 
-    built = build_demo(directory)
+    built = build_demo(directory, language)
     merged = sum(1 for pull in built.pulls if pull.merge_style != "unmerged")
     console.print(f"[green]demo repository[/] {built.repo} at {built.path} ({merged} merged PRs)")
     console.print(f"issues and PRs in GitHub's JSON shape: {built.issues_path}")
