@@ -357,6 +357,22 @@ def test_demo_init_builds_the_javascript_demo_through_the_cli(tmp_path: Path):
     assert tuple(choices.type.choices) == DEMO_LANGUAGES
 
 
+def test_builds_from_an_installed_wheel(installed_wheel, tmp_path: Path):
+    """The lock file is package data: an installed repo2env builds the same fmtkit."""
+    import sys
+
+    names, unpacked = installed_wheel
+    assert "repo2env/demo/fmtkit/package-lock.json" in names
+    probe = ("import sys, repo2env; from repo2env.demo import build_demo; "
+             "print(repo2env.__file__); print(build_demo(sys.argv[1], 'javascript').path)")
+    result = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "demo")], capture_output=True, text=True,
+                            cwd=tmp_path, env={"PYTHONPATH": str(unpacked), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    where, repo = result.stdout.split()
+    assert where.startswith(str(unpacked))
+    assert _git(Path(repo), "rev-parse", "main") == PINNED["javascript"][0]
+
+
 def test_repository_is_checked_out_clean_on_main(js_demo_repo: DemoRepo):
     repo = js_demo_repo.path
     assert _git(repo, "symbolic-ref", "HEAD") == "refs/heads/main"
