@@ -1,9 +1,10 @@
 """The embedded JavaScript demo (fmtkit): deterministic, shaped like a GitHub history, its ground truth true.
 
-The ground-truth checks run fmtkit's own mocha suite in a Node.js container, in exported copies of
-the demo's commits (never in the built repository itself). Its dependencies (mocha, tsx) are
-installed once per session with ``npm ci`` from the committed lock file and shared by every copy,
-since no commit of the history changes them (a test below proves it).
+The ground-truth checks run fmtkit's own mocha suite in a container of the Node 18 base image, in
+exported copies of the demo's commits (never in the built repository itself), through a reporter
+of their own so that they do not depend on the runner adapter they are compared with. fmtkit's
+dependencies (mocha, tsx) are installed once per session with ``npm ci`` from the committed lock
+file and shared by every copy, since no commit of the history changes them (a test below proves it).
 """
 
 from __future__ import annotations
@@ -56,8 +57,6 @@ PINNED = {
     "javascript": ("b6afcab1b080a31b63e4ed84398d593e2aca3dcb",
                    "687593d11232f9853177634a60d8845eae3d0b57389966031a964aa6f944ec33"),
 }
-#: Where the ``jsrunners`` work puts Node.js base images; the first one present is used.
-NODE_BASE_IMAGES = ("repo2env/base:node18", "repo2env/base:node20")
 _ID = re.compile(r"test/[\w-]+\.test\.(?:js|mjs|ts)::[^>:]+(?: > [^>]+)+")
 _JUNK = re.compile(r"(^|/)(node_modules|coverage|\.nyc_output|\.DS_Store)(/|$)|\.(orig|rej|log|swp)$|~$")
 
@@ -167,35 +166,6 @@ class _PullCommits:
                 and self.changes[path] != "D"]
 
 
-def _node_image(client) -> str:
-    """A Node.js image: a repo2env base image with Node when one exists, else Debian bookworm's nodejs
-    and npm on the Python base image (built once per engine, then reused)."""
-    import docker
-
-    from repo2env.runtime.images import image_namespace
-
-    for tag in NODE_BASE_IMAGES:
-        try:
-            client.images.get(tag)
-            return tag
-        except docker.errors.ImageNotFound:
-            continue
-    tag = f"{image_namespace()}/test-node:bookworm"
-    try:
-        client.images.get(tag)
-        return tag
-    except docker.errors.ImageNotFound:
-        pass
-    dockerfile = (
-        "FROM repo2env/base:py3.11\n"
-        "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nodejs npm"
-        " && rm -rf /var/lib/apt/lists/*\n"
-    )
-    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True,
-                        labels={"repo2env.kind": "test"})
-    return tag
-
-
 class _NodeSnapshots:
     """Exports fmtkit commits into one folder shared with a Node.js container and runs mocha there."""
 
@@ -288,12 +258,14 @@ class _NodeSnapshots:
 @pytest.fixture(scope="module")
 def node(docker_client, js_demo_repo: DemoRepo, tmp_path_factory: pytest.TempPathFactory):
     """fmtkit's dependencies installed once in a Node.js container; a :class:`_NodeSnapshots`."""
+    from repo2env.runtime.node_bootstrap import ensure_node_base_image
+
+    # .nvmrc says 18: Debian bookworm's nodejs on the Python 3.11 base image (built once per engine).
+    image = ensure_node_base_image(docker_client, "18")
     root = tmp_path_factory.mktemp("js-demo-snapshots")
     container = docker_client.containers.run(
-        _node_image(docker_client), ["sleep", "infinity"], detach=True, user="root", working_dir=str(root),
-        volumes={str(root): {"bind": str(root), "mode": "rw"}},
-        environment={"NODE_EXTRA_CA_CERTS": "/etc/ssl/certs/repo2env-host-ca.crt", "npm_config_update_notifier": "false"},
-        labels={"repo2env.test": "js-demo"},
+        image.tag, ["sleep", "infinity"], detach=True, user="root", working_dir=str(root),
+        volumes={str(root): {"bind": str(root), "mode": "rw"}}, labels={"repo2env.test": "js-demo"},
     )
     try:
         snapshots = _NodeSnapshots(js_demo_repo.path, root, container)
@@ -537,6 +509,40 @@ def test_gold_fix_has_a_hunk_per_partial_fix(pull: DemoPull, js_demo_repo: DemoR
         assert added and added <= set(gold.splitlines())
 
 
+def test_the_javascript_building_blocks_read_fmtkit(js_demo_repo: DemoRepo):
+    """At every PR's base commit: npm with the lock file as pin, Node 18 (.nvmrc), mocha with tsx for
+    the TypeScript test, .mocharc.json among the runner's configuration, and ids that split back."""
+    from repo2env.languages.javascript.environment import infer_environment, typescript_support
+    from repo2env.languages.javascript.project import ProjectFiles
+    from repo2env.languages.javascript.runners import config_files, detect_runner
+    from repo2env.languages.javascript.test_ids import split_test_id, test_id
+
+    repo = js_demo_repo.path
+    for pull in MERGED:
+        base = _PullCommits(repo, pull).base
+        paths = _git(repo, "ls-tree", "-r", "--name-only", base).splitlines()
+        files = ProjectFiles.of(lambda path, base=base: _show(repo, base, path), paths)
+        date = datetime.fromisoformat(_git(repo, "log", "-1", "--format=%cI", base))
+        environment = infer_environment(files, date)
+        assert environment.node == "18", environment.node_reason
+        assert environment.package_manager.name == "npm" and environment.pin.kind == "lockfile"
+        assert environment.pin.detail == "package-lock.json"
+        assert environment.install == ("npm ci --no-audit --no-fund",)
+        runner = detect_runner(files)
+        assert runner is not None and runner.runner == "mocha", runner
+        assert typescript_support(files, "mocha").transform == "tsx"
+        assert ".mocharc.json" in config_files("mocha", files)
+    for pull in JS_DEMO_PULLS:
+        for one in pull.fail_to_pass + pull.pass_to_pass + pull.flaky:
+            file, titles = split_test_id(one)
+            assert test_id(file, titles) == one and len(titles) >= 2
+
+
+def _show(repo: Path, commit: str, path: str) -> str | None:
+    done = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else None
+
+
 # --- issues.json ------------------------------------------------------------------------------------
 
 
@@ -765,3 +771,41 @@ def test_other_main_commits_pass_their_own_suite(js_demo_repo: DemoRepo, node: _
         assert outcomes and not failing, commit
     assert len(runs[0]) >= 60
     assert {test_id.split("::")[0].rsplit(".", 1)[1] for test_id in runs[0]} == {"js", "mjs", "ts"}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("number", [2, 8, 16], ids=lambda number: f"pr{number}")
+def test_the_mocha_adapter_reads_the_ground_truth(number: int, js_demo_repo: DemoRepo, node: _NodeSnapshots):
+    """The JavaScript runner adapter (plan_run + read_outcomes) runs exactly the ground truth's ids
+    and reads them as the ground truth writes them: FAIL_TO_PASS fail before the fix (#16's new test
+    file does not even load) and pass after, PASS_TO_PASS pass in both."""
+    from repo2env.languages.javascript.runners import plan_run, read_outcomes
+    from repo2env.models import TestStatus
+
+    pull = PULLS[number]
+    commits = _PullCommits(js_demo_repo.path, pull)
+    reporter = node.reporter.parent / "repo2env_mocha_reporter.js"
+    if not reporter.exists():
+        reporter.write_text((Path(__file__).parents[1] / "repo2env/languages/javascript/mocha_reporter.js").read_text())
+    ids = [*pull.fail_to_pass, *pull.pass_to_pass]
+    outcomes = {}
+    for state, directory in (("before", node.export(commits.base, overlay_from=commits.landing,
+                                                    overlay=commits.paths("test"))),
+                             ("after", node.export(commits.landing))):
+        plan = plan_run("mocha", ids, str(directory / "reports"), root=str(directory), mocha_reporter=str(reporter))
+        code, output = node.exec(plan.command, workdir=directory)
+        assert code == 0, output
+
+        def read(path: str) -> str | None:
+            return Path(path).read_text() if Path(path).exists() else None
+
+        outcomes[state] = read_outcomes(plan, read, root=str(directory))
+    assert set(outcomes["before"]) == set(outcomes["after"]) == set(ids)
+    assert {test_id for test_id in pull.fail_to_pass if outcomes["before"][test_id] == TestStatus.PASSED} == set()
+    assert {test_id: outcomes["after"][test_id] for test_id in ids if outcomes["after"][test_id] != TestStatus.PASSED} == {}
+    assert {test_id: outcomes["before"][test_id] for test_id in pull.pass_to_pass
+            if outcomes["before"][test_id] != TestStatus.PASSED} == {}
+    if number == 16:
+        assert {outcomes["before"][test_id] for test_id in pull.fail_to_pass if test_id.startswith("test/random")} \
+            == {TestStatus.ERROR}
