@@ -345,6 +345,15 @@ def test_builds_from_an_installed_wheel(installed_wheel, tmp_path: Path):
     assert _git(Path(repo), "rev-parse", "main") == PINNED["javascript"][0]
 
 
+def test_demo_run_keeps_each_demo_in_its_own_folder(tmp_path: Path):
+    from repo2env.pipeline.demo import run_demo
+
+    build_demo(tmp_path / "source", "javascript")
+    with pytest.raises(InputError, match="holds the demo of repo2env-demo/fmtkit, not the python demo"):
+        run_demo(tmp_path)
+    assert not (tmp_path / "tasks").exists(), "nothing was mined into the other demo's folder"
+
+
 def test_repository_is_checked_out_clean_on_main(js_demo_repo: DemoRepo):
     repo = js_demo_repo.path
     assert _git(repo, "symbolic-ref", "HEAD") == "refs/heads/main"
@@ -541,6 +550,40 @@ def test_the_javascript_building_blocks_read_fmtkit(js_demo_repo: DemoRepo):
 def _show(repo: Path, commit: str, path: str) -> str | None:
     done = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], capture_output=True, text=True)
     return done.stdout if done.returncode == 0 else None
+
+
+def _mines_javascript() -> bool:
+    from repo2env.models import Task
+
+    return "language" in Task.model_fields
+
+
+@pytest.mark.skipif(not _mines_javascript(), reason="mining has no JavaScript profile yet (issue 22)")
+def test_mining_puts_every_pr_in_its_declared_bucket(js_demo_repo: DemoRepo, tmp_path: Path):
+    from repo2env.jsonl import read_tasks
+    from repo2env.mine.git import GitSource
+    from repo2env.mine.miner import mine
+
+    result = mine(GitSource(js_demo_repo.path, issues_path=js_demo_repo.issues_path), tmp_path)
+    tasks = {task.pull_number: task for task in read_tasks(result.tasks_path)}
+    rejected = {rejection.pull_number: rejection.reason for rejection in result.funnel.rejections}
+    assert {number: rejected.get(number, "kept") for number in PULLS} == {
+        pull.number: pull.expected_bucket for pull in JS_DEMO_PULLS}
+    for pull in KEPT:
+        task = tasks[pull.number]
+        commits = _PullCommits(js_demo_repo.path, pull)
+        assert task.instance_id == f"repo2env-demo__fmtkit-{pull.number}" and task.language == "javascript"
+        assert tuple(task.issue_numbers) == pull.linked_issues and task.base_commit == commits.base
+        assert task.version in {"0.1", "0.2", "0.3"}
+        for patch, kind in ((task.patch, "source"), (task.test_patch, "test"), (task.aux_patch, "aux")):
+            paths = re.findall(r"^diff --git a/\S+ b/(\S+)$", patch, re.MULTILINE)
+            assert sorted(paths) == commits.paths(kind), (pull.number, kind)
+    (leaking,) = [tasks[pull.number] for pull in KEPT if pull.leaks_fix]
+    assert leaking.leak_score >= 0.5 and "/commit/" not in leaking.problem_statement
+    added = [line[1:].strip() for line in leaking.patch.splitlines()
+             if line.startswith("+") and not line.startswith("+++") and len(line.strip()) > 12]
+    assert added and not [line for line in added if line in leaking.problem_statement]
+    assert all(tasks[pull.number].leak_score < 0.5 for pull in KEPT if not pull.leaks_fix)
 
 
 # --- issues.json ------------------------------------------------------------------------------------
