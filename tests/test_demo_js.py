@@ -258,10 +258,11 @@ class _NodeSnapshots:
 @pytest.fixture(scope="module")
 def node(docker_client, js_demo_repo: DemoRepo, tmp_path_factory: pytest.TempPathFactory):
     """fmtkit's dependencies installed once in a Node.js container; a :class:`_NodeSnapshots`."""
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.node_bootstrap import ensure_node_base_image
 
     # .nvmrc says 18: Debian bookworm's nodejs on the Python 3.11 base image (built once per engine).
-    image = ensure_node_base_image(docker_client, "18")
+    image = ensure_node_base_image(DockerBackend(docker_client), "18")
     root = tmp_path_factory.mktemp("js-demo-snapshots")
     container = docker_client.containers.run(
         image.tag, ["sleep", "infinity"], detach=True, user="root", working_dir=str(root),
@@ -345,12 +346,13 @@ def test_builds_from_an_installed_wheel(installed_wheel, tmp_path: Path):
     assert _git(Path(repo), "rev-parse", "main") == PINNED["javascript"][0]
 
 
-def test_demo_run_keeps_each_demo_in_its_own_folder(tmp_path: Path):
+@pytest.mark.docker
+def test_demo_run_keeps_each_demo_in_its_own_folder(docker_runtime, tmp_path: Path):
     from repo2env.pipeline.demo import run_demo
 
     build_demo(tmp_path / "source", "javascript")
     with pytest.raises(InputError, match="holds the demo of repo2env-demo/fmtkit, not the python demo"):
-        run_demo(tmp_path)
+        run_demo(tmp_path, backend=docker_runtime)
     assert not (tmp_path / "tasks").exists(), "nothing was mined into the other demo's folder"
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from repo2env.cli.root import Group, cli, console
+from repo2env.cli.root import Group, cli, console, open_selected_backend
 
 
 @cli.group(cls=Group)
@@ -41,7 +41,8 @@ def demo_run(out_dir: Path | None, language: str) -> None:
     from repo2env.pipeline.demo import run_demo
 
     out_dir = out_dir or Path("generated/demo" if language == "python" else f"generated/demo-{language}")
-    report = run_demo(out_dir, language=language, progress=lambda message: console.print(f"[dim]{message}[/]"))
+    report = run_demo(out_dir, backend=open_selected_backend(), language=language,
+                      progress=lambda message: console.print(f"[dim]{message}[/]"))
     table = Table(title=f"repo2env demo -> {out_dir}")
     for column in ("stage", "status", "result"):
         table.add_column(column)
