@@ -54,6 +54,9 @@ class EnvSpec(_Schema):
     pushed_image: str | None = Field(
         None, description="Where 'repo2env publish --push-images' pushed the task image: REGISTRY/NAME@sha256:DIGEST "
                           "(pullable anywhere that reaches the registry; 'repo2env pull' uses it).")
+    snapshot_commit: str | None = Field(
+        None, description="The commit of /testbed in the task image (a one-commit snapshot of base_commit's "
+                          "files): what the agent's diff is taken against, by the sandboxes and Harbor tasks alike.")
     rung: str | None = Field(None, description="Which retry rung of the install ladder succeeded.")
     env_image: str | None = Field(None, description="The shared env image (dependencies) under the task image.")
     deps_fingerprint: str | None = Field(None, description="Hash of the dependency-defining files at the commit.")
@@ -164,6 +167,9 @@ class ValidationReport(_Schema):
     declared_differences: dict[str, list[str]] = Field(
         default_factory=dict, description="For imported tasks: how the derived test lists differ from the declared "
         "ones (f2p_passes_before, f2p_flaky, f2p_missing, p2p_flaky, p2p_failing, f2p_not_declared).")
+    grading_timeout_s: float | None = Field(
+        None, description="Seconds the hidden tests may run when this task is graded: set from the gold patch's "
+        "gradings with a wide margin (a run cut short earns nothing); None: the grader's default.")
     wall_s: float = 0.0
     tests_s: float = Field(0.0, description="Time inside test runs (derivation and gradings).")
     error: str | None = None

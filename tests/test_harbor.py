@@ -66,6 +66,12 @@ def test_published_tree_holds_a_harbor_folder_per_task_under_the_manifest(tasks_
     assert (folder / "tests" / "test.sh").stat().st_mode & 0o111 and (folder / "solution" / "solve.sh").stat().st_mode & 0o111
     settings = json.loads((folder / "tests" / "grade.json").read_text())
     task = json.loads((folder / "tests" / "task.json").read_text())
+    # The verifier reads the task's one grading specification, as the grader does.
+    from repo2env.jsonl import read_tasks
+    from repo2env.verify.spec import GradingSpec, grading_spec
+
+    row = next(row for row in read_tasks(tasks_folder / "tasks.jsonl") if row.instance_id == "acme__widgets-4")
+    assert GradingSpec.model_validate_json((folder / "tests" / "spec.json").read_text()) == grading_spec(row)
     assert settings["protected_pattern"] and len(task["canaries"]) == 3 and task["agent_diff"] == AGENT_DIFF_ARTIFACT
     assert set(task["run_ids"]) == {"tests/t.py::test_empty[a::b]", "tests/t.py::test_full",
                                     *(canary["test_id"] for canary in task["canaries"])}
@@ -239,9 +245,10 @@ def test_harbor_verifier_scores_the_gold_solution_1_and_nothing_0(graded_demo, d
 def test_the_verifier_imports_under_the_oldest_system_python(docker_client):
     """A task image's /usr/bin/python3 may be Debian 11's 3.9: the verifier and the package modules
     it copies import and score there (standard library only)."""
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.bootstrap import base_image_tag, find_base_image
 
-    if find_base_image(docker_client, "3.9") is None:
+    if find_base_image(DockerBackend(docker_client), "3.9") is None:
         pytest.skip("no Python 3.9 base image here: run 'repo2env runtime bootstrap --python 3.9'")
     program = ("import sys; sys.path.insert(0, '/pkg/repo2env/publish/harbor_task'); sys.path.insert(0, '/pkg');"
                "import verify; from repo2env.outcomes import TestStatus;"

@@ -22,7 +22,8 @@ TOKEN = "hf_fake_write"
 SHA = "89abcdef0123456789abcdef0123456789abcdef"
 # A Harbor task folder per task (tasks/), its outcome plugin's name random per folder (PLUGIN here).
 HARBOR_FILES = ("instruction.md", "task.toml", "environment/Dockerfile", "solution/solve.sh", "solution/gold.diff",
-                "tests/grade.json", "tests/task.json", "tests/test.diff", "tests/canaries.json", "tests/plugin/PLUGIN.py",
+                "tests/spec.json", "tests/grade.json", "tests/task.json", "tests/test.diff", "tests/canaries.json",
+                "tests/plugin/PLUGIN.py",
                 "tests/grade.sh", "tests/restore.py", "tests/test.sh", "tests/verify.py",
                 *(f"tests/lib/repo2env/{name}" for name in VERIFIER_LIBRARY))
 TREE = {".gitattributes", "README.md", "data/train-00000-of-00001.parquet", "figures/validation.png",

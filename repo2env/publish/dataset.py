@@ -31,6 +31,7 @@ from repo2env.jsonl import read_unique_tasks
 from repo2env.models import Task, ValidationReport
 from repo2env.publish.card import dataset_card
 from repo2env.publish.staging import write_folder
+from repo2env.runtime.backend import Backend
 
 MANIFEST = "manifest.json"
 
@@ -117,8 +118,10 @@ def split_name(task: Task, cutoff: date | None) -> str:
 
 
 def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
-               extra_writers: Sequence[TreeWriter] = ()) -> PublishSummary:
-    """Write the dataset tree of the chosen tasks under ``root`` (an empty folder)."""
+               extra_writers: Sequence[TreeWriter] = (), images: Backend | None = None) -> PublishSummary:
+    """Write the dataset tree of the chosen tasks under ``root`` (an empty folder); ``images`` is the
+    backend the tasks' images are on (``options.push_registry`` pushes them from it; the Harbor folders
+    read their snapshot commits from it; without one the verifier finds the commit itself)."""
     from datasets import Dataset
     from datasets.utils.logging import disable_progress_bar
 
@@ -133,7 +136,9 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
     if options.push_registry:
         from repo2env.publish.images import push_images
 
-        tasks = push_images(tasks, options.push_registry)
+        if images is None:
+            raise InputError("--push-images needs the backend the images were built on")
+        tasks = push_images(tasks, options.push_registry, backend=images)
     summary = PublishSummary(target=str(root), left_out=left_out)
     by_split: dict[str, list[dict]] = {}
     for task in tasks:
@@ -154,7 +159,7 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
         write_figure(root / "figures" / "validation.png", records)
         figures.append("figures/validation.png")
     summary.harbor_tasks = write_task_folders(tasks, root / HARBOR_FOLDER, dataset=options.name,
-                                              snapshots=image_snapshots(tasks))
+                                              snapshots=image_snapshots(tasks, images))
     for writer in extra_writers:
         writer(tasks, root)
     (root / "README.md").write_text(dataset_card(
@@ -207,9 +212,9 @@ def verify_manifest(root: Path) -> list[str]:
 
 
 def publish_to_folder(folders: Sequence[Path], target: Path, options: PublishOptions, *, overwrite: bool = False,
-                      extra_writers: Sequence[TreeWriter] = ()) -> PublishSummary:
+                      extra_writers: Sequence[TreeWriter] = (), images: Backend | None = None) -> PublishSummary:
     """Write the dataset tree to ``target``: complete or absent, never half-written."""
-    summary = write_folder(target, lambda root: write_tree(folders, root, options, extra_writers=extra_writers),
-                           overwrite=overwrite)
+    summary = write_folder(target, lambda root: write_tree(folders, root, options, extra_writers=extra_writers,
+                                                           images=images), overwrite=overwrite)
     summary.target = str(Path(target).absolute())
     return summary

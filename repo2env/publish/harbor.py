@@ -22,17 +22,18 @@ trial's artifact; Harbor copies it out, starts a pristine container of the same 
 verifier and uploads it there, and verify.py applies it. Whatever the agent did outside /testbed
 (as root, say: site-packages, pytest itself) stays behind in the agent's container.
 
-``tests/`` also holds the hidden tests (``test.diff``), this folder's canaries, the outcome plugin
-and, under ``lib/``, the package's outcome readers (JUnit, live stream, tamper verdict, reward), so
-a verifier reads and scores outcomes exactly as the grader does. Harbor uploads ``tests/`` only to
-the verifier's container, and verify.py makes it root's alone before the tests run.
+``tests/`` also holds the task's grading specification (``spec.json``, what
+:func:`repo2env.verify.spec.grading_spec` derives), the hidden tests (``test.diff``), this folder's
+canaries, the outcome plugin and, under ``lib/``, the package's run reader (exit statuses, JUnit,
+live stream, tamper verdict, reward), so a verifier reads and scores outcomes exactly as the grader
+does. Harbor uploads ``tests/`` only to the verifier's container, and verify.py makes it root's
+alone before the tests run.
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
-import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -43,16 +44,15 @@ from repo2env.instruction import instruction_text
 from repo2env.jsonl import read_unique_tasks
 from repo2env.models import Task
 from repo2env.publish.staging import write_folder
+from repo2env.runtime.backend import Backend
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.sandbox import agent_diff_command
-from repo2env.verify.canaries import plan_canaries
-from repo2env.verify.filtering import protected_path_pattern
-from repo2env.verify.grader import DEFAULT_TIMEOUT_S, _with_canaries, grading_scripts, grading_settings
+from repo2env.verify.spec import GradingLayout, grading_scripts, grading_spec
 from repo2env.verify.tamper import PLUGIN_SOURCE
 
 #: The package's modules a verifier imports, under tests/lib/ (standard library only, Python 3.9+).
 VERIFIER_LIBRARY = ("__init__.py", "outcomes.py", "verify/__init__.py", "verify/canaries.py", "verify/junit.py",
-                    "verify/reward.py", "verify/tamper.py", "verify/trailer.py")
+                    "verify/reading.py", "verify/reward.py", "verify/tamper.py", "verify/trailer.py")
 #: Harbor's own wrapper around the grading script, shipped in the package (publish/harbor_task/).
 VERIFIER_FILES = ("test.sh", "verify.py")
 #: How long Harbor gives the verifier beyond the tests' own timeout: the diff, the reset, the set-up.
@@ -89,47 +89,43 @@ def image_reference(task: Task) -> str:
 
 
 def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None, network: str = "no-network",
-                      timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, bytes]:
+                      timeout_s: float | None = None) -> dict[str, bytes]:
     """Every file of the task's Harbor folder, by path relative to it. ``snapshot`` is the commit
     of the image's /testbed the agent's change is taken against (read from the image's label);
     without it the collection step takes the repository's root commit (the snapshot has only
-    one). ``network``: the task's network policy, one of :data:`NETWORK_MODES`."""
+    one). ``network``: the task's network policy, one of :data:`NETWORK_MODES`. ``timeout_s``
+    overrides the hidden tests' timeout of the task's grading specification."""
     if network not in NETWORK_MODES:
         raise InputError(f"network policy {network!r}: choose one of {', '.join(NETWORK_MODES)}")
     if not task.FAIL_TO_PASS:
         raise InputError(f"task {task.instance_id} has no FAIL_TO_PASS tests", hint="run 'repo2env validate' first")
     image = image_reference(task)
-    test_ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS]))
-    plan = plan_canaries(task.test_patch, task.FAIL_TO_PASS, test_ids)
-    run_ids = _with_canaries(test_ids, plan)
-    # Fixed per published task: the agent never sees tests/, and each folder has its own.
-    inputs = f"/tmp/repo2env-grade-{secrets.token_hex(8)}"
-    private = f"/tmp/repo2env-junit-{secrets.token_hex(8)}"
-    plugin = f"repo2env_outcomes_{secrets.token_hex(6)}"
-    fifo = f"{inputs}/{secrets.token_hex(8)}.fifo"
-    settings = grading_settings(task, run_ids, inputs=inputs, private=private,
-                                junit_path=f"{private}/{secrets.token_hex(8)}.xml", timeout_s=timeout_s,
-                                stream_plugin=plugin, fifo=fifo)
-    settings["protected_pattern"] = protected_path_pattern()  # no host-side filter ran on the agent's diff
+    spec = grading_spec(task, timeout_s=timeout_s)
+    # Drawn once per published task: the agent never sees tests/, and each folder has its own.
+    plan = spec.plan_canaries()
+    run_ids = spec.run_ids(plan)
+    layout = GradingLayout.fresh()
+    # No host-side filter runs on the agent's diff there: restore.py applies the path rules itself.
+    settings = spec.script_settings(run_ids, layout, host_filtered=False)
     verifier = {
         "agent_uid": AGENT_UID, "snapshot": snapshot, "agent_diff": AGENT_DIFF_ARTIFACT, "mode": "graded",
-        "timeout_s": round(timeout_s),
-        "FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS), "run_ids": run_ids,
+        "run_ids": run_ids,
         "canaries": [{"test_id": canary.test_id, "path": canary.path, "must_pass": canary.must_pass}
                      for canary in plan.canaries],
     }
     text = {
         "instruction.md": instruction_text(task) + "\n",
         "task.toml": task_toml(task, dataset=dataset, image=image, snapshot=snapshot, network=network,
-                               verifier_timeout_s=timeout_s + VERIFIER_MARGIN_S),
+                               verifier_timeout_s=spec.timeout_s + VERIFIER_MARGIN_S),
         "environment/Dockerfile": dockerfile(task, image),
         "solution/solve.sh": SOLVE_SH,
         "solution/gold.diff": task.patch,
+        "tests/spec.json": spec.model_dump_json(indent=1) + "\n",
         "tests/grade.json": json.dumps(settings, indent=1) + "\n",
         "tests/task.json": json.dumps(verifier, indent=1) + "\n",
-        "tests/test.diff": task.test_patch,
+        "tests/test.diff": spec.hidden_tests,
         "tests/canaries.json": json.dumps(plan.definitions) + "\n",
-        f"tests/plugin/{plugin}.py": PLUGIN_SOURCE.format(fifo=fifo),
+        f"tests/plugin/{layout.plugin}.py": PLUGIN_SOURCE.format(fifo=layout.fifo),
         **{f"tests/{name}": content for name, content in grading_scripts().items()},
         **{f"tests/{name}": _packaged("repo2env.publish", f"harbor_task/{name}") for name in VERIFIER_FILES},
         **{f"tests/lib/repo2env/{name}": _packaged("repo2env", name) for name in VERIFIER_LIBRARY},
@@ -218,31 +214,27 @@ def write_task_folders(tasks: Iterable[Task], root: Path, *, dataset: str,
     return count
 
 
-def image_snapshots(tasks: Iterable[Task]) -> dict[str, str | None]:
-    """The snapshot commit of each task's image (its ``repo2env.snapshot`` label), where a Docker
-    engine here has the image; None where not (the verifier then takes the root commit)."""
-    try:
-        import docker
-
-        client = docker.from_env(timeout=10)
-        client.ping()
-    except Exception:  # noqa: BLE001 - no engine here: every snapshot is read in the container instead
-        return {}
+def image_snapshots(tasks: Iterable[Task], backend: Backend | None) -> dict[str, str | None]:
+    """The snapshot commit of each task's image: the one its build recorded (``env_spec.snapshot_commit``),
+    else its image's ``repo2env.snapshot`` label where ``backend`` has the image, else None (the
+    collection step then takes the repository's root commit)."""
     snapshots: dict[str, str | None] = {}
     for task in tasks:
-        try:
-            image = client.images.get(task.env_spec.image if task.env_spec else "")
-            snapshots[task.instance_id] = (image.labels or {}).get("repo2env.snapshot")
-        except Exception:  # noqa: BLE001 - an image not here: the same fallback
-            snapshots[task.instance_id] = None
+        recorded = task.env_spec.snapshot_commit if task.env_spec else None
+        image = None
+        if recorded is None and backend is not None and task.env_spec and task.env_spec.image:
+            image = backend.images.get(task.env_spec.image)
+        snapshots[task.instance_id] = recorded or (image.labels.get("repo2env.snapshot") if image else None)
     return snapshots
 
 
 def export_harbor(folders: Iterable[Path], out_dir: Path, *, dataset: str = "repo2env", accepted_only: bool = True,
-                  overwrite: bool = False, network: str = "no-network", push_registry: str | None = None) -> HarborExport:
+                  overwrite: bool = False, network: str = "no-network", push_registry: str | None = None,
+                  backend: Backend | None = None) -> HarborExport:
     """Write the Harbor folders of the tasks in ``folders`` (one per instance id; accepted ones
     unless not ``accepted_only``, built ones always) to ``out_dir``: complete or absent. With
-    ``push_registry`` the images are pushed there first and the folders pin them by digest."""
+    ``push_registry`` the images are pushed there from ``backend`` first and the folders pin them
+    by digest; the snapshot commits are read from ``backend``'s images when given."""
     tasks = [task for task in read_unique_tasks(folders)
              if task.env_spec and task.env_spec.status == "env_ok"
              and (not accepted_only or (task.validation and task.validation.verdict == "accepted"))]
@@ -254,8 +246,10 @@ def export_harbor(folders: Iterable[Path], out_dir: Path, *, dataset: str = "rep
     if push_registry:
         from repo2env.publish.images import push_images
 
-        tasks = push_images(tasks, push_registry)
-    snapshots = image_snapshots(tasks)
+        if backend is None:
+            raise InputError("--push-images needs the backend the images were built on")
+        tasks = push_images(tasks, push_registry, backend=backend)
+    snapshots = image_snapshots(tasks, backend)
     count = write_folder(out_dir, lambda root: write_task_folders(tasks, root, dataset=dataset, snapshots=snapshots,
                                                                  network=network), overwrite=overwrite)
     return HarborExport(root=Path(out_dir).absolute(), tasks=count)

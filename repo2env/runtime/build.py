@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repo2env.errors import BuildError, DockerUnavailableError, InputError, Repo2EnvError
+from repo2env.errors import BackendUnavailableError, BuildError, InputError, Repo2EnvError
 from repo2env.jsonl import read_repository_record
 from repo2env.mine.split import classify_path
 from repo2env.models import EnvSpec, Task
@@ -154,7 +154,8 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, 
                     candidate = candidate.model_copy(update={"needs_network": _warmup_fetched(runtime, image.tag)})
                 return candidate.model_copy(update={
                     "status": "env_ok", "env_image": env_tag, "image": image.tag,
-                    "image_digest": image.image_id, "error": None, "log_path": str(log_path),
+                    "image_digest": image.image_id, "snapshot_commit": snapshot_sha, "error": None,
+                    "log_path": str(log_path),
                     "dockerfiles": dockerfiles,
                 })
             last_error, last_log = f"{rung}: {problem}", problem_log
@@ -205,7 +206,7 @@ def _try_rung(task: Task, candidate: EnvSpec, own: OwnCode, snapshot_dir: Path, 
                                scm_version=task.scm_version)
         image = store.ensure_task(task, env.tag, snapshot_dir, snapshot_sha, log_path=log_path.with_suffix(".task.log"),
                                   vcs_version=own.vcs_version, warmup=candidate.warmup)
-    except DockerUnavailableError:
+    except BackendUnavailableError:
         raise
     except BuildError as exc:
         explained = install_failure_reason(_read_log(exc.log_path), candidate.python, candidate.date_pin)
