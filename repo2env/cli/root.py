@@ -102,7 +102,8 @@ def tasks_dirs(from_dirs: tuple[Path, ...]) -> list[Path]:
 
 
 from_option = click.option("--from", "from_dirs", type=click.Path(file_okay=False, path_type=Path), multiple=True,
-                            help="Task folder(s) with a tasks.jsonl [default: every one under generated/].")
+                            help="Task folder(s) with a tasks.jsonl, or folders to search below for them "
+                                 "[default: every one under generated/].")
 
 
 def clone_mapping(clones: tuple[str, ...]) -> dict[str, str]:
