@@ -1,5 +1,5 @@
 """The root ``repo2env`` group and what every command group shares: the two consoles, the ordered
-group, durations, the ``--from`` option with its task folders, and ``--clone`` pairs."""
+group, durations, the ``--from`` option and ``--clone`` pairs."""
 
 from __future__ import annotations
 
@@ -56,13 +56,6 @@ def cli() -> None:
     Start with: repo2env doctor   (is Docker ready?)
                 repo2env demo run (every built stage on the embedded demo repository)
     """
-
-
-def tasks_dirs(from_dirs: tuple[Path, ...]) -> list[Path]:
-    """The task folders of ``--from`` (every one under generated/ when none is given)."""
-    from repo2env.runtime.build import tasks_dirs as find_tasks_dirs
-
-    return find_tasks_dirs(Path("generated"), list(from_dirs))
 
 
 from_option = click.option("--from", "from_dirs", type=click.Path(file_okay=False, path_type=Path), multiple=True,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from repo2env import defaults
 from repo2env.errors import PatchError
 from repo2env.jsonl import append_jsonl, drop_torn_tail, read_task_ids, write_json, write_repository_record
 from repo2env.mine.history import GitHistory, major_minor
@@ -41,8 +42,8 @@ class MineOptions:
     until: datetime | None = None
     pull_numbers: frozenset[int] = frozenset()
     limit: int | None = None
-    max_files: int = 50
-    max_changed_lines: int = 3000
+    max_files: int = defaults.MINE_MAX_FILES
+    max_changed_lines: int = defaults.MINE_MAX_CHANGED_LINES
     apply_workers: int = 4
 
 

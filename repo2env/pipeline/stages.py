@@ -15,13 +15,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from repo2env import defaults
 from repo2env.jsonl import append_jsonl, drop_rows, drop_torn_tail, read_tasks, update_tasks
 from repo2env.models import EnvSpec, Task, ValidationReport
 from repo2env.pipeline.executors import ThreadExecutor
 from repo2env.pipeline.runner import Stage, run_stages
 from repo2env.runtime.backends.docker import DockerRuntime
 from repo2env.runtime.bootstrap import local_base_pythons
-from repo2env.runtime.build import BuildOptions, BuildSummary, build_task, read_source_clone, still_built
+from repo2env.runtime.build import (
+    COLLECT_TIMEOUT_S,
+    BuildOptions,
+    BuildSummary,
+    build_task,
+    read_source_clone,
+    still_built,
+)
 from repo2env.runtime.images import ImageStore
 from repo2env.runtime.spec import AVAILABLE_PYTHONS
 from repo2env.runtime.spec.overrides import EnvOverride
@@ -53,7 +61,7 @@ class BuildJob:
     logs_dir: Path
     override: EnvOverride | None = None
     collect_check: bool = True
-    collect_timeout_s: float = 300.0
+    collect_timeout_s: float = COLLECT_TIMEOUT_S
     available: tuple[str, ...] = tuple(AVAILABLE_PYTHONS)
 
 
@@ -160,7 +168,7 @@ def validate_work(job: ValidateJob, runtime: DockerRuntime | None = None,
     return ValidateOutput(task, record)
 
 
-def validate_dir(tasks_dir: Path, runtime: DockerRuntime, policy: AcceptancePolicy, *, jobs: int = 1,
+def validate_dir(tasks_dir: Path, runtime: DockerRuntime, policy: AcceptancePolicy, *, jobs: int = defaults.VALIDATE_JOBS,
                  policy_runner: PolicyRunner | None = None, policy_k: int = 0, force: bool = False,
                  instance_ids: frozenset[str] = frozenset(),
                  progress: Callable[[ValidationReport], None] | None = None) -> ValidationSummary:

@@ -38,6 +38,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 
+from repo2env import defaults
 from repo2env.errors import InputError
 from repo2env.jsonl import write_json
 from repo2env.models import PYTEST_MODULE_CMD, GradeResult, Task, TestStatus
@@ -52,7 +53,7 @@ from repo2env.verify.tamper import COLLECTOR_SCRIPT, PLUGIN_SOURCE, parse_stream
 from repo2env.verify.trailer import TRAILER as _TRAILER  # noqa: F401 - the grader's name for it, as before
 from repo2env.verify.trailer import parse_trailer
 
-DEFAULT_TIMEOUT_S = 900.0
+DEFAULT_TIMEOUT_S = float(defaults.GRADE_TIMEOUT_S)
 # The grading script's exit statuses (repo2env/verify/scripts/grade.sh).
 _APPLY_FAILED, _TEST_PATCH_FAILED, _RUNNER_REFERENCED = 90, 91, 92
 # Collectors of live outcomes, one per grading in flight (shared: gradings run in many threads).
