@@ -17,11 +17,12 @@ from pathlib import Path
 from repo2env import defaults
 from repo2env.errors import PatchError
 from repo2env.jsonl import append_jsonl, drop_torn_tail, read_task_ids, write_json, write_repository_record
-from repo2env.mine.history import GitHistory, major_minor
+from repo2env.mine.history import GitHistory
 from repo2env.mine.leaks import strip_leaks
 from repo2env.mine.linking import pr_closing_refs
 from repo2env.mine.source import Issue, PullRequest, Source
 from repo2env.mine.split import TEST_CONFIG_FILES, SplitDiff, split_diff
+from repo2env.mine.versions import major_minor
 from repo2env.models import Funnel, FunnelRun, RepositoryRecord, Task
 
 STAGE = "mine"
