@@ -4,7 +4,8 @@ Every benchmark script ends with :func:`record`: its figures (what was measured,
 unit, the target when it has one) go to ``benchmarks/results/<benchmark>.json`` with the date and
 the machine, newest run first (the last :data:`KEPT_RUNS` runs stay). Nothing types the figures into
 the documentation: this module is also an MkDocs hook (``mkdocs.yml``: ``hooks``), which before
-every build turns each record into ``docs/benchmarks/<benchmark>.md``, one table per benchmark.
+every build turns each record into ``docs/benchmarks/<benchmark>.md``, one table per benchmark,
+and lists those pages in the site's navigation.
 
 A target is a comparison and a number in the figure's unit (``">= 1000"``, ``"< 5"``); a run meets
 it or not, and the table says which.
@@ -150,6 +151,16 @@ def write_tables(results: Path = RESULTS, docs: Path = DOCS) -> list[Path]:
             page.write_text(text)
         written.append(page)
     return written
+
+
+def on_config(config):
+    """MkDocs hook: the nav's Benchmarks section lists a page per benchmark script (a new script
+    gets its page without an edit of mkdocs.yml)."""
+    for entry in config["nav"] or []:
+        if isinstance(entry, dict) and "Benchmarks" in entry:
+            entry["Benchmarks"] = ["benchmarks/index.md", *({script.stem: f"benchmarks/{script.stem}.md"}
+                                                            for script in benchmark_scripts())]
+    return config
 
 
 def on_pre_build(config) -> None:

@@ -9,7 +9,7 @@ import click
 
 from repo2env import defaults
 from repo2env.cli.progress import progress
-from repo2env.cli.root import cli, console, from_option
+from repo2env.cli.root import cli, console, from_option, open_selected_backend
 
 
 @cli.command()
@@ -34,12 +34,13 @@ def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...],
 
     options = compose.BuildOptions(jobs=jobs, overrides=compose.load_overrides(overrides) if overrides else {},
                                    instance_ids=frozenset(instance_ids), collect_check=not no_collect_check)
+    backend = open_selected_backend()
     failed_total = 0
     for folder in compose.task_folders(from_dirs):
         total = compose.task_count(folder, options.instance_ids)  # a tasks file that cannot be read fails first
         with progress() as bars:
             bar = bars.bar("build", folder.name, total=total)
-            summary = compose.build(folder, options=options,
+            summary = compose.build(folder, backend=backend, options=options,
                                     progress=lambda task, spec, bar=bar: bar.advance(f"{task.instance_id}: {spec.status}"))
         failed_total += summary.failed
         console.print(f"{folder}: [green]{summary.ok} env_ok[/] ({summary.reused} reused), "

@@ -10,7 +10,16 @@ from pathlib import Path
 import click
 
 from repo2env import defaults
-from repo2env.cli.root import Group, cli, clone_mapping, console, from_option, stdout
+from repo2env.cli.root import (
+    Group,
+    cli,
+    clone_mapping,
+    console,
+    from_option,
+    open_selected_backend,
+    selected_backend_if_any,
+    stdout,
+)
 
 
 @cli.command()
@@ -50,12 +59,15 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
 
     default_name = compose.dataset_name(target)  # a malformed hf:// target is refused first
     folders = compose.task_folders(from_dirs)
+    # The images' backend is needed to save or push them; otherwise only read (snapshot labels) if it runs.
+    backend = open_selected_backend() if save_images or push_registry else selected_backend_if_any()
     options = compose.PublishOptions(
         name=name or default_name, split_by_date=split_by_date.date() if split_by_date else None,
         include_rejected=include_rejected, json_lists=json_lists, license_id=license_id, push_registry=push_registry)
     hub = compose.HubOptions(token=token, endpoint=hub_url, private=private, revision=revision, create_pr=create_pr)
     with console.status("pushing the images and writing the dataset" if push_registry else "writing the dataset"):
-        summary = compose.publish(folders, target, options, save_images=save_images, overwrite=overwrite, hub=hub)
+        summary = compose.publish(folders, target, options, backend=backend, save_images=save_images,
+                                  overwrite=overwrite, hub=hub)
     if as_json:
         stdout.print_json(json.dumps({"target": summary.target, "splits": summary.splits, "rows": summary.rows,
                                       "left_out": dict(summary.left_out), "files": summary.files,
@@ -91,7 +103,8 @@ def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, r
     hub = compose.HubOptions(token=token, endpoint=hub_url, revision=revision)
     with console.status(f"downloading {source.removeprefix('hf://')}") if source.startswith("hf://") else nullcontext():
         tree = compose.fetch_dataset(source, out_root, hub=hub)
-    summary = compose.pull(tree, out_root, clones=clone_mapping(clones), build=not no_build)
+    summary = compose.pull(tree, out_root, clones=clone_mapping(clones), build=not no_build,
+                           backend=None if no_build else open_selected_backend())
     for repo, folder in summary.folders.items():
         console.print(f"{repo}: {folder / 'tasks.jsonl'}", highlight=False)
     console.print(f"{summary.tasks} tasks; runnable here: {summary.runnable} ({summary.loaded_images} images loaded, "
@@ -161,7 +174,8 @@ def export_harbor_command(from_dirs: tuple[Path, ...], out_dir: Path, name: str,
     from repo2env.pipeline import compose
 
     written = compose.export_harbor(compose.task_folders(from_dirs), out_dir, name=name,
-                                    include_rejected=include_rejected, overwrite=overwrite)
+                                    include_rejected=include_rejected, overwrite=overwrite,
+                                    backend=selected_backend_if_any())
     console.print(f"{written.tasks} Harbor tasks -> {written.root}; run one with: harbor run -p "
                   f"{written.root}/INSTANCE_ID", highlight=False)
 

@@ -12,15 +12,15 @@ import click
 from rich.table import Table
 
 from repo2env import defaults
-from repo2env.cli.root import SECONDS, Group, cli, console, from_option, stdout
+from repo2env.cli.root import SECONDS, Group, cli, console, from_option, open_selected_backend, stdout
 from repo2env.errors import Repo2EnvError
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor(as_json: bool) -> None:
-    """Check the Docker engine, the base images and what builds will be given (CA bundle, index);
-    remove sandboxes whose repo2env process died without removing them."""
+    """Check the container backends (one line each), the selected one's base images and what builds
+    will be given (CA bundle, index); remove sandboxes whose repo2env process died without removing them."""
     from repo2env.runtime.doctor import diagnose
 
     report = diagnose()
@@ -39,7 +39,7 @@ def doctor(as_json: bool) -> None:
 
 @cli.group(cls=Group)
 def runtime() -> None:
-    """The container runtime: base images."""
+    """The container backend: base images."""
 
 
 @runtime.command("bootstrap")
@@ -48,18 +48,38 @@ def runtime() -> None:
 @click.option("--force", is_flag=True, help="Rebuild even if the image exists.")
 @click.option("--no-pull", is_flag=True, help="Do not try a registry; build from Debian packages.")
 @click.option("--mirror", default=None, help="Debian mirror for debootstrap (default: deb.debian.org).")
-def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bool, mirror: str | None) -> None:
-    """Build the base image locally (debootstrap + docker import) when no registry serves python:X.Y-slim."""
-    from repo2env.runtime.backends.docker import connect_docker
+@click.option("--node", "node_versions", multiple=True,
+              help="Also a Node base image of this major (repeatable: 12, 18, 20 from Debian; others from a local Node).")
+@click.option("--node-prefix", "node_prefixes", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="A local Node installation (with bin/node and lib/node_modules/npm) to copy in for its major.")
+def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bool, mirror: str | None,
+                      node_versions: tuple[str, ...], node_prefixes: tuple[Path, ...]) -> None:
+    """Build the base image locally (debootstrap + an import of the root filesystem) when no registry
+    serves python:X.Y-slim; on a backend whose base image another backend here has, import that one."""
+    from repo2env.errors import BackendUnavailableError
+    from repo2env.runtime.backends import BACKENDS, open_backend
     from repo2env.runtime.bootstrap import DEFAULT_MIRROR, ensure_base_image
+    from repo2env.runtime.node_bootstrap import ensure_node_base_image, node_source
 
-    client = connect_docker()
+    backend = open_selected_backend()
+    others = []
+    for name in BACKENDS:
+        if name != backend.name:
+            try:
+                others.append(open_backend(name))
+            except BackendUnavailableError:
+                pass  # not on this machine: nothing to import from it
     for python_version in python_versions:
         image = ensure_base_image(
-            client, python_version, mirror=mirror or DEFAULT_MIRROR, try_pull=not no_pull, force=force,
-            progress=lambda message: console.print(f"[dim]{message}[/]"),
+            backend, python_version, mirror=mirror or DEFAULT_MIRROR, try_pull=not no_pull, force=force,
+            progress=lambda message: console.print(f"[dim]{message}[/]"), others=tuple(others),
         )
         console.print(f"[green]{image.tag}[/] ready ({image.origin}, {image.image_id[7:19]})")
+    for node in node_versions:
+        node_image = ensure_node_base_image(backend, node, local=node_source(node, node_prefixes),
+                                            mirror=mirror or DEFAULT_MIRROR, force=force,
+                                            progress=lambda message: console.print(f"[dim]{message}[/]"))
+        console.print(f"[green]{node_image.tag}[/] ready ({node_image.origin}, {node_image.image_id[7:19]})")
 
 
 
@@ -91,17 +111,16 @@ def run(instance_id: str, from_dirs: tuple[Path, ...], timeout: float, command: 
 
 @cli.group(cls=Group)
 def images() -> None:
-    """repo2env's Docker images: list them, remove the unused ones."""
+    """repo2env's images on the selected backend: list them, remove the unused ones."""
 
 
 @images.command("ls")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def images_ls(as_json: bool) -> None:
     """List base, env and task images with their sizes."""
-    from repo2env.runtime.backends.docker import connect_docker
     from repo2env.runtime.images import ImageStore
 
-    rows = ImageStore(connect_docker()).list()
+    rows = ImageStore(open_selected_backend()).list()
     if as_json:
         stdout.print_json(json.dumps(rows))
         return
@@ -122,7 +141,6 @@ def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> N
     first, sandboxes whose repo2env process died (kill -9) without removing them."""
     from repo2env.jsonl import iter_tasks
     from repo2env.pipeline.compose import task_folders
-    from repo2env.runtime.backends.docker import connect_docker
     from repo2env.runtime.images import ImageStore
 
     keep: set[str] = set()
@@ -136,11 +154,11 @@ def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> N
                      if task.env_spec and task.env_spec.image}
     from repo2env.runtime.ownership import reap_orphans
 
-    client = connect_docker()
+    backend = open_selected_backend()
     verb = "would remove" if dry_run else "removed"
-    for name in reap_orphans(client, dry_run=dry_run):
+    for name in reap_orphans(backend, dry_run=dry_run):
         console.print(f"{verb} container {name} (its repo2env process is gone)")
-    removed = ImageStore(client).gc(keep_tags=keep, dry_run=dry_run)
+    removed = ImageStore(backend).gc(keep_tags=keep, dry_run=dry_run)
     for name in removed:
         console.print(f"{verb} {name}")
     console.print(f"{verb} {len(removed)} images; kept {len(keep)} task images in use")

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from repo2env import defaults
-from repo2env.cli.root import cli, clone_mapping, console
+from repo2env.cli.root import cli, clone_mapping, console, open_selected_backend
 from repo2env.errors import InputError
 
 
@@ -38,7 +38,7 @@ def train(ctx: click.Context, source: str | None, model_path: str | None, output
     if demo:
         from repo2env.pipeline.train_demo import run_train_demo
 
-        result = run_train_demo(output_dir or defaults.TRAIN_DEMO_OUTPUT,
+        result = run_train_demo(output_dir or defaults.TRAIN_DEMO_OUTPUT, backend=open_selected_backend(),
                                 progress=lambda message: console.print(f"[dim]{message}[/]"))
         console.print(f"dataset {result.dataset} ({', '.join(f'{k} {v}' for k, v in result.splits.items())}); "
                       f"tiny model {result.model} (teaching loss {result.teach_loss[0]:.2f} -> {result.teach_loss[1]:.3f})",
@@ -57,7 +57,8 @@ def train(ctx: click.Context, source: str | None, model_path: str | None, output
     (args,) = HfArgumentParser(GRPOConfig).parse_args_into_dataclasses(
         ["--output_dir", str(output_dir), "--logging_steps", "1", "--eval_strategy", "steps", "--eval_steps", str(eval_steps), *ctx.args])
     with console.status("loading the dataset and its images"):
-        training = compose.training_dataset(source, output_dir / "work", clones=clone_mapping(clones))
+        training = compose.training_dataset(source, output_dir / "work", backend=open_selected_backend(),
+                                            clones=clone_mapping(clones))
     result, final = compose.train(training, model_path, args, output_dir)
     console.print(f"{len(result.log_history)} log entries -> {result.metrics_path}; figure: {result.figure}; "
                   f"model: {final}", highlight=False)

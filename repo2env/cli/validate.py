@@ -8,7 +8,7 @@ import click
 
 from repo2env import defaults
 from repo2env.cli.progress import progress
-from repo2env.cli.root import cli, console, from_option
+from repo2env.cli.root import cli, console, from_option, open_selected_backend
 from repo2env.errors import InputError
 
 
@@ -44,12 +44,14 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     if bool(policy_url) != bool(model):
         raise InputError("--policy and --model go together")
     runner = compose.policy_rollouts(policy_url, model) if policy_url else None
-    for folder in compose.task_folders(from_dirs, roots):
+    folders = compose.task_folders(from_dirs, roots)
+    backend = open_selected_backend()
+    for folder in folders:
         total = compose.task_count(folder)  # a tasks file that cannot be read fails before the bars
         with progress() as bars:
             bar = bars.bar("validate", str(folder), total=total)
             summary = compose.validate(
-                folder, policy=policy, jobs=jobs, policy_runner=runner, policy_k=policy_k, force=force,
+                folder, backend=backend, policy=policy, jobs=jobs, policy_runner=runner, policy_k=policy_k, force=force,
                 instance_ids=frozenset(instance_ids),
                 progress=lambda record, bar=bar: bar.advance(
                     f"{record.instance_id}: {record.verdict} {' '.join(record.reasons)}"),

@@ -7,13 +7,16 @@ same defaults (:mod:`repo2env.defaults`), the same task selection
 card, manifest). The CLI parses its options, calls one function here and prints what it returns;
 nothing here prints or exits.
 
-Functions that run sandboxes take the ``runtime`` they run them on; without one they use this
-process's connection to the local engine (:func:`repo2env.pipeline.stages.worker_runtime`).
+Functions that build images or run sandboxes take the ``backend`` they use (the CLI opens the one
+``--backend`` names); without one they open the selected backend (``REPO2ENV_BACKEND``, else
+docker) once per process (:func:`repo2env.pipeline.stages.worker_backend`).
 Third-party clients that are slow to import (the Hub, GitHub, TRL) are imported where they are used.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -21,21 +24,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repo2env import defaults
-from repo2env.errors import InputError
+from repo2env.errors import BackendUnavailableError, InputError
 from repo2env.jsonl import append_jsonl, find_task, read_task_ids
 from repo2env.mine.miner import MineOptions, MineResult, default_out_dir
 from repo2env.mine.miner import mine as mine_source
 from repo2env.models import EnvSpec, ExecResult, GradeResult, Task, ValidationReport
-from repo2env.pipeline.stages import build_tasks_dir, folder_builder, validate_dir, worker_runtime
+from repo2env.pipeline.stages import build_tasks_dir, folder_builder, validate_dir, worker_backend
 from repo2env.publish.dataset import PublishOptions, PublishSummary
 from repo2env.runtime.build import BuildOptions, BuildSummary, tasks_dirs
 from repo2env.validate.acceptance import AcceptancePolicy, load_acceptance_policy
 from repo2env.validate.run import PolicyRunner, ValidationSummary
 
 if TYPE_CHECKING:
+    from repo2env.demo import DemoRepo
     from repo2env.mine.source import Source
     from repo2env.publish.pull import PullSummary
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backend import Backend
 
 
 # --- task folders ---------------------------------------------------------------------------------
@@ -86,35 +90,53 @@ class DemoSource:
 
     repo_path: Path
     issues_path: Path
-    reused: bool  #: found already built, not built now
+    built: DemoRepo | None = None  #: what was built now (None: found built and reused)
+
+    @property
+    def reused(self) -> bool:
+        return self.built is None
 
 
-def demo_repository(folder: Path, *, progress: Callable[[str], None] | None = None) -> DemoSource:
-    """The embedded demo repository under ``folder`` (``repo/`` and ``issues.json``), built once: a
-    build cut short (killed) is redone, never half reused."""
-    from repo2env.demo import build_demo
+def demo_repository(folder: Path, language: str = "python", *,
+                    progress: Callable[[str], None] | None = None) -> DemoSource:
+    """The embedded demo repository of ``language`` (textkit for python, fmtkit for javascript)
+    under ``folder`` (``repo/`` and ``issues.json``), built once: a build cut short (killed) is
+    redone, never half reused; a folder holding another language's demo is refused."""
+    from repo2env.demo import build_demo, demo_history
 
     repo_path, issues_path = folder / "repo", folder / "issues.json"
     if (repo_path / ".git").exists() and issues_path.is_file():
-        return DemoSource(repo_path, issues_path, reused=True)
+        expected, found = demo_history(language).repo, _issues_repository(issues_path)
+        if found != expected:
+            raise InputError(f"{folder.parent} holds the demo of {found}, not the {language} demo ({expected})",
+                             hint="give each demo its own --out folder")
+        return DemoSource(repo_path, issues_path)
     if progress:
         progress(f"building the demo repository in {folder}")
     scratch = folder.with_name(folder.name + ".partial")
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.rmtree(folder, ignore_errors=True)
-    build_demo(scratch)
+    built = build_demo(scratch, language)
     scratch.rename(folder)  # whole or absent: a kill during the build leaves only the scratch folder
-    return DemoSource(repo_path, issues_path, reused=False)
+    return DemoSource(repo_path, issues_path, dataclasses.replace(built, path=repo_path, issues_path=issues_path))
+
+
+def _issues_repository(issues_path: Path) -> str | None:
+    """The ``repository`` an issues.json document names (None when it cannot be read)."""
+    try:
+        return json.loads(issues_path.read_text(encoding="utf-8")).get("repository")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 # --- build ----------------------------------------------------------------------------------------
 
 
-def build(folder: Path, *, runtime: DockerRuntime | None = None, options: BuildOptions | None = None,
+def build(folder: Path, *, backend: Backend | None = None, options: BuildOptions | None = None,
           progress: Callable[[Task, EnvSpec], None] | None = None) -> BuildSummary:
     """Build every task of ``folder`` (or ``options.instance_ids``): an env image shared by the tasks
     whose dependencies match and a task image each; each row gets its env_spec as it is built."""
-    return build_tasks_dir(folder, runtime=runtime or worker_runtime(), options=options or BuildOptions(),
+    return build_tasks_dir(folder, runtime=backend or worker_backend(), options=options or BuildOptions(),
                            progress=progress)
 
 
@@ -142,14 +164,14 @@ def policy_rollouts(url: str, model: str) -> PolicyRunner:
     return PolicyClient(url, model).rollouts
 
 
-def validate(folder: Path, *, policy: AcceptancePolicy, runtime: DockerRuntime | None = None,
+def validate(folder: Path, *, policy: AcceptancePolicy, backend: Backend | None = None,
              jobs: int = defaults.VALIDATE_JOBS, policy_runner: PolicyRunner | None = None, policy_k: int = 0,
              force: bool = False, instance_ids: frozenset[str] = frozenset(),
              progress: Callable[[ValidationReport], None] | None = None) -> ValidationSummary:
     """Validate every task of ``folder`` (resuming: tasks with a record are skipped unless ``force``):
     derive its tests, grade the reference rollouts, judge with ``policy``; writes validation.jsonl,
     summary.md and validation.png."""
-    return validate_dir(folder, runtime or worker_runtime(), policy, jobs=jobs, policy_runner=policy_runner,
+    return validate_dir(folder, backend or worker_backend(), policy, jobs=jobs, policy_runner=policy_runner,
                         policy_k=policy_k, force=force, instance_ids=instance_ids, progress=progress)
 
 
@@ -165,7 +187,7 @@ def predictions(path: Path) -> list[tuple[str, str]]:
 
 def grade(patches: Sequence[tuple[str, str]], folders: Sequence[Path], *, mode: str = "graded",
           timeout_s: float = defaults.GRADE_TIMEOUT_S, out_path: Path | None = None,
-          runtime: DockerRuntime | None = None) -> Iterator[GradeResult]:
+          backend: Backend | None = None) -> Iterator[GradeResult]:
     """Grade each (instance id, patch) with the hidden verifier, yielding each result as it is done;
     every result is appended to ``out_path`` [default: grades.jsonl in the task's folder]."""
     from repo2env.verify.grader import Grader
@@ -175,7 +197,7 @@ def grade(patches: Sequence[tuple[str, str]], folders: Sequence[Path], *, mode: 
         # A folder that cannot take the results fails now, not after the gradings it would lose.
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.open("a").close()
-    runtime = runtime or worker_runtime()
+    runtime = backend or worker_backend()
     for instance_id, patch in patches:
         task, tasks_path = find_task(tasks_files, instance_id)
         grader = Grader(runtime, tasks_path.parent / "logs" / "grades", timeout_s=timeout_s)
@@ -186,11 +208,11 @@ def grade(patches: Sequence[tuple[str, str]], folders: Sequence[Path], *, mode: 
 
 def run_in_sandbox(instance_id: str, folders: Sequence[Path], command: str, *,
                    timeout_s: float = defaults.RUN_TIMEOUT_S,
-                   runtime: DockerRuntime | None = None) -> tuple[ExecResult, str]:
+                   backend: Backend | None = None) -> tuple[ExecResult, str]:
     """Run ``command`` in a fresh sandbox of the task as the agent would: its result and the diff it
     left against the snapshot."""
     task, _ = find_task([folder / "tasks.jsonl" for folder in folders], instance_id)
-    with (runtime or worker_runtime()).start(task) as sandbox:
+    with (backend or worker_backend()).start(task) as sandbox:
         result = sandbox.exec(command, timeout=timeout_s)
         return result, sandbox.diff()
 
@@ -217,23 +239,37 @@ def dataset_name(target: str) -> str:
     return destination.repo_id if isinstance(destination, HubTarget) else Path(destination).name
 
 
-def publish(folders: Sequence[Path], target: str, options: PublishOptions, *, save_images: bool = False,
-            overwrite: bool = False, hub: HubOptions = HubOptions()) -> PublishSummary:
+def backend_if_any(name: str = "") -> Backend | None:
+    """The backend ``name`` (default: the selected one) when it runs here, else None: for what only
+    reads images when it can (the snapshot labels of Harbor folders)."""
+    try:
+        return worker_backend(name)
+    except BackendUnavailableError:
+        return None
+
+
+def publish(folders: Sequence[Path], target: str, options: PublishOptions, *, backend: Backend | None = None,
+            save_images: bool = False, overwrite: bool = False, hub: HubOptions = HubOptions()) -> PublishSummary:
     """Publish the built and accepted tasks of ``folders`` to ``target`` (a folder, or hf://org/name
     in one commit): parquet rows, Harbor task folders (tasks/), the validation figure, a dataset card
-    and a manifest; with ``save_images`` every task's image too (images/images.tar)."""
+    and a manifest; with ``save_images`` every task's image too (images/images.tar). ``backend``
+    holds the images: needed to save or push them (default: the selected one), otherwise only read
+    for the Harbor folders' snapshot labels when it runs here."""
     from repo2env.publish.dataset import publish_to_folder
     from repo2env.publish.harbor import harbor_writer
     from repo2env.publish.hub import HubTarget, parse_target, publish_to_hub
-    from repo2env.publish.images import save_images as image_writer
+    from repo2env.publish.images import image_saver
 
     destination = parse_target(target)
-    writers = [harbor_writer(options.name), *([image_writer] if save_images else [])]
+    if backend is None:
+        backend = worker_backend() if save_images or options.push_registry else backend_if_any()
+    writers = [harbor_writer(options.name, backend), *([image_saver(backend)] if save_images else [])]
     if isinstance(destination, HubTarget):
         return publish_to_hub(list(folders), destination.repo_id, options, token=hub.token, endpoint=hub.endpoint,
                               private=hub.private, revision=hub.revision, create_pr=hub.create_pr,
-                              overwrite=overwrite, extra_writers=writers)
-    return publish_to_folder(list(folders), Path(destination), options, overwrite=overwrite, extra_writers=writers)
+                              overwrite=overwrite, extra_writers=writers, images=backend)
+    return publish_to_folder(list(folders), Path(destination), options, overwrite=overwrite, extra_writers=writers,
+                             images=backend)
 
 
 def publishable(folders: Sequence[Path], *, include_rejected: bool = False) -> list[Task]:
@@ -260,13 +296,13 @@ def fetch_dataset(source: str, root: Path, *, hub: HubOptions = HubOptions()) ->
 
 
 def pull(tree: Path, out_root: Path = defaults.GENERATED, *, clones: dict[str, str] | None = None,
-         build: bool = True, runtime: DockerRuntime | None = None) -> PullSummary:
+         build: bool = True, backend: Backend | None = None) -> PullSummary:
     """A published dataset's rows as task folders under ``out_root`` (one per repository); with
     ``build``, every task's image made to exist here (found, loaded from the dataset, pulled from
     the registry it was pushed to, or rebuilt from ``clones``)."""
     from repo2env.publish.pull import pull_dataset
 
-    runtime = (runtime or worker_runtime()) if build else None
+    runtime = (backend or worker_backend()) if build else None
     return pull_dataset(tree, out_root, runtime=runtime, clones=clones, build=build,
                         builder=folder_builder(runtime) if runtime else None)
 
@@ -283,11 +319,13 @@ def export_swebench(folders: Sequence[Path], out_path: Path, *, json_lists: bool
 
 
 def export_harbor(folders: Sequence[Path], out_dir: Path, *, name: str = defaults.EXPORT_NAME,
-                  include_rejected: bool = False, overwrite: bool = False):
-    """The selected tasks of ``folders`` as Harbor task folders in ``out_dir`` (complete or absent)."""
+                  include_rejected: bool = False, overwrite: bool = False, backend: Backend | None = None):
+    """The selected tasks of ``folders`` as Harbor task folders in ``out_dir`` (complete or absent);
+    each folder's snapshot commit read from ``backend``'s images when given."""
     from repo2env.publish.harbor import export_harbor as write_harbor
 
-    return write_harbor(folders, out_dir, dataset=name, accepted_only=not include_rejected, overwrite=overwrite)
+    return write_harbor(folders, out_dir, dataset=name, accepted_only=not include_rejected, overwrite=overwrite,
+                        backend=backend)
 
 
 def export_openenv(dataset_dir: Path, out_dir: Path, *, name: str = defaults.EXPORT_NAME,
@@ -319,7 +357,7 @@ class TrainingDataset:
 
 
 def training_dataset(source: str, work_dir: Path, *, build: bool = True, clones: dict[str, str] | None = None,
-                     hub: HubOptions = HubOptions()) -> TrainingDataset:
+                     hub: HubOptions = HubOptions(), backend: Backend | None = None) -> TrainingDataset:
     """Load a published dataset (a folder or hf://org/name) with its splits, every task's image made
     to exist here first (the task folders go to ``work_dir/tasks``); an InputError when one cannot."""
     from datasets import load_dataset
@@ -327,7 +365,7 @@ def training_dataset(source: str, work_dir: Path, *, build: bool = True, clones:
     tree = fetch_dataset(source, work_dir, hub=hub)
     prepared = TrainingDataset(tree=tree)
     if build:
-        pulled = pull(tree, work_dir / "tasks", clones=clones)
+        pulled = pull(tree, work_dir / "tasks", clones=clones, backend=backend)
         if pulled.not_runnable:
             shown = "; ".join(f"{task}: {why}" for task, why in list(pulled.not_runnable.items())[:3])
             raise InputError(f"{len(pulled.not_runnable)} task(s) of {source} cannot run here: {shown}",

@@ -1,6 +1,9 @@
-"""``repo2env demo run`` / ``make demo``: every stage that exists, on the embedded demo repository.
+"""``repo2env demo run`` / ``make demo``: every stage that exists, on an embedded demo repository.
 
-Training is not run by the demo (it needs the train extra and minutes of CPU): its stage says how.
+``language`` picks the demo (textkit for ``python``, fmtkit for ``javascript``). When mining keeps
+no task (a language the pipeline cannot mine yet), the later stages say so instead of running on
+nothing. Training is not run by the demo (it needs the train extra and minutes of CPU): its stage
+says how.
 """
 
 from __future__ import annotations
@@ -9,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repo2env.demo import DEMO_PULLS, DEMO_REPO
+from repo2env.jsonl import read_tasks
 from repo2env.pipeline import compose
+from repo2env.runtime.backend import Backend
 from repo2env.validate.run import read_records
 
 
@@ -31,17 +35,20 @@ class DemoReport:
     stages: list[StageReport] = field(default_factory=list)
 
 
-def run_demo(out_dir: Path, *, progress: Callable[[str], None] = lambda message: None) -> DemoReport:
-    """Build the demo repository under ``out_dir/source`` (once) and run every built stage on it."""
+def run_demo(out_dir: Path, *, backend: Backend, language: str = "python",
+             progress: Callable[[str], None] = lambda message: None) -> DemoReport:
+    """Build the ``language`` demo repository under ``out_dir/source`` (once) and run every built
+    stage on it, its images and sandboxes on ``backend``. A folder that already holds another
+    language's demo is refused."""
     report = DemoReport(out_dir=out_dir)
     source_dir = out_dir / "source"
-    demo = compose.demo_repository(source_dir, progress=progress)
+    demo = compose.demo_repository(source_dir, language, progress=progress)
     if demo.reused:
         report.stages.append(StageReport("demo repository", "done", f"reused {demo.repo_path}"))
     else:
-        merged = sum(1 for pull in DEMO_PULLS if pull.merge_style != "unmerged")
+        merged = sum(1 for pull in demo.built.pulls if pull.merge_style != "unmerged")
         report.stages.append(StageReport("demo repository", "done",
-                                         f"{DEMO_REPO}: {merged} merged PRs at {demo.repo_path}"))
+                                         f"{demo.built.repo}: {merged} merged PRs at {demo.repo_path}"))
 
     progress("mining merged PRs from local history")
     tasks_dir = out_dir / "tasks"
@@ -54,14 +61,18 @@ def run_demo(out_dir: Path, *, progress: Callable[[str], None] = lambda message:
         f"({funnel.counts.get('already_mined', 0)} already mined); rejected: {reasons or 'none'}; "
         f"-> {result.tasks_path}",
     ))
-    progress("building environments (env image + task images)")
-    built = compose.build(tasks_dir)
+    if not (tasks_dir / "tasks.jsonl").is_file() or not read_tasks(tasks_dir / "tasks.jsonl"):
+        for stage in ("build", "validate", "publish", "train"):
+            report.stages.append(StageReport(stage, "not run here", f"mining kept no {language} task to {stage}"))
+        return report
+    progress(f"building environments (env image + task images) on {backend.name}")
+    built = compose.build(tasks_dir, backend=backend)
     report.stages.append(StageReport(
         "build", "done" if built.ok else "failed",
         f"{built.ok} env_ok ({built.reused} reused), {built.failed} env_failed; "
         f"{len(built.env_images)} env image(s) shared by {built.ok} tasks"))
     progress("validating with reference rollouts (default policy)")
-    validated = compose.validate(tasks_dir, policy=compose.acceptance_policy())
+    validated = compose.validate(tasks_dir, policy=compose.acceptance_policy(), backend=backend)
     records = read_records(tasks_dir / "validation.jsonl")
     accepted = sum(record.verdict == "accepted" for record in records)
     reasons = ", ".join(sorted({f"{record.instance_id.rsplit('-', 1)[1]}: {'+'.join(record.reasons)}"
@@ -72,7 +83,8 @@ def run_demo(out_dir: Path, *, progress: Callable[[str], None] = lambda message:
         f"{'; rejected PR ' + reasons if reasons else ''}; -> {tasks_dir / 'summary.md'}"))
     progress("publishing the accepted environments as a dataset folder")
     dataset_dir = out_dir / "dataset"
-    published = compose.publish([tasks_dir], str(dataset_dir), compose.PublishOptions(name="repo2env/demo"),
+    name = "repo2env/demo" if language == "python" else f"repo2env/demo-{language}"
+    published = compose.publish([tasks_dir], str(dataset_dir), compose.PublishOptions(name=name), backend=backend,
                                 overwrite=True)
     splits = ", ".join(f"{split} {count}" for split, count in published.splits.items())
     report.stages.append(StageReport(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from repo2env.errors import InputError
 from repo2env.pipeline import compose
+from repo2env.runtime.backend import Backend
 
 
 @dataclass
@@ -33,9 +34,10 @@ class DemoTrainResult:
     eval_rewards: list[float]
 
 
-def run_train_demo(out_dir: Path, *, steps: int = 4, eval_steps: int = 2, teach_steps: int = 200,
+def run_train_demo(out_dir: Path, *, backend: Backend, steps: int = 4, eval_steps: int = 2, teach_steps: int = 200,
                    progress: Callable[[str], None] = lambda message: None) -> DemoTrainResult:
-    """Run the demo loop under ``out_dir`` (source/, tasks/, dataset/, model/, run/)."""
+    """Run the demo loop under ``out_dir`` (source/, tasks/, dataset/, model/, run/), its images and
+    sandboxes (RepoEnv's too) on ``backend``."""
     from trl import GRPOConfig
 
     from repo2env.demo import DEMO_PULLS
@@ -56,12 +58,12 @@ def run_train_demo(out_dir: Path, *, steps: int = 4, eval_steps: int = 2, teach_
     progress("building, mining, building images and validating the demo repository")
     demo = compose.demo_repository(out_dir / "source")
     compose.mine(compose.open_repository(str(demo.repo_path), issues_path=demo.issues_path), tasks_dir)
-    built = compose.build(tasks_dir)
+    built = compose.build(tasks_dir, backend=backend)
     if built.ok == 0:
         raise InputError("no demo task built", hint="run 'repo2env doctor' and 'make base-image'")
     # Fewer reference reruns than the default policy: the loop, not the verdicts, is what this demo shows.
     policy = compose.acceptance_policy().model_copy(update={"gold_runs": 1, "partial_limit": 2, "near_miss_limit": 2})
-    compose.validate(tasks_dir, policy=policy, jobs=2)
+    compose.validate(tasks_dir, policy=policy, jobs=2, backend=backend)
 
     accepted = sorted(compose.publishable([tasks_dir]), key=lambda task: task.created_at)
     if len(accepted) < 2:
@@ -69,9 +71,9 @@ def run_train_demo(out_dir: Path, *, steps: int = 4, eval_steps: int = 2, teach_
     cutoff = datetime.fromisoformat(accepted[-1].created_at.replace("Z", "+00:00")).astimezone(UTC).date()
     progress(f"publishing {len(accepted)} tasks to a folder, tasks from {cutoff} on held out")
     dataset_dir = out_dir / "dataset"
-    published = compose.publish([tasks_dir], str(dataset_dir),
-                                compose.PublishOptions(name="repo2env-demo", split_by_date=cutoff), overwrite=True)
-    prepared = compose.training_dataset(str(dataset_dir), out_dir / "work")
+    published = compose.publish([tasks_dir], str(dataset_dir), compose.PublishOptions(name="repo2env-demo", split_by_date=cutoff),
+                                backend=backend, overwrite=True)
+    prepared = compose.training_dataset(str(dataset_dir), out_dir / "work", backend=backend)
     train_rows, test_rows = prepared.splits["train"], prepared.splits.get("test")
 
     progress("building the tiny policy and teaching it to call str_replace")
@@ -101,7 +103,7 @@ def run_train_demo(out_dir: Path, *, steps: int = 4, eval_steps: int = 2, teach_
                       temperature=0.7, learning_rate=1e-4, use_cpu=True, report_to=[], logging_steps=1,
                       save_strategy="no", eval_strategy="steps", eval_steps=eval_steps, seed=0)
     trainer = grpo_trainer(model, tokenizer, args, taught, test_rows,
-                           env_config=RepoEnvConfig(logs_dir=out_dir / "logs"))
+                           env_config=RepoEnvConfig(logs_dir=out_dir / "logs", backend=backend.name))
     result = run_training(trainer, run_dir)
     return DemoTrainResult(
         dataset=dataset_dir, model=model_dir, run=run_dir, figure=result.figure, splits=dict(published.splits),
