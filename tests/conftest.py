@@ -139,6 +139,20 @@ def demo_backend(request, built_demo):
 
 
 @pytest.fixture(scope="session")
+def demo_run(docker_client, tmp_path_factory):
+    """``repo2env demo run --out generated/demo`` (what ``make demo`` runs, relative folder and all),
+    once per session in a fresh folder: (the folder it ran in, the finished process). Later runs
+    there resume; treat the demo's output as read-only."""
+    import subprocess
+    import sys
+
+    folder = tmp_path_factory.mktemp("demo-run")
+    done = subprocess.run([sys.executable, "-m", "repo2env", "demo", "run", "--out", "generated/demo"], cwd=folder,
+                          capture_output=True, text=True, timeout=3600)
+    return folder, done
+
+
+@pytest.fixture(scope="session")
 def graded_demo(built_demo, demo_repo):
     """Built demo tasks with FAIL_TO_PASS / PASS_TO_PASS set from the demo's declared ground truth
     (what validation derives), ready for the grader: {pull number: Task}."""
