@@ -156,7 +156,7 @@ LAYERS: tuple[tuple[frozenset[str], bool], ...] = (
     (frozenset({"repo2env.languages"}), False),
     (frozenset({"repo2env.patches", "repo2env.jsonl", "repo2env.instruction", "repo2env.dataset_rows"}), True),
     (frozenset({"repo2env", "repo2env.models", "repo2env.errors", "repo2env.outcomes", "repo2env.settings",
-                "repo2env.defaults"}), True),
+                "repo2env.defaults", "repo2env.pysyntax"}), True),
 )
 
 #: Imports that point up or sideways today, each with the helper removing it (issue 21). Nothing
