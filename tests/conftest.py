@@ -147,6 +147,20 @@ def demo_backend(request, built_demo):
 
 
 @pytest.fixture(scope="session")
+def demo_run(docker_client, tmp_path_factory):
+    """``repo2env demo run --out generated/demo`` (what ``make demo`` runs, relative folder and all),
+    once per session in a fresh folder: (the folder it ran in, the finished process). Later runs
+    there resume; treat the demo's output as read-only."""
+    import subprocess
+    import sys
+
+    folder = tmp_path_factory.mktemp("demo-run")
+    done = subprocess.run([sys.executable, "-m", "repo2env", "demo", "run", "--out", "generated/demo"], cwd=folder,
+                          capture_output=True, text=True, timeout=3600)
+    return folder, done
+
+
+@pytest.fixture(scope="session")
 def graded_demo(built_demo, demo_repo):
     """Built demo tasks with FAIL_TO_PASS / PASS_TO_PASS set from the demo's declared ground truth
     (what validation derives), ready for the grader: {pull number: Task}."""
@@ -218,8 +232,9 @@ def installed_wheel(tmp_path_factory):
 @contextlib.contextmanager
 def running_registry(folder: Path) -> Iterator[str]:
     """A registry (the distribution registry's binary, Debian's docker-registry) serving plain HTTP
-    on 127.0.0.1, which dockerd trusts without insecure-registries, storing under ``folder``; yields
-    its address (host:port). Skips (fails in CI) where the binary is missing: ``make registry``."""
+    on 127.0.0.1, which dockerd trusts without insecure-registries and the podman backend reaches
+    without TLS, storing under ``folder``; yields its address (host:port). Skips (fails in CI) where
+    the binary is missing: ``make registry``."""
     binary = shutil.which("docker-registry") or shutil.which("registry")
     if binary is None:
         message = "no registry binary: 'apt-get install docker-registry' (make registry)"
@@ -247,6 +262,13 @@ def running_registry(folder: Path) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(10)
+
+
+@pytest.fixture
+def local_registry(tmp_path):
+    """A registry of the test's own (see :func:`running_registry`): its address."""
+    with running_registry(tmp_path) as address:
+        yield address
 
 
 @pytest.fixture(scope="session")

@@ -25,15 +25,6 @@ pytestmark = pytest.mark.docker
 
 
 @pytest.fixture
-def local_registry(tmp_path):
-    """A registry (plain HTTP on 127.0.0.1, which dockerd trusts without insecure-registries)."""
-    from conftest import running_registry
-
-    with running_registry(tmp_path) as address:
-        yield address
-
-
-@pytest.fixture
 def small_image(docker_client):
     """A task image of a few bytes (one file), so the push is quick: its tag and id."""
     from repo2env.runtime.images import image_namespace
@@ -62,7 +53,8 @@ def test_push_records_the_reference_and_pull_uses_it(local_registry, small_image
     task = task.model_copy(update={"env_spec": task.env_spec.model_copy(update={"image": image, "image_digest": image_id})})
     write_jsonl(tmp_path / "tasks" / "tasks.jsonl", [task])
     registry = f"{local_registry}/envs"
-    publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(name="acme/envs", push_registry=registry))
+    publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(name="acme/envs", push_registry=registry),
+                      images=DockerBackend(docker_client))
 
     # Read with pyarrow, not datasets.load_dataset: its cache is keyed on the folder, not the content.
     row = pq.read_table(tmp_path / "ds" / "data" / "train-00000-of-00001.parquet").to_pylist()[0]
@@ -85,13 +77,18 @@ def test_push_records_the_reference_and_pull_uses_it(local_registry, small_image
     assert docker_client.images.get(image).id == image_id, "the very image that was published"
 
 
-def test_bad_and_unreachable_registries_are_one_line_errors(small_image, tmp_path):
+def test_bad_and_unreachable_registries_are_one_line_errors(small_image, docker_client, tmp_path):
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    backend = DockerBackend(docker_client)
     image, image_id = small_image
     task = validated_task(4, "2024-06-01T10:00:00Z")
     task = task.model_copy(update={"env_spec": task.env_spec.model_copy(update={"image": image, "image_digest": image_id})})
     write_jsonl(tmp_path / "tasks" / "tasks.jsonl", [task])
     with pytest.raises(InputError, match="not a registry address"):
-        publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(push_registry="http://127.0.0.1:5000"))
+        publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(push_registry="http://127.0.0.1:5000"),
+                          images=backend)
     with pytest.raises(Repo2EnvError, match="pushing .* failed") as failure:
-        publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(push_registry="127.0.0.1:9"))
+        publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(push_registry="127.0.0.1:9"),
+                          images=backend)
     assert "\n" not in failure.value.message and not (tmp_path / "ds").exists()

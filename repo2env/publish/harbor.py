@@ -41,8 +41,8 @@ from pathlib import Path
 
 from repo2env.errors import InputError
 from repo2env.instruction import instruction_text
-from repo2env.jsonl import read_unique_tasks
 from repo2env.models import Task
+from repo2env.publish.selection import select_from_folders
 from repo2env.publish.staging import write_folder
 from repo2env.runtime.backend import Backend
 from repo2env.runtime.bootstrap import AGENT_UID
@@ -235,9 +235,7 @@ def export_harbor(folders: Iterable[Path], out_dir: Path, *, dataset: str = "rep
     unless not ``accepted_only``, built ones always) to ``out_dir``: complete or absent. With
     ``push_registry`` the images are pushed there from ``backend`` first and the folders pin them
     by digest; the snapshot commits are read from ``backend``'s images when given."""
-    tasks = [task for task in read_unique_tasks(folders)
-             if task.env_spec and task.env_spec.status == "env_ok"
-             and (not accepted_only or (task.validation and task.validation.verdict == "accepted"))]
+    tasks = select_from_folders(list(folders), include_rejected=not accepted_only).tasks
     if not tasks:
         raise InputError("no task to export (none is built and accepted)",
                          hint="run 'repo2env build' and 'repo2env validate', or pass --include-rejected")

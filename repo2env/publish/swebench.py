@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from repo2env.errors import InputError, TaskFormatError
-from repo2env.jsonl import read_unique_tasks, update_tasks, write_json_lines, write_repository_record
+from repo2env.jsonl import update_tasks, write_json_lines, write_repository_record
 from repo2env.models import RepositoryRecord, Task
+from repo2env.publish.selection import select_from_folders
 
 #: Fields we take from a SWE-bench-style row (others, dataset-specific, are ignored).
 SWEBENCH_FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement", "hints_text",
@@ -168,10 +169,10 @@ def export_swebench(folders: Iterable[Path], out_path: Path, *, json_lists: bool
                     accepted_only: bool = True) -> int:
     """Write the tasks of ``folders`` (one row per instance id) as SWE-bench instances (JSONL), each
     with the image a harness runs it in and swebench's evaluation fields (:func:`harness_fields`);
-    returns how many."""
-    rows = [{**task.to_swebench_row(json_lists=json_lists), **harness_fields(task)}
-            for task in read_unique_tasks(folders)
-            if not accepted_only or (task.validation and task.validation.verdict == "accepted")]
+    returns how many. Like every export, only built tasks (an image that runs), accepted ones unless
+    not ``accepted_only``."""
+    selected = select_from_folders(list(folders), include_rejected=not accepted_only)
+    rows = [{**task.to_swebench_row(json_lists=json_lists), **harness_fields(task)} for task in selected.tasks]
     write_json_lines(out_path, rows)
     return len(rows)
 
