@@ -107,7 +107,7 @@ def test_nothing_imports_the_cli_and_the_base_imports_no_stage():
 
 #: Stages that must reach sandboxes only through repo2env.runtime.sandbox's protocols (issue 11.2):
 #: a new backend then needs no change in them.
-PROTOCOL_ONLY = ("repo2env/verify", "repo2env/validate", "repo2env/envs/tools.py")
+PROTOCOL_ONLY = ("repo2env/verify", "repo2env/validate", "repo2env/envs/tools.py", "repo2env/envs/policy.py")
 
 
 def _file_imports(path: Path) -> set[str]:
@@ -163,8 +163,6 @@ KNOWN_UPWARD_IMPORTS = {
     # Test-path rules move into repo2env/languages/ (the languages helper).
     ("repo2env.runtime.build", "repo2env.mine.split"),
     ("repo2env.verify.filtering", "repo2env.mine.split"),
-    # One tool set for policy rollouts and RepoEnv (the tools helper).
-    ("repo2env.validate.policy", "repo2env.envs.tools"),
 }
 #: Private names imported across folders, each with the helper removing it (none left: the Harbor
 #: export reads the grading specification's public API since the grader helper's change).

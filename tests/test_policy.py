@@ -13,9 +13,9 @@ import pytest
 import requests
 from scripted_llm import ScriptedCall, ScriptedLLM, gold_script, nothing_script, partial_script
 
+from repo2env.envs.policy import PolicyClient
 from repo2env.envs.tools import TOOL_NAMES, AgentTools, tool_schemas
 from repo2env.runtime.backends.docker import DockerBackend
-from repo2env.validate.policy import PolicyClient
 
 docker = pytest.mark.docker
 MODEL = "scripted-model"
@@ -95,15 +95,15 @@ def test_write_then_replace_edits_files_as_the_agent(tools, sandbox):
     assert tools.write_file("notes/todo.txt", "alpha beta\nbeta\n") == "wrote 16 characters (2 lines) to notes/todo.txt"
     assert sandbox.read_file("/testbed/notes/todo.txt") == "alpha beta\nbeta\n"
     assert sandbox.exec("stat -c %U /testbed/notes/todo.txt").output.strip() == "agent"
-    assert "occurs 2 times" in tools.replace_in_file("notes/todo.txt", "beta", "gamma")
-    assert "not found" in tools.replace_in_file("notes/todo.txt", "delta", "gamma")
-    assert tools.replace_in_file("notes/todo.txt", "old", "") .startswith("error: ")
-    assert tools.replace_in_file("notes/todo.txt", "beta\nbeta", "gamma\ndelta") == (
+    assert "occurs 2 times" in tools.str_replace("notes/todo.txt", "beta", "gamma")
+    assert "not found" in tools.str_replace("notes/todo.txt", "delta", "gamma")
+    assert tools.str_replace("notes/todo.txt", "old", "") .startswith("error: ")
+    assert tools.str_replace("notes/todo.txt", "beta\nbeta", "gamma\ndelta") == (
         "replaced 1 occurrence in notes/todo.txt (now lines 1-2)")
     assert sandbox.read_file("/testbed/notes/todo.txt") == "alpha gamma\ndelta\n"
     source = sandbox.read_file("/testbed/src/textkit/slug.py")
     first_line = source.splitlines()[0]
-    assert tools.replace_in_file("src/textkit/slug.py", first_line, first_line + "  # edited").startswith("replaced")
+    assert tools.str_replace("src/textkit/slug.py", first_line, first_line + "  # edited").startswith("replaced")
     diff = sandbox.diff()
     assert "+alpha gamma" in diff and f"+{first_line}  # edited" in diff
     assert ".repo2env-tool" not in sandbox.exec("ls -A /tmp").output  # no staging file left behind
@@ -119,7 +119,7 @@ def test_file_tools_refuse_paths_outside_the_repository(tools, sandbox):
         tools.read_file("src/../../tmp/outside.txt"),
         tools.write_file("../tmp/planted.txt", "x"),
         tools.write_file("etc_link/planted.txt", "x"),
-        tools.replace_in_file("/tmp/outside.txt", "secret", "changed"),
+        tools.str_replace("/tmp/outside.txt", "secret", "changed"),
         tools.run_tests("../"),
     ]
     for answer in answers:

@@ -37,7 +37,7 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     cancelled, running sandboxes removed, finished records kept.
     """
     from repo2env.jsonl import read_task_ids
-    from repo2env.pipeline.stages import validate_dir
+    from repo2env.pipeline.stages import policy_rollouts, validate_dir
     from repo2env.runtime.build import tasks_dirs
     from repo2env.validate.acceptance import load_acceptance_policy
 
@@ -46,12 +46,7 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
         policy = policy.model_copy(update={"whole_suite_p2p": True})
     if bool(policy_url) != bool(model):
         raise InputError("--policy and --model go together")
-    runner = None
-    if policy_url:
-        from repo2env.validate.policy import PolicyClient
-
-        client = PolicyClient(policy_url, model)
-        runner = client.rollouts
+    runner = policy_rollouts(policy_url, model) if policy_url else None
     folders = list(from_dirs)
     for root in roots:
         folders += tasks_dirs(root, [])

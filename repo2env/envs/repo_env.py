@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from repo2env.dataset_rows import task_from_row
-from repo2env.envs.tools import AgentTools
+from repo2env.envs.tools import AgentTools, same_tool, visible_tests_command
 from repo2env.errors import InputError
 from repo2env.instruction import instruction_text
 from repo2env.models import GradeResult, Task
@@ -325,7 +325,8 @@ class RepoEnv:
         self._sandbox = self._pool.take(task)
         self._tools = AgentTools(self._sandbox, command_timeout_s=self._config.command_timeout_s,
                                  test_timeout_s=self._config.test_timeout_s,
-                                 output_cap_chars=self._config.output_cap_chars)
+                                 output_cap_chars=self._config.output_cap_chars,
+                                 test_command=visible_tests_command(task))
         self._started = time.monotonic()
         self._reward, self.last_grade, self.tool_calls = None, None, {}
         self._early = None
@@ -370,68 +371,27 @@ class RepoEnv:
 
         self._early = pool.submit(grade)
 
-    # --- tools (what the model sees: the docstrings) ---------------------------------------------
+    # --- tools: AgentTools' own, docstrings included (what the model reads) -----------------------
 
+    @same_tool("bash")
     def bash(self, command: str) -> str:
-        """Run a shell command in the repository at /testbed and return its output.
-
-        Args:
-            command: The shell command to run, e.g. "grep -rn 'def slugify' src".
-
-        Returns:
-            The combined stdout and stderr, then "[exit N]".
-        """
         return self._use("bash", lambda tools: tools.bash(command), command)
 
+    @same_tool("read_file")
     def read_file(self, path: str, start_line: int = 1, end_line: int = 0) -> str:
-        """Read a text file of the repository, with line numbers.
-
-        Args:
-            path: File path, relative to /testbed or absolute inside it.
-            start_line: First line to show (1-based).
-            end_line: Last line to show; 0 means the end of the file.
-
-        Returns:
-            The numbered lines, or an error message.
-        """
         return self._use("read_file", lambda tools: tools.read_file(path, start_line, end_line),
                          path, start_line, end_line)
 
+    @same_tool("write_file")
     def write_file(self, path: str, content: str) -> str:
-        """Create or overwrite a text file of the repository.
-
-        Args:
-            path: File path, relative to /testbed or absolute inside it.
-            content: The whole new content of the file.
-
-        Returns:
-            A confirmation, or an error message.
-        """
         return self._use("write_file", lambda tools: tools.write_file(path, content), path, content)
 
+    @same_tool("str_replace")
     def str_replace(self, path: str, old: str, new: str) -> str:
-        """Replace one exact occurrence of a text in a file of the repository.
+        return self._use("str_replace", lambda tools: tools.str_replace(path, old, new), path, old, new)
 
-        Args:
-            path: File path, relative to /testbed or absolute inside it.
-            old: The exact text to replace; it must occur exactly once.
-            new: The text to put in its place.
-
-        Returns:
-            A confirmation, or an error message (not found, or found more than once).
-        """
-        return self._use("str_replace", lambda tools: tools.replace_in_file(path, old, new), path, old, new)
-
+    @same_tool("run_tests")
     def run_tests(self, paths: str = "") -> str:
-        """Run the repository's visible tests with pytest.
-
-        Args:
-            paths: Test files or test ids relative to /testbed, separated by spaces (quote an id that has
-                spaces); empty runs the whole visible suite.
-
-        Returns:
-            pytest's output, then "[exit N]".
-        """
         return self._use("run_tests", lambda tools: tools.run_tests(paths), paths)
 
     # --- internals --------------------------------------------------------------------------------

@@ -161,6 +161,14 @@ class ValidateOutput:
     record: ValidationReport
 
 
+def policy_rollouts(url: str, model: str) -> PolicyRunner:
+    """Validation's policy rollouts against a model behind ``url`` (an OpenAI-compatible ``.../v1``):
+    the agent's one tool set (repo2env.envs), handed to the validate stage as its runner."""
+    from repo2env.envs.policy import PolicyClient
+
+    return PolicyClient(url, model).rollouts
+
+
 def validate_work(job: ValidateJob, runtime: Backend | None = None,
                   policy_runner: PolicyRunner | None = None) -> ValidateOutput:
     """The validate stage: derive the tests, grade the reference rollouts, judge."""

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from repo2env.envs.tools import TOOL_NAMES
 from repo2env.errors import InputError, PatchError
 
 if TYPE_CHECKING:
     from repo2env.publish.pull import Builder
     from repo2env.runtime.backend import Backend
 
-TOOL_NAMES = ("bash", "read_file", "write_file", "str_replace", "run_tests")
 
 
 def require_train_extra() -> None:

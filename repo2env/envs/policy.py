@@ -1,4 +1,5 @@
-"""Policy rollouts: a model behind an OpenAI-compatible Chat Completions API solves a task.
+"""Policy rollouts: a model behind an OpenAI-compatible Chat Completions API solves a task with the
+agent's one tool set (:mod:`repo2env.envs.tools`, the tools RepoEnv gives TRL).
 
 vLLM, TGI, llama.cpp's server and hosted APIs all speak ``POST {base_url}/chat/completions`` with
 ``tools``; :class:`PolicyClient` drives one episode per sandbox through :class:`AgentTools`, and
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
-from repo2env.envs.tools import AgentTools, tool_schemas
+from repo2env.envs.tools import AgentTools, tool_schemas, visible_tests_command
 from repo2env.errors import PatchError
 from repo2env.instruction import agent_messages
 from repo2env.jsonl import write_json
@@ -81,7 +82,7 @@ class PolicyClient:
 
         Failures of the sandbox itself (the engine gone) raise; they are not the policy's doing.
         """
-        tools = AgentTools(sandbox)
+        tools = AgentTools(sandbox, test_command=visible_tests_command(task))
         messages: list[dict[str, Any]] = list(agent_messages(task))
         turns = calls = 0
         finished = "max_turns"
