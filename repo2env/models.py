@@ -394,6 +394,116 @@ class Funnel(BaseModel):
         return tally
 
 
+# --- agent episodes: what a policy did on a task (harness runs, policy rollouts, RepoEnv) ---------
+
+#: Where an episode was recorded: a harness behind the capturing proxy, validation's policy
+#: rollouts, or a RepoEnv episode of training.
+EpisodeSource = Literal["harness", "policy", "repo_env"]
+#: Which limit of an :class:`EpisodeBudget` cut an episode off.
+CutOff = Literal["turns", "tokens", "wall_time"]
+#: What a perturbation did: a tool call that timed out, a command whose output was cut, a model
+#: call answered by a transient failure the harness must retry.
+PerturbationKind = Literal["tool_timeout", "output_cut", "endpoint_failure"]
+
+
+class EpisodeBudget(_Schema):
+    """What one episode may use. The capturing proxy refuses the model call past a limit (and says
+    so in the trace); the harness is then stopped and its diff graded as it stands."""
+
+    max_turns: int = Field(50, ge=1, description="Model calls answered.")
+    max_tokens: int = Field(0, ge=0, description=(
+        "The episode's length in tokens: the latest call's prompt plus its completion (what a GRPO sample of "
+        "the episode holds); 0: no limit."))
+    max_wall_s: float = Field(1800.0, gt=0, description="Seconds from the episode's start.")
+
+
+class PerturbationPlan(_Schema):
+    """Faults injected into an episode at set rates, decided by ``seed`` (the same seed, episode and
+    call give the same fault). They reach the agent only: grading runs in a fresh sandbox."""
+
+    tool_timeout: float = Field(0.0, ge=0, le=1, description="Share of the harness's commands that time out.")
+    output_cut: float = Field(0.0, ge=0, le=1, description="Share of the commands whose output is cut short.")
+    endpoint_failure: float = Field(0.0, ge=0, le=1, description=(
+        "Share of model calls answered by a transient failure (HTTP 503) the harness must retry."))
+    seed: int = 0
+
+    @property
+    def active(self) -> bool:
+        """Whether any fault can happen."""
+        return bool(self.tool_timeout or self.output_cut or self.endpoint_failure)
+
+
+class ModelCall(_Schema):
+    """One chat-completion call of an episode, as the capturing proxy saw it."""
+
+    index: int
+    at_s: float = Field(0.0, description="Seconds from the episode's start to the call.")
+    request: dict[str, Any] = Field(default_factory=dict, description=(
+        "The body the agent sent (messages, tools, sampling parameters), before the proxy's additions."))
+    response: dict[str, Any] | None = Field(None, description=(
+        "The chat completion the agent received (a streamed one assembled into one message)."))
+    stream: bool = False
+    status: int = Field(200, description="The HTTP status the agent received.")
+    error: str | None = None
+    prompt_token_ids: list[int] | None = Field(None, description="As the upstream tokenised the prompt, when it says.")
+    completion_token_ids: list[int] | None = None
+    completion_logprobs: list[float] | None = Field(None, description="One per completion token, when the upstream gives them.")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    upstream_s: float = Field(0.0, description="Seconds the upstream took to answer (the whole stream, if streamed).")
+    proxy_s: float = Field(0.0, description="Seconds the proxy added (reading, recording and relaying).")
+    perturbation: PerturbationKind | None = None
+    refused: CutOff | None = Field(None, description="The budget limit that refused this call (never forwarded).")
+
+
+class ToolRun(_Schema):
+    """One tool call a host-side harness made in the sandbox through the sandbox bridge."""
+
+    index: int
+    at_s: float = 0.0
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    output: str = Field("", description="What the harness received (cut to a few KB in the trace).")
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    perturbation: PerturbationKind | None = None
+
+
+class EpisodeTrace(_Schema):
+    """One episode of an agent on a task: what the model was asked and answered (token ids and
+    log-probabilities where the server gives them), what ran in the sandbox, how it ended, and the
+    hidden verifier's grade. Written as ``trace.json`` next to the grading's logs; ``repo2env export
+    trajectories`` turns traces into SFT data, the harness rollouts of GRPO read them."""
+
+    schema_version: int = 1
+    episode_id: str
+    instance_id: str
+    source: EpisodeSource
+    agent: str = Field(..., description="mini-swe-agent, opencode, a command, 'policy' or 'repo_env'.")
+    model: str = ""
+    tools: list[dict[str, Any]] = Field(default_factory=list, description="The tools offered, in OpenAI's function format.")
+    messages: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "The episode's conversation in OpenAI's chat format, its last answer included."))
+    calls: list[ModelCall] = Field(default_factory=list)
+    tool_runs: list[ToolRun] = Field(default_factory=list)
+    budget: EpisodeBudget | None = None
+    cut_off: CutOff | None = None
+    perturbations: PerturbationPlan | None = None
+    finished: str = Field("", description=(
+        "How the agent ended: 'done' (it said so), 'exit N', 'stop', 'max_turns', 'cut off: <limit>', 'error: ...'."))
+    started_at: str = ""
+    wall_s: float = 0.0
+    patch: str = Field("", description="The sandbox's diff when the episode ended: what was graded.")
+    reward: float | None = None
+    grade: GradeResult | None = None
+
+    @property
+    def perturbation_count(self) -> int:
+        """Faults injected into this episode (model calls and tool runs)."""
+        return sum(call.perturbation is not None for call in self.calls) + \
+            sum(run.perturbation is not None for run in self.tool_runs)
+
+
 def _describe_validation_error(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors():

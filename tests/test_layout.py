@@ -107,7 +107,8 @@ def test_nothing_imports_the_cli_and_the_base_imports_no_stage():
 
 #: Stages that must reach sandboxes only through repo2env.runtime.sandbox's protocols (issue 11.2):
 #: a new backend then needs no change in them.
-PROTOCOL_ONLY = ("repo2env/verify", "repo2env/validate", "repo2env/envs/tools.py", "repo2env/envs/policy.py")
+PROTOCOL_ONLY = ("repo2env/verify", "repo2env/validate", "repo2env/envs/tools.py", "repo2env/envs/policy.py",
+                 "repo2env/harness")
 
 
 def _file_imports(path: Path) -> set[str]:
@@ -139,9 +140,10 @@ def test_stages_use_the_runtime_protocol_not_a_backend():
 
 #: The package's layers, top first. A module may import only from layers below its own; inside a
 #: layer marked ``peers`` its folders and modules may import each other too (the cycle tests keep
-#: that one-way). The stage folders among themselves: the training loop loads what publish wrote,
-#: publish exports what validation judged, validation rolls out with the agent's tools and grades
-#: with verify, verify grades in runtime's sandboxes. Mining is a stage whose output (tasks) the
+#: that one-way). The stage folders among themselves: the training loop loads what publish wrote
+#: and rolls harnesses out, publish exports what validation judged, harnesses act through the
+#: agent's tool set (envs), validation gets its policy rollouts from the composition layer and
+#: grades with verify, verify grades in runtime's sandboxes. Mining is a stage whose output (tasks) the
 #: others read, never its code.
 LAYERS: tuple[tuple[frozenset[str], bool], ...] = (
     (frozenset({"repo2env.__main__"}), False),
@@ -149,7 +151,9 @@ LAYERS: tuple[tuple[frozenset[str], bool], ...] = (
     (frozenset({"repo2env.pipeline"}), False),  # the composition layer: cli, batch and demos call it
     (frozenset({"repo2env.train"}), False),
     (frozenset({"repo2env.publish"}), False),
-    (frozenset({"repo2env.validate", "repo2env.envs", "repo2env.harness", "repo2env.mine"}), False),
+    # Harness adapters drive a sandbox through the agent's one tool set (envs): harness sits on envs.
+    (frozenset({"repo2env.harness"}), False),
+    (frozenset({"repo2env.validate", "repo2env.envs", "repo2env.mine"}), False),
     (frozenset({"repo2env.verify"}), False),
     (frozenset({"repo2env.runtime", "repo2env.demo"}), False),
     (frozenset({"repo2env.languages"}), False),

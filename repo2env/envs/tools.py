@@ -10,7 +10,9 @@ what the model reads, wherever it meets the task: the learnability gate measures
 training uses.
 
 Every tool returns text and never raises for the agent's mistakes (a bad path, a failing command,
-an ambiguous replacement): the error is the tool's answer, so the episode goes on. Failures of the
+an ambiguous replacement): the error is the tool's answer, so the episode goes on. A refused call's
+answer is a :class:`Refusal` (text starting "error: " that servers can tell apart from a command's
+own output, to set their error flag); a command that ran and failed is an answer. Failures of the
 machinery itself (the Docker engine gone, a closed sandbox) do raise: they say nothing about the
 policy and must not be scored as its failure.
 
@@ -41,6 +43,18 @@ TOOL_NAMES = ("bash", "read_file", "write_file", "str_replace", "run_tests")
 PYTEST_VISIBLE_TESTS = "python -m pytest -q -x -p no:cacheprovider"
 
 _ERROR = "error: "
+
+
+class Refusal(str):
+    """The answer of a tool call that was refused (the agent's mistake: a bad path or argument, an
+    ambiguous replacement, an unknown tool): text like any answer, marked as a refusal."""
+
+    __slots__ = ()
+
+
+def refusal(reason: str) -> Refusal:
+    """The answer refusing a call, saying why."""
+    return Refusal(_ERROR + reason)
 # Above this, a single exec argument hits the kernel's per-argument limit (128 KiB).
 _MAX_COMMAND_BYTES = 100_000
 
@@ -70,9 +84,16 @@ class AgentTools:
         gives a task's)."""
         self._sandbox = sandbox
         self._test_command = test_command
+        self.last_exit_code: int | None = None
+        """The exit status of the last command a tool ran (bash, run_tests); None after the others."""
         self._command_timeout_s = command_timeout_s
         self._test_timeout_s = test_timeout_s
         self._output_cap_chars = output_cap_chars
+
+    @property
+    def command_timeout_s(self) -> float:
+        """The wall-clock limit of one command (a property: TRL never sees AgentTools, but servers do)."""
+        return self._command_timeout_s
 
     def bash(self, command: str) -> str:
         """Run a shell command in the repository at /testbed and return its output.
@@ -87,10 +108,10 @@ class AgentTools:
             The combined stdout and stderr, then "[exit N]".
         """
         if "\x00" in command:
-            return _ERROR + "the command contains a NUL character"
+            return refusal("the command contains a NUL character")
         if len(command.encode("utf-8")) > _MAX_COMMAND_BYTES:
-            return _ERROR + (f"the command is longer than {_MAX_COMMAND_BYTES} bytes; write long content with "
-                             "write_file and run it from there")
+            return refusal(f"the command is longer than {_MAX_COMMAND_BYTES} bytes; write long content with "
+                           "write_file and run it from there")
         result = self._sandbox.exec(command, timeout=self._command_timeout_s, workdir=WORKDIR)
         return self._report(result, self._command_timeout_s)
 
@@ -106,9 +127,9 @@ class AgentTools:
             The lines, each prefixed by its number and a tab.
         """
         if start_line < 1:
-            return _ERROR + "start_line counts from 1"
+            return refusal("start_line counts from 1")
         if end_line and end_line < start_line:
-            return _ERROR + f"end_line ({end_line}) comes before start_line ({start_line})"
+            return refusal(f"end_line ({end_line}) comes before start_line ({start_line})")
         read = self._read(path)
         if isinstance(read, str):
             return read
@@ -117,7 +138,7 @@ class AgentTools:
         if not lines:
             return f"({path} is empty)"
         if start_line > len(lines):
-            return _ERROR + f"start_line {start_line} is past the end of {path} ({len(lines)} lines)"
+            return refusal(f"start_line {start_line} is past the end of {path} ({len(lines)} lines)")
         last = min(end_line or len(lines), len(lines))
         shown: list[str] = []
         size = 0
@@ -174,24 +195,24 @@ cat > "$target" 2>/dev/null || exit {_UNWRITABLE}
             A confirmation naming the changed lines, or the reason nothing changed.
         """
         if not old:
-            return _ERROR + "old is empty: give the exact text to replace"
+            return refusal("old is empty: give the exact text to replace")
         read = self._read(path)
         if isinstance(read, str):
             return read
         text, cut_short = read
         if cut_short:
-            return _ERROR + f"{path} is too large to edit with str_replace; use bash"
+            return refusal(f"{path} is too large to edit with str_replace; use bash")
         if "\ufffd" in text:
             # The text came back with undecodable bytes replaced: writing it back would corrupt them.
-            return _ERROR + f"{path} is not UTF-8 text; edit it with bash"
+            return refusal(f"{path} is not UTF-8 text; edit it with bash")
         count = text.count(old)
         if count == 0:
-            return _ERROR + f"old was not found in {path}; check whitespace and indentation with read_file"
+            return refusal(f"old was not found in {path}; check whitespace and indentation with read_file")
         if count > 1:
-            return _ERROR + f"old occurs {count} times in {path}; include more surrounding lines to make it unique"
+            return refusal(f"old occurs {count} times in {path}; include more surrounding lines to make it unique")
         offset = text.index(old)
         written = self.write_file(path, text[:offset] + new + text[offset + len(old):])
-        if written.startswith(_ERROR):
+        if isinstance(written, Refusal):
             return written
         first = text.count("\n", 0, offset) + 1
         last = first + max(new.count("\n") - (1 if new.endswith("\n") else 0), 0)
@@ -212,7 +233,7 @@ cat > "$target" 2>/dev/null || exit {_UNWRITABLE}
         try:
             targets = shlex.split(paths)
         except ValueError as exc:
-            return _ERROR + f"cannot read the test list ({exc})"
+            return refusal(f"cannot read the test list ({exc})")
         for one in targets:
             file_part, separator, test_part = one.partition("::")
             target = _inside_workdir(file_part)
@@ -231,23 +252,24 @@ cat > "$target" 2>/dev/null || exit {_UNWRITABLE}
         inherit from it, or TRL would offer ``call`` to the model as a sixth tool.
         """
         if name not in TOOL_NAMES:
-            return _ERROR + f"unknown tool {name!r}; the tools are {', '.join(TOOL_NAMES)}"
+            return refusal(f"unknown tool {name!r}; the tools are {', '.join(TOOL_NAMES)}")
         if not isinstance(arguments, dict):
-            return _ERROR + f"the arguments of {name} must be a JSON object"
+            return refusal(f"the arguments of {name} must be a JSON object")
         parameters = _SCHEMAS[name]["function"]["parameters"]
         properties: dict[str, dict[str, Any]] = parameters["properties"]
         unknown = sorted(set(arguments) - set(properties))
         if unknown:
-            return _ERROR + f"{name} has no argument {', '.join(unknown)}; its arguments are {', '.join(properties)}"
+            return refusal(f"{name} has no argument {', '.join(unknown)}; its arguments are {', '.join(properties)}")
         missing = [argument for argument in parameters["required"] if argument not in arguments]
         if missing:
-            return _ERROR + f"{name} needs the argument {', '.join(missing)}"
+            return refusal(f"{name} needs the argument {', '.join(missing)}")
         converted: dict[str, Any] = {}
         for argument, value in arguments.items():
             fitted = _fit(value, properties[argument]["type"])
             if fitted is None:
-                return _ERROR + f"argument {argument} of {name} must be of JSON type {properties[argument]['type']}"
+                return refusal(f"argument {argument} of {name} must be of JSON type {properties[argument]['type']}")
             converted[argument] = fitted
+        self.last_exit_code = None
         tool = getattr(self, name)
         return tool(**converted)
 
@@ -279,9 +301,10 @@ exec cat -- "$target"
         reason = reasons.get(result.exit_code)
         if reason is None:
             reason = f"{path}: {'timed out' if result.timed_out else result.output.strip()[-300:] or 'failed'}"
-        return _ERROR + reason
+        return refusal(reason)
 
     def _report(self, result: ExecResult, timeout_s: float) -> str:
+        self.last_exit_code = result.exit_code
         output = _cap(result.output, self._output_cap_chars)
         notes = []
         if result.truncated:
@@ -347,8 +370,8 @@ def _inside_workdir(path: str) -> str | None:
 
 def _refused(path: str) -> str:
     if not path or "\x00" in path:
-        return _ERROR + "give a file path relative to /testbed"
-    return _ERROR + f"{path} is outside {WORKDIR}; only files of the repository can be used"
+        return refusal("give a file path relative to /testbed")
+    return refusal(f"{path} is outside {WORKDIR}; only files of the repository can be used")
 
 
 def _fit(value: Any, json_type: str) -> Any:
