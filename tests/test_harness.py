@@ -232,3 +232,100 @@ def test_opencode_from_npm_runs_in_an_agent_layer_without_network_and_is_graded(
     assert trace.calls and all(call.stream for call in trace.calls if call.request.get("tools"))
     assert trace.messages[-1]["role"] == "assistant" and trace.tools
     assert _containers(backend) - before == set()
+
+
+#: A harness of a few lines, run in the sandbox as a plain command: it asks the model through
+#: $OPENAI_BASE_URL, runs the bash calls it gets, and tries to reach the host (it must fail).
+TINY_HARNESS = r"""cat > /tmp/tiny_harness.py <<'HARNESS'
+import json, os, socket, subprocess, urllib.request
+try:
+    socket.create_connection(("172.17.0.1", 2375), timeout=3)
+    print("NETWORK REACHED")
+except OSError as exc:
+    print("no network:", type(exc).__name__)
+base, model = os.environ["OPENAI_BASE_URL"], os.environ["REPO2ENV_MODEL"]
+messages = [{"role": "user", "content": open(os.environ["REPO2ENV_INSTRUCTION_FILE"]).read()}]
+tools = [{"type": "function", "function": {"name": "bash", "parameters": {
+    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
+for _ in range(10):
+    body = json.dumps({"model": model, "messages": messages, "tools": tools}).encode()
+    request = urllib.request.Request(base + "/chat/completions", body, {"Content-Type": "application/json"})
+    message = json.load(urllib.request.urlopen(request))["choices"][0]["message"]
+    messages.append(message)
+    if not message.get("tool_calls"):
+        break
+    for call in message["tool_calls"]:
+        done = subprocess.run(json.loads(call["function"]["arguments"])["command"], shell=True,
+                              capture_output=True, text=True)
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": done.stdout + done.stderr})
+HARNESS
+python3 /tmp/tiny_harness.py"""
+
+
+@docker
+@pytest.mark.slow
+def test_any_command_is_a_harness_in_the_sandbox_reaching_only_its_episode(task, partial_pull, backend, grader,
+                                                                           tmp_path):
+    from repo2env.harness.agents import harness_agent
+    from repo2env.harness.agents.sandboxed import CommandAgent
+
+    agent = harness_agent(TINY_HARNESS)
+    assert isinstance(agent, CommandAgent)
+    with ScriptedLLM({"partial": partial_script(partial_pull.partial_fixes[0].patch)}) as llm:
+        trace = _run(task, agent, llm, backend, grader, tmp_path)
+    log = (tmp_path / "episodes" / trace.episode_id / "harness.log").read_text()
+    assert "no network: " in log and "NETWORK REACHED" not in log
+    assert trace.finished == "done", log
+    assert [call.status for call in trace.calls] == [200, 200] and not trace.tool_runs
+    assert 0 < trace.reward < 1 and trace.grade.reward == pytest.approx(
+        len(partial_pull.partial_fixes[0].passes) / len(task.FAIL_TO_PASS))
+
+
+@docker
+@pytest.mark.slow
+def test_a_harness_past_its_budget_is_cut_off_and_its_diff_still_graded(task, backend, grader, tmp_path):
+    from repo2env.harness.agents import harness_agent
+
+    endless = [*gold_script(task), *(ScriptedCall("bash", {"command": f"echo step {n}"}) for n in range(20))]
+    with ScriptedLLM({"endless": endless}) as llm:
+        trace = _run(task, harness_agent("mini-swe-agent"), llm, backend, grader, tmp_path,
+                     budget=EpisodeBudget(max_turns=3))
+    assert trace.cut_off == "turns" and trace.finished == "cut off: turns"
+    answered = [call for call in trace.calls if call.status == 200]
+    assert len(answered) == 3 and trace.calls[3].refused == "turns"
+    assert trace.reward == 1.0, "what the agent did before the cut counts"
+
+
+@docker
+@pytest.mark.slow
+def test_injected_faults_reach_the_harness_and_never_the_hidden_tests(task, backend, grader, tmp_path):
+    from repo2env.harness.agents import harness_agent
+
+    # A seed under which the first model request fails and its retry does not; every command's
+    # output is cut (the gold patch still applies: a cut output changes what the agent reads only).
+    seed = next(seed for seed in range(1000)
+                if Perturber(PerturbationPlan(endpoint_failure=0.3, seed=seed), "faults").endpoint_failure(0)
+                and not any(Perturber(PerturbationPlan(endpoint_failure=0.3, seed=seed), "faults").endpoint_failure(n)
+                            for n in (1, 2)))
+    plan = PerturbationPlan(endpoint_failure=0.3, output_cut=1.0, seed=seed)
+    with ScriptedLLM({"gold": [*gold_script(task), SUBMIT]}) as llm:
+        from repo2env.harness.run import HarnessOptions, run_harness
+
+        with CapturingProxy(llm.url) as proxy:
+            cut = run_harness(task, harness_agent("mini-swe-agent"), backend=backend, proxy=proxy, grader=grader,
+                              model="scripted", logs_dir=tmp_path, episode_id="faults",
+                              options=HarnessOptions(perturbations=plan))
+    statuses = [call.status for call in cut.calls]
+    assert statuses[:3] == [503, 200, 200], "mini-swe-agent retried the failed call"
+    assert [call.perturbation == "endpoint_failure" for call in cut.calls] == [status == 503 for status in statuses]
+    assert cut.perturbations == plan
+    assert all(run.perturbation == "output_cut" for run in cut.tool_runs)
+    # The submit command's output was cut too, so mini-swe-agent did not see it and went on.
+    assert cut.reward == 1.0 and cut.perturbation_count == statuses.count(503) + len(cut.tool_runs)
+    timeouts = PerturbationPlan(tool_timeout=1.0, seed=1)
+    with ScriptedLLM({"gold": [*gold_script(task), SUBMIT, SUBMIT]}) as llm:
+        stuck = _run(task, harness_agent("mini-swe-agent"), llm, backend, grader, tmp_path / "stuck",
+                     perturbations=timeouts, budget=EpisodeBudget(max_turns=3))
+    assert all(run.perturbation == "tool_timeout" and run.exit_code == 124 for run in stuck.tool_runs)
+    assert "[timed out after" in stuck.tool_runs[0].output
+    assert stuck.patch == "" and stuck.reward == 0.0, "a command that timed out changed nothing"
