@@ -481,6 +481,7 @@ class EpisodeTrace(_Schema):
     source: EpisodeSource
     agent: str = Field(..., description="mini-swe-agent, opencode, a command, 'policy' or 'repo_env'.")
     model: str = ""
+    seed: int | None = Field(None, description="The sampling seed sent with every call, when one was.")
     tools: list[dict[str, Any]] = Field(default_factory=list, description="The tools offered, in OpenAI's function format.")
     messages: list[dict[str, Any]] = Field(default_factory=list, description=(
         "The episode's conversation in OpenAI's chat format, its last answer included."))

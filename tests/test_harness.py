@@ -329,3 +329,41 @@ def test_injected_faults_reach_the_harness_and_never_the_hidden_tests(task, back
     assert all(run.perturbation == "tool_timeout" and run.exit_code == 124 for run in stuck.tool_runs)
     assert "[timed out after" in stuck.tool_runs[0].output
     assert stuck.patch == "" and stuck.reward == 0.0, "a command that timed out changed nothing"
+
+
+def test_the_cli_reads_fault_rates_and_refuses_bad_ones():
+    from click.testing import CliRunner
+
+    from repo2env.cli import cli
+    from repo2env.cli.harness import _perturbations
+
+    plan = _perturbations("tool_timeout=0.1, endpoint_failure=0.05", 3)
+    assert (plan.tool_timeout, plan.endpoint_failure, plan.output_cut, plan.seed) == (0.1, 0.05, 0.0, 3)
+    for bad in ("tool_timeout=2", "typo=0.1", "tool_timeout"):
+        result = CliRunner().invoke(cli, ["harness", "run", "--task", "a__b-1", "--agent", "opencode",
+                                          "--model-url", "http://127.0.0.1:9/v1", "--perturb", bad])
+        assert result.exit_code != 0 and "--perturb" in str(result.exception or result.output)
+
+
+@docker
+@pytest.mark.slow
+def test_harness_run_on_the_command_line_prints_the_grade_and_the_trace(validated, tmp_path):
+    from click.testing import CliRunner
+
+    from repo2env.cli import cli
+    from repo2env.jsonl import read_tasks
+    from repo2env.models import EpisodeTrace
+
+    folder, _ = validated
+    task = next(task for task in read_tasks(folder / "tasks.jsonl") if task.validation.verdict == "accepted")
+    with ScriptedLLM({"gold": gold_script(task)}) as llm:
+        result = CliRunner().invoke(cli, ["harness", "run", "--task", task.instance_id, "--from", str(folder),
+                                          "--agent", TINY_HARNESS, "--model-url", llm.url, "--model", "scripted-model",
+                                          "--json",
+                                          "--perturb", "endpoint_failure=0", "--max-turns", "5"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout[result.stdout.index("{"):])
+    assert (summary["reward"], summary["model"], summary["finished"]) == (1.0, "scripted-model", "done")
+    trace = EpisodeTrace.model_validate_json(Path(summary["trace"]).read_text())
+    assert trace.instance_id == task.instance_id and trace.grade.resolved
+    assert Path(summary["trace"]).is_relative_to(folder / "logs" / "harness")

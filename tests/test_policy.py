@@ -15,6 +15,7 @@ from scripted_llm import ScriptedCall, ScriptedLLM, gold_script, nothing_script,
 
 from repo2env.envs.policy import PolicyClient
 from repo2env.envs.tools import TOOL_NAMES, AgentTools, tool_schemas
+from repo2env.models import EpisodeTrace
 from repo2env.runtime.backends.docker import DockerBackend
 
 docker = pytest.mark.docker
@@ -269,8 +270,10 @@ def test_rollouts_on_a_seeded_schedule_give_three_distinct_rewards(task, partial
     assert all(body["model"] == MODEL and body["tools"] == tool_schemas() and body["tool_choice"] == "auto"
                for body in bodies)
     assert [body["seed"] for body in bodies] == [0, 0, 1, 1, 2, 2, 3, 3]
-    episode = json.loads((Path(results[1].grade.log_dir) / "episode.json").read_text())
-    assert (episode["finished"], episode["seed"], episode["tool_calls"]) == ("stop", 1, 1)
+    trace = EpisodeTrace.model_validate_json((Path(results[1].grade.log_dir) / "trace.json").read_text())
+    assert (trace.finished, trace.seed, trace.source, trace.reward) == ("stop", 1, "policy", rewards[1])
+    assert [message["role"] for message in trace.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert trace.tools == tool_schemas()
 
 
 @docker
@@ -317,5 +320,5 @@ def test_an_unreachable_server_ends_the_episode_with_an_error_and_reward_zero(ta
     assert episode.finished.startswith("error: cannot reach") and episode.turns == 0 and episode.patch == ""
     [result] = client.rollouts(task, runtime, grader, k=1)
     assert (result.reward, result.resolved) == (0.0, False)
-    record = json.loads((Path(result.grade.log_dir) / "episode.json").read_text())
-    assert record["finished"].startswith("error")
+    record = EpisodeTrace.model_validate_json((Path(result.grade.log_dir) / "trace.json").read_text())
+    assert record.finished.startswith("error") and record.reward == 0.0

@@ -78,8 +78,7 @@ class MiniSweAgent(HostHarness):
         modules.mkdir(exist_ok=True)
         shutil.copyfile(Path(__file__).with_name("mini_environment.py"), modules / f"{ENVIRONMENT_MODULE}.py")
         overrides = {
-            "agent": {"agent_class": "default", "step_limit": 0, "cost_limit": 0,
-                      "output_path": str(launch.work_dir / "trajectory.json")},
+            "agent": {"agent_class": "default", "step_limit": 0, "cost_limit": 0},
             "model": {"model_name": f"openai/{launch.model}", "cost_tracking": "ignore_errors",
                       "model_kwargs": {"api_base": launch.base_url, "api_key": PLACEHOLDER_KEY, "drop_params": True}},
             "environment": {"environment_class": f"{ENVIRONMENT_MODULE}.SandboxBridgeEnvironment",
@@ -88,7 +87,7 @@ class MiniSweAgent(HostHarness):
         config_path = launch.work_dir / "repo2env.yaml"
         config_path.write_text(yaml.safe_dump(overrides, sort_keys=False))
         argv = [str(self.executable), "-c", "mini.yaml", "-c", str(config_path), "-t", launch.instruction,
-                "--yolo", "--exit-immediately"]
+                "--yolo", "--exit-immediately", "-o", str(launch.work_dir / "trajectory.json")]
         environment = {
             "PYTHONPATH": str(modules),
             # Its global config (and the .env it would create) lives in the episode's folder, not ~/.config.
