@@ -140,12 +140,12 @@ class _Upstream:
             try:
                 connection.request(method, self.prefix + path, body=body, headers=self.headers)
                 return connection.getresponse()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            except (http.client.HTTPException, BrokenPipeError, ConnectionResetError) as exc:
                 if attempt == 1:
-                    raise
+                    self.discard()
+                    raise OSError(f"{type(exc).__name__}: {exc}") from None
             except OSError:
-                connection.close()
-                self._local.connection = None
+                self.discard()
                 raise
         raise AssertionError("unreachable")
 
@@ -358,6 +358,8 @@ class CapturingProxy:
         except (OSError, http.client.HTTPException) as exc:
             self.upstream.discard()
             assembly.error = f"the stream broke off: {exc}"
+        finally:
+            response.close()  # read to its end: the kept-alive connection is ready for the next call
         reply.end_stream()
         completion = assembly.completion()
         return ModelCall(index=0, request=request, response=_without(completion, added), stream=True,

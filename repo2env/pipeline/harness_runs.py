@@ -5,8 +5,9 @@ task folder's ``logs/harness/``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from repo2env.errors import InputError
@@ -65,3 +66,23 @@ def _served_model(proxy: CapturingProxy, model_url: str) -> str:
     if not names:
         raise InputError(f"the model server at {model_url} lists no model", hint="name one with --model")
     return names[0]
+
+
+@contextmanager
+def harness_rollouts(rows, agent: str, model_url: str, *, backend: Backend, logs_dir: Path, model: str | None = None,
+                     api_key: str | None = None, jobs: int = 2, options: HarnessOptions | None = None) -> Iterator:
+    """A :class:`~repo2env.train.harness.HarnessRollouts` over the tasks of published ``rows`` (a
+    dataset split), its proxy open in front of ``model_url`` for as long as the block runs."""
+    from repo2env.dataset_rows import task_from_row
+    from repo2env.train.harness import HarnessRollouts
+
+    tasks = [task_from_row(dict(row), where="dataset row") for row in rows]
+    with CapturingProxy(model_url, api_key=api_key) as proxy:
+        rollouts = HarnessRollouts(harness_agent(agent), tasks, backend=backend, proxy=proxy,
+                                   model=model or _served_model(proxy, model_url), logs_dir=logs_dir,
+                                   options=options or HarnessOptions(), concurrency=jobs,
+                                   grade_timeout_s=max(grading_timeout(task) for task in tasks) if tasks else GRADE_TIMEOUT_S)
+        try:
+            yield rollouts
+        finally:
+            rollouts.close()
