@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -153,9 +154,9 @@ def episodes_per_minute() -> list:
             load = os.getloadavg()[0]
             with CapturingProxy(upstream.url) as proxy, ThreadPoolExecutor(sandboxes) as pool:
                 started = time.monotonic()
-                traces = list(pool.map(lambda task: run_harness(task, agent, backend=runtime, proxy=proxy, grader=grader,
-                                                                model="gold", logs_dir=root / f"episodes-{sandboxes}"),
-                                       episodes))
+                episode = functools.partial(run_harness, agent=agent, backend=runtime, proxy=proxy, grader=grader,
+                                            model="gold", logs_dir=root / f"episodes-{sandboxes}")
+                traces = list(pool.map(episode, episodes))
                 wall = time.monotonic() - started
             grader.close()
             rate = len(traces) / wall * 60

@@ -1143,5 +1143,57 @@ def test_an_impostor_channel_fools_only_the_agent(docker_client, grader, slug_ta
     assert result.reward == empty[SLUG].reward == 0.0
 
 
+# --- a harness's model socket (issue 23) ----------------------------------------------------------
+
+#: Appended to the package by the agent: importing it fails wherever a harness's model socket is
+#: mounted, so the gold fix scores 0 in a grading that could reach the proxy.
+SOCKET_IN_GRADING = (
+    "\nimport os as _os\n"
+    "if _os.path.exists('/run/repo2env'):\n"
+    "    raise ImportError('the harness model socket reached the grading sandbox')\n"
+)
+
+
+def test_a_harness_sandbox_model_socket_is_read_only_its_own_and_absent_from_grading(docker_client, grader,
+                                                                                  slug_task):
+    import dataclasses
+    import shutil
+    import tempfile
+
+    from repo2env.harness.proxy import CapturingProxy
+
+    folder = Path(tempfile.mkdtemp(prefix="r2e-"))
+    folder.chmod(0o755)
+    runtime = RecordingRuntime(docker_client)
+    ask_theirs = ("python3 - <<'EOF'\nimport socket\ns = socket.socket(socket.AF_UNIX)\n"
+                  "s.connect('/run/repo2env/model.sock')\n"
+                  "s.sendall(b'GET /episodes/theirs/v1/models HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')\n"
+                  "print(s.recv(65536).split(b'\\r\\n')[0].decode())\nEOF")
+    try:
+        with CapturingProxy("http://127.0.0.1:9/v1") as proxy:
+            mine = proxy.open_episode("mine", model="m")
+            proxy.open_episode("theirs")
+            proxy.serve_unix(mine, folder / "model.sock")
+            limits = dataclasses.replace(runtime.limits, model_socket_dir=str(folder))
+            with runtime.start_image(slug_task.env_spec.image, limits=limits) as sandbox:
+                for command in ("rm -f /run/repo2env/model.sock", "touch /run/repo2env/x",
+                                "ln -sf /etc/passwd /run/repo2env/other.sock", "mv /run/repo2env/model.sock /tmp/"):
+                    assert sandbox.exec(command).exit_code != 0, command
+                    assert sandbox.exec(command, user="root").exit_code != 0, f"{command} (as root)"
+                asked = sandbox.exec(ask_theirs)
+                # Whatever episode the path names, the socket answers as its own episode ("m" is mine's model).
+                assert asked.exit_code == 0 and asked.output.startswith("HTTP/1.1 200"), asked.output
+                sandbox.exec(f"cat > /tmp/fix.diff <<'EOF'\n{slug_task.patch}EOF\ngit apply /tmp/fix.diff")
+                sandbox.exec(f"printf '%s' {_shell_quote(SOCKET_IN_GRADING)} >> src/textkit/__init__.py")
+                patch = sandbox.diff()
+            assert proxy.close_episode("theirs") == []
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert "_os.path.exists('/run/repo2env')" in patch
+    result = grader.grade(slug_task, patch)
+    assert (result.reward, result.tampered, result.error) == (1.0, False, None), \
+        "the grading sandbox mounts no harness socket"
+
+
 def test_no_sandbox_outlives_the_probes(docker_client):
     wait_for_no_sandbox(docker_client)

@@ -60,10 +60,10 @@ class ProxyEpisode:
     started: float = field(default_factory=time.monotonic)
     refused: threading.Event = field(default_factory=threading.Event)
     """Set when the budget refused a call: the harness went past it and should be stopped."""
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _answered: int = 0
-    _tokens: int = 0
-    _requests: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _answered: int = field(default=0, init=False)
+    _tokens: int = field(default=0, init=False)
+    _requests: int = field(default=0, init=False)
 
     def admit(self) -> tuple[int, CutOff | None]:
         """The request's number in the episode, and the limit that refuses it (None: forward it)."""
@@ -277,10 +277,10 @@ class CapturingProxy:
             sent["model"] = episode.model
         added: set[str] = set()
         if self.capture_tokens:
-            if not request.get("logprobs"):
-                sent["logprobs"], _ = True, added.add("logprobs")
-            if not request.get("return_token_ids"):
-                sent["return_token_ids"], _ = True, added.add("return_token_ids")
+            for name in CAPTURE_FIELDS:
+                if not request.get(name):
+                    sent[name] = True
+                    added.add(name)
         if stream and not (request.get("stream_options") or {}).get("include_usage"):
             sent["stream_options"] = {**(request.get("stream_options") or {}), "include_usage": True}
             added.add("usage")

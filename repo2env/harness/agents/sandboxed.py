@@ -43,6 +43,8 @@ from repo2env.settings import cache_dir
 
 #: Where a sandboxed harness's files live in the sandbox (the agent user's, outside /testbed).
 AGENT_DIR = "/tmp/repo2env-agent"
+#: The task's instruction, as a file in the sandbox (what a command harness reads).
+INSTRUCTION_FILE = f"{AGENT_DIR}/instruction.md"
 #: The proxy's socket inside the sandbox.
 MODEL_SOCKET = f"{MODEL_SOCKET_MOUNT}/model.sock"
 #: The tested OpenCode release; ``REPO2ENV_OPENCODE_VERSION`` picks another.
@@ -61,7 +63,7 @@ def place_relay(sandbox: Sandbox, instruction: str) -> None:
     """Put the relay and the instruction into the sandbox (as the agent user, outside /testbed)."""
     sandbox.exec(f"mkdir -p {AGENT_DIR}", timeout=30)
     sandbox.write_file(f"{AGENT_DIR}/relay.py", relay_source())
-    sandbox.write_file(f"{AGENT_DIR}/instruction.md", instruction)
+    sandbox.write_file(INSTRUCTION_FILE, instruction)
 
 
 def behind_relay(command: str) -> str:
@@ -100,7 +102,7 @@ class CommandAgent(SandboxHarness):
     def command(self, launch: Launch) -> tuple[str, dict[str, str]]:
         environment = {"OPENAI_BASE_URL": launch.base_url, "OPENAI_API_BASE": launch.base_url,
                        "OPENAI_API_KEY": PLACEHOLDER_KEY, "REPO2ENV_MODEL": launch.model,
-                       "REPO2ENV_INSTRUCTION_FILE": f"{AGENT_DIR}/instruction.md"}
+                       "REPO2ENV_INSTRUCTION_FILE": INSTRUCTION_FILE}
         return behind_relay(self.shell_command), environment
 
 
@@ -182,7 +184,7 @@ class OpenCode(SandboxHarness):
             "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
             "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_CLAUDE_CODE": "1", "NO_COLOR": "1", "TERM": "dumb",
         }
-        run = f'cd /testbed && {OPENCODE_BINARY} run --auto "$(cat {AGENT_DIR}/instruction.md)" </dev/null'
+        run = f'cd /testbed && {OPENCODE_BINARY} run --auto "$(cat {INSTRUCTION_FILE})" </dev/null'
         return behind_relay(run), environment
 
 
