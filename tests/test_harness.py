@@ -345,6 +345,18 @@ def test_the_cli_reads_fault_rates_and_refuses_bad_ones():
         assert result.exit_code != 0 and "--perturb" in str(result.exception or result.output)
 
 
+def test_an_unknown_task_or_a_bad_fault_rate_is_a_one_line_error(tmp_path):
+    import subprocess
+    import sys
+
+    for extra, fragment in (([], "no tasks.jsonl in"), (["--perturb", "tool_timeout=7"], "--perturb")):
+        result = subprocess.run([sys.executable, "-m", "repo2env", "harness", "run", "--task", "nobody__nothing-1",
+                                 "--agent", "mini-swe-agent", "--model-url", "http://127.0.0.1:9/v1",
+                                 "--from", str(tmp_path), *extra], capture_output=True, text=True, cwd=tmp_path)
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        assert result.stderr.startswith("error: ") and fragment in result.stderr, result.stderr
+
+
 @docker
 @pytest.mark.slow
 def test_harness_run_on_the_command_line_prints_the_grade_and_the_trace(validated, tmp_path):
