@@ -232,6 +232,13 @@ def test_opencode_from_npm_runs_in_an_agent_layer_without_network_and_is_graded(
     assert trace.calls and all(call.stream for call in trace.calls if call.request.get("tools"))
     assert trace.messages[-1]["role"] == "assistant" and trace.tools
     assert _containers(backend) - before == set()
+    from repo2env.runtime.images import ImageStore
+
+    layer = next(image for image in backend.images.list(labels=["repo2env.kind=agent"])
+                 if image.labels.get("repo2env.task_image") == task.env_spec.image)
+    store = ImageStore(backend)
+    assert layer.tags[0] not in store.gc(keep_tags={task.env_spec.image}, dry_run=True), "kept with its task image"
+    assert layer.tags[0] in store.gc(keep_tags=set(), dry_run=True), "and collected without it"
 
 
 #: A harness of a few lines, run in the sandbox as a plain command: it asks the model through

@@ -92,7 +92,7 @@ class AgentTools:
 
     @property
     def command_timeout_s(self) -> float:
-        """The wall-clock limit of one command (a property: TRL never sees AgentTools, but servers do)."""
+        """The wall-clock limit of one command."""
         return self._command_timeout_s
 
     def bash(self, command: str) -> str:

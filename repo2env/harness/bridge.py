@@ -41,6 +41,7 @@ class SandboxBridge:
         self.runs: list[ToolRun] = []
         # One tool call at a time, as a shell runs one command at a time: the trace's order is the sandbox's.
         self._lock = threading.Lock()
+        self._closed = False
         if self.path.exists():
             self.path.unlink()
         self._server = _UnixServer(str(self.path), _handler(self))
@@ -69,6 +70,10 @@ class SandboxBridge:
         return {"output": output, "exit_code": exit_code, "refused": isinstance(output, Refusal)}
 
     def close(self) -> None:
+        """Stop serving and remove the socket (again: nothing happens)."""
+        if self._closed:
+            return
+        self._closed = True
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)

@@ -82,7 +82,7 @@ def run_harness(task: Task, agent: HarnessAgent, *, backend: Backend, proxy: Cap
                                 work_dir=work_dir, deadline_s=budget.max_wall_s, stop=episode.refused,
                                 bridge_socket=bridge.path)
                 ended = agent.run(launch)
-                bridge.close()
+                bridge.close()  # the harness is gone: nothing may run in the sandbox while its diff is taken
                 patch, ended = _diff(sandbox, ended)
         elif isinstance(agent, SandboxHarness):
             image = agent.image(backend, task, progress)

@@ -99,7 +99,7 @@ class HarnessRollouts:
             "env_mask": [sample.mask for sample in samples],
             "env_reward": [float(trace.reward or 0.0) for trace in traces],
         }
-        signals = [episode_signals(trace, sample) for trace, sample in zip(traces, samples, strict=True)]
+        signals = [harness_signals(trace, sample) for trace, sample in zip(traces, samples, strict=True)]
         for name in signals[0] if signals else ():
             output[f"episode_{name.replace('/', '_')}"] = [row[name] for row in signals]
         return output
@@ -113,7 +113,7 @@ class HarnessRollouts:
         self._grader.close()
 
 
-def episode_signals(trace: EpisodeTrace, sample: EpisodeTokens | None = None) -> dict[str, float]:
+def harness_signals(trace: EpisodeTrace, sample: EpisodeTokens | None = None) -> dict[str, float]:
     """What one graded harness episode shows: ``repo2env train``'s signals (tool calls by tool,
     repeated identical calls, tampering, timeouts, diff lines, reward) and the harness's own."""
     calls = _tool_calls(trace)
