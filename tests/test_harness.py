@@ -342,10 +342,13 @@ def test_the_cli_reads_fault_rates_and_refuses_bad_ones():
     from click.testing import CliRunner
 
     from repo2env.cli import cli
-    from repo2env.cli.harness import _perturbations
+    from repo2env.cli.harness import _perturbation_rates
+    from repo2env.pipeline import compose
 
-    plan = _perturbations("tool_timeout=0.1, endpoint_failure=0.05", 3)
+    rates = _perturbation_rates("tool_timeout=0.1, endpoint_failure=0.05")
+    plan = compose.harness_options(perturbations=rates, seed=3).perturbations
     assert (plan.tool_timeout, plan.endpoint_failure, plan.output_cut, plan.seed) == (0.1, 0.05, 0.0, 3)
+    assert compose.harness_options(perturbations=_perturbation_rates(None)).perturbations is None
     for bad in ("tool_timeout=2", "typo=0.1", "tool_timeout"):
         result = CliRunner().invoke(cli, ["harness", "run", "--task", "a__b-1", "--agent", "opencode",
                                           "--model-url", "http://127.0.0.1:9/v1", "--perturb", bad])

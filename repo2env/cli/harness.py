@@ -7,16 +7,7 @@ from pathlib import Path
 
 import click
 
-from repo2env.cli.root import (
-    SECONDS,
-    Group,
-    cli,
-    console,
-    from_option,
-    open_selected_backend,
-    stdout,
-    tasks_dirs,
-)
+from repo2env.cli.root import SECONDS, Group, cli, console, from_option, open_selected_backend, stdout
 from repo2env.errors import InputError
 
 
@@ -25,26 +16,16 @@ def harness() -> None:
     """Real agent harnesses (mini-swe-agent, OpenCode, any CLI) as policies."""
 
 
-def _perturbations(spec: str | None, seed: int):
-    """``tool_timeout=0.1,output_cut=0.1,endpoint_failure=0.05`` as a PerturbationPlan."""
-    from pydantic import ValidationError
-
-    from repo2env.models import PerturbationPlan
-
-    if not spec:
-        return None
+def _perturbation_rates(spec: str | None) -> dict[str, float]:
+    """``tool_timeout=0.1,output_cut=0.1,endpoint_failure=0.05`` as rates by name."""
     rates: dict[str, float] = {}
-    for part in spec.split(","):
+    for part in spec.split(",") if spec else []:
         name, _, value = part.partition("=")
         try:
             rates[name.strip()] = float(value)
         except ValueError:
             raise InputError(f"--perturb {part!r}: give NAME=RATE", hint="e.g. tool_timeout=0.1,endpoint_failure=0.05") from None
-    try:
-        return PerturbationPlan(**rates, seed=seed)
-    except ValidationError as exc:
-        raise InputError(f"--perturb {spec!r}: {exc.errors()[0]['msg']} ({exc.errors()[0]['loc'][0]})",
-                         hint="names: tool_timeout, output_cut, endpoint_failure; rates between 0 and 1") from None
+    return rates
 
 
 @harness.command("run")
@@ -80,15 +61,18 @@ def harness_run(instance_id: str, agent: str, model_url: str, model: str | None,
     Example: repo2env harness run --task repo2env-demo__textkit-2 --agent mini-swe-agent \\
                --model-url http://localhost:8000/v1
     """
-    from repo2env.harness.run import HarnessOptions
-    from repo2env.models import EpisodeBudget
-    from repo2env.pipeline.harness_runs import harness_episodes
+    from repo2env.pipeline import compose
 
-    options = HarnessOptions(budget=EpisodeBudget(max_turns=max_turns, max_tokens=max_tokens, max_wall_s=max_wall),
-                             perturbations=_perturbations(perturb, perturb_seed), reward_mode=mode)
-    results = harness_episodes(instance_id, tasks_dirs(from_dirs), agent, model_url, model=model, api_key=api_key,
-                               episodes=episodes, jobs=jobs, options=options, backend=open_selected_backend(),
-                               progress=lambda message: console.print(f"[dim]{message}[/]"))
+    try:
+        options = compose.harness_options(max_turns=max_turns, max_tokens=max_tokens, max_wall_s=max_wall,
+                                          perturbations=_perturbation_rates(perturb), seed=perturb_seed,
+                                          reward_mode=mode)
+    except InputError as exc:  # the budget's options are checked by click: what is left is --perturb
+        raise InputError(f"--perturb {perturb!r}: {exc.message}", hint=exc.hint) from None
+    results = compose.harness_episodes(instance_id, compose.task_folders(from_dirs), agent, model_url, model=model,
+                                       api_key=api_key, episodes=episodes, jobs=jobs, options=options,
+                                       backend=open_selected_backend(),
+                                       progress=lambda message: console.print(f"[dim]{message}[/]"))
     for trace, path in results:
         grade = trace.grade
         answered = sum(call.status == 200 and call.refused is None for call in trace.calls)

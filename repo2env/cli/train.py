@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from repo2env import defaults
 from repo2env.cli.root import cli, clone_mapping, console, open_selected_backend
 from repo2env.errors import InputError
 
@@ -45,7 +46,7 @@ def train(ctx: click.Context, source: str | None, model_path: str | None, output
     if demo:
         from repo2env.pipeline.train_demo import run_train_demo
 
-        result = run_train_demo(output_dir or Path("generated/train-demo"), backend=open_selected_backend(),
+        result = run_train_demo(output_dir or defaults.TRAIN_DEMO_OUTPUT, backend=open_selected_backend(),
                                 progress=lambda message: console.print(f"[dim]{message}[/]"))
         console.print(f"dataset {result.dataset} ({', '.join(f'{k} {v}' for k, v in result.splits.items())}); "
                       f"tiny model {result.model} (teaching loss {result.teach_loss[0]:.2f} -> {result.teach_loss[1]:.3f})",
@@ -58,33 +59,21 @@ def train(ctx: click.Context, source: str | None, model_path: str | None, output
         raise InputError("train needs --dataset, --model and --output (or --demo)")
     if bool(harness_spec) != bool(model_url):
         raise InputError("--harness and --model-url go together")
-    from transformers import AutoModelForCausalLM, AutoTokenizer, HfArgumentParser
+    from transformers import HfArgumentParser
     from trl import GRPOConfig
 
-    from repo2env.pipeline.stages import folder_builder
-    from repo2env.train.run import grpo_trainer, prepare_dataset, run_training
+    from repo2env.pipeline import compose
 
     (args,) = HfArgumentParser(GRPOConfig).parse_args_into_dataclasses(
         ["--output_dir", str(output_dir), "--logging_steps", "1", "--eval_strategy", "steps", "--eval_steps", str(eval_steps), *ctx.args])
     with console.status("loading the dataset and its images"):
         backend = open_selected_backend()
-        prepared = prepare_dataset(source, output_dir / "work", backend=backend, builder=folder_builder(backend),
-                                   clones=clone_mapping(clones))
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModelForCausalLM.from_pretrained(model_path)
+        training = compose.training_dataset(source, output_dir / "work", backend=backend, clones=clone_mapping(clones))
     if harness_spec:
-        from repo2env.pipeline.harness_runs import harness_rollouts
-        from repo2env.train.harness import harness_grpo_trainer
-
-        args.eval_strategy = "no"  # evaluation would run harness episodes too: 'repo2env harness run' does that
-        with harness_rollouts(prepared.splits["train"], harness_spec, model_url, backend=backend,
-                              logs_dir=output_dir / "harness", jobs=harness_jobs) as rollouts:
-            trainer = harness_grpo_trainer(model, tokenizer, args, prepared.splits["train"], rollouts)
-            result = run_training(trainer, output_dir)
+        result, final = compose.train_on_harness(training, model_path, args, output_dir, agent=harness_spec,
+                                                 model_url=model_url, jobs=harness_jobs, backend=backend)
     else:
-        trainer = grpo_trainer(model, tokenizer, args, prepared.splits["train"], prepared.splits.get("test"))
-        result = run_training(trainer, output_dir)
-    trainer.save_model(str(output_dir / "final"))
+        result, final = compose.train(training, model_path, args, output_dir)
     console.print(f"{len(result.log_history)} log entries -> {result.metrics_path}; figure: {result.figure}; "
-                  f"model: {output_dir / 'final'}", highlight=False)
+                  f"model: {final}", highlight=False)
 

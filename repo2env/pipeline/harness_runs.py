@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+from repo2env import defaults
 from repo2env.errors import InputError
 from repo2env.harness.agents import harness_agent
 from repo2env.harness.proxy import CapturingProxy
@@ -19,9 +20,6 @@ from repo2env.models import EpisodeTrace, Task
 from repo2env.runtime.backend import Backend
 from repo2env.runtime.backends import open_backend
 from repo2env.verify.grader import Grader
-
-#: Seconds for the hidden tests when the task's validation set no grading timeout.
-GRADE_TIMEOUT_S = 900.0
 
 
 def harness_episodes(instance_id: str, folders: Sequence[Path], agent: str, model_url: str, *,
@@ -54,7 +52,7 @@ def harness_episodes(instance_id: str, folders: Sequence[Path], agent: str, mode
 def grading_timeout(task: Task) -> float:
     """The task's grading timeout from its validation (10x its gold gradings), else the default."""
     validation = task.validation
-    return float(getattr(validation, "grading_timeout_s", None) or GRADE_TIMEOUT_S)
+    return float(getattr(validation, "grading_timeout_s", None) or defaults.GRADE_TIMEOUT_S)
 
 
 def _served_model(proxy: CapturingProxy, model_url: str) -> str:
@@ -81,7 +79,7 @@ def harness_rollouts(rows, agent: str, model_url: str, *, backend: Backend, logs
         rollouts = HarnessRollouts(harness_agent(agent), tasks, backend=backend, proxy=proxy,
                                    model=model or _served_model(proxy, model_url), logs_dir=logs_dir,
                                    options=options or HarnessOptions(), concurrency=jobs,
-                                   grade_timeout_s=max(grading_timeout(task) for task in tasks) if tasks else GRADE_TIMEOUT_S)
+                                   grade_timeout_s=max(grading_timeout(task) for task in tasks) if tasks else defaults.GRADE_TIMEOUT_S)
         try:
             yield rollouts
         finally:
