@@ -7,6 +7,7 @@ command in the sandbox) on the demo's tasks, graded by the hidden verifier."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from pathlib import Path
@@ -171,8 +172,9 @@ def _run(task, agent, llm, backend, grader, tmp_path, **options):
 def _containers(backend) -> set[str]:
     from repo2env.runtime.images import image_namespace
 
-    prefix = image_namespace() + "/"
-    return {row["Id"] for row in backend.client.api.containers(all=True) if row["Image"].startswith(prefix)}
+    prefix, pid = image_namespace() + "/", str(os.getpid())  # this process's: not a concurrent run's in the namespace
+    return {row["Id"] for row in backend.client.api.containers(all=True)
+            if row["Image"].startswith(prefix) and (row.get("Labels") or {}).get("repo2env.owner.pid") == pid}
 
 
 @docker
