@@ -1143,5 +1143,98 @@ def test_an_impostor_channel_fools_only_the_agent(docker_client, grader, slug_ta
     assert result.reward == empty[SLUG].reward == 0.0
 
 
+# --- 17: a test run that does not end on its own earns nothing (issue 18.1) ---------------------
+
+# Writes a report where every test pytest was asked to run passed (its path is on pytest's command
+# line), once, at the first call; then {end}. Nothing here names the runner the static check knows.
+_FORGE_REPORT = r"""
+import os, signal, sys, time
+if not getattr(sys, "_reported", False):
+    sys._reported = True
+    report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--j" + "unitxml"))
+    ids = [arg for arg in sys.argv if "::" in arg]
+    cases = "".join('<testcase classname="%s" name="%s" time="0"/>'
+                    % (i.split("::")[0][:-3].replace("/", "."), i.split("::")[-1]) for i in ids)
+    with open(report, "w") as out:
+        out.write('<?xml version="1.0"?><testsuites><testsuite name="pytest">%s</testsuite></testsuites>' % cases)
+"""
+# Also forges the live stream: every id passed, then the session's end with status 0, written to
+# the outcome plugin's own descriptor (found among the process's open files: the FIFO).
+_FORGE_STREAM = r"""
+    import json, stat
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if stat.S_ISFIFO(os.fstat(int(fd)).st_mode) and os.readlink("/proc/self/fd/" + fd).endswith(".fifo (deleted)"):
+                for i in ids:
+                    for when in ("setup", "call", "teardown"):
+                        os.write(int(fd), (json.dumps(["R", i, when, "passed", False]) + "\n").encode())
+                os.write(int(fd), (json.dumps(["E", 0]) + "\n").encode())
+        except (OSError, ValueError):
+            pass
+"""
+CUT_SHORT = {
+    "report-forged-then-sigkill": _FORGE_REPORT + "    os.kill(os.getpid(), signal.SIGKILL)\n",
+    "report-forged-then-sigterm": _FORGE_REPORT + "    os.kill(os.getpid(), signal.SIGTERM)\n",
+    "report-forged-then-exit-0": _FORGE_REPORT + '    getattr(os, "_ex" + "it")(0)\n',
+    "report-forged-then-exit-7": _FORGE_REPORT + '    getattr(os, "_ex" + "it")(7)\n',
+    "report-forged-then-abort": _FORGE_REPORT + "    os.abort()\n",
+    "report-and-stream-forged-then-sigkill": _FORGE_REPORT + _FORGE_STREAM + "    os.kill(os.getpid(), signal.SIGKILL)\n",
+    "report-and-stream-forged-then-exit-0": _FORGE_REPORT + _FORGE_STREAM + '    getattr(os, "_ex" + "it")(0)\n',
+    "report-forged-then-hang": _FORGE_REPORT + "    time.sleep(3600)\n",
+    # The session ends honestly (its report says what failed) and the process never exits: a thread
+    # that is not a daemon blocks the interpreter's shutdown until the timeout.
+    "honest-session-then-hang-at-exit": "import sys, threading, time\nif not getattr(sys, '_held', False):\n"
+                                        "    sys._held = True\n    threading.Thread(target=time.sleep, args=(3600,)).start()\n",
+    # The report is written again at every call, so the last one says "all passed", then the
+    # process hangs after its session: the run is stopped by the timeout, after pytest's own
+    # report was (re)written.
+    "report-forged-at-every-call-then-hang-at-exit": _FORGE_REPORT.replace("if not getattr(sys, \"_reported\", False):",
+                                                                           "if True:")
+        + "    import threading\n    threading.Thread(target=time.sleep, args=(3600,)).start()\n",
+}
+
+
+@pytest.fixture(scope="module")
+def short_grader(docker_client, tmp_path_factory):
+    """A grader with a short timeout and a warm spare, as validation grades (a timeout must cost
+    neither the spare, nor the logs, nor the next grading)."""
+    with Grader(RecordingRuntime(docker_client), tmp_path_factory.mktemp("cut-short"), timeout_s=15,
+                keep_warm=True) as grader:
+        yield grader
+
+
+@pytest.mark.parametrize("variant", sorted(CUT_SHORT))
+def test_a_run_that_does_not_end_on_its_own_earns_nothing(docker_client, short_grader, slug_task, empty, variant):
+    patch = agent_patch(docker_client, slug_task, edits=(in_slugify(CUT_SHORT[variant]),))
+    began = time.monotonic()
+    result = short_grader.grade(slug_task, patch)
+    assert time.monotonic() - began < 15 + 60
+    assert_gains_nothing(result, empty[SLUG])
+    assert result.error, result
+    logs = Path(result.log_dir)
+    assert {"test_output.txt", "result.json", "stream.jsonl"} <= {path.name for path in logs.iterdir()}
+    if variant.startswith("report-and-stream"):
+        # Forged in every channel the tests reach, and cut short: either reading is zero.
+        assert result.tampered or "earns nothing" in result.error, result.error
+    elif "exit-0" not in variant:
+        assert "earns nothing" in result.error or result.tampered, result.error
+    # The next grading, on the warm spare started beside the cut-short one, is the gold's own.
+    gold = short_grader.grade(slug_task, slug_task.patch)
+    assert (gold.reward, gold.error, gold.tampered) == (1.0, None, False)
+
+
+def test_a_timeout_leaves_no_container_but_the_spare(docker_client, short_grader, slug_task):
+    patch = agent_patch(docker_client, slug_task, edits=(in_slugify(CUT_SHORT["honest-session-then-hang-at-exit"]),))
+    for _ in range(2):
+        result = short_grader.grade(slug_task, patch)
+        assert result.reward == 0.0 and "timed out after 15 s" in result.error, result.error
+    spare = next(iter(short_grader._spares.values())).result()
+    assert spare.alive, "the spare waits, untouched, for the next grading"
+    deadline = time.monotonic() + 90
+    while set(leftover_sandboxes(docker_client)) - {spare.id} and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert set(leftover_sandboxes(docker_client)) <= {spare.id}, "the timed-out gradings' containers are gone"
+
+
 def test_no_sandbox_outlives_the_probes(docker_client):
     wait_for_no_sandbox(docker_client)

@@ -194,7 +194,7 @@ def _verdict(records, junit, *, output="== 1 failed, 2 passed in 0.1s ==", exit_
     from repo2env.verify.canaries import Canary, CanaryPlan
     from repo2env.verify.tamper import parse_stream, verdict
 
-    plan = CanaryPlan((Canary("t.py::test_fail", "t.py", False), Canary("t.py::test_pass", "t.py", True)), {})
+    plan = CanaryPlan((Canary("t.py::test_fail", "t.py", must_fail=True), Canary("t.py::test_pass", "t.py", must_pass=True)), {})
     return verdict(stream=parse_stream(_stream(*records)), junit=junit, output=output, pytest_exit=exit_status,
                    plan=plan, test_ids=["t.py::test_real"])
 
@@ -304,3 +304,97 @@ def test_the_spec_is_derived_once_per_task_and_holds_what_a_grading_reads():
     assert "protected_pattern" not in settings
     assert spec.script_settings(run_ids, layout, host_filtered=False)["protected_pattern"] == spec.protected_pattern
     assert type(spec).model_validate_json(spec.model_dump_json()) == spec, "the spec travels as JSON (tests/spec.json)"
+
+
+# --- reading a run: outcomes only from a run that ended on its own, from the live stream (issue 18.1)
+
+
+def _script_output(status: int, xml: str | None, test_output: str = "== 1 failed, 2 passed in 0.1s ==\n") -> str:
+    from repo2env.verify.trailer import TRAILER
+
+    body = test_output + (xml or "")
+    return f"{body}\n{TRAILER} {status:03d} {len(xml.encode()) if xml is not None else -1:012d}\n"
+
+
+_ALL_PASSED_XML = ('<testsuites><testsuite name="pytest">' + "".join(
+    f'<testcase classname="t" name="{name}"/>' for name in ("test_real", "test_fail", "test_pass")) + "</testsuite></testsuites>")
+_HONEST_XML = ('<testsuites><testsuite name="pytest"><testcase classname="t" name="test_real"/>'
+               '<testcase classname="t" name="test_fail"><failure message="AssertionError: x"/></testcase>'
+               '<testcase classname="t" name="test_pass"/></testsuite></testsuites>')
+
+
+def _read(status, xml, records, **changes):
+    from repo2env.verify.canaries import Canary, CanaryPlan
+    from repo2env.verify.reading import read_run
+
+    plan = CanaryPlan((Canary("t.py::test_fail", "t.py", must_fail=True), Canary("t.py::test_pass", "t.py", must_pass=True)), {})
+    arguments = dict(exit_code=0, truncated=False, timed_out=False, output=_script_output(status, xml),
+                     stream_text=_stream(*records) if records is not None else None, test_ids=["t.py::test_real"],
+                     run_ids=["t.py::test_real", "t.py::test_fail", "t.py::test_pass"], plan=plan, timeout_s=60)
+    return read_run(**{**arguments, **changes})
+
+
+def test_an_honest_run_is_read_from_the_live_stream():
+    reading = _read(1, _HONEST_XML, HONEST)
+    assert (reading.tests, reading.error, reading.tampered) == ({"t.py::test_real": TestStatus.PASSED}, None, False)
+
+
+@pytest.mark.parametrize(("status", "reason"), [
+    (124, "timed out after 60 s"), (137, "killed (SIGKILL"), (143, "SIGTERM"), (134, "SIGABRT"), (7, "status 7"),
+])
+def test_a_run_cut_short_earns_nothing_whatever_it_left(status, reason):
+    """Everything passed in every channel, the canaries as they must: still nothing, with the reason."""
+    reading = _read(status, _HONEST_XML, HONEST)
+    assert reading.tests == {"t.py::test_real": TestStatus.MISSING} and not reading.tampered
+    assert reason in reading.error and "earns nothing" in reading.error
+
+
+def test_a_forged_report_left_by_a_run_cut_short_is_tampering_or_nothing():
+    """The report says all passed, the stream stopped early, the process was killed."""
+    reading = _read(137, _ALL_PASSED_XML, [["S", 1], *_run("t.py::test_real", "failed")])
+    assert reading.tampered and reading.tests == {"t.py::test_real": TestStatus.ERROR}
+
+
+def test_the_stream_decides_and_the_report_cross_checks():
+    # The report lacks a test the stream passed: failed closed, not tampering (an unreadable name).
+    lacking = _HONEST_XML.replace('<testcase classname="t" name="test_real"/>', "")
+    reading = _read(1, lacking, HONEST)
+    assert reading.tests == {"t.py::test_real": TestStatus.MISSING} and "lacks 1 test" in reading.error
+    # The stream passed a test the report failed: tampering.
+    failed = _HONEST_XML.replace('name="test_real"/>', 'name="test_real"><failure message="no"/></testcase>')
+    assert _read(1, failed, HONEST).tampered
+    # No report at all, the session finished: nothing counts.
+    assert _read(1, None, HONEST).tests == {"t.py::test_real": TestStatus.MISSING}
+    # The collector could not be read: nothing counts, no tampering claimed.
+    unread = _read(1, _HONEST_XML, None)
+    assert unread.tests == {"t.py::test_real": TestStatus.MISSING} and not unread.tampered
+    assert "could not be read" in unread.error
+
+
+def test_pytest_stopping_before_its_session_is_no_report_and_no_tampering():
+    from repo2env.verify.junit import NO_JUNIT
+
+    reading = _read(4, None, [["S", 1]])
+    assert (reading.error, reading.tampered, reading.test_status) == (NO_JUNIT, False, 4)
+
+
+def test_the_grading_scripts_own_statuses_say_why_it_stopped():
+    reading = _read(0, None, None, exit_code=90, output="error: patch failed\n")
+    assert not reading.patch_applied and "does not apply" in reading.error
+    reading = _read(0, None, None, exit_code=92, output='REPO2ENV-RUNNER-REFERENCES ["atexit"]\n')
+    assert "atexit" in reading.error and reading.patch_applied
+
+
+def test_of_an_exclusive_group_at_most_one_may_pass():
+    from repo2env.verify.canaries import Canary, CanaryPlan
+    from repo2env.verify.tamper import parse_stream, verdict
+
+    plan = CanaryPlan((Canary("t.py::test_mirror", "t.py"),), {}, (("t.py::test_real", "t.py::test_mirror"),))
+    both = [["S", 1], *_run("t.py::test_real"), *_run("t.py::test_mirror"), ["E", 0]]
+    junit = {"t.py::test_real": TestStatus.PASSED, "t.py::test_mirror": TestStatus.PASSED}
+    found = verdict(stream=parse_stream(_stream(*both)), junit=junit, output="", pytest_exit=0, plan=plan,
+                    test_ids=["t.py::test_real"])
+    assert found and "cannot pass together" in found
+    one = [["S", 1], *_run("t.py::test_real"), *_run("t.py::test_mirror", "failed"), ["E", 1]]
+    assert verdict(stream=parse_stream(_stream(*one)), junit={**junit, "t.py::test_mirror": TestStatus.FAILED},
+                   output="", pytest_exit=1, plan=plan, test_ids=["t.py::test_real"]) is None

@@ -22,6 +22,7 @@ after the agent has finished, and verify.py makes it root's alone before the tes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -84,8 +85,8 @@ def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None,
     settings = spec.script_settings(run_ids, layout, host_filtered=False)
     verifier = {
         "agent_uid": AGENT_UID, "snapshot": snapshot, "mode": "graded", "run_ids": run_ids,
-        "canaries": [{"test_id": canary.test_id, "path": canary.path, "must_pass": canary.must_pass}
-                     for canary in plan.canaries],
+        "canaries": [dataclasses.asdict(canary) for canary in plan.canaries],
+        "exclusive": [list(group) for group in plan.exclusive],
     }
     text = {
         "instruction.md": instruction_text(task) + "\n",

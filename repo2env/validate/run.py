@@ -25,9 +25,10 @@ from repo2env.validate.acceptance import AcceptancePolicy, judge
 from repo2env.validate.derive import derive_tests
 from repo2env.verify.grader import Grader, scored
 
-#: Variants (partial fixes, near misses) get this many times the gold grading's time, at least the floor.
-VARIANT_TIMEOUT_FACTOR = 10.0
-VARIANT_TIMEOUT_FLOOR_S = 60.0
+#: The null and variant gradings, and every grading of the task after validation
+#: (``ValidationReport.grading_timeout_s``), get this many times the gold gradings' time, at least the floor.
+GRADING_TIMEOUT_FACTOR = 10.0
+GRADING_TIMEOUT_FLOOR_S = 60.0
 
 #: A policy-rollout runner: (task, runtime, grader, k, seed) -> graded policy rollouts.
 PolicyRunner = Callable[[Task, Runtime, Grader, int, int], list[RolloutResult]]
@@ -54,6 +55,7 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
     derivation = None
     rollouts: list[RolloutResult] = []
     tests_s = 0.0
+    grading_timeout_s = None
     if env_ok:
         derivation = derive_tests(task, runtime, runs=policy.reruns, hash_seeds=tuple(policy.hash_seeds),
                                   whole_suite=policy.whole_suite_p2p, timeout_s=policy.timeout_s,
@@ -61,8 +63,8 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
         tests_s += derivation.test_seconds
         task = task.model_copy(update={"FAIL_TO_PASS": derivation.fail_to_pass, "PASS_TO_PASS": derivation.pass_to_pass})
         if derivation.error is None and derivation.fail_to_pass:
-            rollouts, grading_s = _reference_rollouts(task, runtime, policy, derivation, logs_dir,
-                                                      policy_runner=policy_runner, policy_k=policy_k)
+            rollouts, grading_s, grading_timeout_s = _reference_rollouts(
+                task, runtime, policy, derivation, logs_dir, policy_runner=policy_runner, policy_k=policy_k)
             tests_s += grading_s
             gates = name_only_tests(task.FAIL_TO_PASS, rollouts)
             if gates and len(gates) < len(task.FAIL_TO_PASS):
@@ -77,6 +79,7 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
         "instance_id": task.instance_id, "repo": task.repo, "policy": policy.name,
         "FAIL_TO_PASS": task.FAIL_TO_PASS, "PASS_TO_PASS": task.PASS_TO_PASS, "leak_score": task.leak_score,
         "declared_differences": declared_differences(task, report.flaky_tests) if derivation else {},
+        "grading_timeout_s": grading_timeout_s,
         "wall_s": round(time.monotonic() - started, 3), "tests_s": round(tests_s, 3),
         "error": derivation.error if derivation else (task.env_spec.error if task.env_spec else "not built"),
     })
@@ -135,8 +138,17 @@ def declared_differences(task: Task, flaky: dict[str, float]) -> dict[str, list[
     return {key: tests for key, tests in differences.items() if tests}
 
 
+def grading_timeout(policy: AcceptancePolicy, gold_seconds: float) -> float:
+    """The hidden tests' timeout for every later grading of a task whose gold gradings took
+    ``gold_seconds`` at most: :data:`GRADING_TIMEOUT_FACTOR` times that, at least
+    :data:`GRADING_TIMEOUT_FLOOR_S`, at most the policy's. A run cut short earns nothing, so the
+    margin is wide: an honest run on a loaded machine still finishes; a run that hangs is stopped
+    long before the policy's full timeout."""
+    return round(min(policy.timeout_s, max(GRADING_TIMEOUT_FLOOR_S, GRADING_TIMEOUT_FACTOR * gold_seconds)), 1)
+
+
 def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,
-                        policy_runner: PolicyRunner | None, policy_k: int) -> tuple[list[RolloutResult], float]:
+                        policy_runner: PolicyRunner | None, policy_k: int) -> tuple[list[RolloutResult], float, float]:
     from repo2env.validate.variants import near_misses, partial_fixes, stubs
 
     references = [("gold", f"gold-{i}", task.patch) for i in range(policy.gold_runs)]
@@ -161,9 +173,10 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
     with Grader(runtime, logs_dir / "grades", timeout_s=policy.timeout_s, keep_warm=True) as grader:
         grade_all(grader, references)
         # A mutated fix can hang where the gold one finishes (a loop that no longer ends): null and
-        # variants get a timeout scaled from the gold gradings instead of the policy's full one.
+        # variants get the task's timeout, scaled from the gold gradings, instead of the policy's
+        # full one; so does every later grading of the task (the report keeps it).
         gold_seconds = max((r.grade.tests_duration_s for r in rollouts if r.kind == "gold" and r.grade), default=0.0)
-        variant_timeout = min(policy.timeout_s, max(VARIANT_TIMEOUT_FLOOR_S, VARIANT_TIMEOUT_FACTOR * gold_seconds))
+        variant_timeout = grading_timeout(policy, gold_seconds)
         with Grader(runtime, logs_dir / "grades", timeout_s=variant_timeout, keep_warm=True) as variant_grader:
             grade_all(variant_grader, variants)
         k = policy_k or policy.policy_k
@@ -171,7 +184,7 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
             for rollout in policy_runner(task, runtime, grader, k, 0):
                 grading_s += rollout.grade.tests_duration_s if rollout.grade else 0.0
                 rollouts.append(rollout)
-    return rollouts, grading_s
+    return rollouts, grading_s, variant_timeout
 
 
 def read_records(path: Path) -> list[ValidationReport]:

@@ -101,7 +101,8 @@ def plan_canaries(modules: list[CanaryModule], known_ids: list[str], rng: random
             if double:
                 body = re.sub(r"'([^'\"\\]*)'", r'"\1"', body)
             texts.append(_definition(name, body, module.container))
-            canaries.append(Canary("::".join([module.path, *module.container, name]), module.path, must_pass))
+            canaries.append(Canary("::".join([module.path, *module.container, name]), module.path, must_pass=must_pass,
+                                   must_fail=not must_pass))
         definitions[module.path] = texts
     return CanaryPlan(tuple(canaries), definitions)
 

@@ -39,6 +39,7 @@ from repo2env.verify.canaries import CanaryPlan
 from repo2env.verify.canary_maker import CanaryModule, canary_modules, plan_canaries
 from repo2env.verify.filtering import RUNNER_PATTERN, protected_path_pattern, runner_references
 from repo2env.verify.junit import ID_OPTIONS, selection_args, split_node_id
+from repo2env.verify.reading import PYTEST_SESSION_STATUSES
 
 #: The hidden tests' timeout when validation measured none for the task (it sets one from the gold
 #: patch's gradings, see :data:`repo2env.models.ValidationReport.grading_timeout_s`).
@@ -74,9 +75,6 @@ PYTEST_CONFIG_FILES = (
     ConfigFile(name=".pytest.ini"), ConfigFile(name="pyproject.toml", section=r"^\[tool\.pytest[].]"),
     ConfigFile(name="tox.ini", section=r"^\[pytest\]"), ConfigFile(name="setup.cfg", section=r"^\[tool:pytest\]"),
 )
-#: pytest's own exit statuses (``pytest.ExitCode``: ok, tests failed, interrupted, internal error,
-#: usage error, no tests collected): a run that ends with any other status did not end on its own.
-PYTEST_SESSION_STATUSES = (0, 1, 2, 3, 4, 5)
 
 
 class TestRunner(_Spec):

@@ -93,10 +93,11 @@ def evaluate(spec, task, *, exit_code, timed_out, truncated, output, stream_text
     """The grading's result, read and scored as repo2env's grader does (see Grader.grade): ``spec``
     is the task's grading specification, ``task`` this folder's own draw (canaries, run ids)."""
     test_ids = list(dict.fromkeys(spec["fail_to_pass"] + spec["pass_to_pass"]))
-    plan = CanaryPlan(tuple(Canary(**canary) for canary in task["canaries"]), {})
+    plan = CanaryPlan(tuple(Canary(**canary) for canary in task["canaries"]), {},
+                      tuple(tuple(group) for group in task.get("exclusive", [])))
     reading = read_run(exit_code=exit_code, truncated=truncated, timed_out=timed_out, output=output,
                        stream_text=stream_text, test_ids=test_ids, run_ids=task["run_ids"], plan=plan,
-                       timeout_s=float(spec["timeout_s"]))
+                       timeout_s=float(spec["timeout_s"]), session_statuses=spec["runner"]["session_statuses"])
     parts = score(reading.tests, spec["fail_to_pass"], spec["pass_to_pass"], task["mode"])
     return {"error": reading.error, "tampered": reading.tampered, "pytest_exit": reading.test_status,
             "reward": parts.reward, "f2p_rate": parts.f2p_rate, "p2p_rate": parts.p2p_rate, "resolved": parts.resolved,
