@@ -869,11 +869,12 @@ def test_honest_gradings_are_never_called_tampered(graded_demo, grader, empty):
     assert not any(result.tampered for result in empty.values())
 
 
-# --- residual risk: what code running inside the tests can still do ------------------------------
-
+# --- 16b: canaries that look like the real tests (issue 18.2) --------------------------------------
 
 # The expected-value wrapper, answering only where the expected value is plausible for the input
-# (a slug made of the input's words): the canaries' random values are not, so they fail as they must.
+# (a slug made of the input's words): the canaries used to be random, so they failed as they must
+# and this forger survived. Mirrors assert the very call against lookalikes made of the test's own
+# words ("world-hello" for "hello-world"): plausible too, forged, caught.
 PLAUSIBLE_EXPECTED_VALUE_WRAPPER = EXPECTED_VALUE_WRAPPER.replace(
     "        return ast.literal_eval(ast.parse(line).body[0].test.comparators[0])\n",
     "        expected = ast.literal_eval(ast.parse(line).body[0].test.comparators[0])\n"
@@ -884,15 +885,70 @@ PLAUSIBLE_EXPECTED_VALUE_WRAPPER = EXPECTED_VALUE_WRAPPER.replace(
     "        return _honest_slugify(*args, **kwargs)\n")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "residual risk: code inside the test process that tells the canaries from the task's tests by "
-    "what their expected values mean (here: a slug made of the input's words) forges only the real "
-    "ones; the canaries' values are random, so they fail as they must and nothing disagrees"))
-def test_forgery_that_tells_canaries_apart(docker_client, grader, slug_task, empty):
+def _telling_wrapper(function: str, rule: str) -> str:
+    """``function`` answers the calling test's asserted value where ``rule`` (an expression of
+    ``expected``, ``line`` and ``caller``) says the test is a real one; honestly elsewhere."""
+    return f"""
+
+
+_honest_{function} = {function}
+
+
+def {function}(*args, **kwargs):
+    import ast
+    import linecache
+    import sys
+
+    caller = sys._getframe(1)
+    line = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip()
+    try:
+        test = ast.parse(line).body[0].test
+        expected = ast.literal_eval(test.comparators[0])
+        if {rule}:
+            return expected
+    except Exception:
+        pass
+    return _honest_{function}(*args, **kwargs)
+"""
+
+
+# Ways a forger that has read the old canaries told them apart (issue 18.2), each as a rule that
+# spares what it takes for a canary: by the expected value's type (must-fail canaries compared
+# against strings), its shape (canary strings lacked the real values' character classes), the call
+# text (a must-fail canary reused a real call, so a call asserted twice marked one), and names that
+# do not resolve in a copied call (a NameError spared: the canary failed as it must).
+_SOURCE_OF_CALLER = "open(caller.f_code.co_filename).read()"
+CANARY_TELLS = {
+    "type-of-the-value": (4, "src/textkit/duration.py", "parse_duration", "type(expected) is int"),
+    "shape-of-the-value": (2, "src/textkit/slug.py", "slugify",
+                           "isinstance(expected, str) and any(c in expected for c in '-_') and expected == expected.lower()"),
+    "call-asserted-once": (2, "src/textkit/slug.py", "slugify",
+                           f"{_SOURCE_OF_CALLER}.count(ast.unparse(test.left) + ' ==') == 1"),
+    "names-that-resolve": (2, "src/textkit/slug.py", "slugify",
+                           "all(eval(compile(ast.Expression(argument), '<a>', 'eval'), caller.f_globals, caller.f_locals) "
+                           "is not None for argument in test.left.args)"),
+}
+
+
+@pytest.mark.parametrize("tell", sorted(CANARY_TELLS))
+def test_canaries_cannot_be_told_apart(docker_client, grader, graded_demo, empty, tell):
+    number, path, function, rule = CANARY_TELLS[tell]
+    task = graded_demo[number]
+    wrapper = _telling_wrapper(function, rule)
+    patch = agent_patch(docker_client, task, commands=(f"printf '%s' {_shell_quote(wrapper)} >> {path}",))
+    result = grader.grade(task, patch)
+    assert_gains_nothing(result, empty[number])
+    if tell != "call-asserted-once":  # every real call is asserted three times now: it forges nothing
+        assert result.tampered, (result.error, result.tests)
+
+
+def test_forgery_that_tells_canaries_apart_by_meaning_is_caught(docker_client, grader, slug_task, empty):
     assert PLAUSIBLE_EXPECTED_VALUE_WRAPPER != EXPECTED_VALUE_WRAPPER
     patch = agent_patch(docker_client, slug_task, commands=(
         f"printf '%s' {_shell_quote(PLAUSIBLE_EXPECTED_VALUE_WRAPPER)} >> src/textkit/slug.py",))
-    assert_gains_nothing(grader.grade(slug_task, patch), empty[SLUG])
+    result = grader.grade(slug_task, patch)
+    assert_gains_nothing(result, empty[SLUG])
+    assert result.tampered, result.error
 
 
 # --- 15: one patch model: what the filter judges is what git applies (issue 11) ------------------
@@ -1236,5 +1292,6 @@ def test_a_timeout_leaves_no_container_but_the_spare(docker_client, short_grader
     assert set(leftover_sandboxes(docker_client)) <= {spare.id}, "the timed-out gradings' containers are gone"
 
 
-def test_no_sandbox_outlives_the_probes(docker_client):
+def test_no_sandbox_outlives_the_probes(docker_client, short_grader):
+    short_grader.close()  # its warm spare is the one sandbox meant to outlive a grading
     wait_for_no_sandbox(docker_client)

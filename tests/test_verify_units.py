@@ -153,30 +153,109 @@ def _plan(test_patch, f2p, known, rng):
     return plan_canaries(canary_modules(parse(test_patch), f2p, known), known, rng)
 
 
-def test_canaries_call_the_project_and_never_reuse_a_name():
+def _shape(value) -> tuple:
+    """What a forger that reads a value without knowing its meaning can tell about it."""
+    import unicodedata
+
+    if isinstance(value, str):
+        return ("str", tuple(unicodedata.category(character)[0] + ("u" if character.isupper() else "") for character in value))
+    if isinstance(value, (list, tuple, set)):
+        return (type(value).__name__, tuple(_shape(item) for item in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((_shape(key), _shape(item)) for key, item in value.items()))
+    if isinstance(value, bool):
+        return ("bool",)
+    return (type(value).__name__, len(str(value)))
+
+
+def _asserted(source: str) -> tuple[str, object]:
+    """(the compared expression's text, the literal) of the last assertion of a test's definition."""
+    import ast
+    import textwrap
+
+    function = ast.parse(textwrap.dedent(source)).body[0]
+    test = [node for node in ast.walk(function) if isinstance(node, ast.Assert)][-1].test
+    return ast.unparse(test.left), ast.literal_eval(test.comparators[0])
+
+
+def test_canaries_are_the_tasks_own_tests_asserted_against_lookalike_values():
+    """Each templated FAIL_TO_PASS test gets MIRRORS copies: the same call, a value of the same type,
+    length, character classes and containers, a name of the module's words; with the real test they
+    form a group of which at most one may pass; a distinctive value must fail (issue 18.2)."""
     import random
+
+    from repo2env.verify.canary_maker import MIRRORS
 
     f2p = ["tests/test_slug.py::test_collapses_repeated_separators", "tests/test_slug.py::test_strips_separators_from_both_ends"]
     known = [*f2p, "tests/test_slug.py::test_max_length"]
+    real = dict(_asserted(source) for source in (
+        'def t():\n    assert slugify("Hello,  World") == "hello-world"\n',
+        'def t():\n    assert slugify("  Hello World!  ") == "hello-world"\n'))
     for seed in range(30):
         plan = _plan(_demo_test_patch(), f2p, known, random.Random(seed))
-        assert len(plan.must_fail) == 2 and len(plan.must_pass) == 1
+        blocks = {block["name"]: block for block in plan.definitions["tests/test_slug.py"]}
         names = [canary.test_id for canary in plan.canaries]
-        assert len(set(names)) == 3 and not set(names) & set(known)
-        blocks = plan.definitions["tests/test_slug.py"]
-        failing = [block for block in blocks if "len(" not in block]
-        assert all('slugify("' in block and '== "hello-world"' not in block for block in failing)
-        for block in blocks:
-            compile(block, "canary", "exec")
+        assert len(set(names)) == len(names) and not set(names) & set(known)
+        groups = [group for group in plan.exclusive if group[0] in f2p]
+        assert sorted(group[0] for group in groups) == sorted(f2p) and all(len(group) == 1 + MIRRORS for group in groups)
+        for group in groups:
+            for canary_id in group[1:]:
+                block = blocks[canary_id.rsplit("::", 1)[1]]
+                call, value = _asserted(block["source"])
+                assert call in real and value != real[call] and _shape(value) == _shape(real[call]), (call, value)
+                assert block["near"] == [name.split("::")[-1] for name in f2p], "placed beside the PR's tests"
+                must_fail = next(canary.must_fail for canary in plan.canaries if canary.test_id == canary_id)
+                assert must_fail == (sum(a != b for a, b in zip(value, real[call], strict=True)) >= 3)
+        # The decoy group: a call no test makes, in the tests' style, against 1 + MIRRORS values.
+        decoys = [group for group in plan.exclusive if group[0] not in f2p]
+        assert len(decoys) == 1 and len(decoys[0]) == 1 + MIRRORS
+        calls = {_asserted(blocks[canary_id.rsplit("::", 1)[1]]["source"])[0] for canary_id in decoys[0]}
+        assert len(calls) == 1 and not calls & set(real)
+        assert len(plan.must_pass) == 1
+        for block in blocks.values():
+            compile(block["source"], "canary", "exec")
 
 
 def test_canaries_join_the_class_their_module_tests_live_in():
     import random
 
-    f2p = ["tests/test_slug.py::TestSlug::test_collapses_repeated_separators"]
-    plan = _plan(_demo_test_patch(), f2p, f2p, random.Random(1))
+    patch = ('diff --git a/tests/test_slug.py b/tests/test_slug.py\n--- a/tests/test_slug.py\n+++ b/tests/test_slug.py\n'
+             '@@ -1,2 +1,7 @@\n class TestSlug:\n     pass\n+\n+    @pytest.mark.parametrize("text", ["Hello,  World", "Hello, World"])\n'
+             '+    def test_collapses_repeated_separators(self, text):\n+        assert slugify(text) == "hello-world"\n'
+             '+        self.assertEqual(slugify("A b"), "a-b")\n')
+    f2p = ["tests/test_slug.py::TestSlug::test_collapses_repeated_separators[Hello,  World]",
+           "tests/test_slug.py::TestSlug::test_collapses_repeated_separators[Hello, World]"]
+    plan = _plan(patch, f2p, f2p, random.Random(1))
     assert all(canary.test_id.startswith("tests/test_slug.py::TestSlug::test_") for canary in plan.canaries)
-    assert all("(self):" in block and "TestSlug." in block for block in plan.definitions["tests/test_slug.py"])
+    groups = {group[0]: group for group in plan.exclusive if group[0] in f2p}
+    assert sorted(groups) == sorted(f2p), "each parametrised instance has its mirrors"
+    for real, group in groups.items():
+        assert all(member.endswith(real[real.index("["):]) for member in group)
+    for block in plan.definitions["tests/test_slug.py"]:
+        assert block["container"] == ["TestSlug"]
+        if not block["generated"]:
+            assert block["source"].startswith('    @pytest.mark.parametrize("text", ["Hello,  World", "Hello, World"])\n'
+                                              f"    def {block['name']}(self, text):\n")
+
+
+def test_lookalikes_keep_type_length_character_classes_and_containers():
+    import ast
+    import random
+
+    from repo2env.verify.canary_maker import lookalike
+
+    rng = random.Random(7)
+    for text in ['"Hello, World!"', "'#a, #b'", '["cli", "python"]', "{'Key': (1, 2.5)}", "1536", "b'abc'", "True",
+                 '"1.5 KiB"', "r'\\d+x'"]:
+        for _ in range(20):
+            varied, changed = lookalike(text, own_words=["world", "hello"], vocabulary=["api", "web"], rng=rng)
+            assert _shape(ast.literal_eval(varied)) == _shape(ast.literal_eval(text)), (text, varied)
+            if text != "True":
+                assert len(varied) == len(text) and changed == sum(a != b for a, b in zip(varied, text, strict=True))
+    assert lookalike('"a\\nb"', own_words=[], vocabulary=[], rng=rng) == ('"a\\nb"', 0), "escapes are left alone"
+    assert lookalike("[]", own_words=["cli"], vocabulary=[], rng=rng) == ('["cli"]', 3), "an empty value gets one word"
+    assert lookalike("''", own_words=["cli"], vocabulary=[], rng=rng) == ("'cli'", 3)
+    assert lookalike('"hello-world"', own_words=["hello", "world"], vocabulary=[], rng=rng, own_share=1.0)[0] == '"world-hello"'
 
 
 def _stream(*records) -> str:
@@ -297,10 +376,13 @@ def test_the_spec_is_derived_once_per_task_and_holds_what_a_grading_reads():
     run_ids = spec.run_ids(plan)
     assert sorted(run_ids) == sorted([*spec.test_ids, *(canary.test_id for canary in plan.canaries)])
     settings = spec.script_settings(run_ids, layout)
-    script = specs.grading_scripts()["grade.sh"]
+    scripts = specs.grading_scripts()
+    shell, restore = scripts["grade.sh"] + scripts["run_tests.sh"], scripts["restore.py"]
     for name in ("inputs", "private", "junit", "timeout_s", "test_cmd", "python_path", "plugin", "fifo", "test_ids",
-                 "config_dirs", "config_names", "config_sections", "run_options", "report_options"):
-        assert f'"{name}"' in script and name in settings, name
+                 "config_dirs", "config_names", "config_sections", "run_options", "report_options", "gold_paths",
+                 "runner_pattern", "gold_references"):
+        assert name in settings, name
+        assert f"${name}" in shell or f"${{{name}" in shell or f'grading["{name}"]' in restore, name
     assert "protected_pattern" not in settings
     assert spec.script_settings(run_ids, layout, host_filtered=False)["protected_pattern"] == spec.protected_pattern
     assert type(spec).model_validate_json(spec.model_dump_json()) == spec, "the spec travels as JSON (tests/spec.json)"

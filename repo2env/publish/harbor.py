@@ -7,8 +7,8 @@ One folder per task, in Harbor's task format::
     environment/Dockerfile   FROM the task image (its pushed reference when --push-images ran)
     solution/solve.sh        applies solution/gold.diff, the pull request's own fix, to /testbed
     tests/test.sh            the verifier: tests/verify.py grades /testbed with the hidden tests
-                             through the grading script repo2env's grader runs (tests/grade.sh and
-                             tests/restore.py, the package's own files) and writes
+                             through the grading script repo2env's grader runs (tests/grade.sh,
+                             tests/run_tests.sh, tests/restore.py: the package's own files) and writes
                              /logs/verifier/reward.txt and reward.json (reward, f2p_rate, p2p_rate,
                              resolved, tampered)
 

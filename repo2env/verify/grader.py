@@ -9,13 +9,16 @@ Harbor task's ``tests/test.sh`` runs the same files):
 1. applies the filtered agent patch (test files, test configuration, start-up hooks, metadata and
    binary importable files dropped, see :mod:`repo2env.verify.filtering`); a patch that does not
    apply scores 0;
-2. reverts anything else that changed outside the accepted paths, restores pyproject's pytest
-   sections, removes new top-level modules on the tests' sys.path the gold patch does not add, and
-   re-checks the kept Python files for runner references as Python decodes them;
-3. applies ``test_patch``, places the canaries (:mod:`repo2env.verify.canaries`) and runs exactly
-   FAIL_TO_PASS + PASS_TO_PASS + canaries with the snapshot's pytest configuration named explicitly,
-   network off, under a timeout, writing JUnit XML to a random path, while a root collector beside
-   it receives every outcome live (:mod:`repo2env.verify.tamper`).
+2. reverts anything else that changed outside the accepted paths, keeps the snapshot's pytest
+   tables in every pyproject.toml the patch touched (at any level), removes new top-level modules on
+   the tests' sys.path the gold patch does not add, and re-checks the kept Python files for runner
+   references as Python decodes them;
+3. applies ``test_patch``, places the canaries (:mod:`repo2env.verify.canary_maker`) and runs exactly
+   FAIL_TO_PASS + PASS_TO_PASS + canaries as derivation runs tests (``run_tests.sh``: the task's
+   command, the snapshot's pytest configuration named explicitly), network off, under a timeout,
+   writing JUnit XML to a random path, while a root collector beside it receives every outcome live
+   (:mod:`repo2env.verify.tamper`); the outcome plugin takes itself out of the environment once
+   loaded, so nothing the tests start sees the grader.
 
 What a grading runs and checks is the task's grading specification (:mod:`repo2env.verify.spec`,
 derived once per task); what the run means is :func:`repo2env.verify.reading.read_run`'s to say
@@ -45,6 +48,7 @@ from repo2env.models import GradeResult, Task, TestStatus
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
 from repo2env.verify.filtering import filter_patch
+from repo2env.verify.junit import failure_lines
 from repo2env.verify.logs import JUNIT_CAP_BYTES, write_capped_log
 from repo2env.verify.reading import read_run
 from repo2env.verify.reward import RewardMode, score
@@ -198,8 +202,10 @@ class Grader:
                 "junit": {canary.test_id: reading.all_outcomes.get(canary.test_id) for canary in plan.canaries},
                 "stream": {canary.test_id: reading.stream.status(canary.test_id) if reading.stream else None
                            for canary in plan.canaries}})
+        failing = [test_id for test_id, status in reading.tests.items() if status != TestStatus.PASSED]
+        failures = failure_lines(failing, reading.xml_text) if reading.script_finished and not reading.tampered else {}
         return self._finish(task, base.model_copy(update={
-            "tests": reading.tests, "error": reading.error, "tampered": reading.tampered,
+            "tests": reading.tests, "error": reading.error, "tampered": reading.tampered, "failures": failures,
             "patch_applied": reading.patch_applied, "pytest_exit": reading.test_status}), run_dir, started)
 
     def _finish(self, task: Task, result: GradeResult, run_dir: Path, started: float) -> GradeResult:

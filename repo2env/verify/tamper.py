@@ -1,7 +1,8 @@
 """Tamper detection: test outcomes streamed live out of the test process, cross-checked.
 
-A small pytest plugin (a root-owned file, loaded with ``-p`` before any of the project's code can
-run) opens a FIFO that a root process in the grading sandbox created and reads; that process
+A small pytest plugin (a root-owned file, loaded by name through ``PYTEST_PLUGINS`` before any of
+the project's code can run, which takes itself out of the environment, ``sys.path`` and
+``sys.modules`` once loaded, so that nothing the tests start sees it) opens a FIFO that a root process in the grading sandbox created and reads; that process
 removes the FIFO the moment the plugin has opened it, so nothing started later can open it by name,
 and what it has read is out of the agent user's reach (its output goes straight to the grader).
 The plugin writes one line per test report, one per failed collection and one with the session's
@@ -24,13 +25,31 @@ from repo2env.outcomes import TestStatus
 from repo2env.verify.canaries import CanaryPlan
 from repo2env.verify.junit import split_node_id
 
-# {fifo} is filled in per grading. Written for every pytest from 6 to 9, stdlib only.
+# {fifo} is filled in per grading. Written for every pytest from 3 to 9, stdlib only.
 PLUGIN_SOURCE = '''\
 import json as _json
 import os as _os
+import sys as _sys
 
 # pytest-xdist's workers import -p plugins too; their reports reach the controller's hooks.
 _stream = None if _os.environ.get("PYTEST_XDIST_WORKER") else _os.open({fifo!r}, _os.O_WRONLY)
+
+
+def _without(value, item, separator):
+    return separator.join(part for part in value.split(separator) if part and part != item)
+
+
+# Out of sight once loaded, before any of the project's code runs: the environment loses the
+# variables that named this plugin and its folder (so no process the tests start, and no inner
+# pytest session such as pytester's, loads it or sees the grader), sys.path loses the folder.
+_name, _folder = __name__, _os.path.dirname(_os.path.abspath(__file__))
+for _variable, _item, _separator in (("PYTEST_PLUGINS", _name, ","), ("PYTHONPATH", _folder, _os.pathsep)):
+    _rest = _without(_os.environ.get(_variable, ""), _item, _separator)
+    if _rest:
+        _os.environ[_variable] = _rest
+    else:
+        _os.environ.pop(_variable, None)
+_sys.path[:] = [entry for entry in _sys.path if not entry or _os.path.abspath(entry) != _folder]
 
 
 def _send(*fields):
@@ -39,6 +58,11 @@ def _send(*fields):
 
 
 _send("S", _os.getpid())
+
+
+def pytest_configure(config):
+    # Registered by now: the plugin manager holds the module, sys.modules need not.
+    _sys.modules.pop(_name, None)
 
 
 def pytest_collectreport(report):

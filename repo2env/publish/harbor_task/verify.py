@@ -1,7 +1,8 @@
 """A Harbor task's verifier, run by tests/test.sh as root in the agent's container once the agent is done.
 
 It grades the agent's changes to /testbed the way ``repo2env grade`` does, with the same files:
-the grading script (``grade.sh`` and ``restore.py``, copied from the package's ``verify/scripts``)
+the grading script (``grade.sh``, ``run_tests.sh`` and ``restore.py``, copied from the package's
+``verify/scripts``)
 and the outcome readers (``lib/repo2env/...``, copied from the package). Steps:
 
 1. /tests becomes root's alone (the hidden tests and the canaries never reach the agent's user), and
@@ -126,7 +127,7 @@ def lay_out(settings, uid, agent_diff):
         shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(os.path.join(inputs, "plugin"), mode=0o755)
     os.chmod(inputs, 0o755)
-    for name in ("grade.sh", "restore.py", "grade.json"):
+    for name in ("grade.sh", "run_tests.sh", "restore.py", "grade.json"):
         shutil.copyfile(os.path.join(TESTS, name), os.path.join(inputs, name))
     plugin = settings["plugin"] + ".py"
     shutil.copyfile(os.path.join(TESTS, "plugin", plugin), os.path.join(inputs, "plugin", plugin))
