@@ -75,7 +75,7 @@ def toolpkg(docker_client, tmp_path_factory):
     from repo2env.jsonl import read_tasks, write_jsonl
     from repo2env.models import Task
     from repo2env.pipeline.stages import build_tasks_dir
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.build import BuildOptions
     from repo2env.runtime.spec.overrides import EnvOverride
 
@@ -99,7 +99,7 @@ def toolpkg(docker_client, tmp_path_factory):
     folder = root / "tasks"
     write_jsonl(folder / "tasks.jsonl", [task])
     (folder / "source.json").write_text(f'{{"repo": "acme/toolpkg", "clone_path": "{repo}", "source": "test"}}')
-    runtime = DockerRuntime(docker_client)
+    runtime = DockerBackend(docker_client)
     install = EnvOverride(python="3.11", install=["python -m pip install -q pytest==8.3.5 setuptools",
                                                   "python -m pip install -q --no-build-isolation --no-deps -e ."],
                           date_pin=False)

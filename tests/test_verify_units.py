@@ -480,3 +480,25 @@ def test_of_an_exclusive_group_at_most_one_may_pass():
     one = [["S", 1], *_run("t.py::test_real"), *_run("t.py::test_mirror", "failed"), ["E", 1]]
     assert verdict(stream=parse_stream(_stream(*one)), junit={**junit, "t.py::test_mirror": TestStatus.FAILED},
                    output="", pytest_exit=1, plan=plan, test_ids=["t.py::test_real"]) is None
+
+
+def test_a_test_that_expects_an_exception_is_mirrored_with_an_unrelated_one():
+    """``with pytest.raises(ValueError)`` mirrored by another built-in exception none is a subclass
+    of: one call cannot raise both, so of the test and its mirrors at most one may pass (never a
+    must-fail: what the unfixed code raises is not known)."""
+    import random
+
+    from repo2env.verify.canary_maker import _EXCEPTIONS
+
+    patch = ('diff --git a/tests/test_duration.py b/tests/test_duration.py\n--- a/tests/test_duration.py\n'
+             '+++ b/tests/test_duration.py\n@@ -0,0 +1,3 @@\n+def test_rejects_unknown_units():\n'
+             '+    with pytest.raises(ValueError):\n+        parse_duration("1h30x")\n')
+    f2p = ["tests/test_duration.py::test_rejects_unknown_units"]
+    plan = _plan(patch, f2p, f2p, random.Random(2))
+    [group] = [group for group in plan.exclusive if group[0] == f2p[0]]
+    blocks = {block["name"]: block["source"] for block in plan.definitions["tests/test_duration.py"]}
+    for mirror in group[1:]:
+        source = blocks[mirror.rsplit("::", 1)[1]]
+        expected = source.split("pytest.raises(", 1)[1].split(")", 1)[0]
+        assert expected in _EXCEPTIONS and expected != "ValueError" and 'parse_duration("1h30x")' in source
+        assert not next(canary for canary in plan.canaries if canary.test_id == mirror).must_fail

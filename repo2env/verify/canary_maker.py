@@ -11,7 +11,8 @@ whose outcome the grader knows, made from those very tests:
 - A **template** is a FAIL_TO_PASS test whose whole definition the hidden tests add and that
   asserts an expression equal to a literal (``assert EXPR == LITERAL``, either side, or
   ``self.assertEqual(EXPR, LITERAL)``, at the top of its body or in a ``with`` block): that
-  literal is its *anchor*. What a module's templates are is read once per task
+  literal is its *anchor*; so is the exception of a ``with pytest.raises(ValueError):`` block
+  (a built-in one), whose mirrors expect another built-in exception none is a subclass of. What a module's templates are is read once per task
   (:func:`canary_modules`, part of the grading specification).
 - A **mirror** is a copy of a template under a new name with its anchor replaced by a
   *lookalike*: the same call, in the same place of the same code, asserted against another value
@@ -100,10 +101,12 @@ class Span(_Model):
 
 
 class Anchor(_Model):
-    """A literal a template's test asserts an expression equal to, and the literal arguments of that expression."""
+    """A literal a template's test asserts an expression equal to (or the exception it expects
+    raised), and the literal arguments of that expression (or of the calls in the block)."""
 
     value: Span
     arguments: list[Span] = Field(default_factory=list)
+    raises: bool = Field(False, description="The value is the exception of a `with pytest.raises(...)` block.")
 
 
 class TestTemplate(_Model):
@@ -256,6 +259,12 @@ def _anchors(source: str, indent: str) -> list[Anchor]:
 
     anchors = []
     for statement in _top_level_statements(function.body):
+        expected = _expected_exception(statement)
+        if expected is not None:
+            calls = [node for child in statement.body for node in _literal_arguments(child)]
+            anchors.append(Anchor(value=span(expected), raises=True, arguments=[
+                span(node) for node in calls if _substitutable(wrapped[span(node).start + shift:span(node).end + shift])]))
+            continue
         pair = _compared(statement)
         if pair is None:
             continue
@@ -266,6 +275,26 @@ def _anchors(source: str, indent: str) -> list[Anchor]:
                      if _substitutable(wrapped[span(node).start + shift:span(node).end + shift])]
         anchors.append(Anchor(value=span(literal), arguments=arguments))
     return anchors
+
+
+#: Built-in exceptions none of which is a subclass of another: a raises-mirror expects one of these
+#: in place of the test's own, so that one call cannot satisfy two of them.
+_EXCEPTIONS = ("ValueError", "TypeError", "KeyError", "IndexError", "AttributeError", "RuntimeError",
+               "ZeroDivisionError", "OSError")
+
+
+def _expected_exception(statement: ast.stmt) -> ast.expr | None:
+    """The exception name of ``with pytest.raises(NAME...)`` (one of :data:`_EXCEPTIONS`), if
+    ``statement`` is such a block."""
+    if not isinstance(statement, (ast.With, ast.AsyncWith)) or len(statement.items) != 1:
+        return None
+    call = statement.items[0].context_expr
+    if not (isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name)
+            and call.args[0].id in _EXCEPTIONS
+            and ((isinstance(call.func, ast.Attribute) and call.func.attr == "raises")
+                 or (isinstance(call.func, ast.Name) and call.func.id == "raises"))):
+        return None
+    return call.args[0]
 
 
 def _top_level_statements(body: list[ast.stmt]):
@@ -465,6 +494,10 @@ def _lookalike_of(template: TestTemplate, span: Span, module: CanaryModule, rng:
     another template's anchor, and how many letters or digits it changed; None when the literal
     has too little to vary."""
     original = template.source[span.start:span.end]
+    if original in _EXCEPTIONS and any(anchor.raises and anchor.value == span for anchor in template.anchors):
+        # Another exception no call can raise together with this one: never distinctive (what the
+        # unfixed code raises is not known), checked as a group.
+        return rng.choice([name for name in _EXCEPTIONS if name != original]), 0
     others = [_value(other.source[anchor.value.start:anchor.value.end]) for other in module.templates
               for anchor in other.anchors]
     for _ in range(30):
