@@ -57,6 +57,7 @@ from collections import Counter
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from repo2env import pysyntax
 from repo2env.patches import FilePatch, Patch
 from repo2env.verify.canaries import Canary, CanaryPlan
 from repo2env.verify.junit import split_node_id
@@ -244,7 +245,7 @@ def _anchors(source: str, indent: str) -> list[Anchor]:
     """The anchors of one test's definition: literals its top-level statements assert an expression equal to."""
     wrapped = f"class _Template:\n{source}" if indent else source
     try:
-        tree = ast.parse(wrapped)
+        tree = pysyntax.parse(wrapped)
     except SyntaxError:
         return []
     function = tree.body[0].body[0] if indent else tree.body[0]
