@@ -29,6 +29,9 @@ from repo2env.mine.git import GitSource
 from repo2env.mine.miner import mine
 from repo2env.verify.spec import grading_spec
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import Figure, record  # noqa: E402
+
 DRAWS = 200  # gradings drawn per task: the groups' sizes and values vary with the draw
 
 
@@ -81,6 +84,15 @@ def main() -> None:
               f"{statistics.median(row[4] for row in rows):.3f} (empty patch 0, gold 1), survival "
               f"{statistics.median(row[5] for row in rows):.3f}; forging every FAIL_TO_PASS test survives "
               f"{statistics.median(row[6] for row in rows):.4f}; {len(per_test)} tasks with every FAIL_TO_PASS test templated")
+        record("canaries", [
+            Figure("median best forger's expected reward (empty patch 0, gold 1)",
+                   round(statistics.median(row[4] for row in rows), 3)),
+            Figure("median survival of the best forger", round(statistics.median(row[5] for row in rows), 3)),
+            Figure("median survival when forging every FAIL_TO_PASS test",
+                   round(statistics.median(row[6] for row in rows), 4)),
+            Figure("tasks with every FAIL_TO_PASS test templated", len(per_test), f"of {len(rows)}"),
+            *[Figure(f"{instance_id}: survival when forging all {f2p} FAIL_TO_PASS tests", round(every, 4))
+              for instance_id, f2p, _, _, _, _, every in rows]])
 
 
 if __name__ == "__main__":
