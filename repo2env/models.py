@@ -107,6 +107,9 @@ class GradeResult(_Schema):
     patch_applied: bool = True
     filtered_paths: list[str] = Field(default_factory=list, description="Test files the grader dropped from the patch.")
     error: str | None = None
+    failures: dict[str, str] = Field(
+        default_factory=dict, description="For each of the task's tests that did not pass (at most 20), the first line "
+        "of why: its failure, error or skip message, or that the report does not hold it.")
     tampered: bool = Field(False, description="The run's outcomes were forged: a canary lied or the channels disagreed.")
     pytest_exit: int | None = None
     log_dir: str | None = None
@@ -158,6 +161,13 @@ class ValidationReport(_Schema):
     declared_differences: dict[str, list[str]] = Field(
         default_factory=dict, description="For imported tasks: how the derived test lists differ from the declared "
         "ones (f2p_passes_before, f2p_flaky, f2p_missing, p2p_flaky, p2p_failing, f2p_not_declared).")
+    gold_differences: dict[str, str] = Field(
+        default_factory=dict, description="FAIL_TO_PASS / PASS_TO_PASS tests that passed in every after-run of "
+        "derivation but not when the gold patch was graded, each with the first line of its failure: the grading "
+        "does not run the tests as derivation does (the class is visible without opening logs).")
+    canary_free_modules: list[str] = Field(
+        default_factory=list, description="Test modules whose tests count their own module's tests (gold passed only "
+        "without canaries there): gradings place no canaries in them, so forgery there is not detected.")
     grading_timeout_s: float | None = Field(
         None, description="Seconds the hidden tests may run when this task is graded: set from the gold patch's "
         "gradings with a wide margin (a run cut short earns nothing); None: the grader's default.")

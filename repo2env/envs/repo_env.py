@@ -50,8 +50,9 @@ class RepoEnvConfig:
     """After this long since reset, tools answer that time is up (the episode's budget)."""
     output_cap_chars: int = 20_000
     """Longest tool answer; longer ones are cut in the middle."""
-    grade_timeout_s: float = 600.0
-    """Wall-clock limit of the hidden tests when grading."""
+    grade_timeout_s: float | None = None
+    """Wall-clock limit of the hidden tests when grading (None: each task's own, which validation
+    sets from its gold patch's gradings)."""
     warm_sandboxes: int = 1
     """Started sandboxes kept ready per image, so reset costs no container start."""
     grading_jobs: int = 2
@@ -79,7 +80,8 @@ class RepoEnvConfig:
             raw = os.environ.get(f"REPO2ENV_ENV_{name.upper()}")
             if raw is None:
                 continue
-            kind = type(getattr(cls(), name))
+            default = getattr(cls(), name)
+            kind = float if default is None else type(default)  # an optional number
             try:
                 if kind is bool:
                     values[name] = _flag(raw)

@@ -187,10 +187,11 @@ def predictions(path: Path) -> list[tuple[str, str]]:
 
 
 def grade(patches: Sequence[tuple[str, str]], folders: Sequence[Path], *, mode: str = "graded",
-          timeout_s: float = defaults.GRADE_TIMEOUT_S, out_path: Path | None = None,
+          timeout_s: float | None = None, out_path: Path | None = None,
           backend: Backend | None = None) -> Iterator[GradeResult]:
     """Grade each (instance id, patch) with the hidden verifier, yielding each result as it is done;
-    every result is appended to ``out_path`` [default: grades.jsonl in the task's folder]."""
+    every result is appended to ``out_path`` [default: grades.jsonl in the task's folder]. ``timeout_s``:
+    the hidden tests' seconds [default: each task's own, set by validation from its gold gradings]."""
     from repo2env.verify.grader import Grader
 
     tasks_files = [folder / "tasks.jsonl" for folder in folders]
