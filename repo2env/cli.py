@@ -317,10 +317,10 @@ def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...],
     stops at once: queued tasks are cancelled, running containers removed, finished tasks kept.
     """
     from repo2env.jsonl import read_task_ids
+    from repo2env.languages.python.spec.overrides import load_overrides
     from repo2env.pipeline.stages import build_tasks_dir
     from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.build import BuildOptions
-    from repo2env.runtime.spec.overrides import load_overrides
 
     options = BuildOptions(jobs=jobs, overrides=load_overrides(overrides) if overrides else {},
                            instance_ids=frozenset(instance_ids), collect_check=not no_collect_check)

@@ -12,7 +12,7 @@ BASE = {"repo2env.errors", "repo2env.models", "repo2env.outcomes", "repo2env.set
 
 
 def _unit(module: str) -> str:
-    """repo2env.runtime.spec -> repo2env.runtime (a folder); repo2env.jsonl stays itself."""
+    """repo2env.languages.python.spec -> repo2env.runtime (a folder); repo2env.jsonl stays itself."""
     parts = module.split(".")
     return ".".join(parts[:2]) if len(parts) > 1 else module
 
@@ -94,7 +94,7 @@ def module_graph() -> dict[str, set[str]]:
 def test_no_cycles_between_modules():
     edges = module_graph()
     # The seam this guards: the override model reads the spec's Python list, the spec applies overrides.
-    assert "repo2env.runtime.spec.overrides" in edges["repo2env.runtime.spec.env_spec"]
+    assert "repo2env.languages.python.spec.overrides" in edges["repo2env.languages.python.spec.env_spec"]
     assert not _cycles(edges), f"import cycles: {_cycles(edges)}"
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repo2env.jsonl import append_jsonl, drop_rows, drop_torn_tail, read_tasks, update_tasks
+from repo2env.languages.python.spec import AVAILABLE_PYTHONS
+from repo2env.languages.python.spec.overrides import EnvOverride
 from repo2env.models import EnvSpec, Task, ValidationReport
 from repo2env.pipeline.executors import ThreadExecutor
 from repo2env.pipeline.runner import Stage, run_stages
@@ -23,8 +25,6 @@ from repo2env.runtime.backends.docker import DockerRuntime
 from repo2env.runtime.bootstrap import local_base_pythons
 from repo2env.runtime.build import BuildOptions, BuildSummary, build_task, read_source_clone, still_built
 from repo2env.runtime.images import ImageStore
-from repo2env.runtime.spec import AVAILABLE_PYTHONS
-from repo2env.runtime.spec.overrides import EnvOverride
 from repo2env.validate.acceptance import AcceptancePolicy
 from repo2env.validate.report import write_figure, write_summary
 from repo2env.validate.run import PolicyRunner, ValidationSummary, read_records, validate_task

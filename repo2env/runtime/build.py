@@ -4,7 +4,7 @@ Per task: infer the EnvSpec from the files at ``base_commit``, make the snapshot
 install ladder until a rung installs the project's own code (its import names resolve to
 ``/testbed``, in the env layer and in the task image) and lets pytest collect the test suite in a
 locked-down sandbox. Every rung's install keeps the project's editable install the one that runs
-(:func:`~repo2env.runtime.own_code.protect_own_install`); the images a failed rung built are
+(:func:`~repo2env.languages.python.own_code.protect_own_install`); the images a failed rung built are
 removed. The task's ``env_spec`` records the rung, the images and ``env_ok``, or ``env_failed``
 with the reason and the log. The loop over a tasks folder is the stage runner's
 (:func:`repo2env.pipeline.stages.build_tasks_dir`): one task's failure never stops the batch, and a
@@ -27,16 +27,9 @@ from pathlib import Path
 
 from repo2env.errors import BuildError, DockerUnavailableError, InputError, Repo2EnvError
 from repo2env.jsonl import read_repository_record
-from repo2env.mine.split import classify_path
-from repo2env.models import EnvSpec, Task
-from repo2env.patches import parse
-from repo2env.runtime.bootstrap import base_image_tag
-from repo2env.runtime.images import PROBE, WARMUP_FETCHED_PATH, ImageStore, env_image_tag, task_image_tag
-from repo2env.runtime.own_code import OwnCode, protect_own_install, read_own_code, reinstall_command
-from repo2env.runtime.own_code_probe import MARKER as OWN_CODE_MARKER
-from repo2env.runtime.sandbox import Runtime, SandboxLimits
-from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
-from repo2env.runtime.spec import (
+from repo2env.languages.python.own_code import OwnCode, protect_own_install, read_own_code, reinstall_command
+from repo2env.languages.python.own_code_probe import MARKER as OWN_CODE_MARKER
+from repo2env.languages.python.spec import (
     AVAILABLE_PYTHONS,
     WARMUP_COLLECT,
     build_packages_needed,
@@ -44,7 +37,14 @@ from repo2env.runtime.spec import (
     install_failure_reason,
     install_ladder,
 )
-from repo2env.runtime.spec.overrides import EnvOverride, override_hash
+from repo2env.languages.python.spec.overrides import EnvOverride, override_hash
+from repo2env.mine.split import classify_path
+from repo2env.models import EnvSpec, Task
+from repo2env.patches import parse
+from repo2env.runtime.bootstrap import base_image_tag
+from repo2env.runtime.images import PROBE, WARMUP_FETCHED_PATH, ImageStore, env_image_tag, task_image_tag
+from repo2env.runtime.sandbox import Runtime, SandboxLimits
+from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
 
 COLLECT_TIMEOUT_S = 300.0
 #: How a collection timeout's failure reason starts. It ends the ladder (another install would hang

@@ -32,11 +32,11 @@ import docker.errors
 
 from repo2env import __version__
 from repo2env.errors import BuildError, DockerUnavailableError, InputError, StoppingError
+from repo2env.languages.python.own_code import PROBE_PATH, OwnCode, reinstall_command, scm_environment
+from repo2env.languages.python.own_code_probe import MARKER as OWN_CODE_MARKER
 from repo2env.models import EnvSpec, Task
 from repo2env.runtime.backends.docker import stopping
 from repo2env.runtime.bootstrap import AGENT_UID, base_image_tag
-from repo2env.runtime.own_code import PROBE_PATH, OwnCode, reinstall_command, scm_environment
-from repo2env.runtime.own_code_probe import MARKER as OWN_CODE_MARKER
 from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
 
 KIND_LABEL = "repo2env.kind"

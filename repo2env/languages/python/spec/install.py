@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from repo2env.runtime.spec.files import (
+from repo2env.languages.python.spec.files import (
     RepoFiles,
     _ini_get,
     _ini_lines,
@@ -22,7 +22,7 @@ from repo2env.runtime.spec.files import (
     _valid_requirement,
     _workflow_jobs,
 )
-from repo2env.runtime.spec.pytest_config import _config_imports, _plugins_needed
+from repo2env.languages.python.spec.pytest_config import _config_imports, _plugins_needed
 
 if TYPE_CHECKING:
     pass

@@ -1,0 +1,1 @@
+"""Language profiles (see repo2env.languages.base)."""
