@@ -204,6 +204,10 @@ class Task(_Schema):
     schema_version: int = SCHEMA_VERSION
     instance_id: str = Field(description="owner__name-PR, as in SWE-bench.")
     repo: str = Field(description="owner/name.")
+    language: str = Field(
+        "python", pattern=r"^[a-z][a-z0-9_+#-]*$",
+        description="The language profile that mined the task and builds, tests and grades it "
+        "(repo2env.languages: 'python', 'javascript'); rows written before tasks had one are Python.")
     pull_number: int
     issue_numbers: list[int] = Field(default_factory=list)
     base_commit: str = Field(description="Commit on the base branch at which both patches apply.")
@@ -369,6 +373,9 @@ class Funnel(BaseModel):
     started_at: str = ""
     counts: dict[str, int] = Field(default_factory=dict)
     rejections: list[Rejection] = Field(default_factory=list)
+    languages: dict[str, int] = Field(
+        default_factory=dict, description="This run's changes by the language of the code they change (a PR whose "
+        "fix changes two languages counts for both), so a repository in a language no profile covers shows it.")
     previous_runs: list[FunnelRun] = Field(default_factory=list, description="Earlier runs, oldest first.")
     totals: dict[str, int] = Field(
         default_factory=dict, description="Over all runs: 'kept' (tasks written), and per 'rejected:<reason>' the "

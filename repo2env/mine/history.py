@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import tempfile
-import tomllib
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,12 +23,11 @@ from pathlib import Path
 import git
 
 from repo2env.errors import PatchError, SourceError
+from repo2env.languages import VersionSources
 from repo2env.patches import parse
 
 _FIELD = "\x1f"
 _RECORD = "\x1e"
-_VERSION_PATTERN = re.compile(r"""^\s*(?:__version__|version|VERSION)\s*[:=]\s*['"]([^'"]+)['"]""", re.MULTILINE)
-_VERSION_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,37 +397,46 @@ class GitHistory:
 
     # --- files at a commit ---------------------------------------------------------------------
 
+    def files_at(self, commit: str) -> CommitFiles:
+        """The files of ``commit``, read on demand (a language profile's view of the repository)."""
+        return CommitFiles(self, commit)
+
     def read_file(self, commit: str, path: str) -> str | None:
         """A file's text at ``commit`` (through GitPython's persistent cat-file), or None."""
         try:
             blob = self.repo.commit(commit).tree / path
         except (KeyError, ValueError, git.BadName):
             return None
+        if blob.type != "blob":  # a folder
+            return None
         return blob.data_stream.read().decode("utf-8", errors="replace")
 
-    def versions_at(self, commits: Sequence[str]) -> dict[str, str]:
-        """:meth:`version_at` for many commits: the packaging files of all of them come from one
-        ``git cat-file --batch``; only commits whose version lives elsewhere fall back."""
+    def versions_at(self, commits: Sequence[str], sources: VersionSources) -> dict[str, str]:
+        """The project's X.Y version at each commit as ``sources`` (a language profile's) say where
+        it is written: the root files of all commits come from one ``git cat-file --batch``; only
+        commits whose version lives elsewhere search their package folders; '' when none says."""
         unique = list(dict.fromkeys(commits))
-        queries = [f"{commit}:{name}" for commit in unique for name in _VERSION_FILES]
+        queries = [f"{commit}:{name}" for commit in unique for name in sources.files]
         contents = self._blobs(queries)
         versions = {}
         for commit in unique:
-            for name in _VERSION_FILES:
+            for name in sources.files:
                 text = contents.get(f"{commit}:{name}")
-                version = _version_from_text(name, text) if text else None
+                version = sources.parse(name, text) if text else None
                 if version:
                     versions[commit] = major_minor(version)
                     break
         rest = [commit for commit in unique if commit not in versions]
-        versions.update(self._package_versions(rest))
+        versions.update(self._package_versions(rest, sources))
         return versions
 
-    def _package_versions(self, commits: Sequence[str]) -> dict[str, str]:
-        """:meth:`version_at`'s search of the package folders, for many commits in four
+    def _package_versions(self, commits: Sequence[str], sources: VersionSources) -> dict[str, str]:
+        """:meth:`versions_at`'s search of the package folders, for many commits in four
         ``git cat-file --batch`` processes (root trees, their folders, ``src/``'s folders, files)."""
         if not commits:
             return {}
+        if not sources.package_files:
+            return dict.fromkeys(commits, "")
         roots = self._objects([f"{commit}^{{tree}}" for commit in commits], "tree")
         folders: dict[str, list[str]] = {}
         for commit in commits:
@@ -446,14 +453,14 @@ class GitHistory:
         candidates = {
             commit: [f"{folder}/{name}" for folder in folders[commit]
                      for name, is_tree in _tree_entries(listed.get(f"{commit}:{folder}", b""))
-                     if not is_tree and name in _PACKAGE_VERSION_FILES]
+                     if not is_tree and name in sources.package_files]
             for commit in commits
         }
         texts = self._blobs([f"{commit}:{path}" for commit in commits for path in candidates[commit]])
         versions = {}
         for commit in commits:
             for path in candidates[commit]:
-                version = _version_from_text(path, texts.get(f"{commit}:{path}", ""))
+                version = sources.parse(path, texts.get(f"{commit}:{path}", ""))
                 if version:
                     versions[commit] = major_minor(version)
                     break
@@ -490,10 +497,11 @@ class GitHistory:
                     position += size + 1
         return found
 
-    def scm_versions(self, commits: Sequence[str]) -> dict[str, str]:
-        """The version setuptools-scm would compute at each commit from the whole history (see
-        :func:`scm_version_from_describe`), '' where no version tag is reachable; one
-        ``git describe`` process for the whole batch."""
+    def describe(self, commits: Sequence[str]) -> dict[str, str]:
+        """``git describe --tags --long --always`` of each commit (the whole history's nearest
+        version tag, as setuptools-scm asks for it), '' for all when the clone has no tag; one
+        ``git describe`` process for the whole batch. A language profile reads the versions from
+        it (:meth:`~repo2env.languages.LanguageProfile.scm_version`)."""
         unique = [commit for commit in dict.fromkeys(commits) if commit in self.commits]
         if not unique or not self._has_tags():
             return dict.fromkeys(unique, "")
@@ -502,30 +510,36 @@ class GitHistory:
         output = self._git("describe", "--tags", "--long", "--always", "--match", "*[0-9]*", *unique).split()
         if len(output) != len(unique):
             raise SourceError(f"git describe returned {len(output)} answers for {len(unique)} commits in {self.path}")
-        return {commit: scm_version_from_describe(line) for commit, line in zip(unique, output, strict=True)}
+        return dict(zip(unique, output, strict=True))
 
     def _has_tags(self) -> bool:
         if self._tagged is None:
             self._tagged = bool(self._git("for-each-ref", "--count=1", "--format=%(refname)", "refs/tags/").strip())
         return self._tagged
 
-    def version_at(self, commit: str) -> str:
-        """The package version at ``commit`` as X.Y (pyproject, setup.cfg, setup.py, ``__version__``),
-        else the nearest tag, else ''."""
-        tree = self.repo.commit(commit).tree
-        candidates = [name for name in _VERSION_FILES if name in tree]
-        candidates += [
-            f"{top.path}/{leaf.name}"
-            for top in _package_dirs(tree)
-            for leaf in top.blobs
-            if leaf.name in ("__init__.py", "_version.py", "version.py", "__about__.py")
-        ]
-        for path in candidates:
-            text = self.read_file(commit, path) or ""
-            version = _version_from_text(path, text)
-            if version:
-                return major_minor(version)
-        return ""
+
+class CommitFiles:
+    """The :class:`~repo2env.languages.RepoFiles` of one commit of a :class:`GitHistory`: a file is
+    read when asked for (through GitPython's persistent ``cat-file``), the listing on first use."""
+
+    def __init__(self, history: GitHistory, commit: str) -> None:
+        self.history = history
+        self.commit = commit
+        self._read: dict[str, str | None] = {}
+        self._listing: list[str] | None = None
+
+    def read(self, path: str) -> str | None:
+        """The file's text at the commit, or None."""
+        if path not in self._read:
+            self._read[path] = self.history.read_file(self.commit, path)
+        return self._read[path]
+
+    def listing(self) -> list[str]:
+        """Every file path at the commit."""
+        if self._listing is None:
+            self._listing = [name for name in self.history._git("ls-tree", "-r", "-z", "--name-only", self.commit)
+                             .split("\0") if name]
+        return list(self._listing)
 
 
 def _preimages(patch: str) -> list[tuple[str, str]] | None:
@@ -548,9 +562,6 @@ def _preimages(patch: str) -> list[tuple[str, str]] | None:
 _FULL_ID = re.compile(r"[0-9a-f]{40}")
 
 
-_PACKAGE_VERSION_FILES = ("__init__.py", "_version.py", "version.py", "__about__.py")
-
-
 def _tree_entries(raw: bytes) -> list[tuple[str, bool]]:
     """(name, is a folder) for each entry of a raw git tree object (``<mode> <name>\\0<20-byte id>``)."""
     entries, position = [], 0
@@ -560,63 +571,6 @@ def _tree_entries(raw: bytes) -> list[tuple[str, bool]]:
         entries.append((raw[space + 1:nul].decode("utf-8", errors="replace"), raw[position:space] == b"40000"))
         position = nul + 21
     return entries
-
-
-def _package_dirs(tree) -> list:
-    dirs = [entry for entry in tree.trees if not entry.name.startswith((".", "test", "doc"))]
-    for src in [entry for entry in dirs if entry.name == "src"]:
-        dirs.extend(src.trees)
-    return dirs
-
-
-def _version_from_text(path: str, text: str) -> str | None:
-    if path.endswith("pyproject.toml"):
-        try:
-            project = tomllib.loads(text).get("project", {})
-        except tomllib.TOMLDecodeError:
-            return None
-        version = project.get("version")
-    else:
-        match = _VERSION_PATTERN.search(text)
-        version = match.group(1) if match else None
-    # A fallback such as `__version__ = "unknown"` (when setuptools-scm's file is missing) is no version.
-    return version if isinstance(version, str) and re.match(r"v?\d", version) else None
-
-
-_DESCRIBE = re.compile(r"^(?P<tag>.+)-(?P<distance>\d+)-(?P<node>g[0-9a-f]+)$")
-# setuptools-scm's default tag_regex: an optional "name-" prefix, an optional v, the version.
-_TAG_VERSION = re.compile(r"^(?:[\w-]+-)?(?P<version>[vV]?\d+(?:\.\d+){0,2}[^+]*)(?:\+.*)?$")
-
-
-def scm_version_from_describe(described: str) -> str:
-    """The PEP 440 version setuptools-scm's defaults (guess-next-dev, node-and-date) derive from
-    ``git describe --tags --long`` output: ``v1.2.3-0-gabc`` -> ``1.2.3``, ``v1.2.3-5-gabc`` ->
-    ``1.2.4.dev5+gabc``; '' for a bare SHA (no tag) or a tag that is no version."""
-    from packaging.version import InvalidVersion, Version
-
-    match = _DESCRIBE.match(described.strip())
-    tag = _TAG_VERSION.match(match.group("tag")) if match else None
-    if match is None or tag is None:
-        return ""
-    try:
-        version = Version(tag.group("version"))
-    except InvalidVersion:
-        return ""
-    distance = int(match.group("distance"))
-    if distance == 0:
-        return str(version)
-    public = version.public
-    if ".dev" in public:  # a dev tag is the next release's: 1.0.dev0 + 3 -> 1.0.dev3
-        prefix, _, tail = public.rpartition(".dev")
-        if tail != "0":
-            return ""  # setuptools-scm refuses these too
-        guessed = prefix
-    else:  # bump the last number: 1.2.3 -> 1.2.4, 1.0rc1 -> 1.0rc2
-        last = re.match(r"(.*?)(\d+)$", public)
-        if last is None:
-            return ""
-        guessed = f"{last.group(1)}{int(last.group(2)) + 1}"
-    return f"{guessed}.dev{distance}+{match.group('node')}"
 
 
 def major_minor(version: str) -> str:
