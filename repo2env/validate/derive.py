@@ -22,7 +22,7 @@ from repo2env.models import Task, TestStatus
 from repo2env.patches import parse
 from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
 from repo2env.verify.filtering import is_protected_path
-from repo2env.verify.junit import ID_OPTIONS, outcomes_for, selection_args
+from repo2env.verify.junit import ID_OPTIONS, outcomes_for, selection_args, split_node_id
 
 _JUNIT = "/tmp/repo2env-derive.xml"
 _MARKER = "===REPO2ENV-DERIVE-JUNIT==="
@@ -123,7 +123,7 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
                     # say), and before the fix a module may not collect at all, which old pytest (3.x)
                     # answers with a usage error that runs none of the ids: run the files instead;
                     # ids that do not come back are simply absent.
-                    files = sorted({test_id.split("::", 1)[0] for test_id in test_ids})
+                    files = sorted({split_node_id(test_id)[0] for test_id in test_ids})
                     random.Random(seed * 7919 + run).shuffle(files)
                     output, xml = _run_tests(sandbox, test_cmd, seed, files, timeout_s)
                     outcomes, _ = outcomes_for(test_ids, xml)
