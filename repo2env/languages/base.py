@@ -24,9 +24,12 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from repo2env.languages.files import RepoFiles
+
+if TYPE_CHECKING:
+    from repo2env.languages.build import BuildRecipe
 
 PathKind = Literal["test", "source", "aux"]
 
@@ -113,3 +116,10 @@ class LanguageProfile(ABC):
         ``1.11.13``), '' without one."""
         match = _DESCRIBED_TAG.match(described.strip())
         return match.group("version") if match else ""
+
+    # --- environment and build --------------------------------------------------------------
+
+    @abstractmethod
+    def build_recipe(self) -> BuildRecipe:
+        """How this language's environments are inferred, installed, layered and checked
+        (:class:`repo2env.languages.build.BuildRecipe`)."""

@@ -16,15 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repo2env.jsonl import append_jsonl, drop_rows, drop_torn_tail, read_tasks, update_tasks
-from repo2env.languages.python.spec import AVAILABLE_PYTHONS
 from repo2env.languages.python.spec.overrides import EnvOverride
 from repo2env.models import EnvSpec, Task, ValidationReport
 from repo2env.pipeline.executors import ThreadExecutor
 from repo2env.pipeline.runner import Stage, run_stages
 from repo2env.runtime.backends.docker import DockerRuntime
-from repo2env.runtime.bootstrap import local_base_pythons
 from repo2env.runtime.build import BuildOptions, BuildSummary, build_task, read_source_clone, still_built
-from repo2env.runtime.images import ImageStore
+from repo2env.runtime.images import ImageStore, local_base_flavours
 from repo2env.validate.acceptance import AcceptancePolicy
 from repo2env.validate.report import write_figure, write_summary
 from repo2env.validate.run import PolicyRunner, ValidationSummary, read_records, validate_task
@@ -54,7 +52,7 @@ class BuildJob:
     override: EnvOverride | None = None
     collect_check: bool = True
     collect_timeout_s: float = 300.0
-    available: tuple[str, ...] = tuple(AVAILABLE_PYTHONS)
+    bases: tuple[str, ...] | None = None  #: base-image flavours on the engine (None: the bootstrappable ones)
 
 
 @dataclass(frozen=True)
@@ -72,22 +70,23 @@ def build_work(job: BuildJob, runtime: DockerRuntime | None = None) -> BuildOutp
     if still_built(job.task, store, job.override):
         return BuildOutput(job.task.env_spec, reused=True)
     spec = build_task(job.task, job.clone, store=store, runtime=runtime, logs_dir=job.logs_dir,
-                      override=job.override, collect_check=job.collect_check, available=job.available,
+                      override=job.override, collect_check=job.collect_check, bases=job.bases,
                       collect_timeout_s=job.collect_timeout_s)
     return BuildOutput(spec, reused=False)
 
 
-def available_pythons(runtime: DockerRuntime) -> tuple[str, ...]:
-    """Pythons with a pulled base image (3.8, 3.10 ...) joined to the ones every machine can bootstrap."""
-    return tuple(sorted(set(AVAILABLE_PYTHONS) | set(local_base_pythons(runtime.client)),
-                        key=lambda python: int(python.split(".")[1])))
+def available_bases(runtime: DockerRuntime) -> tuple[str, ...]:
+    """The base-image flavours on the engine (``py3.8``, ``node20`` ...): pulled or locally made
+    bases widen what a language's recipe may choose beyond the ones every machine can bootstrap."""
+    return local_base_flavours(runtime.client)
 
 
-def build_job(task: Task, clone: Path, logs_dir: Path, options: BuildOptions, available: tuple[str, ...]) -> BuildJob:
+def build_job(task: Task, clone: Path, logs_dir: Path, options: BuildOptions,
+              bases: tuple[str, ...] | None) -> BuildJob:
     """The build job of ``task`` under ``options``."""
     return BuildJob(task=task, clone=clone, logs_dir=logs_dir, override=options.overrides.get(task.repo),
                     collect_check=options.collect_check, collect_timeout_s=options.collect_timeout_s,
-                    available=available)
+                    bases=bases)
 
 
 def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOptions | None = None,
@@ -100,7 +99,7 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOp
     clone = read_source_clone(tasks_dir)
     summary = BuildSummary(tasks_path=tasks_path)
     selected = [task for task in tasks if not options.instance_ids or task.instance_id in options.instance_ids]
-    available = available_pythons(runtime)
+    bases = available_bases(runtime)
     logs_dir = tasks_dir / "logs" / "build"
 
     def record(task: Task, job: BuildJob, output: BuildOutput) -> Task:
@@ -113,7 +112,7 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOp
             progress(task, output.env_spec)
         return built
 
-    stage = Stage("build", build_work, prepare=lambda task: build_job(task, clone, logs_dir, options, available),
+    stage = Stage("build", build_work, prepare=lambda task: build_job(task, clone, logs_dir, options, bases),
                   record=record, work_options={"runtime": runtime})
     executor = ThreadExecutor(options.jobs, name="repo2env-build")
     run_stages(selected, [stage], executor=executor, key=lambda task: task.instance_id)

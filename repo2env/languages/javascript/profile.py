@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 
 from repo2env.languages.base import LanguageProfile, PathRules, VersionSources
+from repo2env.languages.build import BuildRecipe
 from repo2env.languages.files import RepoFiles
 from repo2env.languages.javascript.paths import javascript_paths
 
@@ -42,6 +43,11 @@ class JavaScriptProfile(LanguageProfile):
 
     def uses_repository(self, files: RepoFiles, touched: Sequence[str]) -> bool:
         return any(files.read(f"{folder}package.json") is not None for folder in _folders_above(touched))
+
+    def build_recipe(self) -> BuildRecipe:
+        from repo2env.languages.javascript.build import JavaScriptBuild
+
+        return JavaScriptBuild()
 
 
 def _folders_above(paths: Sequence[str]) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from repo2env.languages.base import LanguageProfile, PathRules
+from repo2env.languages.build import BuildRecipe
 from repo2env.languages.files import RepoFiles
 from repo2env.languages.python.paths import PYTHON_PATHS
 from repo2env.languages.python.versions import PYTHON_VERSION_SOURCES, scm_version_from_describe
@@ -31,3 +32,8 @@ class PythonProfile(LanguageProfile):
 
     def release_version(self, described: str) -> str:
         return scm_version_from_describe(described)
+
+    def build_recipe(self) -> BuildRecipe:
+        from repo2env.languages.python.build import PythonBuild  # packaging, yaml, the spec's tables
+
+        return PythonBuild()
