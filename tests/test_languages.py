@@ -274,3 +274,58 @@ def test_mining_a_javascript_repository(padkit, tmp_path):
     assert reasons[5][0] == "no_test_changes"
     assert funnel.languages == {"javascript": 4, "go": 1, "python": 1}
     assert result.funnel.counts["kept"] == 2
+
+
+# --- what grading and validation ask of a profile ---------------------------------------------------
+
+
+def test_the_runner_facts_grading_reads():
+    from repo2env.languages.python.runner import RUNNER_PATTERN
+    from repo2env.models import EnvSpec
+    from repo2env.verify.filtering import is_protected_path
+
+    python = get_profile("python").test_runner()
+    assert (python.name, python.report_format, python.runner_pattern) == ("pytest", "junit-xml", RUNNER_PATTERN)
+    assert all(is_protected_path(name) for name in python.config_patterns if "*" not in name)
+    files = DictRepoFiles({"package.json": json.dumps({"scripts": {"test": "mocha --require test/setup.js --check-leaks"},
+                                                       "mocha": {"timeout": 5000}}),
+                           "test/setup.js": "", ".mocharc.yml": "", "lib/a.js": ""})
+    facts = get_profile("javascript").test_runner(EnvSpec(test_runner="mocha", package_dir=""), files)
+    assert (facts.name, facts.report_format) == ("mocha", "mocha-json")
+    assert {"package.json", ".mocharc*", "test/setup.js", ".mocharc.yml"} <= set(facts.config_patterns)
+    assert "lib/a.js" not in facts.config_patterns and {"mocha", "scripts"} <= set(facts.config_fields)
+    plan = facts.plan(["test/a.test.js::pad > pads numbers"], "/tmp/reports")
+    assert "--require test/setup.js" in plan.command and "--check-leaks" in plan.command
+    assert "--grep '^(?:pad pads numbers)$'" in plan.command and [report.file for report in plan.reports] == [
+        "test/a.test.js"]
+    assert facts.split_id("test/a.test.js::pad > pads numbers") == ("test/a.test.js", ("pad", "pads numbers"))
+    with pytest.raises(ValueError):
+        get_profile("javascript").test_runner()
+
+
+def test_variants_are_the_profile_s():
+    from repo2env.languages.python.variants import PythonVariants
+
+    before = {"src/pad.py": "def pad(text, width):\n    return text\n"}
+    after = {"src/pad.py": "def pad(text, width):\n    if width > len(text):\n        return ' ' * (width - len(text)) + text\n"
+                           "    return text\n"}
+    python = get_profile("python").variants()
+    assert isinstance(python, PythonVariants)
+    assert python.near_misses(before, after, limit=3) and python.stubs(before, after, limit=2)
+    javascript = get_profile("javascript").variants()
+    diff = ("diff --git a/lib/a.js b/lib/a.js\n--- a/lib/a.js\n+++ b/lib/a.js\n@@ -1,3 +1,3 @@\n-a\n+b\n c\n d\n"
+            "@@ -10,3 +10,3 @@\n-e\n+f\n g\n h\n")
+    assert [variant.name for variant in javascript.partial_fixes(diff, limit=2)] == ["hunks-1of2", "hunks-2of2"]
+    assert javascript.near_misses({"lib/a.js": "a"}, {"lib/a.js": "b"}) == []
+
+
+def test_facts_stated_twice_agree():
+    from repo2env.languages.build import OWN_CODE_MARKER
+    from repo2env.languages.javascript.build import NODE_BASE_PYTHONS
+    from repo2env.languages.python.own_code_probe import MARKER
+    from repo2env.runtime.node_bootstrap import DEBIAN_NODE
+
+    assert MARKER == OWN_CODE_MARKER  # the probe is a standalone script: it cannot import the constant
+    assert (Path(__file__).parents[1] / "repo2env/languages/javascript/own_code_probe.js").read_text().count(
+        f"const MARKER = '{OWN_CODE_MARKER}';") == 1
+    assert NODE_BASE_PYTHONS == {node: python for node, (_, python) in DEBIAN_NODE.items()}

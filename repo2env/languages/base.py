@@ -30,6 +30,9 @@ from repo2env.languages.files import RepoFiles
 
 if TYPE_CHECKING:
     from repo2env.languages.build import BuildRecipe
+    from repo2env.languages.runner import TestRunnerFacts
+    from repo2env.languages.variants import VariantMaker
+    from repo2env.models import EnvSpec
 
 PathKind = Literal["test", "source", "aux"]
 
@@ -123,3 +126,15 @@ class LanguageProfile(ABC):
     def build_recipe(self) -> BuildRecipe:
         """How this language's environments are inferred, installed, layered and checked
         (:class:`repo2env.languages.build.BuildRecipe`)."""
+
+    # --- testing ------------------------------------------------------------------------------
+
+    @abstractmethod
+    def test_runner(self, spec: EnvSpec | None = None, files: RepoFiles | None = None) -> TestRunnerFacts:
+        """What grading needs of the runner of a task built with ``spec`` (the repository at its base
+        commit in ``files``, when given): :class:`repo2env.languages.runner.TestRunnerFacts`."""
+
+    @abstractmethod
+    def variants(self) -> VariantMaker:
+        """How validation's reference variants of a gold patch are made in this language (partial
+        fixes, near misses, stubs): :class:`repo2env.languages.variants.VariantMaker`."""

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repo2env.languages import get_profile
 from repo2env.models import GradeResult, RolloutResult, Task, ValidationReport
 from repo2env.outcomes import TestStatus
 from repo2env.runtime.sandbox import Runtime
@@ -137,16 +138,17 @@ def declared_differences(task: Task, flaky: dict[str, float]) -> dict[str, list[
 
 def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,
                         policy_runner: PolicyRunner | None, policy_k: int) -> tuple[list[RolloutResult], float]:
-    from repo2env.validate.variants import near_misses, partial_fixes, stubs
+    variants_of = get_profile(task.language).variants()
 
     references = [("gold", f"gold-{i}", task.patch) for i in range(policy.gold_runs)]
     # The unfixed code can hang on the new tests just as a mutated fix can: null runs with the variants.
     variants = [("null", f"null-{i}", "") for i in range(policy.null_runs)]
-    variants += [("partial", variant.name, variant.patch) for variant in partial_fixes(task.patch, limit=policy.partial_limit)]
+    variants += [("partial", variant.name, variant.patch) for variant in variants_of.partial_fixes(task.patch, limit=policy.partial_limit)]
     variants += [("near_miss", variant.name, variant.patch)
-                 for variant in near_misses(derivation.files_before, derivation.files_after, limit=policy.near_miss_limit)]
+                 for variant in variants_of.near_misses(derivation.files_before, derivation.files_after,
+                                                       limit=policy.near_miss_limit)]
     variants += [("stub", variant.name, variant.patch)
-                 for variant in stubs(derivation.files_before, derivation.files_after, limit=policy.stub_limit)]
+                 for variant in variants_of.stubs(derivation.files_before, derivation.files_after, limit=policy.stub_limit)]
     rollouts: list[RolloutResult] = []
     grading_s = 0.0
 

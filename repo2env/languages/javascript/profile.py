@@ -11,6 +11,9 @@ from repo2env.languages.base import LanguageProfile, PathRules, VersionSources
 from repo2env.languages.build import BuildRecipe
 from repo2env.languages.files import RepoFiles
 from repo2env.languages.javascript.paths import javascript_paths
+from repo2env.languages.runner import TestRunnerFacts
+from repo2env.languages.variants import VariantMaker
+from repo2env.models import EnvSpec
 
 
 def version_from_package_json(path: str, text: str) -> str | None:
@@ -48,6 +51,17 @@ class JavaScriptProfile(LanguageProfile):
         from repo2env.languages.javascript.build import JavaScriptBuild
 
         return JavaScriptBuild()
+
+    def test_runner(self, spec: EnvSpec | None = None, files: RepoFiles | None = None) -> TestRunnerFacts:
+        from repo2env.languages.javascript.runner import javascript_facts
+
+        if spec is None:
+            raise ValueError("a JavaScript task's runner is its built spec's (EnvSpec.test_runner)")
+        return javascript_facts(spec, files)
+
+    def variants(self) -> VariantMaker:
+        # Partial fixes need no parser; near misses and stubs of JavaScript await one (tree-sitter).
+        return VariantMaker()
 
 
 def _folders_above(paths: Sequence[str]) -> list[str]:

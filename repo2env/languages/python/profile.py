@@ -8,7 +8,11 @@ from repo2env.languages.base import LanguageProfile, PathRules
 from repo2env.languages.build import BuildRecipe
 from repo2env.languages.files import RepoFiles
 from repo2env.languages.python.paths import PYTHON_PATHS
+from repo2env.languages.python.runner import pytest_facts
 from repo2env.languages.python.versions import PYTHON_VERSION_SOURCES, scm_version_from_describe
+from repo2env.languages.runner import TestRunnerFacts
+from repo2env.languages.variants import VariantMaker
+from repo2env.models import EnvSpec
 
 
 class PythonProfile(LanguageProfile):
@@ -37,3 +41,11 @@ class PythonProfile(LanguageProfile):
         from repo2env.languages.python.build import PythonBuild  # packaging, yaml, the spec's tables
 
         return PythonBuild()
+
+    def test_runner(self, spec: EnvSpec | None = None, files: RepoFiles | None = None) -> TestRunnerFacts:
+        return pytest_facts()
+
+    def variants(self) -> VariantMaker:
+        from repo2env.languages.python.variants import PythonVariants  # libcst
+
+        return PythonVariants()
