@@ -65,19 +65,20 @@ def _repository(path: Path, *, locked: bool) -> Path:
 
 @pytest.fixture(scope="module")
 def node_base(docker_client):
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.node_bootstrap import ensure_node_base_image
 
-    return ensure_node_base_image(docker_client, "18")
+    return ensure_node_base_image(DockerBackend(docker_client), "18")
 
 
 def _build(tmp_path: Path, docker_client, *, locked: bool):
     from repo2env.pipeline.stages import build_tasks_dir
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
 
     clone = _repository(tmp_path / "padkit", locked=locked)
     tasks_dir = tmp_path / "tasks"
     mine(GitSource(clone, repo="acme/padkit"), tasks_dir, MineOptions(allow_no_issue=True))
-    summary = build_tasks_dir(tasks_dir, runtime=DockerRuntime(docker_client))
+    summary = build_tasks_dir(tasks_dir, runtime=DockerBackend(docker_client))
     (task,) = read_tasks(tasks_dir / "tasks.jsonl")
     return summary, task, clone
 

@@ -72,12 +72,12 @@ def _archive(files: dict[str, str | bytes], *, owner: int = 1000) -> bytes:
 @pytest.fixture(scope="session")
 def node_sandbox(docker_client):
     """A running Node 18 container with every runner's project written and installed."""
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.node_bootstrap import ensure_node_base_image
     from repo2env.runtime.sandbox import SandboxLimits
 
-    image = ensure_node_base_image(docker_client, "18")
-    runtime = DockerRuntime(docker_client)
+    runtime = DockerBackend(docker_client)
+    image = ensure_node_base_image(runtime, "18")
     sandbox = runtime.start_image(image.tag, limits=SandboxLimits(network=True, memory="3g", cpus=2.0, pids=2048,
                                                                    exec_timeout_s=900), workdir="/home/agent")
     try:

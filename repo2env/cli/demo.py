@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from repo2env.cli.root import Group, cli, console
+from repo2env.cli.root import Group, cli, console, open_selected_backend
 
 
 @cli.group(cls=Group)
@@ -35,7 +35,8 @@ def demo_run(out_dir: Path) -> None:
     """Run every pipeline stage that exists on the demo repository (what `make demo` does)."""
     from repo2env.pipeline.demo import run_demo
 
-    report = run_demo(out_dir, progress=lambda message: console.print(f"[dim]{message}[/]"))
+    report = run_demo(out_dir, backend=open_selected_backend(),
+                      progress=lambda message: console.print(f"[dim]{message}[/]"))
     table = Table(title=f"repo2env demo -> {out_dir}")
     for column in ("stage", "status", "result"):
         table.add_column(column)

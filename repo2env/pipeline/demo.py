@@ -14,7 +14,7 @@ from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
 from repo2env.pipeline.stages import build_tasks_dir, validate_dir
 from repo2env.publish.dataset import PublishOptions, publish_to_folder
-from repo2env.runtime.backends.docker import DockerRuntime
+from repo2env.runtime.backend import Backend
 from repo2env.runtime.build import BuildOptions
 from repo2env.validate.acceptance import load_acceptance_policy
 from repo2env.validate.run import read_records
@@ -37,8 +37,9 @@ class DemoReport:
     stages: list[StageReport] = field(default_factory=list)
 
 
-def run_demo(out_dir: Path, *, progress: Callable[[str], None] = lambda message: None) -> DemoReport:
-    """Build the demo repository under ``out_dir/source`` (once) and run every built stage on it."""
+def run_demo(out_dir: Path, *, backend: Backend, progress: Callable[[str], None] = lambda message: None) -> DemoReport:
+    """Build the demo repository under ``out_dir/source`` (once) and run every built stage on it,
+    its images and sandboxes on ``backend``."""
     report = DemoReport(out_dir=out_dir)
     source_dir = out_dir / "source"
     repo_path, issues_path = source_dir / "repo", source_dir / "issues.json"
@@ -62,8 +63,8 @@ def run_demo(out_dir: Path, *, progress: Callable[[str], None] = lambda message:
         f"-> {result.tasks_path}",
     ))
     tasks_dir = out_dir / "tasks"
-    runtime = DockerRuntime()
-    progress("building environments (env image + task images)")
+    runtime = backend
+    progress(f"building environments (env image + task images) on {backend.name}")
     built = build_tasks_dir(tasks_dir, runtime=runtime, options=BuildOptions(jobs=2))
     report.stages.append(StageReport(
         "build", "done" if built.ok else "failed",

@@ -3,8 +3,8 @@
 
 Each stage is a job type (what one call needs, picklable), a top-level work function from that job
 to the stage's typed output, and a record step that writes the output under the file's lock. A
-work function called without a runtime opens one engine connection per worker process
-(:func:`worker_runtime`), so it runs as well on a thread of this process as on a remote worker.
+work function called without a backend opens the one its job names, once per worker process
+(:func:`worker_backend`), so it runs as well on a thread of this process as on a remote worker.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from repo2env.languages.python.spec.overrides import EnvOverride
 from repo2env.models import EnvSpec, Task, ValidationReport
 from repo2env.pipeline.executors import ThreadExecutor
 from repo2env.pipeline.runner import Stage, run_stages
-from repo2env.runtime.backends.docker import DockerRuntime
+from repo2env.runtime.backend import Backend
+from repo2env.runtime.backends import backend_name, open_backend
 from repo2env.runtime.build import BuildOptions, BuildSummary, build_task, read_source_clone, still_built
 from repo2env.runtime.images import ImageStore, local_base_flavours
 from repo2env.validate.acceptance import AcceptancePolicy
@@ -28,10 +29,15 @@ from repo2env.validate.report import write_figure, write_summary
 from repo2env.validate.run import PolicyRunner, ValidationSummary, read_records, validate_task
 
 
+def worker_backend(name: str = "") -> Backend:
+    """This process's backend ``name`` (default: ``REPO2ENV_BACKEND``, else docker), opened once per
+    worker process."""
+    return _opened(backend_name(name or None))
+
+
 @functools.cache
-def worker_runtime() -> DockerRuntime:
-    """This process's runtime on the local engine (one connection per worker process)."""
-    return DockerRuntime()
+def _opened(name: str) -> Backend:
+    return open_backend(name)
 
 
 def safe_name(instance_id: str) -> str:
@@ -53,6 +59,7 @@ class BuildJob:
     collect_check: bool = True
     collect_timeout_s: float = 300.0
     bases: tuple[str, ...] | None = None  #: base-image flavours on the engine (None: the bootstrappable ones)
+    backend: str = ""  #: the backend a worker opens for it (default: REPO2ENV_BACKEND, else docker)
 
 
 @dataclass(frozen=True)
@@ -63,10 +70,10 @@ class BuildOutput:
     reused: bool
 
 
-def build_work(job: BuildJob, runtime: DockerRuntime | None = None) -> BuildOutput:
+def build_work(job: BuildJob, runtime: Backend | None = None) -> BuildOutput:
     """The build stage: reuse the task's image when it is still the recorded one, else build it."""
-    runtime = runtime or worker_runtime()
-    store = ImageStore(runtime.client)
+    runtime = runtime or worker_backend(job.backend)
+    store = ImageStore(runtime)
     if still_built(job.task, store, job.override):
         return BuildOutput(job.task.env_spec, reused=True)
     spec = build_task(job.task, job.clone, store=store, runtime=runtime, logs_dir=job.logs_dir,
@@ -75,21 +82,21 @@ def build_work(job: BuildJob, runtime: DockerRuntime | None = None) -> BuildOutp
     return BuildOutput(spec, reused=False)
 
 
-def available_bases(runtime: DockerRuntime) -> tuple[str, ...]:
-    """The base-image flavours on the engine (``py3.8``, ``node20`` ...): pulled or locally made
+def available_bases(runtime: Backend) -> tuple[str, ...]:
+    """The base-image flavours on the backend (``py3.8``, ``node20`` ...): pulled or locally made
     bases widen what a language's recipe may choose beyond the ones every machine can bootstrap."""
-    return local_base_flavours(runtime.client)
+    return local_base_flavours(runtime)
 
 
-def build_job(task: Task, clone: Path, logs_dir: Path, options: BuildOptions,
-              bases: tuple[str, ...] | None) -> BuildJob:
-    """The build job of ``task`` under ``options``."""
+def build_job(task: Task, clone: Path, logs_dir: Path, options: BuildOptions, bases: tuple[str, ...] | None,
+              backend: str = "") -> BuildJob:
+    """The build job of ``task`` under ``options``, for backend ``backend``."""
     return BuildJob(task=task, clone=clone, logs_dir=logs_dir, override=options.overrides.get(task.repo),
                     collect_check=options.collect_check, collect_timeout_s=options.collect_timeout_s,
-                    bases=bases)
+                    bases=bases, backend=backend)
 
 
-def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOptions | None = None,
+def build_tasks_dir(tasks_dir: Path, *, runtime: Backend, options: BuildOptions | None = None,
                     progress: Callable[[Task, EnvSpec], None] | None = None) -> BuildSummary:
     """Build every task of ``tasks_dir/tasks.jsonl`` (or ``options.instance_ids``); each task's row
     gets its ``env_spec`` as soon as it is built (only that row, under the file's lock)."""
@@ -120,7 +127,7 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOp
     return summary
 
 
-def folder_builder(runtime: DockerRuntime) -> Callable[[Path, frozenset[str]], tuple[int, dict[str, str]]]:
+def folder_builder(runtime: Backend) -> Callable[[Path, frozenset[str]], tuple[int, dict[str, str]]]:
     """Builds the given tasks of a tasks folder: (how many built, {instance id: why not}) (for ``pull``)."""
 
     def build_some(folder: Path, instance_ids: frozenset[str]) -> tuple[int, dict[str, str]]:
@@ -141,6 +148,7 @@ class ValidateJob:
     policy: AcceptancePolicy
     logs_dir: Path
     policy_k: int = 0
+    backend: str = ""  #: the backend a worker opens for it (default: REPO2ENV_BACKEND, else docker)
 
 
 @dataclass(frozen=True)
@@ -151,15 +159,15 @@ class ValidateOutput:
     record: ValidationReport
 
 
-def validate_work(job: ValidateJob, runtime: DockerRuntime | None = None,
+def validate_work(job: ValidateJob, runtime: Backend | None = None,
                   policy_runner: PolicyRunner | None = None) -> ValidateOutput:
     """The validate stage: derive the tests, grade the reference rollouts, judge."""
-    task, record = validate_task(job.task, runtime or worker_runtime(), job.policy, logs_dir=job.logs_dir,
+    task, record = validate_task(job.task, runtime or worker_backend(job.backend), job.policy, logs_dir=job.logs_dir,
                                  policy_runner=policy_runner, policy_k=job.policy_k)
     return ValidateOutput(task, record)
 
 
-def validate_dir(tasks_dir: Path, runtime: DockerRuntime, policy: AcceptancePolicy, *, jobs: int = 1,
+def validate_dir(tasks_dir: Path, runtime: Backend, policy: AcceptancePolicy, *, jobs: int = 1,
                  policy_runner: PolicyRunner | None = None, policy_k: int = 0, force: bool = False,
                  instance_ids: frozenset[str] = frozenset(),
                  progress: Callable[[ValidationReport], None] | None = None) -> ValidationSummary:

@@ -1,9 +1,12 @@
 """The base image (OS + Python + an unprivileged ``agent`` user), built where no registry answers.
 
-Two ways to a raw OS image: pull ``python:X.Y-slim`` when a registry answers, else build one from
-Debian packages with ``debootstrap`` and ``docker import`` (air-gapped machines, this one). Either
-raw image is then finished by the same small Dockerfile: the host's CA bundle, a virtualenv at
-``/opt/venv`` that owns ``python``/``pip``, and the ``agent`` user (uid 1000) sandboxes run as.
+Three ways to a raw OS image: take the finished one from another backend of this machine
+(``docker save | podman load``: a base image is built once), pull ``python:X.Y-slim`` when a
+registry answers, else build one from Debian packages with ``debootstrap`` and an import of the
+root filesystem (air-gapped machines, this one). A raw image is then finished by the same small
+Dockerfile: the host's CA bundle, a virtualenv at ``/opt/venv`` that owns ``python``/``pip``, and
+the ``agent`` user (uid 1000) sandboxes run as. Every engine call goes through the backend's
+:class:`~repo2env.runtime.backend.Images`.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import docker.errors
+from typing import TYPE_CHECKING
 
 from repo2env import __version__
-from repo2env.errors import BuildError, DockerUnavailableError, InputError
+from repo2env.errors import BackendUnavailableError, BuildError, InputError, Repo2EnvError
 from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
+
+if TYPE_CHECKING:
+    from repo2env.runtime.backend import Backend
 
 #: Python X.Y -> the Debian release whose python3 is that version.
 DEBIAN_SUITE_FOR_PYTHON = {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie"}
@@ -41,7 +46,7 @@ class BaseImage:
     tag: str
     image_id: str
     python: str
-    origin: str  # "existing", "pulled" or "debootstrap"
+    origin: str  # "existing", "pulled", "debootstrap" or "imported from <backend>"
 
 
 def base_image_tag(python: str) -> str:
@@ -49,25 +54,24 @@ def base_image_tag(python: str) -> str:
     return f"{BASE_REPOSITORY}:py{python}"
 
 
-def local_base_pythons(client: docker.DockerClient) -> tuple[str, ...]:
-    """The Pythons (X.Y) that have a finished base image on this engine, oldest first."""
-    found = {tag.removeprefix(f"{BASE_REPOSITORY}:py") for image in client.images.list(name=BASE_REPOSITORY)
+def local_base_pythons(backend: Backend) -> tuple[str, ...]:
+    """The Pythons (X.Y) that have a finished base image on this backend, oldest first."""
+    found = {tag.removeprefix(f"{BASE_REPOSITORY}:py") for image in backend.images.list(repository=BASE_REPOSITORY)
              for tag in image.tags if tag.startswith(f"{BASE_REPOSITORY}:py")}
     return tuple(sorted((python for python in found if re.fullmatch(r"3\.\d{1,2}", python)),
                         key=lambda python: int(python.split(".")[1])))
 
 
-def find_base_image(client: docker.DockerClient, python: str) -> BaseImage | None:
-    """The finished base image for ``python`` if it exists locally."""
-    try:
-        image = client.images.get(base_image_tag(python))
-    except docker.errors.ImageNotFound:
+def find_base_image(backend: Backend, python: str) -> BaseImage | None:
+    """The finished base image for ``python`` if it exists on ``backend``."""
+    image = backend.images.get(base_image_tag(python))
+    if image is None:
         return None
     return BaseImage(tag=base_image_tag(python), image_id=image.id, python=python, origin="existing")
 
 
 def ensure_base_image(
-    client: docker.DockerClient,
+    backend: Backend,
     python: str = "3.11",
     *,
     access: PackageAccess | None = None,
@@ -75,8 +79,12 @@ def ensure_base_image(
     try_pull: bool = True,
     force: bool = False,
     progress: Progress = lambda message: None,
+    others: tuple[Backend, ...] = (),
 ) -> BaseImage:
-    """Return the base image for ``python``, building it first if it is missing (or ``force``)."""
+    """Return the base image for ``python``, building it first if it is missing (or ``force``).
+
+    Without ``force``, a finished base image on one of the ``others`` backends is imported instead
+    of built again."""
     if python not in DEBIAN_SUITE_FOR_PYTHON and not (try_pull and re.fullmatch(r"3\.\d{1,2}", python)):
         known = ", ".join(sorted(DEBIAN_SUITE_FOR_PYTHON))
         raise InputError(f"no Debian release ships Python {python}",
@@ -86,35 +94,58 @@ def ensure_base_image(
     with _LOCK_PATH.open() as lock:
         # Two test workers or two CLI runs must not debootstrap the same image at once.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        existing = find_base_image(client, python)
+        existing = find_base_image(backend, python)
         if existing and not force:
             return existing
-        raw_tag, origin = _raw_image(client, python, mirror=mirror, try_pull=try_pull, progress=progress)
+        if not force:
+            imported = _import_from_others(backend, python, others, progress)
+            if imported is not None:
+                return imported
+        raw_tag, origin = _raw_image(backend, python, mirror=mirror, try_pull=try_pull, progress=progress)
         progress(f"finishing {base_image_tag(python)} from {raw_tag}")
-        image = _finish(client, raw_tag, python, access=access, install_git=origin == "pulled")
+        image = _finish(backend, raw_tag, python, access=access, install_git=origin == "pulled")
         return BaseImage(tag=base_image_tag(python), image_id=image.id, python=python, origin=origin)
 
 
+def _import_from_others(backend: Backend, python: str, others: tuple[Backend, ...],
+                        progress: Progress) -> BaseImage | None:
+    """The base image for ``python`` moved here from the first of ``others`` that has it, or None."""
+    from repo2env.runtime.transfer import transfer_images
+
+    tag = base_image_tag(python)
+    for other in others:
+        if other.name == backend.name or other.images.get(tag) is None:
+            continue
+        progress(f"importing {tag} from {other.name} (built once, shared by the backends)")
+        transfer_images(other, backend, [tag])
+        image = backend.images.get(tag)
+        if image is not None:
+            return BaseImage(tag=tag, image_id=image.id, python=python, origin=f"imported from {other.name}")
+    return None
+
+
 def _raw_image(
-    client: docker.DockerClient, python: str, *, mirror: str, try_pull: bool, progress: Progress
+    backend: Backend, python: str, *, mirror: str, try_pull: bool, progress: Progress
 ) -> tuple[str, str]:
     if try_pull:
         progress(f"trying to pull python:{python}-slim")
         try:
-            client.images.pull("python", tag=f"{python}-slim")
+            backend.images.pull(f"python:{python}-slim")
             return f"python:{python}-slim", "pulled"
-        except docker.errors.APIError as exc:
+        except BackendUnavailableError:
+            raise
+        except Repo2EnvError as exc:
             if python not in DEBIAN_SUITE_FOR_PYTHON:
                 raise BuildError(f"no registry serves python:{python}-slim ({_first_line(str(exc))}), and no Debian "
                                  f"release ships Python {python}",
                                  hint=f"'docker load' a python:{python}-slim image, or use 3.9, 3.11 or 3.13") from None
             progress(f"no registry answers ({_first_line(str(exc))}); building from Debian packages instead")
     raw_tag = f"{BASE_REPOSITORY}-raw:py{python}"
-    _debootstrap_import(client, DEBIAN_SUITE_FOR_PYTHON[python], raw_tag, mirror=mirror, progress=progress)
+    _debootstrap_import(backend, DEBIAN_SUITE_FOR_PYTHON[python], raw_tag, mirror=mirror, progress=progress)
     return raw_tag, "debootstrap"
 
 
-def _debootstrap_import(client: docker.DockerClient, suite: str, tag: str, *, mirror: str, progress: Progress) -> None:
+def _debootstrap_import(backend: Backend, suite: str, tag: str, *, mirror: str, progress: Progress) -> None:
     if shutil.which("debootstrap") is None:
         raise BuildError(
             "debootstrap is not installed, and no registry answered for a python image",
@@ -141,8 +172,7 @@ def _debootstrap_import(client: docker.DockerClient, suite: str, tag: str, *, mi
         tarball = Path(workdir) / "rootfs.tar"
         progress(f"importing the root filesystem as {tag}")
         subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], check=True)
-        repository, _, version = tag.partition(":")
-        client.api.import_image_from_file(str(tarball), repository=repository, tag=version)
+        backend.images.import_rootfs(tarball, tag)
 
 
 _FINISH_DOCKERFILE = """\
@@ -161,7 +191,7 @@ ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
 """
 
 
-def _finish(client: docker.DockerClient, raw_tag: str, python: str, *, access: PackageAccess, install_git: bool):
+def _finish(backend: Backend, raw_tag: str, python: str, *, access: PackageAccess, install_git: bool):
     git_install = "apt-get update && apt-get install -y --no-install-recommends git procps && rm -rf /var/lib/apt/lists/* && " if install_git else ""
     with tempfile.TemporaryDirectory(prefix="repo2env-base-") as context:
         context_path = Path(context)
@@ -178,17 +208,14 @@ def _finish(client: docker.DockerClient, raw_tag: str, python: str, *, access: P
         (context_path / "Dockerfile").write_text(_FINISH_DOCKERFILE.format(
             raw=raw_tag, ca_path=CONTAINER_CA_PATH, git_install=git_install, uid=AGENT_UID, ca_env=ca_env))
         labels = {"repo2env.kind": "base", "repo2env.python": python, "repo2env.version": __version__}
-        try:
-            image, _ = client.images.build(
-                path=context, tag=base_image_tag(python), labels=labels, rm=True, forcerm=True
-            )
-        except docker.errors.BuildError as exc:
-            log = "".join(str(chunk.get("stream", chunk.get("error", ""))) for chunk in exc.build_log)
+        outcome = backend.images.build(context_path, base_image_tag(python), labels=labels)
+        if outcome.error:
             log_path = Path(tempfile.gettempdir()) / f"repo2env-base-{python}.log"
-            log_path.write_text(log)
-            raise BuildError(f"finishing the base image failed: {_first_line(str(exc))}", log_path=str(log_path)) from None
-        except docker.errors.APIError as exc:
-            raise DockerUnavailableError(f"Docker refused the base image build: {_first_line(str(exc))}") from None
+            log_path.write_text("\n".join(outcome.log) + "\n")
+            raise BuildError(f"finishing the base image failed: {_first_line(outcome.error)}", log_path=str(log_path))
+    image = backend.images.get(base_image_tag(python))
+    if image is None:
+        raise BuildError(f"finishing the base image ended without {base_image_tag(python)}")
     return image
 
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repo2env.errors import BuildError, DockerUnavailableError, InputError, Repo2EnvError
+from repo2env.errors import BackendUnavailableError, BuildError, InputError, Repo2EnvError
 from repo2env.jsonl import read_repository_record
 from repo2env.languages import get_profile
 from repo2env.languages.build import COLLECTION_TIMEOUT, BuildRecipe
@@ -193,7 +193,7 @@ def _try_rung(task: Task, candidate: EnvSpec, recipe: BuildRecipe, own, snapshot
                                layer=recipe.env_layer(candidate, own, task.scm_version, agent_uid=AGENT_UID))
         image = store.ensure_task(task, env.tag, snapshot_dir, snapshot_sha, log_path=log_path.with_suffix(".task.log"),
                                   layer=recipe.task_layer(candidate, own, task), warmup=candidate.warmup)
-    except DockerUnavailableError:
+    except BackendUnavailableError:
         raise
     except BuildError as exc:
         explained = recipe.explain_failure(_read_log(exc.log_path), candidate)

@@ -29,10 +29,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import docker.errors
-
 from repo2env import __version__
-from repo2env.errors import BuildError, DockerUnavailableError, InputError
+from repo2env.errors import BuildError, InputError
+from repo2env.runtime.backend import Backend, ImageInfo
 from repo2env.runtime.bootstrap import BASE_REPOSITORY, DEFAULT_MIRROR, ensure_base_image
 from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
 
@@ -78,9 +77,9 @@ def node_base_image_tag(node: str) -> str:
     return f"{BASE_REPOSITORY}:node{node}"
 
 
-def local_base_nodes(client: docker.DockerClient) -> tuple[str, ...]:
-    """The Node majors that have a finished base image on this engine, oldest first."""
-    found = {tag.removeprefix(f"{BASE_REPOSITORY}:node") for image in client.images.list(name=BASE_REPOSITORY)
+def local_base_nodes(backend: Backend) -> tuple[str, ...]:
+    """The Node majors that have a finished base image on this backend, oldest first."""
+    found = {tag.removeprefix(f"{BASE_REPOSITORY}:node") for image in backend.images.list(repository=BASE_REPOSITORY)
              for tag in image.tags if tag.startswith(f"{BASE_REPOSITORY}:node")}
     return tuple(sorted((node for node in found if node.isdigit()), key=int))
 
@@ -121,7 +120,7 @@ def available_node_majors(local: Iterable[LocalNode] = ()) -> tuple[str, ...]:
 
 
 def ensure_node_base_image(
-    client: docker.DockerClient,
+    backend: Backend,
     node: str = "18",
     *,
     local: LocalNode | None = None,
@@ -146,18 +145,15 @@ def ensure_node_base_image(
     _LOCK_PATH.touch(exist_ok=True)
     with _LOCK_PATH.open() as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not force:
-            try:
-                image = client.images.get(tag)
-                return NodeBaseImage(tag=tag, image_id=image.id, node=node,
-                                     python_base=image.labels.get("repo2env.python_base", ""), origin="existing")
-            except docker.errors.ImageNotFound:
-                pass
+        existing = None if force else backend.images.get(tag)
+        if existing is not None:
+            return NodeBaseImage(tag=tag, image_id=existing.id, node=node,
+                                 python_base=existing.labels.get("repo2env.python_base", ""), origin="existing")
         python = LOCAL_NODE_PYTHON if local is not None else DEBIAN_NODE[node][1]
-        python_base = ensure_base_image(client, python, access=access, mirror=mirror, progress=progress)
+        python_base = ensure_base_image(backend, python, access=access, mirror=mirror, progress=progress)
         origin = f"local:{local.prefix}" if local is not None else "debian"
         progress(f"layering Node {node} ({origin}) on {python_base.tag}")
-        image = _build_node_layer(client, tag, python_base.tag, node, local=local, access=access, origin=origin)
+        image = _build_node_layer(backend, tag, python_base.tag, node, local=local, access=access, origin=origin)
         return NodeBaseImage(tag=tag, image_id=image.id, node=node, python_base=python_base.tag, origin=origin)
 
 
@@ -182,8 +178,8 @@ RUN ln -s {root}/bin/node /usr/local/bin/node \\
  && ln -s {root}/lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx"""
 
 
-def _build_node_layer(client: docker.DockerClient, tag: str, python_base: str, node: str, *,
-                      local: LocalNode | None, access: PackageAccess, origin: str):
+def _build_node_layer(backend: Backend, tag: str, python_base: str, node: str, *,
+                      local: LocalNode | None, access: PackageAccess, origin: str) -> ImageInfo:
     with tempfile.TemporaryDirectory(prefix="repo2env-node-base-") as context:
         context_path = Path(context)
         if local is not None:
@@ -203,16 +199,15 @@ def _build_node_layer(client: docker.DockerClient, tag: str, python_base: str, n
             _NODE_DOCKERFILE.format(python_base=python_base, install=install, ca_env=ca_env))
         labels = {"repo2env.kind": "base", "repo2env.node": node, "repo2env.node_origin": origin,
                   "repo2env.python_base": python_base, "repo2env.version": __version__}
-        try:
-            image, _ = client.images.build(path=context, tag=tag, labels=labels, rm=True, forcerm=True)
-        except docker.errors.BuildError as exc:
-            log = "".join(str(chunk.get("stream", chunk.get("error", ""))) for chunk in exc.build_log)
+        outcome = backend.images.build(context_path, tag, labels=labels)
+        if outcome.error:
             log_path = Path(tempfile.gettempdir()) / f"repo2env-base-node{node}.log"
-            log_path.write_text(log)
-            raise BuildError(f"building the Node {node} base image failed: {str(exc).strip()[:200]}",
-                             hint=f"see {log_path}; is the Debian mirror reachable?", log_path=str(log_path)) from None
-        except docker.errors.APIError as exc:
-            raise DockerUnavailableError(f"Docker refused the Node base image build: {str(exc).strip()[:200]}") from None
+            log_path.write_text("\n".join(outcome.log) + "\n")
+            raise BuildError(f"building the Node {node} base image failed: {outcome.error.strip()[:200]}",
+                             hint=f"see {log_path}; is the Debian mirror reachable?", log_path=str(log_path))
+    image = backend.images.get(tag)
+    if image is None:
+        raise BuildError(f"building the Node {node} base image ended without {tag}")
     return image
 
 
