@@ -131,9 +131,11 @@ class BuildRecipe(ABC):
         """A short explanation of a failed image build's log (None: the log's own last line says it)."""
         return None
 
-    def rungs_after_failure(self, log: str, pending: list[tuple[str, EnvSpec]]) -> list[tuple[str, EnvSpec]]:
-        """The rungs still worth trying after an image build failed with ``log`` (by default all of
-        ``pending``): a failure that every rung but some would repeat skips those."""
+    def rungs_after_failure(self, log: str, failed: tuple[str, EnvSpec],
+                            pending: list[tuple[str, EnvSpec]]) -> list[tuple[str, EnvSpec]]:
+        """The rungs to try after the image build of rung ``failed`` (name, spec) failed with ``log``
+        (by default ``pending``, unchanged): a failure that some rungs would repeat skips them, one
+        that a change cures may add the failed rung again with it."""
         return pending
 
     def packages_needed(self, log: str) -> list[str]:

@@ -5,8 +5,8 @@ infer the EnvSpec from the files at ``base_commit``, make the snapshot, then cli
 ladder until a rung installs the project's own code (for Python: its import names resolve to
 ``/testbed``, in the env layer and in the task image; every rung keeps the editable install the one
 that runs) and its tests load in a locked-down sandbox (pytest's collection; a JavaScript runner's
-run of the touched test files). The images a failed rung built are removed. The task's ``env_spec`` records the rung, the images and ``env_ok``, or ``env_failed``
-with the reason and the log. The loop over a tasks folder is the stage runner's
+run of the touched test files). The images a failed rung built are removed. The task's ``env_spec``
+records the rung, the images and ``env_ok``, or ``env_failed`` with the reason and the log. The loop over a tasks folder is the stage runner's
 (:func:`repo2env.pipeline.stages.build_tasks_dir`): one task's failure never stops the batch, and a
 re-run reuses every image that is still there.
 """
@@ -149,7 +149,7 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, 
                 break  # no rung can succeed on a full disk
             if image is None:
                 failed_log = _read_log(problem_log)
-                pending = deque(recipe.rungs_after_failure(failed_log, list(pending)))
+                pending = deque(recipe.rungs_after_failure(failed_log, (rung, candidate), list(pending)))
                 missing = [name for name in recipe.packages_needed(failed_log)
                            if name not in candidate.system_packages]
                 if missing:

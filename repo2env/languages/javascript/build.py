@@ -44,6 +44,7 @@ from repo2env.languages.javascript.environment import (
     infer_environment,
     install_failure_reason,
     install_ladder,
+    node_range_allows,
     package_manager,
     packages_touched,
     workspace_packages,
@@ -141,8 +142,11 @@ class JavaScriptBuild(BuildRecipe):
                        bases: Sequence[str] | None = None) -> list[tuple[str, EnvSpec]]:
         """``inferred`` (``spec``), then the profile's fallbacks (:func:`.environment.install_ladder`):
         install scripts off, ``npm install`` for an npm lock file out of step with package.json, no
-        ``--before`` pin (a registry that does not serve true publication dates refuses it). An
-        override's own install has no fallbacks."""
+        ``--before`` pin (a registry that does not serve true publication dates refuses it); then,
+        when the unpinned install is on an older Node than the newest base ``engines.node`` allows,
+        the same on that Node (today's dependencies of an old project need today's Node). An
+        override's own install has no fallbacks; :meth:`rungs_after_failure` adds the
+        ``--legacy-peer-deps`` rungs npm 7+ needs for old peer-dependency conflicts."""
         rungs = [("inferred", spec)]
         if override is not None and override.install is not None:
             return rungs
@@ -155,6 +159,11 @@ class JavaScriptBuild(BuildRecipe):
             candidate = spec.model_copy(update=update)
             if all(candidate.install != earlier.install for _, earlier in rungs):
                 rungs.append((name, candidate))
+            newer = _newest_allowed_node(ProjectFiles.of(files), available_nodes(bases))
+            if name == "unpinned" and newer is not None and int(newer) > int(spec.node or "0"):
+                rungs.append((f"{name}+newer-node", candidate.model_copy(update={
+                    "node": newer, "base": f"node{newer}", "python": NODE_BASE_PYTHONS.get(newer, LOCAL_NODE_PYTHON),
+                    "node_reason": f"the newest Node engines allows, for dependencies of today (was {spec.node})"})))
         return rungs
 
     def _environment(self, spec: EnvSpec, files: RepoFiles) -> JsEnvironment:
@@ -249,16 +258,23 @@ class JavaScriptBuild(BuildRecipe):
         return None
 
     def explain_failure(self, log: str, spec: EnvSpec) -> str | None:
-        kind = install_failure_reason(log)
+        kind = "peer_dependencies" if "ERESOLVE" in log else install_failure_reason(log)
         if kind == "install_failed":
             return None
         errors = [line.strip() for line in log.splitlines() if re.search(r"npm ERR!|npm error|ERR_PNPM|YN\d{4}|error ", line)]
         return f"{_FAILURES.get(kind, kind)}{': ' + errors[-1][:200] if errors else ''}"
 
-    def rungs_after_failure(self, log: str, pending: list[tuple[str, EnvSpec]]) -> list[tuple[str, EnvSpec]]:
+    def rungs_after_failure(self, log: str, failed: tuple[str, EnvSpec],
+                            pending: list[tuple[str, EnvSpec]]) -> list[tuple[str, EnvSpec]]:
         # A registry that refuses --before refuses it on every rung that keeps the pin.
         if install_failure_reason(log) == "registry_dates":
-            return [(name, spec) for name, spec in pending if spec.date_pin is None]
+            pending = [(name, spec) for name, spec in pending if spec.date_pin is None]
+        # npm 7+ refuses the peer-dependency conflicts older projects were published with, on every
+        # rung: the failed one again, and every later one, accept them.
+        if "ERESOLVE" in log:
+            name, spec = failed
+            lenient = [(f"{name}+legacy-peer-deps", _lenient(spec))] if _lenient(spec) != spec else []
+            pending = [*lenient, *((name, _lenient(spec)) for name, spec in pending)]
         return pending
 
     def packages_needed(self, log: str) -> list[str]:
@@ -272,6 +288,7 @@ _FAILURES = {
     "native_build": "a native module failed to build",
     "network": "the registry could not be reached",
     "node_version": "a dependency does not support this Node",
+    "peer_dependencies": "npm refuses the project's peer-dependency conflicts (ERESOLVE)",
 }
 
 
@@ -287,6 +304,25 @@ def _with_pin(environment: JsEnvironment, pin: DatePin) -> tuple[str, ...]:
     from repo2env.languages.javascript.environment import install_commands
 
     return install_commands(environment.package_manager, pin)
+
+
+def _lenient(spec: EnvSpec) -> EnvSpec:
+    return spec.model_copy(update={"install": [_lenient_peers(command) for command in spec.install]})
+
+
+def _newest_allowed_node(project: ProjectFiles, nodes: Sequence[str]) -> str | None:
+    """The newest of ``nodes`` that the root's ``engines.node`` allows (any, without one)."""
+    engines = project.package_json().get("engines")
+    wanted = engines.get("node") if isinstance(engines, dict) else None
+    allowed = [node for node in nodes if not isinstance(wanted, str) or node_range_allows(wanted, int(node)) is not False]
+    return max(allowed, key=int, default=None)
+
+
+def _lenient_peers(command: str) -> str:
+    """An ``npm install``/``npm ci`` command that accepts peer-dependency conflicts (npm 7+'s ERESOLVE)."""
+    if re.match(r"(?:cd \S+ && )?npm (?:install|ci)\b", command) and "--legacy-peer-deps" not in command:
+        return f"{command} --legacy-peer-deps"
+    return command
 
 
 def _pin_text(pin: DatePin) -> str:
