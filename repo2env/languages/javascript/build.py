@@ -230,8 +230,18 @@ class JavaScriptBuild(BuildRecipe):
             detail = "; ".join(reasons) if reasons else checked.output.strip()[-200:]
             return f"the project's own code is not what runs in the task image: {detail}"[:400]
         existing = [path for path in touched if shell.exec(["test", "-f", path], timeout=10).exit_code == 0]
-        if not collect_check or not existing or not spec.test_runner:
+        if not collect_check or not spec.test_runner:
             return None
+        if not existing:
+            # The PR only adds test files: one of the suite's own, nearest the new ones, shows the
+            # runner works in the image.
+            listed = shell.exec(["git", "ls-files", "-z"], timeout=60).output.split("\0")
+            near = {path.rpartition("/")[0] for path in touched}
+            suite = sorted((path for path in listed if _is_test_file(path)),
+                           key=lambda path: (path.rpartition("/")[0] not in near, path.count("/"), path))
+            existing = suite[:1]
+            if not existing:
+                return None
         invocation = None
         package = shell.exec(["cat", f"{spec.package_dir}/package.json" if spec.package_dir else "package.json"],
                              timeout=10)
@@ -349,8 +359,12 @@ def _without_version(text: str) -> str:
 
 def _test_files(task: Task) -> list[str]:
     """The JavaScript test files the PR's tests change (their paths after the change)."""
+    return [file.path for file in parse(task.test_patch).files if _is_test_file(file.path)]
+
+
+def _is_test_file(path: str) -> bool:
+    """Whether ``path`` holds tests (not a runner's configuration, a mock, a fixture or a helper)."""
     rules = javascript_paths(None)
-    return [file.path for file in parse(task.test_patch).files
-            if rules.classify(file.path) == "test" and rules.is_code(file.path) and not rules.is_test_config(file.path)
-            and not any(part in ("__mocks__", "__fixtures__", "fixtures", "helpers", "support")
-                        for part in file.path.split("/")[:-1])]
+    return (rules.classify(path) == "test" and rules.is_code(path) and not rules.is_test_config(path)
+            and not any(part in ("__mocks__", "__fixtures__", "fixtures", "helpers", "support", "__snapshots__")
+                        for part in path.split("/")[:-1]))
