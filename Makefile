@@ -37,9 +37,9 @@ podman:
 registry:
 	@command -v docker-registry >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry)
 
-## The local base images (debootstrap + docker import when no registry answers): Python 3.9, 3.11, 3.13.
+## The local base images (debootstrap + docker import when no registry answers): Python 3.9, 3.11, 3.13, and Node 18 (Debian's nodejs on the 3.11 one).
 base-image: install engine
-	$(BIN)/repo2env runtime bootstrap --python 3.11 --python 3.9 --python 3.13
+	$(BIN)/repo2env runtime bootstrap --python 3.11 --python 3.9 --python 3.13 --node 18
 
 ## The main job on the embedded demo repository -> generated/demo/
 demo: base-image

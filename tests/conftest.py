@@ -87,6 +87,17 @@ def demo_repo(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def js_demo_repo(tmp_path_factory):
+    """The embedded JavaScript demo repository (fmtkit), built once per session; a :class:`DemoRepo`.
+
+    Treat it as read-only, like :func:`demo_repo`.
+    """
+    from repo2env.demo import build_demo
+
+    return build_demo(tmp_path_factory.mktemp("js-demo"), "javascript")
+
+
+@pytest.fixture(scope="session")
 def built_demo(docker_client, demo_repo, tmp_path_factory):
     """The demo mined and built (env + task images) once per session: (tasks folder, {pull: Task})."""
     from repo2env.jsonl import read_tasks

@@ -296,8 +296,8 @@ def test_the_runner_facts_grading_reads():
     assert "lib/a.js" not in facts.config_patterns and {"mocha", "scripts"} <= set(facts.config_fields)
     plan = facts.plan(["test/a.test.js::pad > pads numbers"], "/tmp/reports")
     assert "--require test/setup.js" in plan.command and "--check-leaks" in plan.command
-    assert "--grep '^(?:pad pads numbers)$'" in plan.command and [report.file for report in plan.reports] == [
-        "test/a.test.js"]
+    assert "--grep" in plan.command and "pad pads numbers" in plan.command
+    assert [report.file for report in plan.reports] == ["test/a.test.js"]
     assert facts.split_id("test/a.test.js::pad > pads numbers") == ("test/a.test.js", ("pad", "pads numbers"))
     with pytest.raises(ValueError):
         get_profile("javascript").test_runner()

@@ -56,12 +56,18 @@ def runtime() -> None:
 @click.option("--force", is_flag=True, help="Rebuild even if the image exists.")
 @click.option("--no-pull", is_flag=True, help="Do not try a registry; build from Debian packages.")
 @click.option("--mirror", default=None, help="Debian mirror for debootstrap (default: deb.debian.org).")
-def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bool, mirror: str | None) -> None:
+@click.option("--node", "node_versions", multiple=True,
+              help="Also a Node base image of this major (repeatable: 12, 18, 20 from Debian; others from a local Node).")
+@click.option("--node-prefix", "node_prefixes", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="A local Node installation (with bin/node and lib/node_modules/npm) to copy in for its major.")
+def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bool, mirror: str | None,
+                      node_versions: tuple[str, ...], node_prefixes: tuple[Path, ...]) -> None:
     """Build the base image locally (debootstrap + an import of the root filesystem) when no registry
     serves python:X.Y-slim; on a backend whose base image another backend here has, import that one."""
     from repo2env.errors import BackendUnavailableError
     from repo2env.runtime.backends import BACKENDS, open_backend
     from repo2env.runtime.bootstrap import DEFAULT_MIRROR, ensure_base_image
+    from repo2env.runtime.node_bootstrap import ensure_node_base_image, node_source
 
     backend = open_selected_backend()
     others = []
@@ -77,6 +83,11 @@ def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bo
             progress=lambda message: console.print(f"[dim]{message}[/]"), others=tuple(others),
         )
         console.print(f"[green]{image.tag}[/] ready ({image.origin}, {image.image_id[7:19]})")
+    for node in node_versions:
+        node_image = ensure_node_base_image(backend, node, local=node_source(node, node_prefixes),
+                                            mirror=mirror or DEFAULT_MIRROR, force=force,
+                                            progress=lambda message: console.print(f"[dim]{message}[/]"))
+        console.print(f"[green]{node_image.tag}[/] ready ({node_image.origin}, {node_image.image_id[7:19]})")
 
 
 

@@ -89,6 +89,9 @@ class LanguageProfile(ABC):
     #: How people write it (``"Python"``), for messages and dataset cards.
     title: ClassVar[str]
     version_sources: ClassVar[VersionSources]
+    #: Whether the grader grades this language's tasks (validation rejects a built task of another
+    #: as ``ungradable_language`` rather than grade it as something it is not).
+    gradable: ClassVar[bool] = False
     #: What :meth:`uses_repository` looks for, as a rejection names it ("package.json at the root
     #: or above the changed files").
     project_files: ClassVar[str] = "project file of the language"

@@ -114,6 +114,24 @@ def local_node_prefixes(places: Iterable[str] = _NODE_SEARCH) -> list[LocalNode]
     return sorted(found.values(), key=lambda node: _version_key(node.version))
 
 
+def node_source(node: str, prefixes: Iterable[str | Path] = ()) -> LocalNode | None:
+    """Where Node ``node`` comes from: a given prefix of that major first; else None (Debian's
+    package) when a Debian release ships it; else a local Node of that major found on this machine.
+    An InputError when a given prefix is not a Node installation."""
+    given = []
+    for prefix in prefixes:
+        found = local_node_prefix(prefix)
+        if found is None:
+            raise InputError(f"{prefix} is not a Node installation (no bin/node and lib/node_modules/npm)")
+        given.append(found)
+    for found in given:
+        if found.major == node:
+            return found
+    if node in DEBIAN_NODE:
+        return None
+    return next((found for found in local_node_prefixes() if found.major == node), None)
+
+
 def available_node_majors(local: Iterable[LocalNode] = ()) -> tuple[str, ...]:
     """Node majors a base image can be made for here: Debian's and the local prefixes', oldest first."""
     return tuple(sorted(set(DEBIAN_NODE) | {node.major for node in local}, key=int))
@@ -127,13 +145,15 @@ def ensure_node_base_image(
     access: PackageAccess | None = None,
     mirror: str = DEFAULT_MIRROR,
     force: bool = False,
+    tag: str | None = None,
     progress: Progress = lambda message: None,
 ) -> NodeBaseImage:
     """Return ``repo2env/base:node<node>``, building it first if it is missing (or ``force``).
 
     ``local`` (a :class:`LocalNode` of that major) is copied in; otherwise Debian's ``nodejs``
     of the release that ships that major is installed. The Python base image it needs is made
-    first if it is missing (:func:`~repo2env.runtime.bootstrap.ensure_base_image`)."""
+    first if it is missing (:func:`~repo2env.runtime.bootstrap.ensure_base_image`). ``tag``
+    replaces :func:`node_base_image_tag`'s (for tests)."""
     if local is not None and local.major != node:
         raise InputError(f"the local Node at {local.prefix} is {local.version}, not Node {node}")
     if local is None and node not in DEBIAN_NODE:
@@ -141,7 +161,7 @@ def ensure_node_base_image(
         raise InputError(f"no Debian release ships Node {node}",
                          hint=f"give a local Node {node} prefix (--node-prefix), or choose one of {known}")
     access = access or PackageAccess.from_environment()
-    tag = node_base_image_tag(node)
+    tag = tag or node_base_image_tag(node)
     _LOCK_PATH.touch(exist_ok=True)
     with _LOCK_PATH.open() as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

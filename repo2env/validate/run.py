@@ -52,6 +52,13 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
     """Validate one task; returns it with tests and verdict filled in, and its validation.jsonl line."""
     started = time.monotonic()
     env_ok = bool(task.env_spec and task.env_spec.status == "env_ok")
+    profile = get_profile(task.language)
+    if env_ok and not profile.gradable:
+        # Built, but the grader cannot run this language's tests yet: say so rather than grade it as Python.
+        report = ValidationReport(instance_id=task.instance_id, repo=task.repo, policy=policy.name, verdict="rejected",
+                                  reasons=["ungradable_language"], leak_score=task.leak_score,
+                                  error=f"the grader does not grade {profile.title} tasks yet")
+        return task.model_copy(update={"validation": report}), report.record()
     derivation = None
     rollouts: list[RolloutResult] = []
     tests_s = 0.0

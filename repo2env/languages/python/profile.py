@@ -22,6 +22,7 @@ class PythonProfile(LanguageProfile):
     name = "python"
     title = "Python"
     version_sources = PYTHON_VERSION_SOURCES
+    gradable = True
 
     def path_rules(self, files: RepoFiles | None = None) -> PathRules:
         # pytest finds tests by file name wherever they are: no configuration changes what a test is.
