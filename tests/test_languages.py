@@ -353,3 +353,16 @@ def test_the_javascript_ladder_follows_what_an_install_log_says():
     # Python's recipe leaves the ladder to its own rungs.
     python = get_profile("python").build_recipe()
     assert python.rungs_after_failure("npm ERR! code ERESOLVE", ladder[0], ladder[1:]) == ladder[1:]
+
+
+def test_validation_does_not_grade_a_language_the_grader_cannot(tmp_path):
+    from repo2env.models import EnvSpec
+    from repo2env.validate.acceptance import load_acceptance_policy
+    from repo2env.validate.run import validate_task
+
+    task = Task(instance_id="acme__padkit-1", repo="acme/padkit", language="javascript", pull_number=1,
+                base_commit="0" * 40, patch="", test_patch="", problem_statement="x", created_at="2024-01-01T00:00:00Z",
+                env_spec=EnvSpec(status="env_ok", base="node18", node="18", test_runner="mocha"))
+    validated, record = validate_task(task, runtime=None, policy=load_acceptance_policy("default"), logs_dir=tmp_path)
+    assert (record.verdict, record.reasons) == ("rejected", ["ungradable_language"])
+    assert "JavaScript" in record.error and validated.validation.verdict == "rejected"
