@@ -43,8 +43,24 @@ class _Schema(BaseModel):
 class EnvSpec(_Schema):
     """How to build and test a repository at one commit; inferred, then overridable per repo."""
 
-    python: str = Field("3.11", description="Python X.Y of the base image.")
+    python: str = Field("3.11", description="Python X.Y of the base image (for other languages: the base's system "
+                        "Python, which the sandbox's tools run under).")
     python_reason: str | None = Field(None, description="Why this Python: the evidence inference used, or 'override'.")
+    base: str | None = Field(
+        None, description="The base image's flavour when it is not the Python one of `python` (repo2env/base:<base>, "
+        "e.g. 'node18' for a JavaScript task).")
+    node: str | None = Field(None, description="Node.js major of the base image (JavaScript tasks).")
+    node_reason: str | None = Field(None, description="Why this Node: the evidence inference used.")
+    package_manager: str | None = Field(
+        None, description="What installs a JavaScript project's dependencies: npm, yarn (classic), yarn-berry or pnpm.")
+    dependency_pin: str | None = Field(
+        None, description="How the dependencies were held at the base commit when `date_pin` does not say it alone: "
+        "'lockfile <file>' (the lock file at the commit), 'before <ISO time>' (npm --before) or 'none (<why>)'.")
+    test_runner: str | None = Field(
+        None, description="The test runner when it is not pytest (jest, vitest, mocha, ava, tape, node).")
+    package_dir: str | None = Field(
+        None, description="The workspace package (folder) whose tests the task runs, for a monorepo; '' or None: "
+        "the root.")
     system_packages: list[str] = Field(default_factory=list, description="Debian packages for the env layer.")
     install: list[str] = Field(default_factory=list, description="Shell commands run in the env layer, in order.")
     test_cmd: str = Field(DEFAULT_TEST_CMD, description="Test runner; test ids are appended.")
@@ -81,7 +97,15 @@ class EnvSpec(_Schema):
     def spec_hash(self) -> str:
         """A short hash of everything that decides the env image's content (not its tag or id)."""
         keyed = self.model_dump(include={"python", "system_packages", "install", "date_pin", "deps_fingerprint"})
+        # Fields only other languages set count when set, so that a Python spec's hash (and the
+        # env images built under it) stays what it was before they existed.
+        keyed.update({name: value for name, value in self.model_dump(include={"base", "node", "package_manager"}).items()
+                      if value is not None})
         return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
+
+    def base_flavour(self) -> str:
+        """The base image's flavour: ``base``, else ``py<python>`` (``repo2env/base:py3.11``)."""
+        return self.base or f"py{self.python}"
 
 
 class ExecResult(_Schema):
@@ -217,6 +241,10 @@ class Task(_Schema):
     schema_version: int = SCHEMA_VERSION
     instance_id: str = Field(description="owner__name-PR, as in SWE-bench.")
     repo: str = Field(description="owner/name.")
+    language: str = Field(
+        "python", pattern=r"^[a-z][a-z0-9_+#-]*$",
+        description="The language profile that mined the task and builds, tests and grades it "
+        "(repo2env.languages: 'python', 'javascript'); rows written before tasks had one are Python.")
     pull_number: int
     issue_numbers: list[int] = Field(default_factory=list)
     base_commit: str = Field(description="Commit on the base branch at which both patches apply.")
@@ -382,6 +410,9 @@ class Funnel(BaseModel):
     started_at: str = ""
     counts: dict[str, int] = Field(default_factory=dict)
     rejections: list[Rejection] = Field(default_factory=list)
+    languages: dict[str, int] = Field(
+        default_factory=dict, description="This run's changes by the language of the code they change (a PR whose "
+        "fix changes two languages counts for both), so a repository in a language no profile covers shows it.")
     previous_runs: list[FunnelRun] = Field(default_factory=list, description="Earlier runs, oldest first.")
     totals: dict[str, int] = Field(
         default_factory=dict, description="Over all runs: 'kept' (tasks written), and per 'rejected:<reason>' the "

@@ -238,7 +238,7 @@ def test_a_collection_hang_gets_a_warmup_and_a_changed_override_rebuilds(docker_
     sandbox: the build retries the same rung once with a warm-up (network, as the agent), the data
     lands in the task image, the task says it needs the network and the work tree stays clean. An
     override then rebuilds the task; the same override again reuses it."""
-    from repo2env.runtime.spec.overrides import EnvOverride
+    from repo2env.languages.python.spec.overrides import EnvOverride
 
     repo = tmp_path / "datalib"
     _git(tmp_path, "init", "-q", "-b", "main", str(repo))
@@ -293,7 +293,7 @@ def test_a_collection_hang_gets_a_warmup_and_a_changed_override_rebuilds(docker_
 def test_tests_that_collect_but_cannot_run_fail_the_rung(docker_client, tmp_path):
     """Collection passes, but every test run stops with an INTERNALERROR (a run-time hook breaks, as
     a filterwarnings naming a module the rung left out does): the rung fails and says why."""
-    from repo2env.runtime.spec.overrides import EnvOverride
+    from repo2env.languages.python.spec.overrides import EnvOverride
 
     repo = tmp_path / "hooklib"
     _git(tmp_path, "init", "-q", "-b", "main", str(repo))

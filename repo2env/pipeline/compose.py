@@ -142,7 +142,7 @@ def build(folder: Path, *, backend: Backend | None = None, options: BuildOptions
 
 def load_overrides(path: Path) -> dict:
     """Per-repository environment overrides from a YAML file ({repos: {owner/name: {python: ...}}})."""
-    from repo2env.runtime.spec.overrides import load_overrides as read_overrides
+    from repo2env.languages.python.spec.overrides import load_overrides as read_overrides
 
     return read_overrides(path)
 

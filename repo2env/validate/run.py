@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repo2env.languages import get_profile
 from repo2env.models import GradeResult, RolloutResult, Task, ValidationReport
 from repo2env.outcomes import TestStatus
 from repo2env.runtime.sandbox import Runtime
@@ -53,6 +54,13 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
     """Validate one task; returns it with tests and verdict filled in, and its validation.jsonl line."""
     started = time.monotonic()
     env_ok = bool(task.env_spec and task.env_spec.status == "env_ok")
+    profile = get_profile(task.language)
+    if env_ok and not profile.gradable:
+        # Built, but the grader cannot run this language's tests yet: say so rather than grade it as Python.
+        report = ValidationReport(instance_id=task.instance_id, repo=task.repo, policy=policy.name, verdict="rejected",
+                                  reasons=["ungradable_language"], leak_score=task.leak_score,
+                                  error=f"the grader does not grade {profile.title} tasks yet")
+        return task.model_copy(update={"validation": report}), report.record()
     derivation = None
     rollouts: list[RolloutResult] = []
     tests_s = 0.0
@@ -184,16 +192,17 @@ class _References:
 
 def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,
                         policy_runner: PolicyRunner | None, policy_k: int) -> _References:
-    from repo2env.validate.variants import near_misses, partial_fixes, stubs
+    variants_of = get_profile(task.language).variants()
 
     references = [("gold", f"gold-{i}", task.patch) for i in range(policy.gold_runs)]
     # The unfixed code can hang on the new tests just as a mutated fix can: null runs with the variants.
     variants = [("null", f"null-{i}", "") for i in range(policy.null_runs)]
-    variants += [("partial", variant.name, variant.patch) for variant in partial_fixes(task.patch, limit=policy.partial_limit)]
+    variants += [("partial", variant.name, variant.patch) for variant in variants_of.partial_fixes(task.patch, limit=policy.partial_limit)]
     variants += [("near_miss", variant.name, variant.patch)
-                 for variant in near_misses(derivation.files_before, derivation.files_after, limit=policy.near_miss_limit)]
+                 for variant in variants_of.near_misses(derivation.files_before, derivation.files_after,
+                                                       limit=policy.near_miss_limit)]
     variants += [("stub", variant.name, variant.patch)
-                 for variant in stubs(derivation.files_before, derivation.files_after, limit=policy.stub_limit)]
+                 for variant in variants_of.stubs(derivation.files_before, derivation.files_after, limit=policy.stub_limit)]
     rollouts: list[RolloutResult] = []
     grading_s = 0.0
 

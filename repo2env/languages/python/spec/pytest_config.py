@@ -10,7 +10,7 @@ from datetime import date
 from typing import TYPE_CHECKING
 
 from repo2env import models
-from repo2env.runtime.spec.files import (
+from repo2env.languages.python.spec.files import (
     RepoFiles,
     _ini_lines,
     _parse_ini,

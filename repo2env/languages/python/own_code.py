@@ -29,8 +29,8 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from repo2env.runtime.spec.files import RepoFiles, _ini_get, _ini_lines, _read_project
-from repo2env.runtime.spec.pinning import (
+from repo2env.languages.python.spec.files import RepoFiles, _ini_get, _ini_lines, _read_project
+from repo2env.languages.python.spec.pinning import (
     _UV_PREFIX,
     _join_args,
     _pip_install_args,

@@ -26,8 +26,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from repo2env.errors import InputError
+from repo2env.languages.python.spec.python import KNOWN_PYTHONS
 from repo2env.models import REPO_NAME_PATTERN
-from repo2env.runtime.spec.python import KNOWN_PYTHONS
 from repo2env.settings import load_yaml_text
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from repo2env.runtime.spec.files import RepoFiles, _Project, _read_project, _valid_requirement
+from repo2env.languages.python.spec.files import RepoFiles, _Project, _read_project, _valid_requirement
 
 if TYPE_CHECKING:
     pass

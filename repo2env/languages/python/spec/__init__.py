@@ -2,7 +2,7 @@
 
 Everything here is a pure function of the repository's files (a :class:`RepoFiles`) and the commit
 date: no Docker, no network, no subprocess; reading an override file
-(:func:`~repo2env.runtime.spec.overrides.load_overrides`) is the one file read. The result is an
+(:func:`~repo2env.languages.python.spec.overrides.load_overrides`) is the one file read. The result is an
 :class:`~repo2env.models.EnvSpec` that the layered build turns into images:
 
 - :func:`infer_python` picks the base image's Python from ``requires-python``, trove classifiers,
@@ -24,22 +24,26 @@ ladder) and ``failures`` (why an install failed, read from its log).
 
 from __future__ import annotations
 
-from repo2env.runtime.spec.env_spec import (
+from repo2env.languages.python.spec.env_spec import (
     LADDER_RUNGS,
     infer_env_spec,
     install_ladder,
     pytest_for,
     pytest_pin_commands,
 )
-from repo2env.runtime.spec.failures import MISSING_COMPILER, build_packages_needed, install_failure_reason
-from repo2env.runtime.spec.files import DictRepoFiles, RepoFiles
-from repo2env.runtime.spec.install import (
+from repo2env.languages.python.spec.failures import (
+    MISSING_COMPILER,
+    build_packages_needed,
+    install_failure_reason,
+)
+from repo2env.languages.python.spec.files import DictRepoFiles, RepoFiles
+from repo2env.languages.python.spec.install import (
     MAX_REQUIREMENT_ALTERNATIVES,
     PIP_INSTALL,
     PIP_UPGRADE,
     infer_install,
 )
-from repo2env.runtime.spec.pinning import (
+from repo2env.languages.python.spec.pinning import (
     BUILD_BACKEND_FLOOR,
     BUILD_BACKENDS,
     DEFAULT_BUILD_FLOOR,
@@ -49,21 +53,21 @@ from repo2env.runtime.spec.pinning import (
     date_pin,
     pinned_install,
 )
-from repo2env.runtime.spec.pytest_config import (
+from repo2env.languages.python.spec.pytest_config import (
     DEFAULT_TEST_CMD,
     PYTEST_RELEASES,
     WARMUP_COLLECT,
     PytestRelease,
     infer_test_cmd,
 )
-from repo2env.runtime.spec.python import (
+from repo2env.languages.python.spec.python import (
     ADOPTION_GRACE,
     AVAILABLE_PYTHONS,
     KNOWN_PYTHONS,
     PYTHON_RELEASE_DATES,
     infer_python,
 )
-from repo2env.runtime.spec.system_packages import COMPILER_PACKAGES, infer_system_packages
+from repo2env.languages.python.spec.system_packages import COMPILER_PACKAGES, infer_system_packages
 from repo2env.settings import load_yaml_text
 
 __all__ = [

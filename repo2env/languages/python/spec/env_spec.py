@@ -12,11 +12,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version as PackageVersion
 
-from repo2env.models import EnvSpec
-from repo2env.runtime.spec.files import RepoFiles, _Project, _read_project, _valid_requirement
-from repo2env.runtime.spec.install import _infer_install, _requirement_choice, config_imports_command
-from repo2env.runtime.spec.overrides import EnvOverride
-from repo2env.runtime.spec.pinning import (
+from repo2env.languages.python.spec.files import RepoFiles, _Project, _read_project, _valid_requirement
+from repo2env.languages.python.spec.install import _infer_install, _requirement_choice, config_imports_command
+from repo2env.languages.python.spec.overrides import EnvOverride
+from repo2env.languages.python.spec.pinning import (
     _UV_PREFIX,
     UV_BOOTSTRAP,
     _is_tooling,
@@ -28,7 +27,7 @@ from repo2env.runtime.spec.pinning import (
     date_pin,
     pinned_install,
 )
-from repo2env.runtime.spec.pytest_config import (
+from repo2env.languages.python.spec.pytest_config import (
     _INI_PLUGINS,
     _OPTION_PLUGINS,
     PYTEST_RELEASES,
@@ -36,8 +35,15 @@ from repo2env.runtime.spec.pytest_config import (
     PytestRelease,
     _infer_test_cmd,
 )
-from repo2env.runtime.spec.python import AVAILABLE_PYTHONS, _allows, _infer_python, _requires_python, _xy
-from repo2env.runtime.spec.system_packages import _infer_system_packages
+from repo2env.languages.python.spec.python import (
+    AVAILABLE_PYTHONS,
+    _allows,
+    _infer_python,
+    _requires_python,
+    _xy,
+)
+from repo2env.languages.python.spec.system_packages import _infer_system_packages
+from repo2env.models import EnvSpec
 
 #: The ladder's rung names, in the order :func:`install_ladder` tries them. ``other-requirements-N``
 #: rungs (another test requirement file instead of the chosen one) may follow ``inferred``.

@@ -1,4 +1,4 @@
-"""The repository's files at a commit, and the project configuration read from them."""
+"""The project configuration read from a repository's files (:class:`RepoFiles`, re-exported here)."""
 
 from __future__ import annotations
 
@@ -9,40 +9,17 @@ import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 
 from repo2env import pysyntax
+from repo2env.languages.files import DictRepoFiles, RepoFiles  # noqa: F401 - DictRepoFiles re-exported
 from repo2env.settings import load_yaml_text
 
 if TYPE_CHECKING:
     pass
-
-
-class RepoFiles(Protocol):
-    """The files of a repository at one commit."""
-
-    def read(self, path: str) -> str | None:
-        """The text of the file at ``path`` (POSIX, relative), or None if it is absent or binary."""
-        ...
-
-    def listing(self) -> list[str]:
-        """Every file path at the commit (POSIX, relative to the repository root)."""
-        ...
-
-
-class DictRepoFiles(dict[str, str]):
-    """A :class:`RepoFiles` held in memory: path -> text. For tests and small callers."""
-
-    def read(self, path: str) -> str | None:
-        """The text at ``path``, or None."""
-        return self.get(path)
-
-    def listing(self) -> list[str]:
-        """All paths, sorted."""
-        return sorted(self)
 
 
 @dataclass

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from repo2env.runtime.spec.install import PIP_INSTALL
-from repo2env.runtime.spec.python import _utc_day
+from repo2env.languages.python.spec.install import PIP_INSTALL
+from repo2env.languages.python.spec.python import _utc_day
 
 if TYPE_CHECKING:
     pass

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from repo2env.runtime.spec.files import (
+from repo2env.languages.python.spec.files import (
     RepoFiles,
     _ini_get,
     _load_yaml_quietly,

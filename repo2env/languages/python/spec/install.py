@@ -13,7 +13,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from repo2env import pysyntax
-from repo2env.runtime.spec.files import (
+from repo2env.languages.python.spec.files import (
     RepoFiles,
     _ini_get,
     _ini_lines,
@@ -23,7 +23,7 @@ from repo2env.runtime.spec.files import (
     _valid_requirement,
     _workflow_jobs,
 )
-from repo2env.runtime.spec.pytest_config import _config_imports, _plugins_needed
+from repo2env.languages.python.spec.pytest_config import _config_imports, _plugins_needed
 
 if TYPE_CHECKING:
     pass

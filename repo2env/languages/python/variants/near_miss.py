@@ -1,5 +1,5 @@
 """Near misses: the whole fix, broken in one place of code it changed, by one of the
-:data:`~repo2env.validate.variants.mutations.MUTATIONS`."""
+:data:`~repo2env.languages.python.variants.mutations.MUTATIONS`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from repo2env.validate.variants.base import (
+from repo2env.languages.python.variants.base import (
     MUTABLE_SUFFIX,
     Build,
     MutationKind,
@@ -16,7 +16,7 @@ from repo2env.validate.variants.base import (
     Variant,
     diff_files,
 )
-from repo2env.validate.variants.mutations import MUTATIONS
+from repo2env.languages.python.variants.mutations import MUTATIONS
 
 #: Round-robin order of the near-miss kinds.
 MUTATION_KINDS: tuple[MutationKind, ...] = tuple(mutation.kind for mutation in MUTATIONS)

@@ -1,4 +1,4 @@
-"""The near-miss mutations, one class each on :class:`~repo2env.validate.variants.base.Mutation`:
+"""The near-miss mutations, one class each on :class:`~repo2env.languages.python.variants.base.Mutation`:
 undo one changed statement, flip one comparison, alter one returned value."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from repo2env.validate.variants.base import (
+from repo2env.languages.python.variants.base import (
     Build,
     Mutation,
     SourceFile,

@@ -8,7 +8,13 @@ from typing import Literal
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from repo2env.validate.variants.base import MUTABLE_SUFFIX, ChangedLines, Variant, diff_files, syntax_tree
+from repo2env.languages.python.variants.base import (
+    MUTABLE_SUFFIX,
+    ChangedLines,
+    Variant,
+    diff_files,
+    syntax_tree,
+)
 
 StubStyle = Literal["none", "list", "zero", "str", "raise"]
 

@@ -1,4 +1,5 @@
-"""What every variant of a gold patch shares: the :class:`Variant` record, the changed ``.py``
+"""What the Python profile's variants of a gold patch share (the :class:`~repo2env.languages.variants.Variant`
+record is every language's): the changed ``.py``
 file parsed once with :mod:`libcst` (:class:`SourceFile`), the base of every near-miss mutation
 (:class:`Mutation`), and the text helpers that splice a mutation in and write the patch.
 
@@ -21,8 +22,8 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from repo2env import pysyntax
+from repo2env.languages.variants import Variant, VariantKind  # noqa: F401 - re-exported for the variant modules
 
-VariantKind = Literal["partial", "near_miss", "stub"]
 MutationKind = Literal["undo-statement", "flip-compare", "alter-return"]
 
 # Only modules are mutated: a stub (.pyi) never runs, so a mutated one would score like gold.
@@ -34,23 +35,6 @@ Node = TypeVar("Node", bound=cst.CSTNode)
 #: Makes a mutated file's text when called. Sites are many; only those drawn are built, and
 #: checked (an ``ast`` parse) and diffed.
 Build = Callable[[], str]
-
-
-@dataclass(frozen=True)
-class Variant:
-    """A patch to grade next to the gold one.
-
-    ``kind`` is ``"partial"`` (a proper subset of the gold hunks) or ``"near_miss"`` (the whole
-    fix, mutated in one place). ``name`` is unique among one call's variants and names the same
-    variant whatever the ``limit`` (``hunks-1of3``, ``all-but-2of3``, ``flip-compare-1``).
-    ``patch`` is a git-format diff that ``git apply`` accepts at the base commit; ``description``
-    says in one sentence what the variant keeps or breaks.
-    """
-
-    kind: VariantKind
-    name: str
-    patch: str
-    description: str
 
 
 @dataclass(frozen=True)

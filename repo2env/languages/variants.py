@@ -1,16 +1,62 @@
-"""Partial fixes: proper, non-empty subsets of the gold patch's hunks, each a patch that applies
-at the base commit. Read and written with :mod:`repo2env.patches`: the gold patch is parsed once and
-each variant is rendered from its hunks, never re-parsed."""
+"""Variants of a gold patch for reference rollouts, as every language makes them: the
+:class:`Variant` record, the :class:`VariantMaker` a profile gives (:meth:`LanguageProfile.variants`),
+and partial fixes (:func:`partial_fixes`), which need no parser of the language.
+
+A task is validated by grading reference patches: the gold patch must score 1.0 and the empty
+patch 0; the variants show what lies between. Partial fixes are proper, non-empty subsets of the
+gold patch's hunks, each a patch that applies at the base commit, read and written with
+:mod:`repo2env.patches` (the gold patch is parsed once and each variant is rendered from its hunks,
+never re-parsed). Near misses (the whole fix broken in one place) and stubs (the changed functions
+given trivial bodies) need the language's syntax tree: the Python profile makes them with libcst
+(:mod:`repo2env.languages.python.variants`); a profile without a parser makes none.
+"""
 
 from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from repo2env.patches import FilePatch, Hunk, parse
-from repo2env.validate.variants.base import Variant
+
+VariantKind = Literal["partial", "near_miss", "stub"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A patch to grade next to the gold one.
+
+    ``kind`` is ``"partial"`` (a proper subset of the gold hunks), ``"near_miss"`` (the whole fix,
+    mutated in one place) or ``"stub"``. ``name`` is unique among one call's variants and names the
+    same variant whatever the ``limit`` (``hunks-1of3``, ``all-but-2of3``, ``flip-compare-1``).
+    ``patch`` is a git-format diff that ``git apply`` accepts at the base commit; ``description``
+    says in one sentence what the variant keeps or breaks.
+    """
+
+    kind: VariantKind
+    name: str
+    patch: str
+    description: str
+
+
+class VariantMaker:
+    """A language's variant makers: partial fixes for every language; near misses and stubs from
+    the files the fix changed (path -> text before and after), none without a parser of the language."""
+
+    def partial_fixes(self, gold_patch: str, *, limit: int = 6) -> list[Variant]:
+        """See :func:`partial_fixes`."""
+        return partial_fixes(gold_patch, limit=limit)
+
+    def near_misses(self, before: Mapping[str, str], after: Mapping[str, str], *, limit: int = 6) -> list[Variant]:
+        """The whole fix, broken in one place each."""
+        return []
+
+    def stubs(self, before: Mapping[str, str], after: Mapping[str, str], *, limit: int = 6) -> list[Variant]:
+        """The whole fix with the bodies of the functions it changed made trivial."""
+        return []
+
 
 # Up to this many hunks every middle-sized subset is listed and shuffled; beyond, they are sampled.
 _ENUMERATE_SUBSETS_UP_TO = 12

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from repo2env.runtime.spec.system_packages import COMPILER_PACKAGES
+from repo2env.languages.python.spec.system_packages import COMPILER_PACKAGES
 
 if TYPE_CHECKING:
     pass
