@@ -73,11 +73,11 @@ def toolpkg(docker_client, tmp_path_factory):
     """The fixture repository's one task, built (pytest 8 on Python 3.11, the package installed
     editable): (task, runtime)."""
     from repo2env.jsonl import read_tasks, write_jsonl
+    from repo2env.languages.python.spec.overrides import EnvOverride
     from repo2env.models import Task
     from repo2env.pipeline.stages import build_tasks_dir
     from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.build import BuildOptions
-    from repo2env.runtime.spec.overrides import EnvOverride
 
     root = tmp_path_factory.mktemp("toolpkg")
     repo = root / "toolpkg"
