@@ -612,3 +612,19 @@ def test_repo_env_starts_an_episode_with_the_interface_section(validated, demo_r
         assert env.reset(**row) is None, "the published prompt already carries the section"
     finally:
         env._close()
+
+
+def test_files_of_another_language_give_no_syntax_answers_and_the_rest_is_measured(tmp_path):
+    base = {"src/pad.js": "export function pad(text) {\n  return text;\n}\n"}
+    fix = {"src/pad.js": "export function pad(text, width = 2) {\n  return text.padStart(width);\n}\n"
+                         "export function padAll(items) {\n  return items.map(pad);\n}\n"}
+    tests = {"test/pad.test.js": "import { padAll } from '../src/pad.js';\n"
+                                 "it('pads all', () => expect(padAll(['a'])).toEqual([' a']));\n"}
+    fixture = Fixture(tmp_path, base, fix, tests, "pad() ignores the width: `pad('a', 3)` returns 'a' instead of '  a' (padStart would do).")
+    ids = ["test/pad.test.js::pads all"]
+    assert fixture.interface(ids).names == []
+    quality = assess(fixture.task, sources=fixture.sources, tests=ids,
+                     rollouts=[graded("near_miss", "alter-return-1", 1.0)], interface=fixture.interface(ids))
+    assert quality.asserting_tests == 0 and quality.mutants == 1 and quality.adequacy == 0.0
+    assert quality.expected_actual and quality.reproduction and "src/pad.js" not in quality.named_behaviour
+    assert quality.named_behaviour == ["padStart"]  # an identifier of the fix, named as code looks

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 import libcst as cst
@@ -631,6 +632,8 @@ def _needed(definition: _Definition, used: _TestReading, named: _StatementNames)
     return not named.names(definition.name) or bool(unnamed_keywords)
 
 
+# One task's files are read by several questions in a row; libcst trees are immutable.
+@lru_cache(maxsize=64)
 def _parsed(text: str | None) -> cst.Module | None:
     if text is None:
         return None
