@@ -175,9 +175,9 @@ def validated_pass(folders: list[Path], clones: dict[str, Path], *, grade_drops:
             sources = task_sources(clones[task.repo], task)
             interface = find_interface(task, sources, task.FAIL_TO_PASS)
             rollouts = list(report.rollouts)
-            graded = 0
+            graded, drop_error = 0, None
             if grader is not None and report.verdict == "accepted":
-                extra = _drop_rollouts(grader, task, rollouts, default.hunk_drop_limit)
+                extra, drop_error = _drop_rollouts(grader, task, rollouts, default.hunk_drop_limit, logs.parent)
                 graded, rollouts = len(extra), rollouts + extra
             quality = assess(task, sources=sources, tests=task.FAIL_TO_PASS, rollouts=rollouts, interface=interface,
                              interface_action=interface_action(default, interface))
@@ -185,7 +185,7 @@ def validated_pass(folders: list[Path], clones: dict[str, Path], *, grade_drops:
                 "instance_id": task.instance_id, "repo": task.repo, "verdict_before": report.verdict,
                 "reasons_before": report.reasons, "quality": quality.model_dump(mode="json"),
                 "default_reasons": quality_reasons(default, quality), "strict_reasons": quality_reasons(strict, quality),
-                "drops_graded": graded, "seconds": round(time.monotonic() - began, 2),
+                "drops_graded": graded, "drops_error": drop_error, "seconds": round(time.monotonic() - began, 2),
                 "instruction_before": instruction_text(task),
                 "instruction_after": instruction_text(task.model_copy(update={"interface": interface.section})),
             })
@@ -196,23 +196,44 @@ def validated_pass(folders: list[Path], clones: dict[str, Path], *, grade_drops:
 
 
 def _grader(logs: Path):
-    from repo2env.runtime.backends import open_backend
+    from repo2env.runtime.backends.docker import DockerBackend, connect_docker
     from repo2env.verify.grader import Grader
 
-    return Grader(open_backend("docker"), logs, timeout_s=600, keep_warm=False)
+    client = connect_docker()
+    client.api.timeout = 120  # an engine shared by several runs answers slowly
+    return Grader(DockerBackend(client), logs, timeout_s=600, keep_warm=False)
 
 
-def _drop_rollouts(grader, task: Task, rollouts: list[RolloutResult], limit: int) -> list[RolloutResult]:
-    """The gold-minus-one-hunk rollouts validation did not run, graded as validation grades them."""
+def _drop_rollouts(grader, task: Task, rollouts: list[RolloutResult], limit: int,
+                   out: Path) -> tuple[list[RolloutResult], str | None]:
+    """The gold-minus-one-hunk rollouts validation did not run, graded as validation grades them
+    (kept in ``out/drops.jsonl``, so a re-run grades only what is missing); and why grading
+    stopped, if it did (the task image is gone, say)."""
+    from repo2env.errors import Repo2EnvError
     from repo2env.validate.variants import hunk_drops
 
+    store = out / "drops.jsonl"
+    known = {}
+    if store.is_file():
+        for line in store.read_text().splitlines():
+            entry = json.loads(line)
+            known[(entry["instance_id"], entry["rollout"]["name"])] = RolloutResult.model_validate(entry["rollout"])
     done = {rollout.name for rollout in rollouts if rollout.kind == "partial"}
     extra = []
     for variant in hunk_drops(task.patch, limit=limit, skip=done):
-        result = grader.grade(task, variant.patch, run_name=variant.name)
-        extra.append(RolloutResult(kind="partial", name=variant.name, reward=result.reward, resolved=result.resolved,
-                                   grade=result))
-    return extra
+        rollout = known.get((task.instance_id, variant.name))
+        if rollout is None:
+            try:
+                result = grader.grade(task, variant.patch, run_name=variant.name)
+            except Repo2EnvError as exc:
+                return extra, exc.message
+            rollout = RolloutResult(kind="partial", name=variant.name, reward=result.reward, resolved=result.resolved,
+                                    grade=result.model_copy(update={"tests": {}}))
+            with store.open("a") as handle:
+                handle.write(json.dumps({"instance_id": task.instance_id, "rollout": rollout.model_dump(mode="json")})
+                             + "\n")
+        extra.append(rollout)
+    return extra, None
 
 
 def static_pass(clones: dict[str, Path], out: Path, per_repo: int) -> list[dict]:
@@ -311,7 +332,8 @@ def report(validated: list[dict], static: list[dict]) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--from", dest="folders", action="append", type=Path, default=[],
-                        help="folders with validated tasks (searched below for tasks.jsonl)")
+                        help="folders with validated tasks, searched below for tasks.jsonl (default: "
+                             "generated/bench-real, benchmarks/real_repos.py's output, when it exists)")
     parser.add_argument("--grade-drops", action="store_true", help="grade the missing gold-minus-one-hunk rollouts")
     parser.add_argument("--per-repo", type=int, default=40, help="mined candidates per repository (0: all)")
     parser.add_argument("--no-static", action="store_true", help="skip the pass over mined candidates")
@@ -323,6 +345,8 @@ def main() -> int:
         print("no development repository found (set REPO2ENV_REAL_REPOS_DIR)")
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
+    if not args.folders and (PROJECT / "generated" / "bench-real").is_dir():
+        args.folders = [PROJECT / "generated" / "bench-real"]
     began = time.monotonic()
     print(f"validated tasks under {', '.join(map(str, args.folders)) or '(no --from)'}", flush=True)
     validated = validated_pass(args.folders, clones, grade_drops=args.grade_drops, logs=args.out / "grades")

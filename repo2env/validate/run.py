@@ -2,8 +2,8 @@
 
 For each task of a tasks folder: derive FAIL_TO_PASS / PASS_TO_PASS (catching flaky tests), then
 grade with the hidden verifier the gold patch (must be 1.0 every time), the empty patch (must be
-0), partial fixes (subsets of the gold hunks, and the gold patch minus each hunk), near misses (libcst mutations of the gold
-patch) and stubs (the functions the gold patch changed reduced to ``return []`` and the like), plus K policy rollouts when a policy endpoint is given; the acceptance policy judges.
+0), partial fixes (subsets of the gold hunks, the gold patch minus each hunk among them), near
+misses (libcst mutations of the gold patch) and stubs (the functions the gold patch changed reduced to ``return []`` and the like), plus K policy rollouts when a policy endpoint is given; the acceptance policy judges.
 FAIL_TO_PASS tests that every stub passes (they need only the new names) move to PASS_TO_PASS and
 every rollout is scored again (:func:`name_only_tests`). The task's quality block
 (:mod:`repo2env.validate.quality`) is measured from the same evidence; when the tests use names the
@@ -11,7 +11,8 @@ fix introduces and the issue never names, the policy adds an Interface section t
 (before any policy rollout) or rejects the task.
 The loop over a tasks folder is the stage runner's (:func:`repo2env.pipeline.stages.validate_dir`):
 ``validation.jsonl`` (one record per task, appended as each finishes, so a re-run resumes),
-``tasks.jsonl`` updated with the tests and the verdict, ``summary.md``, ``validation.png`` and ``quality.png``.
+``tasks.jsonl`` updated with the tests and the verdict, ``summary.md``, ``validation.png`` and
+``quality.png``.
 """
 
 from __future__ import annotations
