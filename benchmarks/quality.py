@@ -38,6 +38,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from repo2env import pysyntax
 from repo2env.instruction import instruction_text
 from repo2env.jsonl import iter_tasks
 from repo2env.mine.git import GitSource
@@ -50,6 +51,8 @@ from repo2env.validate.run import interface_action
 from repo2env.validate.variants.base import ChangedLines
 
 PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT / "benchmarks"))
+from results import Figure, record  # noqa: E402
 
 
 def find_clones() -> dict[str, Path]:
@@ -112,7 +115,7 @@ def changed_tests(before: dict[str, str], after: dict[str, str]) -> list[str]:
     ids = []
     for path, text in sorted(after.items()):
         try:
-            tree = ast.parse(text)
+            tree = pysyntax.parse(text)
         except SyntaxError:
             continue
         changed = ChangedLines.between(before.get(path, ""), text).lines
@@ -329,6 +332,27 @@ def report(validated: list[dict], static: list[dict]) -> dict:
     return summary
 
 
+def figures(summary: dict) -> list[Figure]:
+    """The run's figures for ``benchmarks/results/quality.json``."""
+    found = []
+    validated, mined = summary.get("validated"), summary.get("mined")
+    if validated:
+        found += [Figure("validated tasks read", validated["tasks"]),
+                  Figure("accepted before", validated["accepted_before"]),
+                  Figure("accepted needing an Interface section", validated["accepted_needing_interface"]),
+                  Figure("accepted now rejected (default policy)", validated["rejected_tasks_default"]),
+                  Figure("accepted now rejected (strict policy)", validated["rejected_tasks_strict"]),
+                  Figure("adequacy of the accepted", validated["adequacy"])]
+    if mined:
+        share = mined["needing_interface"] / mined["tasks"] if mined["tasks"] else 0.0
+        found += [Figure("mined Python candidates read", mined["tasks"]),
+                  Figure("mined candidates needing an Interface section", round(100 * share, 1), "%"),
+                  Figure("mined candidates with string-only tests", mined["with_string_only_tests"]),
+                  Figure("mined candidates below min_specification (default)", mined["underspecified_default"]),
+                  Figure("specification of the mined", mined["specification"])]
+    return found + [Figure("wall time", summary["seconds"], "s")]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--from", dest="folders", action="append", type=Path, default=[],
@@ -363,6 +387,7 @@ def main() -> int:
         after = entry["instruction_after"]
         print(after[after.index("<interface>"):after.index("</interface>") + len("</interface>")])
     print(f"\nresults: {args.out / 'results.json'}")
+    record("quality", figures(summary), note=f"{len(clones)} repositories, --per-repo {args.per_repo}")
     return 0
 
 
