@@ -154,6 +154,85 @@ class RolloutResult(_Schema):
     grade: GradeResult | None = None
 
 
+InterfaceKind = Literal["function", "method", "class", "name", "keyword", "module", "cli_option"]
+
+
+class InterfaceName(_Schema):
+    """A name the hidden tests use that the gold patch introduces and the issue text never names:
+    an agent would have to guess it, so the instruction's Interface section gives it (or the task
+    is rejected, as the policy says)."""
+
+    kind: InterfaceKind
+    name: str = Field(description="As the code spells it: module.function, module.Class.method, "
+                                  "module.function(keyword), module.NAME, a module, an option's spellings.")
+    signature: str = Field("", description="Parameters and plain type annotations; a default value shows as "
+                                           "'...'; never a body or a test's content.")
+    path: str = Field("", description="The file that holds it after the fix.")
+    tests: list[str] = Field(default_factory=list, description="The FAIL_TO_PASS tests that use it.")
+
+
+class QualityReport(_Schema):
+    """Whether a task is fair: a policy can solve it from its instruction, and its tests judge the fix.
+
+    Measured from what validation already has: the gold patch, the hidden tests, the problem
+    statement and the reference rollouts (docs/quality.md). Three parts:
+
+    - the interface the hidden tests need (names the fix introduces that the issue never names),
+      and what the policy did with it;
+    - test adequacy: near misses and stubs that still earn the full reward, FAIL_TO_PASS tests
+      that only compare strings the issue never says, hunks of the gold patch that no test needs
+      (the gold patch minus that hunk still earns the full reward); ``adequacy`` sums them up;
+    - specification signals of the issue text; ``specification`` sums them up.
+
+    With policy rollouts, ``pass_at_k`` (the unbiased estimator) says how often a model solves it.
+    """
+
+    interface: list[InterfaceName] = Field(default_factory=list)
+    interface_action: Literal["none", "instruction", "rejected", "ignored"] = Field(
+        "none", description="What the policy did with the interface: none needed, written into the instruction "
+                            "(Task.interface), the task rejected (underspecified_interface), or left as it is.")
+    interface_leak: float = Field(0.0, ge=0.0, le=1.0, description="How much of the fix beyond the signatures "
+                                  "the Interface section reveals (0: nothing; the section is withheld otherwise).")
+    mutants: int = Field(0, description="Near-miss and stub rollouts graded cleanly.")
+    surviving_mutants: list[str] = Field(default_factory=list,
+                                         description="Those of them that earned the full reward, by name.")
+    asserting_tests: int = Field(0, description="FAIL_TO_PASS tests whose assertions were read.")
+    string_only_tests: list[str] = Field(
+        default_factory=list, description="FAIL_TO_PASS tests whose every assertion is an exact error message or "
+                                          "a prose string that the issue text does not contain.")
+    hunks: int = Field(0, description="Hunks of the gold patch.")
+    hunk_drops: int = Field(0, description="Hunks whose 'gold patch minus this hunk' rollout was graded.")
+    untested_hunks: list[int] = Field(default_factory=list,
+                                      description="1-based hunks whose removal still earns the full reward.")
+    adequacy: float | None = Field(None, description="Mean of the parts measured: 1 - share of surviving mutants, "
+                                   "1 - share of string-only tests, 1 - share of untested hunks (None: none measured).")
+    statement_words: int = 0
+    reproduction: bool = Field(False, description="The issue shows how to reproduce: code, steps or a traceback.")
+    expected_actual: bool = Field(False, description="The issue says what should happen and what does.")
+    traceback: bool = Field(False, description="The issue holds a traceback or an error line.")
+    behaviour: int = Field(0, description="What the tests check that an issue could name: the names the tests "
+                                          "use that the fix defines or changes, the files it changes, the "
+                                          "messages the tests assert.")
+    named_behaviour: list[str] = Field(default_factory=list, description="Those of them the issue text names.")
+    specification: float | None = Field(None, description="Share of four checks the issue text meets: long "
+                                        "enough, reproduces, expected vs actual, names what the tests check.")
+    pass_at_k: dict[int, float] = Field(default_factory=dict,
+                                        description="k -> unbiased pass@k of the policy rollouts (reward 1.0 solves).")
+
+    @property
+    def mutant_survival(self) -> float | None:
+        """The share of near misses and stubs that earned the full reward (None: none graded)."""
+        return len(self.surviving_mutants) / self.mutants if self.mutants else None
+
+    @property
+    def string_only_share(self) -> float | None:
+        return len(self.string_only_tests) / self.asserting_tests if self.asserting_tests else None
+
+    @property
+    def untested_hunk_share(self) -> float | None:
+        return len(self.untested_hunks) / self.hunk_drops if self.hunk_drops else None
+
+
 class ValidationReport(_Schema):
     """What validation found for one task: its verdict with the evidence and what it cost.
 
@@ -182,6 +261,8 @@ class ValidationReport(_Schema):
     partial_credit: bool | None = None
     leak_score: float = 0.0
     leak_flagged: bool = False
+    quality: QualityReport | None = Field(None, description="Whether the task is fair to a policy and its tests "
+                                          "judge the fix (docs/quality.md); None: not measured.")
     declared_differences: dict[str, list[str]] = Field(
         default_factory=dict, description="For imported tasks: how the derived test lists differ from the declared "
         "ones (f2p_passes_before, f2p_flaky, f2p_missing, p2p_flaky, p2p_failing, f2p_not_declared).")
@@ -255,6 +336,9 @@ class Task(_Schema):
     problem_statement: str
     hints_text: str = ""
     leak_score: float = Field(0.0, ge=0.0, le=1.0, description="How much of the fix the issue text gave away.")
+    interface: str = Field(
+        "", description="The instruction's Interface section: names and signatures the hidden tests use that the "
+        "fix introduces and the issue never names (as SWE-bench Pro's interface); set by validation, '' for none.")
     created_at: str = Field(description="ISO 8601 time the PR was created.")
     version: str = Field("", description="The project's X.Y version at base_commit, as SWE-bench groups tasks.")
     scm_version: str = Field(

@@ -67,6 +67,7 @@ class Derivation:
     after: dict[str, list[str]] = field(default_factory=dict)
     files_before: dict[str, str] = field(default_factory=dict)
     files_after: dict[str, str] = field(default_factory=dict)
+    test_sources: dict[str, str] = field(default_factory=dict)  #: the test patch's .py files after it
     test_seconds: float = 0.0
     error: str | None = None
 
@@ -96,6 +97,8 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
                 derivation.error = f"a patch does not apply: {applied.output.strip()[-300:]}"
                 return derivation
         derivation.files_after = _read_files(after, source_files)
+        derivation.test_sources = _read_files(after, [file.path for file in parse(task.test_patch).files
+                                                      if file.path.endswith(".py") and not file.is_deleted])
         targets = "" if whole_suite else " ".join(shlex.quote(path) for path in test_files)
         began = time.monotonic()
         after.write_file(_COLLECT_PATH, COLLECT_SCRIPT)

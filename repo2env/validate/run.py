@@ -2,13 +2,17 @@
 
 For each task of a tasks folder: derive FAIL_TO_PASS / PASS_TO_PASS (catching flaky tests), then
 grade with the hidden verifier the gold patch (must be 1.0 every time), the empty patch (must be
-0), partial fixes (subsets of the gold hunks), near misses (libcst mutations of the gold
-patch) and stubs (the functions the gold patch changed reduced to ``return []`` and the like), plus K policy rollouts when a policy endpoint is given; the acceptance policy judges.
+0), partial fixes (subsets of the gold hunks, the gold patch minus each hunk among them), near
+misses (libcst mutations of the gold patch) and stubs (the functions the gold patch changed reduced to ``return []`` and the like), plus K policy rollouts when a policy endpoint is given; the acceptance policy judges.
 FAIL_TO_PASS tests that every stub passes (they need only the new names) move to PASS_TO_PASS and
-every rollout is scored again (:func:`name_only_tests`).
+every rollout is scored again (:func:`name_only_tests`). The task's quality block
+(:mod:`repo2env.validate.quality`) is measured from the same evidence; when the tests use names the
+fix introduces and the issue never names, the policy adds an Interface section to the instruction
+(before any policy rollout) or rejects the task.
 The loop over a tasks folder is the stage runner's (:func:`repo2env.pipeline.stages.validate_dir`):
 ``validation.jsonl`` (one record per task, appended as each finishes, so a re-run resumes),
-``tasks.jsonl`` updated with the tests and the verdict, ``summary.md`` and ``validation.png``.
+``tasks.jsonl`` updated with the tests and the verdict, ``summary.md``, ``validation.png`` and
+``quality.png``.
 """
 
 from __future__ import annotations
@@ -19,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repo2env.languages import get_profile
-from repo2env.models import GradeResult, RolloutResult, Task, ValidationReport
+from repo2env.models import GradeResult, QualityReport, RolloutResult, Task, ValidationReport
 from repo2env.outcomes import TestStatus
 from repo2env.runtime.sandbox import Runtime
 from repo2env.validate.acceptance import AcceptancePolicy, judge
 from repo2env.validate.derive import derive_tests
+from repo2env.validate.quality import Interface, TaskSources, assess, find_interface
 from repo2env.verify.grader import Grader, scored
 from repo2env.verify.junit import split_node_id
 
@@ -65,13 +70,21 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
     rollouts: list[RolloutResult] = []
     tests_s = 0.0
     references = None
+    interface: Interface | None = None
+    quality: QualityReport | None = None
     if env_ok:
         derivation = derive_tests(task, runtime, runs=policy.reruns, hash_seeds=tuple(policy.hash_seeds),
                                   whole_suite=policy.whole_suite_p2p, timeout_s=policy.timeout_s,
                                   log_dir=logs_dir / "derive")
         tests_s += derivation.test_seconds
-        task = task.model_copy(update={"FAIL_TO_PASS": derivation.fail_to_pass, "PASS_TO_PASS": derivation.pass_to_pass})
+        task = task.model_copy(update={"FAIL_TO_PASS": derivation.fail_to_pass, "PASS_TO_PASS": derivation.pass_to_pass,
+                                       "interface": ""})
         if derivation.error is None and derivation.fail_to_pass:
+            sources = TaskSources(derivation.files_before, derivation.files_after, derivation.test_sources)
+            # Before any rollout: a policy rollout must see the instruction the dataset will carry.
+            interface = find_interface(task, sources, task.FAIL_TO_PASS)
+            if policy.interface == "instruction" and interface.section:
+                task = task.model_copy(update={"interface": interface.section})
             references = _reference_rollouts(task, runtime, policy, derivation, logs_dir, policy_runner=policy_runner,
                                              policy_k=policy_k)
             rollouts = references.rollouts
@@ -82,9 +95,11 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
                     "FAIL_TO_PASS": [test for test in task.FAIL_TO_PASS if test not in gates],
                     "PASS_TO_PASS": [*task.PASS_TO_PASS, *(test for test in task.FAIL_TO_PASS if test in gates)]})
                 rollouts = [_rescored(rollout, task) for rollout in rollouts]
+            quality = assess(task, sources=sources, tests=task.FAIL_TO_PASS, rollouts=rollouts, interface=interface,
+                             interface_action=interface_action(policy, interface))
     report = judge(policy, fail_to_pass=task.FAIL_TO_PASS, flaky=derivation.flaky if derivation else {},
                    rollouts=rollouts, leak_score=task.leak_score,
-                   derive_error=derivation.error if derivation else None, env_ok=env_ok)
+                   derive_error=derivation.error if derivation else None, env_ok=env_ok, quality=quality)
     differences = gold_differences(task, rollouts)
     error = derivation.error if derivation else (task.env_spec.error if task.env_spec else "not built")
     if error is None and differences:
@@ -102,6 +117,15 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
     # The task keeps the whole report (each rollout's grade included); its validation.jsonl line
     # leaves the grades out (see ValidationReport.record).
     return task.model_copy(update={"validation": report}), report.record()
+
+
+def interface_action(policy: AcceptancePolicy, interface: Interface) -> str:
+    """What validation did with a task's interface under ``policy`` (QualityReport.interface_action)."""
+    if not interface.needed:
+        return "none"
+    if policy.interface == "ignore":
+        return "ignored"
+    return "instruction" if policy.interface == "instruction" and interface.section else "rejected"
 
 
 #: Stub styles that must all pass a FAIL_TO_PASS test before it counts as needing only names.
@@ -197,7 +221,11 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
     references = [("gold", f"gold-{i}", task.patch) for i in range(policy.gold_runs)]
     # The unfixed code can hang on the new tests just as a mutated fix can: null runs with the variants.
     variants = [("null", f"null-{i}", "") for i in range(policy.null_runs)]
-    variants += [("partial", variant.name, variant.patch) for variant in variants_of.partial_fixes(task.patch, limit=policy.partial_limit)]
+    partials = variants_of.partial_fixes(task.patch, limit=policy.partial_limit)
+    variants += [("partial", variant.name, variant.patch) for variant in partials]
+    # The gold patch minus one hunk: a drop that still earns the full reward is a hunk no test needs.
+    variants += [("partial", variant.name, variant.patch) for variant in variants_of.hunk_drops(
+        task.patch, limit=policy.hunk_drop_limit, skip={variant.name for variant in partials})]
     variants += [("near_miss", variant.name, variant.patch)
                  for variant in variants_of.near_misses(derivation.files_before, derivation.files_after,
                                                        limit=policy.near_miss_limit)]
