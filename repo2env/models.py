@@ -74,7 +74,7 @@ class EnvSpec(_Schema):
     @field_validator("python")
     @classmethod
     def _python_is_x_y(cls, value: str) -> str:
-        if not re.fullmatch(r"3\.\d{1,2}", value):
+        if not re.fullmatch(r"[23]\.\d{1,2}", value):
             raise ValueError(f"python must look like '3.11', got {value!r}")
         return value
 
@@ -160,6 +160,10 @@ class ValidationReport(_Schema):
         "ones (f2p_passes_before, f2p_flaky, f2p_missing, p2p_flaky, p2p_failing, f2p_not_declared).")
     wall_s: float = 0.0
     tests_s: float = Field(0.0, description="Time inside test runs (derivation and gradings).")
+    phases: dict[str, float] = Field(default_factory=dict, description="Wall seconds by phase: derive, then each "
+                                     "rollout kind's gradings (gold, null, partial, near_miss, stub, policy).")
+    one_run_s: float | None = Field(None, description="One run of the task's tests in a started sandbox (the median "
+                                    "of derivation's runs after the fix): the unit validation's cost is measured in.")
     error: str | None = None
 
     @model_validator(mode="before")
