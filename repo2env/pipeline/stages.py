@@ -20,7 +20,8 @@ from repo2env.models import EnvSpec, Task, ValidationReport
 from repo2env.pipeline.executors import ThreadExecutor
 from repo2env.pipeline.runner import Stage, run_stages
 from repo2env.runtime.backends.docker import DockerRuntime
-from repo2env.runtime.bootstrap import local_base_pythons
+from repo2env.runtime.bootstrap import local_base_pythons, makeable_pythons
+from repo2env.runtime.local_pythons import version_key
 from repo2env.runtime.build import BuildOptions, BuildSummary, build_task, read_source_clone, still_built
 from repo2env.runtime.images import ImageStore
 from repo2env.runtime.spec import AVAILABLE_PYTHONS
@@ -78,9 +79,10 @@ def build_work(job: BuildJob, runtime: DockerRuntime | None = None) -> BuildOutp
 
 
 def available_pythons(runtime: DockerRuntime) -> tuple[str, ...]:
-    """Pythons with a pulled base image (3.8, 3.10 ...) joined to the ones every machine can bootstrap."""
-    return tuple(sorted(set(AVAILABLE_PYTHONS) | set(local_base_pythons(runtime.client)),
-                        key=lambda python: int(python.split(".")[1])))
+    """Every Python a task may get: those with a base image (pulled, or made before), those a Debian
+    release ships, and those a local CPython can make one for (the build makes it when a task needs it)."""
+    return tuple(sorted(set(AVAILABLE_PYTHONS) | set(local_base_pythons(runtime.client)) | set(makeable_pythons()),
+                        key=version_key))
 
 
 def build_job(task: Task, clone: Path, logs_dir: Path, options: BuildOptions, available: tuple[str, ...]) -> BuildJob:

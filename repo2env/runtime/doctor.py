@@ -8,7 +8,7 @@ from pathlib import Path
 
 from repo2env.errors import DockerUnavailableError
 from repo2env.runtime.backends.docker import connect_docker
-from repo2env.runtime.bootstrap import DEBIAN_SUITE_FOR_PYTHON, base_image_tag, find_base_image
+from repo2env.runtime.bootstrap import base_image_tag, find_base_image, local_base_pythons, makeable_pythons
 from repo2env.runtime.ownership import reap_orphans
 from repo2env.runtime.package_access import PackageAccess
 
@@ -55,18 +55,23 @@ def diagnose(output_dir: Path = Path("generated")) -> DoctorReport:
         checks.append(Check("orphaned sandboxes", True,
                             f"removed {len(reaped)} left by dead repo2env processes: {', '.join(reaped)}" if reaped
                             else "none (every sandbox's owner is alive)"))
-    for python in DEBIAN_SUITE_FOR_PYTHON:
+    # Every Python a base image exists for or can be made for without a registry, and how.
+    ways = makeable_pythons()
+    present = set(local_base_pythons(client)) if client is not None else set()
+    for python in sorted(set(ways) | present, key=lambda version: tuple(int(part) for part in version.split("."))):
         name = f"base image {base_image_tag(python)}"
         required = python == "3.11"
+        how = ways.get(python, "a registry's python:" + python + "-slim")
         if client is None:
             checks.append(Check(name, False, "unknown: no engine", fix="start the engine first"))
             continue
-        image = find_base_image(client, python)
+        image = find_base_image(client, python) if python in present or required else None
         if image:
             checks.append(Check(name, True, f"present ({image.image_id[7:19]})"))
         else:
             checks.append(Check(
-                name, not required, "missing" + ("" if required else " (optional: only tasks that need Python " + python + ")"),
+                name, not required,
+                f"missing; can be made from {how}" + ("" if required else " (built when a task needs Python " + python + ")"),
                 fix=f"repo2env runtime bootstrap --python {python}",
             ))
     access = PackageAccess.from_environment()

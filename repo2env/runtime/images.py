@@ -34,7 +34,7 @@ from repo2env import __version__
 from repo2env.errors import BuildError, DockerUnavailableError, InputError, StoppingError
 from repo2env.models import EnvSpec, Task
 from repo2env.runtime.backends.docker import stopping
-from repo2env.runtime.bootstrap import AGENT_UID, base_image_tag
+from repo2env.runtime.bootstrap import AGENT_UID, base_image_tag, ensure_base_image
 from repo2env.runtime.own_code import PROBE_PATH, OwnCode, reinstall_command, scm_environment
 from repo2env.runtime.own_code_probe import MARKER as OWN_CODE_MARKER
 from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
@@ -121,8 +121,7 @@ class ImageStore:
                 return BuiltImage(tag, existing.id, built=False, size_bytes=existing.attrs.get("Size", 0),
                                   dockerfile=dockerfile)
             if self.find(base_image_tag(spec.python)) is None:
-                raise BuildError(f"base image {base_image_tag(spec.python)} is missing",
-                                 hint=f"run 'repo2env runtime bootstrap --python {spec.python}'")
+                self._make_base_image(spec.python, log_path)
             labels = {KIND_LABEL: "env", NAMESPACE_LABEL: image_namespace(), "repo2env.repo": repo, "repo2env.spec_hash": spec.spec_hash(),
                       "repo2env.python": spec.python, "repo2env.version": __version__, ENV_TOOLS_LABEL: tools_hash}
             image = self._build(dockerfile, snapshot_dir, tag, labels, log_path,
@@ -156,6 +155,22 @@ class ImageStore:
                   "repo2env.recipe": recipe}
         image = self._build(dockerfile, snapshot_dir, tag, labels, log_path, buildargs=self._index_args())
         return BuiltImage(tag, image.id, built=True, size_bytes=image.attrs.get("Size", 0), dockerfile=dockerfile)
+
+    def _make_base_image(self, python: str, log_path: Path) -> None:
+        """Make the missing base image of ``python`` now (the first task that needs it waits; the
+        others wait on the bootstrap lock), or raise BuildError saying why it cannot be made."""
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("a") as log:
+            log.write(f"base image {base_image_tag(python)} is missing: making it\n")
+            try:
+                made = ensure_base_image(self.client, python, access=self.access,
+                                         progress=lambda message: (log.write(message + "\n"), log.flush()))
+            except BuildError as exc:
+                log.write(f"{exc.message}\n")
+                raise BuildError(f"base image {base_image_tag(python)} is missing and cannot be made: {exc.message}",
+                                 hint=exc.hint or f"run 'repo2env runtime bootstrap --python {python}'",
+                                 log_path=exc.log_path or str(log_path)) from None
+            log.write(f"{made.tag} made ({made.origin})\n")
 
     def used_by_task_images(self, env_tag: str) -> bool:
         """Whether a tagged task image of this namespace is built on ``env_tag``."""
