@@ -627,7 +627,7 @@ def test_load_overrides_shapes(tmp_path: Path, text: str, expected: dict[str, En
 
 @pytest.mark.parametrize(("text", "message"), [
     pytest.param("repos:\n  a/b: {pyhton: '3.9'}\n", "repos.a/b.pyhton: unknown field", id="unknown-field"),
-    pytest.param("repos:\n  - repo: a/b\n    env: {python: '3.5'}\n", "repos[0].env.python: '3.5' is not",
+    pytest.param("repos:\n  - repo: a/b\n    env: {python: '3.3'}\n", "repos[0].env.python: '3.3' is not",
                  id="bad-python"),
     pytest.param("repos:\n  a/b: {python: 3.100}\n", "'3.100' is not an available Python", id="3.100-as-written"),
     pytest.param("repos:\n  a/b: {date_pin: 'March'}\n", "repos.a/b.date_pin: expected an ISO date", id="bad-date"),

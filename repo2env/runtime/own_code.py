@@ -31,11 +31,11 @@ from packaging.utils import canonicalize_name
 
 from repo2env.runtime.spec.files import RepoFiles, _ini_get, _ini_lines, _read_project
 from repo2env.runtime.spec.pinning import (
-    _UV_PREFIX,
     _join_args,
     _pip_install_args,
     _requirement_name,
     _split_args,
+    uv_install_args,
 )
 
 #: The in-container script (standard library only, Python 3.9+).
@@ -211,7 +211,7 @@ def reinstall_command(install: list[str], distribution: str | None) -> str | Non
         return None
     _, prefix, options, path = found
     kept = [(flag, value) for flag, value in options if flag in _KEPT_OPTIONS]
-    if tuple(prefix) == _UV_PREFIX:
+    if uv_install_args(prefix) is not None:
         # One token, so that reading the command back does not take the name for a requirement.
         force = f"--reinstall-package={distribution}" if distribution else "--reinstall"
     else:
@@ -261,9 +261,10 @@ def _install_parts(command: str) -> tuple[list[str], list[tuple[str, str | None]
         tokens = shlex.split(command)
     except ValueError:
         return None
-    if tuple(tokens[: len(_UV_PREFIX)]) == _UV_PREFIX:
-        options, targets = _split_args(tokens[len(_UV_PREFIX):])
-        return list(_UV_PREFIX), options, targets
+    uv_args = uv_install_args(tokens)
+    if uv_args is not None:
+        options, targets = _split_args(uv_args)
+        return tokens[: len(tokens) - len(uv_args)], options, targets
     args = _pip_install_args(command)
     if args is None:
         return None

@@ -51,6 +51,33 @@ _PIP_PREFIXES = (("python", "-m", "pip", "install"), ("python3", "-m", "pip", "i
 # with `filterwarnings = error` fails on a dependency's invalid escape sequence warning.
 _UV_PREFIX = ("uv", "pip", "install", "--python", "python", "--compile-bytecode")
 UV_BOOTSTRAP = f"{PIP_INSTALL} uv"
+#: Pythons uv cannot compile bytecode for (its compile script needs ``py_compile.PycInvalidationMode``,
+#: new in 3.7): there uv installs without ``--compile-bytecode``, and the install ends with
+#: :data:`COMPILE_ALL` instead.
+UV_COMPILES_FROM = (3, 7)
+#: Compiles what the install put into site-packages (pip does it for its own installs).
+COMPILE_ALL = ("python -c 'import compileall, sysconfig; "
+               "compileall.compile_dir(sysconfig.get_paths()[\"purelib\"], quiet=1, workers=0)'")
+#: Every spelling of the uv install command this module writes, longest first.
+UV_PREFIXES = (_UV_PREFIX, _UV_PREFIX[:-1])
+
+
+def uv_prefix(python: str | None = None) -> tuple[str, ...]:
+    """The uv install command's first words on ``python`` (see :data:`UV_COMPILES_FROM`)."""
+    return _UV_PREFIX if not python or _minor(python) >= UV_COMPILES_FROM else _UV_PREFIX[:-1]
+
+
+def uv_install_args(tokens: Sequence[str]) -> list[str] | None:
+    """The arguments after a uv install command's prefix (any of :data:`UV_PREFIXES`), or None."""
+    for prefix in UV_PREFIXES:
+        if tuple(tokens[: len(prefix)]) == prefix:
+            return list(tokens[len(prefix):])
+    return None
+
+
+def _minor(python: str) -> tuple[int, int]:
+    major, minor = python.split(".")[:2]
+    return int(major), int(minor)
 
 #: Build back-ends (and what they need to build) that an editable install may take newer than the
 #: date pin. ``uv --exclude-newer`` limits the isolated build environment too, and before setuptools
@@ -76,6 +103,31 @@ DEFAULT_BUILD_FLOOR = "2019-03-01"
 #: day, not the Python's release: old sdists need old setuptools (``Feature``, gone in 46).
 SETUPTOOLS_RUNS_ON = {"3.9": "2019-09-01", "3.10": "2019-09-01", "3.11": "2019-09-01",
                       "3.12": "2023-02-01", "3.13": "2023-02-01", "3.14": "2023-02-01"}
+
+
+#: Pythons whose newest setuptools has no editable hook (PEP 660 came with setuptools 64, which needs
+#: 3.7): uv installs a project in editable mode only through that hook, pip also by the legacy
+#: ``setup.py develop``. There, :func:`pinned_install` has uv install the project and its
+#: dependencies as of the pin, then pip re-install the project alone in editable mode.
+LEGACY_EDITABLE_BELOW = (3, 7)
+
+
+def legacy_editable(python: str | None) -> bool:
+    """Whether an editable install on ``python`` must take pip's legacy path (see :data:`LEGACY_EDITABLE_BELOW`)."""
+    return bool(python) and _minor(python) < LEGACY_EDITABLE_BELOW
+
+
+def _legacy_editable_command(path: str) -> str:
+    return shlex.join(["python", "-m", "pip", "install", "--no-deps", "-e", path])
+
+
+def _is_legacy_editable(command: str) -> bool:
+    """Whether ``command`` is the pip half of a legacy editable install (``pip install --no-deps -e PATH``)."""
+    args = _pip_install_args(command)
+    if args is None:
+        return False
+    options, targets = _split_args(args)
+    return not targets and sorted(flag for flag, _ in options) == ["--no-deps", "-e"]
 
 
 def build_floor(floor: str, python: str | None) -> str:
@@ -176,14 +228,21 @@ def pinned_install(commands: list[str], date_pin: str, python: str | None = None
 
     A command whose requirements are all exact ``==`` pins gets no ``--exclude-newer``: its
     versions are chosen already, and their dependencies may need releases newer than the pin
-    (``pytest==4.6.11`` needs a pluggy released after a 2018 pin). Applying it twice changes
-    nothing more. Raises ``ValueError`` if ``date_pin`` is not an ISO date.
+    (``pytest==4.6.11`` needs a pluggy released after a 2018 pin). On a Python of
+    :data:`LEGACY_EDITABLE_BELOW`, an editable install becomes two commands: uv installs the same
+    targets not in editable mode (the dependencies pinned), then ``python -m pip install --no-deps
+    -e PATH`` makes the project editable (:func:`_unpinned` joins them again). Applying it twice
+    changes nothing more. Raises ``ValueError`` if ``date_pin`` is not an ISO date.
     """
     day = date.fromisoformat(date_pin).isoformat()
+    legacy = legacy_editable(python)
+    prefix = uv_prefix(python)
     rewritten = [UV_BOOTSTRAP]
     for command in commands:
         args = _pip_install_args(command)
-        if args is None:
+        if command == COMPILE_ALL:
+            continue  # added again at the end
+        if args is None or (legacy and _is_legacy_editable(command)):
             rewritten.append(command)
             continue
         options, targets = _split_args(args)
@@ -191,15 +250,31 @@ def pinned_install(commands: list[str], date_pin: str, python: str | None = None
         if _is_tooling(targets) or translated is None:
             rewritten.append(command)
             continue
+        editable_paths: list[str] = []
+        if legacy and any(flag in ("-e", "--editable") for flag, _ in translated):
+            editable_paths = [value or "" for flag, value in translated if flag in ("-e", "--editable")]
+            translated = [(flag, value) for flag, value in translated if flag not in ("-e", "--editable")]
+            options = [(flag, value) for flag, value in options if flag not in ("-e", "--editable")]
+            targets = [*editable_paths, *targets]
         exclude = [] if _only_exact_pins(options, targets) else [("--exclude-newer", f"{day}T00:00:00Z")]
         backend_floor, setuptools_floor = build_floor(BUILD_BACKEND_FLOOR, python), build_floor(DEFAULT_BUILD_FLOOR, python)
-        if exclude and day < backend_floor and any(flag in ("-e", "--editable") for flag, _ in options):
+        if exclude and day < backend_floor and (editable_paths or any(flag in ("-e", "--editable") for flag, _ in options)):
             exclude.extend(("--exclude-newer-package", f"{name}={backend_floor}T00:00:00Z")
                            for name in BUILD_BACKENDS)
         elif exclude and day < setuptools_floor:
             exclude.append(("--exclude-newer-package", f"setuptools={setuptools_floor}T00:00:00Z"))
-        rewritten.append(shlex.join([*_UV_PREFIX, *_join_args([*exclude, *translated], targets)]))
+        rewritten.append(shlex.join([*prefix, *_join_args([*exclude, *translated], targets)]))
+        rewritten.extend(_legacy_editable_command(re.sub(r"\[.*\]$", "", path)) for path in editable_paths)
+    if prefix != _UV_PREFIX and any(uv_install_args(_words(command)) is not None for command in rewritten):
+        rewritten.append(COMPILE_ALL)
     return list(dict.fromkeys(rewritten))
+
+
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return []
 
 
 def _uv_options(options: Sequence[tuple[str, str | None]]) -> list[tuple[str, str | None]] | None:
@@ -217,20 +292,25 @@ def _uv_options(options: Sequence[tuple[str, str | None]]) -> list[tuple[str, st
 
 
 def _unpinned(commands: list[str]) -> list[str]:
-    """The inverse of :func:`pinned_install`: uv commands back to ``python -m pip install``."""
+    """The inverse of :func:`pinned_install`: uv commands back to ``python -m pip install``, and a
+    legacy editable install's two commands back to one."""
     restored: list[str] = []
     for command in commands:
-        if command == UV_BOOTSTRAP:
+        if command in (UV_BOOTSTRAP, COMPILE_ALL):
+            continue
+        if _is_legacy_editable(command) and restored and _joined_editable(restored[-1], command) is not None:
+            restored[-1] = _joined_editable(restored[-1], command)
             continue
         try:
             tokens = shlex.split(command)
         except ValueError:
             restored.append(command)
             continue
-        if tuple(tokens[: len(_UV_PREFIX)]) != _UV_PREFIX:
+        uv_args = uv_install_args(tokens)
+        if uv_args is None:
             restored.append(command)
             continue
-        options, targets = _split_args(tokens[len(_UV_PREFIX):])
+        options, targets = _split_args(uv_args)
         pip_options: list[tuple[str, str | None]] = []
         for flag, value in options:
             if flag in ("--exclude-newer", "--exclude-newer-package"):
@@ -243,3 +323,18 @@ def _unpinned(commands: list[str]) -> list[str]:
                 pip_options.append((flag, value))
         restored.append(shlex.join(["python", "-m", "pip", "install", *_join_args(pip_options, targets)]))
     return restored
+
+
+def _joined_editable(install: str, legacy: str) -> str | None:
+    """``pip install .[x] more`` and its legacy editable half ``pip install --no-deps -e .`` as the
+    one command they came from (``pip install -e .[x] more``), or None when they do not pair."""
+    args, legacy_args = _pip_install_args(install), _pip_install_args(legacy)
+    if args is None or legacy_args is None:
+        return None
+    path = next(value for flag, value in _split_args(legacy_args)[0] if flag == "-e")
+    options, targets = _split_args(args)
+    paired = [target for target in targets if target == path or (target.startswith(path + "[") and target.endswith("]"))]
+    if not paired:
+        return None
+    rest = [target for target in targets if target != paired[0]]
+    return shlex.join(["python", "-m", "pip", "install", *_join_args([*options, ("-e", paired[0])], rest)])
