@@ -1,0 +1,53 @@
+"""``repo2env build``: a runtime image per task."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from repo2env.cli.progress import progress
+from repo2env.cli.root import cli, console, from_option, tasks_dirs
+
+
+@cli.command()
+@from_option
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=2, show_default=True, help="Builds in parallel.")
+@click.option("--task", "instance_ids", multiple=True, help="Only this task id (repeatable).")
+@click.option("--overrides", type=click.Path(dir_okay=False, path_type=Path),
+              help="YAML of per-repo environment overrides ({repos: {owner/name: {python: '3.9', ...}}}).")
+@click.option("--no-collect-check", is_flag=True, help="Skip the pytest collection check of each built image.")
+def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...], overrides: Path | None,
+          no_collect_check: bool) -> None:
+    """Build a runtime image per task: env image (dependencies, shared) + task image (the snapshot).
+
+    Marks each task env_ok or env_failed (with the reason and the build log) in its tasks.jsonl;
+    one failure never stops the batch, and re-runs reuse every cached image. An install whose
+    project code does not import from /testbed (e.g. a released package installed over the
+    editable checkout) fails, and the images of failed attempts are removed. Ctrl-C or SIGTERM
+    stops at once: queued tasks are cancelled, running containers removed, finished tasks kept.
+    """
+    from repo2env.jsonl import read_task_ids
+    from repo2env.pipeline.stages import build_tasks_dir
+    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.build import BuildOptions
+    from repo2env.runtime.spec.overrides import load_overrides
+
+    options = BuildOptions(jobs=jobs, overrides=load_overrides(overrides) if overrides else {},
+                           instance_ids=frozenset(instance_ids), collect_check=not no_collect_check)
+    runtime = DockerRuntime()
+    failed_total = 0
+    for folder in tasks_dirs(from_dirs):
+        total = len(read_task_ids(folder / "tasks.jsonl") & set(instance_ids)) if instance_ids else \
+            len(read_task_ids(folder / "tasks.jsonl"))
+        with progress() as bars:
+            bar = bars.bar("build", folder.name, total=total)
+            summary = build_tasks_dir(folder, runtime=runtime, options=options,
+                                      progress=lambda task, spec, bar=bar: bar.advance(f"{task.instance_id}: {spec.status}"))
+        failed_total += summary.failed
+        console.print(f"{folder}: [green]{summary.ok} env_ok[/] ({summary.reused} reused), "
+                      f"[red]{summary.failed} env_failed[/]; {len(summary.env_images)} env images for {summary.ok} tasks")
+        for instance_id, reason in sorted(summary.failures.items()):
+            console.print(f"  [red]{instance_id}[/]: {reason}", highlight=False)
+    sys.exit(1 if failed_total else 0)

@@ -1,0 +1,200 @@
+"""Datasets in and out: ``repo2env publish``, ``pull``, ``import`` and ``export``."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from repo2env.cli.root import Group, cli, clone_mapping, console, from_option, stdout, tasks_dirs
+
+
+@cli.command()
+@from_option
+@click.option("--to", "target", required=True, metavar="hf://ORG/NAME|DIR",
+              help="A Hugging Face Hub dataset repository (hf://org/name) or a local folder.")
+@click.option("--name", help="The dataset's pretty name in its card [default: the Hub repo id or the folder name].")
+@click.option("--split-by-date", type=click.DateTime(formats=["%Y-%m-%d"]), metavar="YYYY-MM-DD",
+              help="Tasks created before this day go to 'train', the others to 'test'.")
+@click.option("--include-rejected", is_flag=True, help="Publish rejected and never-validated tasks too.")
+@click.option("--json-lists", is_flag=True, help="FAIL_TO_PASS / PASS_TO_PASS as JSON strings (SWE-bench's style).")
+@click.option("--license", "license_id", default="other", show_default=True, help="License id for the card.")
+@click.option("--overwrite", is_flag=True, help="Replace a target that already has content.")
+@click.option("--save-images", is_flag=True,
+              help="Put every task's image in the dataset (images/images.tar, layers shared) for 'repo2env pull'.")
+@click.option("--push-images", "push_registry", metavar="REGISTRY",
+              help="Push every task's image to REGISTRY (host[:port][/path]) first; the rows and Harbor tasks "
+                   "record REGISTRY/NAME@sha256:DIGEST, which 'repo2env pull' pulls.")
+@click.option("--private", is_flag=True, help="Hub: create the repository private.")
+@click.option("--revision", help="Hub: the branch to commit to (created when missing).")
+@click.option("--create-pr", is_flag=True, help="Hub: open a pull request instead of committing to the branch.")
+@click.option("--token", help="Hub token [default: HF_TOKEN, else the stored 'hf auth login'].")
+@click.option("--hub-url", help="Hub endpoint [default: HF_ENDPOINT, else the public Hub].")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by_date: datetime | None,
+            include_rejected: bool, json_lists: bool, license_id: str, overwrite: bool, save_images: bool,
+            push_registry: str | None, private: bool,
+            revision: str | None, create_pr: bool, token: str | None, hub_url: str | None, as_json: bool) -> None:
+    """Publish validated environments as a dataset: parquet rows (a TRL-ready `prompt` column, the
+    SWE-bench fields, the environment, the validation figures), Harbor task folders (tasks/), a
+    dataset card and a manifest.
+
+    Only accepted tasks are published; tasks never validated are refused unless --include-rejected.
+    A folder target is complete or absent after an interruption.
+    """
+    from repo2env.publish.dataset import PublishOptions, publish_to_folder
+    from repo2env.publish.harbor import harbor_writer
+    from repo2env.publish.hub import HubTarget, parse_target, publish_to_hub
+    from repo2env.publish.images import save_images as image_writer
+
+    destination = parse_target(target)
+    folders = tasks_dirs(from_dirs)
+    default_name = destination.repo_id if isinstance(destination, HubTarget) else Path(destination).name
+    writers = [harbor_writer(name or default_name), *([image_writer] if save_images else [])]
+    options = PublishOptions(name=name or default_name, split_by_date=split_by_date.date() if split_by_date else None,
+                             include_rejected=include_rejected, json_lists=json_lists, license_id=license_id,
+                             push_registry=push_registry)
+    with console.status("pushing the images and writing the dataset" if push_registry else "writing the dataset"):
+        if isinstance(destination, HubTarget):
+            summary = publish_to_hub(folders, destination.repo_id, options, token=token, endpoint=hub_url,
+                                     private=private, revision=revision, create_pr=create_pr, overwrite=overwrite,
+                                     extra_writers=writers)
+        else:
+            summary = publish_to_folder(folders, destination, options, overwrite=overwrite, extra_writers=writers)
+    if as_json:
+        stdout.print_json(json.dumps({"target": summary.target, "splits": summary.splits, "rows": summary.rows,
+                                      "left_out": dict(summary.left_out), "files": summary.files,
+                                      "harbor_tasks": summary.harbor_tasks}))
+        return
+    splits = ", ".join(f"{split} {count}" for split, count in summary.splits.items())
+    left = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.left_out.items()))
+    console.print(f"published {summary.rows} environments ({splits}) to {summary.target}; "
+                  f"{summary.files} files with checksums in manifest.json"
+                  f"{'; left out: ' + left if left else ''}", highlight=False)
+
+
+@cli.command()
+@click.argument("source", metavar="hf://ORG/NAME|DIR")
+@click.option("--out", "out_root", type=click.Path(file_okay=False, path_type=Path), default=Path("generated"),
+              show_default=True, help="Root of the task folders (one per repository: OUT/owner__name/).")
+@click.option("--clone", "clones", multiple=True, metavar="OWNER/NAME=PATH",
+              help="A local clone of a repository, to rebuild images the dataset does not carry; repeatable.")
+@click.option("--no-build", is_flag=True, help="Only write the task folders; build nothing.")
+@click.option("--revision", help="Hub: the branch or commit to download.")
+@click.option("--token", help="Hub token [default: HF_TOKEN, else the stored login] (private datasets).")
+@click.option("--hub-url", help="Hub endpoint [default: HF_ENDPOINT, else the public Hub].")
+def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, revision: str | None,
+         token: str | None, hub_url: str | None) -> None:
+    """Bring a published dataset here and make its environments runnable.
+
+    The files are checked against the dataset's manifest, rows become task folders, and each task's
+    image is found here, loaded from the dataset's images/images.tar, pulled from the registry
+    'publish --push-images' pushed it to, or rebuilt from --clone.
+    """
+    from repo2env.pipeline.stages import folder_builder
+    from repo2env.publish.hub import HubTarget, download_from_hub, parse_target
+    from repo2env.publish.pull import pull_dataset
+    from repo2env.runtime.backends.docker import DockerRuntime
+
+    origin = parse_target(source)
+    if isinstance(origin, HubTarget):
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+        destination = out_root / "datasets" / origin.repo_id.replace("/", "__")
+        with console.status(f"downloading {origin.repo_id}"):
+            origin = download_from_hub(origin.repo_id, destination, token=token, endpoint=hub_url, revision=revision)
+    runtime = None if no_build else DockerRuntime()
+    summary = pull_dataset(origin, out_root, runtime=runtime, clones=clone_mapping(clones), build=not no_build,
+                           builder=folder_builder(runtime) if runtime else None)
+    for repo, folder in summary.folders.items():
+        console.print(f"{repo}: {folder / 'tasks.jsonl'}", highlight=False)
+    console.print(f"{summary.tasks} tasks; runnable here: {summary.runnable} ({summary.loaded_images} images loaded, "
+                  f"{summary.pulled} pulled, {summary.rebuilt} rebuilt)", highlight=False)
+    for instance_id, why in summary.not_runnable.items():
+        console.print(f"[yellow]not runnable[/] {instance_id}: {why}", highlight=False)
+
+
+@cli.group("import", cls=Group)
+def import_group() -> None:
+    """Bring tasks made elsewhere into repo2env (to build, validate and train on them here)."""
+
+
+@import_group.command("swebench")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out_root", type=click.Path(file_okay=False, path_type=Path), default=Path("generated"),
+              show_default=True, help="Root of the task folders (one per repository: OUT/owner__name/).")
+@click.option("--clone", "clones", multiple=True, metavar="OWNER/NAME=PATH",
+              help="A local clone (full history) of a repository the rows name; repeatable. Needed by build.")
+def import_swebench_command(path: Path, out_root: Path, clones: tuple[str, ...]) -> None:
+    """Import SWE-bench-format rows (SWE-bench, SWE-Gym, SWE-rebench; JSON, JSONL or parquet).
+
+    Their FAIL_TO_PASS / PASS_TO_PASS are kept as declared; 'repo2env validate' re-derives them with
+    our runtime and reports the difference in validation.jsonl (declared_differences).
+    """
+    from repo2env.publish.swebench import import_swebench
+
+    summary = import_swebench(path, out_root, clone_mapping(clones))
+    for repo, folder in summary.folders.items():
+        console.print(f"{repo}: {summary.tasks[repo]} tasks -> {folder / 'tasks.jsonl'}", highlight=False)
+    if summary.missing_clones:
+        console.print(f"[yellow]no clone recorded for[/] {', '.join(summary.missing_clones)}: pass --clone "
+                      "OWNER/NAME=PATH (or mine the repository) before 'repo2env build'", highlight=False)
+
+
+@cli.group("export", cls=Group)
+def export_group() -> None:
+    """Write validated tasks in one format of the field."""
+
+
+@export_group.command("swebench")
+@from_option
+@click.argument("out_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--lists", is_flag=True, help="FAIL_TO_PASS / PASS_TO_PASS as lists, not JSON strings.")
+@click.option("--include-rejected", is_flag=True, help="Export tasks that were not accepted too.")
+def export_swebench_command(from_dirs: tuple[Path, ...], out_path: Path, lists: bool, include_rejected: bool) -> None:
+    """Write accepted tasks as SWE-bench instances (JSONL) to OUT_PATH."""
+    from repo2env.publish.swebench import export_swebench
+
+    count = export_swebench(tasks_dirs(from_dirs), out_path, json_lists=not lists, accepted_only=not include_rejected)
+    console.print(f"{count} SWE-bench instances -> {out_path}", highlight=False)
+
+
+@export_group.command("harbor")
+@from_option
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--name", default="repo2env", show_default=True,
+              help="The dataset's name; task.toml names each task OWNER/INSTANCE_ID with its first part.")
+@click.option("--include-rejected", is_flag=True, help="Export built tasks that were not accepted too.")
+@click.option("--overwrite", is_flag=True, help="Replace an OUT_DIR that already has content.")
+def export_harbor_command(from_dirs: tuple[Path, ...], out_dir: Path, name: str, include_rejected: bool,
+                          overwrite: bool) -> None:
+    """Write accepted tasks as Harbor task folders to OUT_DIR/<instance_id>/: instruction.md, task.toml,
+    environment/Dockerfile, tests/test.sh (the hidden verifier, writing /logs/verifier/reward.txt and
+    reward.json) and solution/solve.sh (the gold patch)."""
+    from repo2env.publish.harbor import export_harbor
+
+    written = export_harbor(tasks_dirs(from_dirs), out_dir, dataset=name, accepted_only=not include_rejected,
+                            overwrite=overwrite)
+    console.print(f"{written.tasks} Harbor tasks -> {written.root}; run one with: harbor run -p "
+                  f"{written.root}/INSTANCE_ID", highlight=False)
+
+
+@export_group.command("openenv")
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--dataset", "dataset_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A folder 'repo2env publish --to DIR' wrote; it is copied into the package.")
+@click.option("--name", default="repo2env", show_default=True, help="The environment's name in openenv.yaml.")
+@click.option("--wheel", "wheels", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A wheel the image installs from (e.g. repo2env's own, when the index has no repo2env); repeatable.")
+@click.option("--overwrite", is_flag=True, help="Replace an OUT_DIR that already has content.")
+def export_openenv_command(out_dir: Path, dataset_dir: Path, name: str, wheels: tuple[Path, ...], overwrite: bool) -> None:
+    """Write a deployable OpenEnv package to OUT_DIR: openenv.yaml, server/app.py, a Dockerfile that
+    installs repo2env[openenv] and serves the dataset, and a README (the server needs a Docker engine)."""
+    from repo2env.publish.openenv import export_openenv
+
+    written = export_openenv(dataset_dir, out_dir, name=name, wheels=wheels, overwrite=overwrite)
+    console.print(f"OpenEnv package ({written.tasks} tasks) -> {written.root}; "
+                  f"build it with: docker build -t {name} {written.root}", highlight=False)

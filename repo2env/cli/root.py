@@ -1,0 +1,81 @@
+"""The root ``repo2env`` group and what every command group shares: the two consoles, the ordered
+group, durations, the ``--from`` option with its task folders, and ``--clone`` pairs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from repo2env import __version__
+from repo2env.errors import InputError
+
+console = Console(stderr=True, soft_wrap=True)
+stdout = Console(soft_wrap=True)
+
+
+class _Seconds(click.ParamType):
+    """A duration in seconds: a finite number above zero (``inf``, ``nan``, 0 and negatives are refused)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds <= 0:
+            self.fail(f"{value!r} is not a duration: give a finite number of seconds above 0", param, ctx)
+        return seconds
+
+
+SECONDS = _Seconds()
+
+
+class Group(click.Group):
+    """Lists commands in the pipeline's order, then in the order they were added."""
+
+    order = ("mine", "build", "run", "grade", "validate", "publish", "pull", "train", "serve", "import", "export",
+             "pipeline", "demo", "doctor",
+             "runtime", "images")
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        ranked = {name: index for index, name in enumerate(self.order)}
+        return sorted(self.commands, key=lambda name: (ranked.get(name, len(ranked)), list(self.commands).index(name)))
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="repo2env")
+def cli() -> None:
+    """Turn a repository's merged pull requests into RL environments for coding agents.
+
+    \b
+    Pipeline:  mine -> build -> validate -> publish -> train
+    Start with: repo2env doctor   (is Docker ready?)
+                repo2env demo run (every built stage on the embedded demo repository)
+    """
+
+
+def tasks_dirs(from_dirs: tuple[Path, ...]) -> list[Path]:
+    """The task folders of ``--from`` (every one under generated/ when none is given)."""
+    from repo2env.runtime.build import tasks_dirs as find_tasks_dirs
+
+    return find_tasks_dirs(Path("generated"), list(from_dirs))
+
+
+from_option = click.option("--from", "from_dirs", type=click.Path(file_okay=False, path_type=Path), multiple=True,
+                            help="Task folder(s) with a tasks.jsonl [default: every one under generated/].")
+
+
+def clone_mapping(clones: tuple[str, ...]) -> dict[str, str]:
+    """``--clone OWNER/NAME=PATH`` pairs as {repository: location}."""
+    mapping = {}
+    for item in clones:
+        repo, separator, location = item.partition("=")
+        if not separator or "/" not in repo or not location:
+            raise InputError(f"--clone {item!r}: expected OWNER/NAME=PATH")
+        mapping[repo] = location
+    return mapping
+

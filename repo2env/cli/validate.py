@@ -1,0 +1,74 @@
+"""``repo2env validate``: reference rollouts and the acceptance policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from repo2env.cli.progress import progress
+from repo2env.cli.root import cli, console, from_option
+from repo2env.errors import InputError
+
+
+@cli.command()
+@click.argument("roots", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
+@from_option
+@click.option("--policy-file", default="default", show_default=True,
+              help="Acceptance policy: a name in validators/ (default, strict) or a YAML path.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Tasks in parallel.")
+@click.option("--task", "instance_ids", multiple=True, help="Only this task id (repeatable).")
+@click.option("--force", is_flag=True, help="Validate again tasks that already have a record.")
+@click.option("--policy", "policy_url", metavar="URL",
+              help="OpenAI-compatible endpoint (…/v1) for policy rollouts: vLLM, TGI or a hosted API.")
+@click.option("--model", help="Model name for --policy.")
+@click.option("-k", "policy_k", type=click.IntRange(min=0), default=0, help="Policy rollouts per task (with --policy).")
+@click.option("--whole-suite", is_flag=True, help="Derive PASS_TO_PASS from the whole test suite.")
+def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: str, jobs: int,
+             instance_ids: tuple[str, ...], force: bool, policy_url: str | None, model: str | None, policy_k: int,
+             whole_suite: bool) -> None:
+    """Keep only environments whose rewards are right, stable and varied.
+
+    Per task: derive FAIL_TO_PASS / PASS_TO_PASS (each test run several times, shuffled, flaky ones
+    excluded), grade the gold patch, the empty patch, partial fixes, near misses and stubs (and K policy
+    rollouts with --policy), and judge with the acceptance policy. Writes validation.jsonl,
+    summary.md and validation.png next to each tasks.jsonl. ROOTS are searched for tasks.jsonl
+    (default: generated/). Re-runs resume. Ctrl-C or SIGTERM stops at once: queued tasks are
+    cancelled, running sandboxes removed, finished records kept.
+    """
+    from repo2env.jsonl import read_task_ids
+    from repo2env.pipeline.stages import validate_dir
+    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.build import tasks_dirs
+    from repo2env.validate.acceptance import load_acceptance_policy
+
+    policy = load_acceptance_policy(policy_file)
+    if whole_suite:
+        policy = policy.model_copy(update={"whole_suite_p2p": True})
+    if bool(policy_url) != bool(model):
+        raise InputError("--policy and --model go together")
+    runner = None
+    if policy_url:
+        from repo2env.validate.policy import PolicyClient
+
+        client = PolicyClient(policy_url, model)
+        runner = client.rollouts
+    folders = list(from_dirs)
+    for root in roots:
+        folders += tasks_dirs(root, [])
+    folders = folders or tasks_dirs(Path("generated"), [])
+    runtime = DockerRuntime()
+    for folder in dict.fromkeys(folders):
+        total = len(read_task_ids(folder / "tasks.jsonl"))
+        with progress() as bars:
+            bar = bars.bar("validate", str(folder), total=total)
+            summary = validate_dir(
+                folder, runtime, policy, jobs=jobs, policy_runner=runner, policy_k=policy_k, force=force,
+                instance_ids=frozenset(instance_ids),
+                progress=lambda record, bar=bar: bar.advance(
+                    f"{record.instance_id}: {record.verdict} {' '.join(record.reasons)}"),
+            )
+            bar.finish()
+        console.print(f"{folder}: {summary.accepted}/{len(summary.records)} accepted this run "
+                      f"({summary.skipped} already validated); summary: {folder / 'summary.md'}; "
+                      f"figure: {folder / 'validation.png'}")
