@@ -70,6 +70,8 @@ class EnvSpec(_Schema):
     log_path: str | None = Field(None, description="Build log of the last attempt.")
     dockerfiles: dict[str, str] = Field(default_factory=dict, description="The Dockerfile of each layer as built "
                                         "(base: its tag; env; task), published with the dataset.")
+    pytest_version: str | None = Field(None, description="The pytest the task image runs (read by the build): "
+                                       "derivation and grading leave out the options an older pytest lacks.")
 
     @field_validator("python")
     @classmethod
@@ -112,6 +114,9 @@ class GradeResult(_Schema):
     log_dir: str | None = None
     duration_s: float = 0.0
     tests_duration_s: float = Field(0.0, description="Wall time of the grading script in the sandbox (tests included).")
+    stopped_early: bool = Field(False, description="Only FAIL_TO_PASS ran (Grader.grade's stop_early): their outcomes "
+                                "decided the reward, so PASS_TO_PASS did not run: `tests` holds F2P tests only, "
+                                "and p2p_rate is not measured.")
 
 
 RolloutKind = Literal["gold", "null", "partial", "near_miss", "stub", "policy"]

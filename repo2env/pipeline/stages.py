@@ -21,9 +21,9 @@ from repo2env.pipeline.executors import ThreadExecutor
 from repo2env.pipeline.runner import Stage, run_stages
 from repo2env.runtime.backends.docker import DockerRuntime
 from repo2env.runtime.bootstrap import local_base_pythons, makeable_pythons
-from repo2env.runtime.local_pythons import version_key
 from repo2env.runtime.build import BuildOptions, BuildSummary, build_task, read_source_clone, still_built
 from repo2env.runtime.images import ImageStore
+from repo2env.runtime.local_pythons import version_key
 from repo2env.runtime.spec import AVAILABLE_PYTHONS
 from repo2env.runtime.spec.overrides import EnvOverride
 from repo2env.validate.acceptance import AcceptancePolicy

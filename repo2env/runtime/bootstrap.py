@@ -33,7 +33,14 @@ import docker.errors
 
 from repo2env import __version__
 from repo2env.errors import BuildError, DockerUnavailableError, InputError
-from repo2env.runtime.local_pythons import Discovery, LocalPython, discover, linked_packages, probe, version_key
+from repo2env.runtime.local_pythons import (
+    Discovery,
+    LocalPython,
+    discover,
+    linked_packages,
+    probe,
+    version_key,
+)
 from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
 
 #: Python X.Y -> the Debian release whose python3 is that version.

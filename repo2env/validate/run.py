@@ -13,8 +13,10 @@ The loop over a tasks folder is the stage runner's (:func:`repo2env.pipeline.sta
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,15 +56,20 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
     derivation = None
     rollouts: list[RolloutResult] = []
     tests_s = 0.0
+    phases: dict[str, float] = {}
+    width = grading_width(policy)
     if env_ok:
+        began = time.monotonic()
         derivation = derive_tests(task, runtime, runs=policy.reruns, hash_seeds=tuple(policy.hash_seeds),
                                   whole_suite=policy.whole_suite_p2p, timeout_s=policy.timeout_s,
-                                  log_dir=logs_dir / "derive")
+                                  log_dir=logs_dir / "derive", parallel=width > 1)
+        phases["derive"] = round(time.monotonic() - began, 3)
         tests_s += derivation.test_seconds
         task = task.model_copy(update={"FAIL_TO_PASS": derivation.fail_to_pass, "PASS_TO_PASS": derivation.pass_to_pass})
         if derivation.error is None and derivation.fail_to_pass:
             rollouts, grading_s = _reference_rollouts(task, runtime, policy, derivation, logs_dir,
-                                                      policy_runner=policy_runner, policy_k=policy_k)
+                                                      policy_runner=policy_runner, policy_k=policy_k,
+                                                      width=width, phases=phases)
             tests_s += grading_s
             gates = name_only_tests(task.FAIL_TO_PASS, rollouts)
             if gates and len(gates) < len(task.FAIL_TO_PASS):
@@ -77,7 +84,8 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
         "instance_id": task.instance_id, "repo": task.repo, "policy": policy.name,
         "FAIL_TO_PASS": task.FAIL_TO_PASS, "PASS_TO_PASS": task.PASS_TO_PASS, "leak_score": task.leak_score,
         "declared_differences": declared_differences(task, report.flaky_tests) if derivation else {},
-        "wall_s": round(time.monotonic() - started, 3), "tests_s": round(tests_s, 3),
+        "wall_s": round(time.monotonic() - started, 3), "tests_s": round(tests_s, 3), "phases": phases,
+        "one_run_s": derivation.one_run_s if derivation else None,
         "error": derivation.error if derivation else (task.env_spec.error if task.env_spec else "not built"),
     })
     # The task keeps the whole report (each rollout's grade included); its validation.jsonl line
@@ -135,10 +143,31 @@ def declared_differences(task: Task, flaky: dict[str, float]) -> dict[str, list[
     return {key: tests for key, tests in differences.items() if tests}
 
 
+def grading_width(policy: AcceptancePolicy) -> int:
+    """How many gradings may run at once: ``policy.grading_jobs``, or (auto) the cores the machine's
+    one-minute load leaves free, from 1 to :data:`MAX_AUTO_GRADING_JOBS`."""
+    if policy.grading_jobs != "auto":
+        return int(policy.grading_jobs)
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = float(cores)
+    return max(1, min(MAX_AUTO_GRADING_JOBS, int(cores - load + 0.5)))
+
+
+#: The most gradings ``grading_jobs: auto`` runs at once (each holds a container and its tests).
+MAX_AUTO_GRADING_JOBS = 4
+
+
 def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,
-                        policy_runner: PolicyRunner | None, policy_k: int) -> tuple[list[RolloutResult], float]:
+                        policy_runner: PolicyRunner | None, policy_k: int, width: int = 1,
+                        phases: dict[str, float] | None = None) -> tuple[list[RolloutResult], float]:
+    """Grade gold (in full, ``policy.gold_runs`` times), then null and the variants (FAIL_TO_PASS
+    first when ``policy.stop_early``), ``width`` at a time; ``phases`` gets each step's wall time."""
     from repo2env.validate.variants import near_misses, partial_fixes, stubs
 
+    phases = {} if phases is None else phases
     references = [("gold", f"gold-{i}", task.patch) for i in range(policy.gold_runs)]
     # The unfixed code can hang on the new tests just as a mutated fix can: null runs with the variants.
     variants = [("null", f"null-{i}", "") for i in range(policy.null_runs)]
@@ -150,27 +179,40 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
     rollouts: list[RolloutResult] = []
     grading_s = 0.0
 
-    def grade_all(grader: Grader, plan: list[tuple[str, str, str]]) -> None:
+    def grade_all(grader: Grader, plan: list[tuple[str, str, str]], *, stop_early: bool, phase: str) -> None:
         nonlocal grading_s
-        for kind, name, patch in plan:
-            result = grader.grade(task, patch, run_name=name)
-            grading_s += result.tests_duration_s
-            rollouts.append(RolloutResult(kind=kind, name=name, reward=result.reward, resolved=result.resolved,
-                                          grade=result))
+        began = time.monotonic()
+
+        def one(entry: tuple[str, str, str]) -> RolloutResult:
+            kind, name, patch = entry
+            result = grader.grade(task, patch, run_name=name, stop_early=stop_early)
+            return RolloutResult(kind=kind, name=name, reward=result.reward, resolved=result.resolved, grade=result)
+
+        if width > 1 and len(plan) > 1:
+            with ThreadPoolExecutor(max_workers=width, thread_name_prefix="repo2env-grading") as pool:
+                graded = list(pool.map(one, plan))
+        else:
+            graded = [one(entry) for entry in plan]
+        for rollout in graded:  # in the plan's order, whatever order they finished in
+            grading_s += rollout.grade.tests_duration_s if rollout.grade else 0.0
+            rollouts.append(rollout)
+        phases[phase] = round(phases.get(phase, 0.0) + time.monotonic() - began, 3)
 
     with Grader(runtime, logs_dir / "grades", timeout_s=policy.timeout_s, keep_warm=True) as grader:
-        grade_all(grader, references)
+        grade_all(grader, references, stop_early=False, phase="gold")
         # A mutated fix can hang where the gold one finishes (a loop that no longer ends): null and
         # variants get a timeout scaled from the gold gradings instead of the policy's full one.
         gold_seconds = max((r.grade.tests_duration_s for r in rollouts if r.kind == "gold" and r.grade), default=0.0)
         variant_timeout = min(policy.timeout_s, max(VARIANT_TIMEOUT_FLOOR_S, VARIANT_TIMEOUT_FACTOR * gold_seconds))
         with Grader(runtime, logs_dir / "grades", timeout_s=variant_timeout, keep_warm=True) as variant_grader:
-            grade_all(variant_grader, variants)
+            grade_all(variant_grader, variants, stop_early=policy.stop_early, phase="variants")
         k = policy_k or policy.policy_k
         if policy_runner is not None and k:
+            began = time.monotonic()
             for rollout in policy_runner(task, runtime, grader, k, 0):
                 grading_s += rollout.grade.tests_duration_s if rollout.grade else 0.0
                 rollouts.append(rollout)
+            phases["policy"] = round(time.monotonic() - began, 3)
     return rollouts, grading_s
 
 

@@ -45,9 +45,15 @@ from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
 from repo2env.verify.canaries import CanaryPlan, plan_canaries
 from repo2env.verify.filtering import RUNNER_PATTERN, filter_patch, patch_paths, runner_references
-from repo2env.verify.junit import ID_OPTIONS, outcomes_for, selection_args
+from repo2env.verify.junit import (
+    ID_OPTIONS,
+    JUNIT_FAMILY_OPTION,
+    outcomes_for,
+    pytest_options,
+    selection_args,
+)
 from repo2env.verify.logs import JUNIT_CAP_BYTES, write_capped_log
-from repo2env.verify.reward import RewardMode, score
+from repo2env.verify.reward import RewardMode, decided_by_fail_to_pass, score
 from repo2env.verify.tamper import COLLECTOR_SCRIPT, PLUGIN_SOURCE, parse_stream, verdict
 from repo2env.verify.trailer import TRAILER as _TRAILER  # noqa: F401 - the grader's name for it, as before
 from repo2env.verify.trailer import parse_trailer
@@ -128,13 +134,37 @@ class Grader:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def grade(self, task: Task, patch: str, *, mode: RewardMode = "graded", run_name: str | None = None) -> GradeResult:
-        """Grade ``patch`` (a git diff against the task's snapshot) for ``task``."""
-        test_ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS]))
+    def grade(self, task: Task, patch: str, *, mode: RewardMode = "graded", run_name: str | None = None,
+              stop_early: bool = False) -> GradeResult:
+        """Grade ``patch`` (a git diff against the task's snapshot) for ``task``.
+
+        ``stop_early``: first grade the FAIL_TO_PASS tests alone (a whole grading of its own: fresh
+        sandbox, canaries, cross-checks); when their outcomes already decide the reward (no F2P test
+        passes: 0 whatever PASS_TO_PASS does; see :func:`~repo2env.verify.reward.decided_by_fail_to_pass`)
+        or that grading failed, its result is the answer (``stopped_early``, PASS_TO_PASS not run);
+        otherwise the patch is graded again in full, exactly as without it. A reward above 0 therefore
+        only ever comes from a full grading, and the shortcut can only give 0 where the full grading
+        gives 0 too (for a patch that passes its F2P tests alone but not beside the P2P ones, less)."""
         if not task.FAIL_TO_PASS:
             raise InputError(f"task {task.instance_id} has no FAIL_TO_PASS tests yet",
                              hint="run 'repo2env validate' first: it derives them")
-        run_dir = self.logs_root / task.instance_id / (run_name or time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3))
+        name = run_name or time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
+        if not stop_early or not task.PASS_TO_PASS:
+            return self._grade(task, patch, mode=mode, run_name=name)
+        first = self._grade(task, patch, mode=mode, run_name=f"{name}-f2p", only=list(task.FAIL_TO_PASS))
+        if first.error is not None or first.tampered or decided_by_fail_to_pass(first.f2p_rate, mode):
+            return first.model_copy(update={"stopped_early": True})
+        full = self._grade(task, patch, mode=mode, run_name=name)
+        return full.model_copy(update={"duration_s": round(full.duration_s + first.duration_s, 3),
+                                       "tests_duration_s": round(full.tests_duration_s + first.tests_duration_s, 3)})
+
+    def _grade(self, task: Task, patch: str, *, mode: RewardMode, run_name: str,
+               only: list[str] | None = None) -> GradeResult:
+        """One grading; ``only``: run just these of the task's tests (the canaries still keep clear
+        of every test id of the task)."""
+        known_ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS]))
+        test_ids = list(dict.fromkeys(only)) if only is not None else known_ids
+        run_dir = self.logs_root / task.instance_id / run_name
         run_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         filtered = filter_patch(patch)
@@ -155,7 +185,7 @@ class Grader:
         inputs = f"/tmp/repo2env-grade-{secrets.token_hex(8)}"
         junit_dir = f"/tmp/repo2env-junit-{secrets.token_hex(8)}"
         junit_path = f"{junit_dir}/{secrets.token_hex(8)}.xml"
-        plan = plan_canaries(task.test_patch, task.FAIL_TO_PASS, test_ids)
+        plan = plan_canaries(task.test_patch, task.FAIL_TO_PASS, known_ids)
         stream_plugin = f"repo2env_outcomes_{secrets.token_hex(6)}"
         fifo = f"{inputs}/{secrets.token_hex(8)}.fifo"
         run_ids = _with_canaries(test_ids, plan)
@@ -270,7 +300,7 @@ def grading_settings(task: Task, test_ids: list[str], *, inputs: str, private: s
         "inputs": inputs, "private": private, "junit": junit_path, "timeout_s": f"{timeout_s:.0f}",
         "test_cmd": test_cmd, "python_path": python_path, "plugin": stream_plugin, "fifo": fifo,
         "test_ids": selection_args(test_ids), "config_dirs": _config_search_dirs(test_ids),
-        "id_options": shlex.split(ID_OPTIONS),
+        "id_options": pytest_options(f"{ID_OPTIONS} {JUNIT_FAMILY_OPTION}", task.env_spec.pytest_version if task.env_spec else None),
         "gold_paths": patch_paths(task.patch), "runner_pattern": RUNNER_PATTERN,
         "gold_references": sorted(runner_references(task.patch)),
     }

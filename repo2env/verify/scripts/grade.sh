@@ -44,7 +44,8 @@ tries=0
 while [ ! -p "$fifo" ] && [ $tries -lt 1000 ]; do sleep 0.01; tries=$((tries + 1)); done
 # The snapshot's pytest configuration, named explicitly (-c): a file the patch adds is never chosen,
 # whatever name a pytest version looks for. pytest's own search order and tests. The rootdir stays
-# /testbed (id_options), where the test ids are relative to.
+# /testbed (id_options, which also ask for JUnit's xunit2 names where this pytest has the options), where
+# the test ids are relative to.
 config=()
 for dir in "${config_dirs[@]}"; do
   for name in pytest.toml .pytest.toml pytest.ini .pytest.ini pyproject.toml tox.ini setup.cfg; do
@@ -62,7 +63,7 @@ done
 output=$junit.out
 # test_cmd is shell words (an override's command line; the launcher's quoted -c program): eval
 # parses it as a shell would; every other argument is passed as it is.
-eval "timeout -k 5 $timeout_s $test_cmd"' "${config[@]}" -p no:cacheprovider "${id_options[@]}" --junitxml="$junit" -o junit_family=xunit2 "${test_ids[@]}"' \
+eval "timeout -k 5 $timeout_s $test_cmd"' "${config[@]}" -p no:cacheprovider "${id_options[@]}" --junitxml="$junit" "${test_ids[@]}"' \
   >"$output" 2>&1 </dev/null
 status=$?
 # Nothing the tests started may outlive them and touch the report or this script's output: stop
