@@ -211,6 +211,7 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     built = build_tasks_dir(sample_dir, runtime=runtime, options=BuildOptions(jobs=jobs))
     row["build_s"] = round(time.perf_counter() - began, 1)
     row["env_built"] = built.ok
+    row["env_images"] = len(built.env_images)  # distinct env images the built tasks share
     row["env_failed"] = dict(Counter(_reason_kind(reason) for reason in built.failures.values()))
     row["env_failures"] = built.failures
     if not validate:
@@ -286,7 +287,8 @@ def print_row(row: dict) -> None:
           f"{row['mine_rejections']}")
     if "env_built" in row:
         print(f"[{row['repo']}]   sample {len(row['sample'])} PRs {row['sample_years']}: env built "
-              f"{row['env_built']}/{len(row['sample'])} in {row['build_s']} s; failures {row['env_failed'] or 'none'}")
+              f"{row['env_built']}/{len(row['sample'])} on {row.get('env_images', '?')} env images in {row['build_s']} s; "
+              f"failures {row['env_failed'] or 'none'}")
     if "accepted" in row:
         print(f"[{row['repo']}]   accepted {row['accepted']}/{len(row['sample'])} in {row['validate_s']} s; "
               f"rejections {row['rejections'] or 'none'}")

@@ -22,7 +22,7 @@ from repo2env.pipeline.runner import Stage, run_stages
 from repo2env.runtime.backends.docker import DockerRuntime
 from repo2env.runtime.bootstrap import local_base_pythons, makeable_pythons
 from repo2env.runtime.build import BuildOptions, BuildSummary, build_task, read_source_clone, still_built
-from repo2env.runtime.images import ImageStore
+from repo2env.runtime.images import STALL_IDLE_S, ImageStore
 from repo2env.runtime.local_pythons import version_key
 from repo2env.runtime.spec import AVAILABLE_PYTHONS
 from repo2env.runtime.spec.overrides import EnvOverride
@@ -56,6 +56,7 @@ class BuildJob:
     collect_check: bool = True
     collect_timeout_s: float = 300.0
     available: tuple[str, ...] = tuple(AVAILABLE_PYTHONS)
+    stall_idle_s: float = STALL_IDLE_S
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def build_work(job: BuildJob, runtime: DockerRuntime | None = None) -> BuildOutp
         return BuildOutput(job.task.env_spec, reused=True)
     spec = build_task(job.task, job.clone, store=store, runtime=runtime, logs_dir=job.logs_dir,
                       override=job.override, collect_check=job.collect_check, available=job.available,
-                      collect_timeout_s=job.collect_timeout_s)
+                      collect_timeout_s=job.collect_timeout_s, stall_idle_s=job.stall_idle_s)
     return BuildOutput(spec, reused=False)
 
 
@@ -89,7 +90,7 @@ def build_job(task: Task, clone: Path, logs_dir: Path, options: BuildOptions, av
     """The build job of ``task`` under ``options``."""
     return BuildJob(task=task, clone=clone, logs_dir=logs_dir, override=options.overrides.get(task.repo),
                     collect_check=options.collect_check, collect_timeout_s=options.collect_timeout_s,
-                    available=available)
+                    available=available, stall_idle_s=options.stall_idle_s)
 
 
 def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOptions | None = None,

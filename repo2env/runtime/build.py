@@ -31,7 +31,15 @@ from repo2env.mine.split import classify_path
 from repo2env.models import EnvSpec, Task
 from repo2env.patches import parse
 from repo2env.runtime.bootstrap import base_image_tag
-from repo2env.runtime.images import PROBE, WARMUP_FETCHED_PATH, ImageStore, env_image_tag, task_image_tag
+from repo2env.runtime.images import (
+    PROBE,
+    STALL_IDLE_S,
+    WARMUP_FETCHED_PATH,
+    ImageStore,
+    env_image_tag,
+    task_image_tag,
+    watched,
+)
 from repo2env.runtime.own_code import OwnCode, protect_own_install, read_own_code, reinstall_command
 from repo2env.runtime.own_code_probe import MARKER as OWN_CODE_MARKER
 from repo2env.runtime.sandbox import Runtime, SandboxLimits
@@ -45,11 +53,16 @@ from repo2env.runtime.spec import (
     install_ladder,
 )
 from repo2env.runtime.spec.overrides import EnvOverride, override_hash
+from repo2env.runtime.watchdog import MARKER as WATCHDOG_MARKER
 
 COLLECT_TIMEOUT_S = 300.0
 #: How a collection timeout's failure reason starts. It ends the ladder (another install would hang
 #: the same way), after one try of the same rung with a warm-up (data downloaded on first use).
 COLLECTION_TIMEOUT = "test collection timed out"
+#: The same for a collection the watchdog stopped: no output or CPU progress for STALL_IDLE_S.
+COLLECTION_STALLED = "test collection stalled"
+#: How a warm-up's stall starts its reason (it names the hosts waited on); it ends the ladder.
+WARMUP_STALLED = "the warm-up stalled"
 _DEPENDENCY_FILE = re.compile(
     r"^(?:pyproject\.toml|setup\.py|setup\.cfg|tox\.ini|Pipfile|poetry\.lock|uv\.lock"
     r"|[^/]*requirements[^/]*\.(?:txt|in)|requirements/[^/]+\.(?:txt|in))$"
@@ -65,6 +78,7 @@ class BuildOptions:
     instance_ids: frozenset[str] = frozenset()
     collect_check: bool = True
     collect_timeout_s: float = COLLECT_TIMEOUT_S  #: how long the collection check may take
+    stall_idle_s: float = STALL_IDLE_S  #: how long a warm-up or collection check may make no progress
 
 
 # Env images a rung of this process is using right now: a failed rung never removes one of them.
@@ -110,7 +124,8 @@ def still_built(task: Task, store: ImageStore, override: EnvOverride | None = No
 
 def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, logs_dir: Path,
                override: EnvOverride | None = None, collect_check: bool = True,
-               available: Sequence[str] = AVAILABLE_PYTHONS, collect_timeout_s: float = COLLECT_TIMEOUT_S) -> EnvSpec:
+               available: Sequence[str] = AVAILABLE_PYTHONS, collect_timeout_s: float = COLLECT_TIMEOUT_S,
+               stall_idle_s: float = STALL_IDLE_S) -> EnvSpec:
     """Build one task's images, climbing the install ladder; never raises for the task's own failure
     (it is recorded in the returned spec), only for a missing engine."""
     files = GitRepoFiles(clone, task.base_commit)
@@ -143,9 +158,9 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, 
             with _env_users_guard:
                 _env_users[env_tag] += 1
             try:
-                problem, problem_log, image, dockerfiles = _try_rung(task, candidate, own, snapshot_dir, snapshot_sha, store=store,
-                                                        runtime=runtime, log_path=log_path, collect_check=collect_check,
-                                                        collect_timeout_s=collect_timeout_s)
+                problem, problem_log, image, dockerfiles, pytest_version = _try_rung(
+                    task, candidate, own, snapshot_dir, snapshot_sha, store=store, runtime=runtime, log_path=log_path,
+                    collect_check=collect_check, collect_timeout_s=collect_timeout_s, stall_idle_s=stall_idle_s)
             finally:
                 with _env_users_guard:
                     _env_users[env_tag] -= 1
@@ -155,7 +170,7 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, 
                 return candidate.model_copy(update={
                     "status": "env_ok", "env_image": env_tag, "image": image.tag,
                     "image_digest": image.image_id, "error": None, "log_path": str(log_path),
-                    "dockerfiles": dockerfiles,
+                    "dockerfiles": dockerfiles, "pytest_version": pytest_version,
                 })
             last_error, last_log = f"{rung}: {problem}", problem_log
             _discard_rung(store, task, env_tag)
@@ -170,7 +185,7 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, 
                     learned.extend(missing)
                     pending.appendleft((f"{rung}+{'compiler' if 'build-essential' in missing else 'headers'}", candidate))
                 continue
-            if (problem or "").startswith(COLLECTION_TIMEOUT):
+            if (problem or "").startswith((COLLECTION_TIMEOUT, COLLECTION_STALLED, WARMUP_STALLED)):
                 # A hang is no install problem: no other rung. Tests that download data on first use
                 # hang in the network-less sandbox; a warm-up with network may cure it.
                 if not candidate.warmup:
@@ -197,25 +212,29 @@ def _read_log(path: str | None) -> str:
 
 def _try_rung(task: Task, candidate: EnvSpec, own: OwnCode, snapshot_dir: Path, snapshot_sha: str, *,
               store: ImageStore, runtime: Runtime, log_path: Path, collect_check: bool,
-              collect_timeout_s: float = COLLECT_TIMEOUT_S):
+              collect_timeout_s: float = COLLECT_TIMEOUT_S, stall_idle_s: float = STALL_IDLE_S):
     """(problem or None, its log, the task image or None when an image build failed, the Dockerfile
-    of each layer) for one rung."""
+    of each layer, the pytest version the image runs) for one rung."""
     try:
         env = store.ensure_env(candidate, snapshot_dir, repo=task.repo, log_path=log_path, own=own,
                                scm_version=task.scm_version)
         image = store.ensure_task(task, env.tag, snapshot_dir, snapshot_sha, log_path=log_path.with_suffix(".task.log"),
-                                  vcs_version=own.vcs_version, warmup=candidate.warmup)
+                                  vcs_version=own.vcs_version, warmup=candidate.warmup, stall_idle_s=stall_idle_s)
     except DockerUnavailableError:
         raise
     except BuildError as exc:
         explained = install_failure_reason(_read_log(exc.log_path), candidate.python, candidate.date_pin)
-        return (f"image build failed: {explained}" if explained else exc.message), exc.log_path, None, {}
+        return (f"image build failed: {explained}" if explained else exc.message), exc.log_path, None, {}, None
     dockerfiles = {"base": base_image_tag(candidate.python), "env": env.dockerfile, "task": image.dockerfile}
+    if candidate.warmup and (stall := watchdog_verdict(_read_log(str(log_path.with_suffix(".task.log"))))):
+        # It waited on a host that never answered: the collection check would wait on it again.
+        return f"{WARMUP_STALLED}: {stall}", str(log_path.with_suffix(".task.log")), image, dockerfiles, None
     check_log = log_path.with_suffix(".collect.log")
     editable = reinstall_command(candidate.install, own.distribution) is not None
-    problem = _image_problem(runtime, image.tag, task, own, editable=editable, log_path=check_log,
-                             collect_check=collect_check, timeout_s=collect_timeout_s)
-    return problem, str(check_log), image, dockerfiles
+    problem, pytest_version = _image_problem(runtime, image.tag, task, own, editable=editable, log_path=check_log,
+                                             collect_check=collect_check, timeout_s=collect_timeout_s,
+                                             stall_idle_s=stall_idle_s)
+    return problem, str(check_log), image, dockerfiles, pytest_version
 
 
 def _discard_rung(store: ImageStore, task: Task, env_tag: str) -> None:
@@ -230,9 +249,11 @@ def _discard_rung(store: ImageStore, task: Task, env_tag: str) -> None:
 
 
 def _image_problem(runtime: Runtime, image: str, task: Task, own: OwnCode, *, editable: bool, log_path: Path,
-                   collect_check: bool, timeout_s: float = COLLECT_TIMEOUT_S) -> str | None:
-    """None when the task image runs the project's own code from /testbed and (``collect_check``)
-    pytest can collect the tests the PR touches that exist at the base (or the suite)."""
+                   collect_check: bool, timeout_s: float = COLLECT_TIMEOUT_S,
+                   stall_idle_s: float = STALL_IDLE_S) -> tuple[str | None, str | None]:
+    """(None when the task image runs the project's own code from /testbed and (``collect_check``)
+    pytest can collect the tests the PR touches that exist at the base (or the suite); the version
+    of the pytest it runs, when it has one)."""
     touched = [path for path in _patch_paths(task.test_patch) if classify_path(path) == "test" and path.endswith(".py")
                and not path.endswith("conftest.py")]
     probe = shlex.join(["python", PROBE, "check", json.dumps(own.probe_arguments(editable=editable))])
@@ -240,32 +261,38 @@ def _image_problem(runtime: Runtime, image: str, task: Task, own: OwnCode, *, ed
     with runtime.start_image(image, limits=SandboxLimits(exec_timeout_s=timeout_s)) as sandbox:
         checked = sandbox.exec(probe, timeout=60)
         log_path.write_text(f"$ {probe}\n{checked.output}\n(exit {checked.exit_code})\n")
+        version = sandbox.exec(["python", "-c", "import pytest; print(pytest.__version__)"], timeout=60)
+        pytest_version = version.output.strip().splitlines()[-1] if version.exit_code == 0 and version.output.strip() else None
         if checked.exit_code != 0:
             reasons = [line.split(OWN_CODE_MARKER, 1)[1] for line in checked.output.splitlines() if OWN_CODE_MARKER in line]
             detail = "; ".join(reasons) if reasons else checked.output.strip()[-200:]
-            return f"the project's own code is not what runs in the task image: {detail}"[:400]
+            return f"the project's own code is not what runs in the task image: {detail}"[:400], pytest_version
         if not collect_check:
-            return None
+            return None, pytest_version
         existing = [path for path in touched if sandbox.exec(["test", "-f", path], timeout=10).exit_code == 0]
         command = f"python -m pytest --collect-only -q -p no:cacheprovider {' '.join(map(shlex.quote, existing))}"
-        result = sandbox.exec(command, timeout=timeout_s)
-        ran = _run_one_test(sandbox, result.output, timeout_s) if result.exit_code == 0 else None
+        result = sandbox.exec(watched(command, idle_s=stall_idle_s), timeout=timeout_s)
+        ran = _run_one_test(sandbox, result.output, timeout_s, stall_idle_s) if result.exit_code == 0 else None
     with log_path.open("a") as log:
         log.write(f"$ {command}\n{result.output}\n(exit {result.exit_code})\n")
         if ran is not None:
             log.write(f"$ {ran[0]}\n{ran[1].output}\n(exit {ran[1].exit_code})\n")
     if result.timed_out:
-        return f"{COLLECTION_TIMEOUT} after {timeout_s:.0f} s"
+        return f"{COLLECTION_TIMEOUT} after {timeout_s:.0f} s", pytest_version
+    if stall := watchdog_verdict(result.output):
+        return f"{COLLECTION_STALLED}: {stall}", pytest_version
     if result.exit_code not in (0, 5):  # 5: nothing collected, which is not a broken environment
         lines = [line for line in result.output.splitlines() if "Error" in line or "error" in line]
-        return f"test collection failed (exit {result.exit_code}): {(lines[-1] if lines else result.output[-200:]).strip()[:200]}"
+        return (f"test collection failed (exit {result.exit_code}): "
+                f"{(lines[-1] if lines else result.output[-200:]).strip()[:200]}"), pytest_version
     if ran is not None and not ran[1].timed_out and (ran[1].exit_code == 3 or "INTERNALERROR>" in ran[1].output):
         lines = [line for line in ran[1].output.splitlines() if line.startswith("INTERNALERROR>")]
-        return f"tests collect but cannot run (INTERNALERROR): {(lines[-1] if lines else ran[1].output[-200:]).strip()[:200]}"
-    return None
+        return (f"tests collect but cannot run (INTERNALERROR): "
+                f"{(lines[-1] if lines else ran[1].output[-200:]).strip()[:200]}"), pytest_version
+    return None, pytest_version
 
 
-def _run_one_test(sandbox, collected: str, timeout_s: float):
+def _run_one_test(sandbox, collected: str, timeout_s: float, stall_idle_s: float = STALL_IDLE_S):
     """(command, result) of running the first test the collection listed, or None when it listed none.
 
     Collection does not run pytest's run-time hooks: a ``filterwarnings`` naming a module a rung left
@@ -275,7 +302,14 @@ def _run_one_test(sandbox, collected: str, timeout_s: float):
     if first is None:
         return None
     command = f"python -m pytest -q -p no:cacheprovider -x {shlex.quote(first)}"
-    return command, sandbox.exec(command, timeout=min(timeout_s, 120))
+    return command, sandbox.exec(watched(command, idle_s=stall_idle_s), timeout=min(timeout_s, 120))
+
+
+def watchdog_verdict(output: str) -> str | None:
+    """What the watchdog said when it stopped a command (its last marker line of ``output``, e.g.
+    ``stalled after 60 s without output, CPU or network progress; waiting on host:443 (...)``), or None."""
+    lines = [line for line in output.splitlines() if line.lstrip("\x1b[0-9;m").startswith(WATCHDOG_MARKER)]
+    return lines[-1].split(WATCHDOG_MARKER, 1)[1].strip()[:300] if lines else None
 
 
 def _patch_paths(patch: str) -> list[str]:

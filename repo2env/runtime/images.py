@@ -46,6 +46,18 @@ ENV_TOOLS_LABEL = "repo2env.env_tools"
 #: Where env images keep the own-code probe, the list of generated files and the reinstall script.
 TOOLS_DIR = "/opt/repo2env"
 PROBE = f"{TOOLS_DIR}/own_code_probe.py"
+#: Stops a command that makes no progress, and says what it waited on (``runtime/watchdog.py``).
+WATCHDOG = f"{TOOLS_DIR}/watchdog.py"
+WATCHDOG_SOURCE = Path(__file__).with_name("watchdog.py")
+#: How long a build step that waits (on the network, typically) may go without output, CPU or
+#: network progress before it is stopped.
+STALL_IDLE_S = 60
+
+
+def watched(command: str, *, idle_s: float = STALL_IDLE_S, timeout_s: float | None = None) -> str:
+    """``command`` (a shell command line) run under the image's watchdog, by the system Python."""
+    limit = f" --timeout {timeout_s:.0f}" if timeout_s else ""
+    return f"/usr/bin/python3 -I -S {WATCHDOG} --idle {idle_s:.0f}{limit} -- sh -c {shlex.quote(command)}"
 
 
 def image_namespace() -> str:
@@ -129,7 +141,8 @@ class ImageStore:
             return BuiltImage(tag, image.id, built=True, size_bytes=image.attrs.get("Size", 0), dockerfile=dockerfile)
 
     def ensure_task(self, task: Task, env_tag: str, snapshot_dir: Path, snapshot_sha: str, *,
-                    log_path: Path, vcs_version: bool = False, warmup: str | None = None) -> BuiltImage:
+                    log_path: Path, vcs_version: bool = False, warmup: str | None = None,
+                    stall_idle_s: float = STALL_IDLE_S) -> BuiltImage:
         """The task image: ``env_tag`` plus the snapshot, with ``task.scm_version`` in its environment.
         When the env's install generated files in ``/testbed``, or ``vcs_version`` (the project's
         version comes from version control) and the task has a version, it re-runs the project's
@@ -138,7 +151,8 @@ class ImageStore:
         Dockerfile."""
         tag = task_image_tag(task)
         scm = scm_environment(task.scm_version)
-        dockerfile = task_dockerfile(env_tag, self.access, scm, reinstall=vcs_version and bool(scm), warmup=warmup)
+        dockerfile = task_dockerfile(env_tag, self.access, scm, reinstall=vcs_version and bool(scm), warmup=warmup,
+                                     stall_idle_s=stall_idle_s)
         recipe = hashlib.sha256(dockerfile.encode()).hexdigest()[:16]
         existing = self.find(tag)
         env = self.find(env_tag)
@@ -288,20 +302,23 @@ WARMUP_FETCHED_PATH = "/etc/repo2env/warmup-fetched"
 WARMUP_TIMEOUT_S = 900
 
 
-def warmup_dockerfile_lines(command: str) -> list[str]:
+def warmup_dockerfile_lines(command: str, stall_idle_s: float = STALL_IDLE_S) -> list[str]:
     """Dockerfile lines that run ``command`` once in /testbed as the agent, with the build's network.
 
     Whatever it downloads (into the agent's home, /tmp or the work tree) stays in the image, so the
-    network-less sandbox finds it. Its failure does not fail the build (the collection check judges
-    the result); the files it wrote are listed in :data:`WARMUP_FETCHED_PATH`, and the new files in
-    /testbed are added to ``.git/info/exclude`` so that they never show up in the agent's diff.
+    network-less sandbox finds it. It runs under the watchdog: stopped after :data:`WARMUP_TIMEOUT_S`,
+    or :data:`STALL_IDLE_S` without progress (a host that does not answer), the build log then
+    saying what it waited on. Its failure does not fail the build (the build reads that log, and the
+    collection check judges the result); the files it wrote are listed in :data:`WARMUP_FETCHED_PATH`,
+    and the new files in /testbed are added to ``.git/info/exclude`` so that they never show up in
+    the agent's diff.
     """
     marker = "/tmp/.repo2env-warmup-start"
     found = (f"find \"$HOME\" /tmp /testbed -newer {marker} -type f ! -path '*/__pycache__/*' ! -name '*.pyc' "
              f"! -path '/testbed/.git/*' ! -name '.repo2env-warmup-*' > /tmp/.repo2env-warmup-fetched")
     return [
         f"USER {AGENT_UID}",
-        f"RUN touch {marker}; timeout {WARMUP_TIMEOUT_S} sh -c {shlex.quote(command)}; "
+        f"RUN touch {marker}; {watched(command, idle_s=stall_idle_s, timeout_s=WARMUP_TIMEOUT_S)}; "
         f"echo \"warm-up exit $?\"; {found}; head -50 /tmp/.repo2env-warmup-fetched; "
         "mkdir -p .git/info && git ls-files --others --exclude-standard --directory >> .git/info/exclude",
         "USER root",
@@ -318,7 +335,7 @@ def _arg_lines(access: PackageAccess, scm: dict[str, str]) -> list[str]:
 def _env_tools(spec: EnvSpec, own: OwnCode) -> dict[str, str]:
     """The files of ``/opt/repo2env``: the probe, and the task layer's reinstall script when the
     project is installed in editable mode."""
-    tools = {"own_code_probe.py": PROBE_PATH.read_text()}
+    tools = {"own_code_probe.py": PROBE_PATH.read_text(), "watchdog.py": WATCHDOG_SOURCE.read_text()}
     again = reinstall_command(spec.install, own.distribution)
     if again is not None:
         dist = shlex.quote(own.distribution or "")
@@ -369,7 +386,7 @@ def _env_dockerfile(spec: EnvSpec, access: PackageAccess, own: OwnCode, scm: dic
 
 
 def task_dockerfile(env_tag: str, access: PackageAccess, scm: dict[str, str], *, reinstall: bool,
-                    warmup: str | None = None) -> str:
+                    warmup: str | None = None, stall_idle_s: float = STALL_IDLE_S) -> str:
     """The task layer: the env image plus the snapshot (the build context's ``snapshot/``), the
     project's generated files re-created when needed, then the ``warmup`` command if any."""
     lines = [f"FROM {env_tag}", f"COPY --chown={AGENT_UID}:{AGENT_UID} snapshot/ /testbed/", "USER root"]
@@ -381,7 +398,7 @@ def task_dockerfile(env_tag: str, access: PackageAccess, scm: dict[str, str], *,
     lines.append(f"RUN if [ -f {TOOLS_DIR}/reinstall ] && {wanted}; then sh {TOOLS_DIR}/reinstall; fi")
     lines.append("WORKDIR /testbed")
     if warmup:
-        lines.extend(warmup_dockerfile_lines(warmup))
+        lines.extend(warmup_dockerfile_lines(warmup, stall_idle_s))
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,186 @@
+"""Old commits get their own Python: local CPythons found and made into base images, the Python
+chosen from a commit's own evidence among every one that can be made, and date pins that work on
+3.6 (pip's legacy editable install, bytecode compiled without uv). Pure parts here; the images
+themselves in tests/test_runtime.py and tests/test_build.py."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from repo2env.errors import InputError
+from repo2env.runtime.bootstrap import (
+    _given_python,
+    host_debian_suite,
+    local_python_dockerfile,
+    makeable_pythons,
+    python_of,
+)
+from repo2env.runtime.local_pythons import LocalPython, discover, probe
+from repo2env.runtime.own_code import OwnCode, protect_own_install, reinstall_command
+from repo2env.runtime.package_access import PackageAccess
+from repo2env.runtime.spec import DictRepoFiles, infer_env_spec, install_ladder, pinned_install
+from repo2env.runtime.spec.pinning import COMPILE_ALL, _unpinned
+
+PYENV_VERSIONS = Path.home() / ".pyenv" / "versions"
+
+
+def _pyenv(prefix: str) -> Path | None:
+    found = sorted(PYENV_VERSIONS.glob(prefix + ".*")) if PYENV_VERSIONS.is_dir() else []
+    return found[0] if found else None
+
+
+# --- finding local CPythons -----------------------------------------------------------------------
+
+
+def test_the_running_interpreter_is_found_when_given(tmp_path):
+    real = Path(sys.base_prefix)
+    executable = real / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    if not executable.is_file():
+        pytest.skip("the running Python has no bin/pythonX.Y")
+    found = discover(given=[real], environ={"HOME": str(tmp_path)})
+    best = found.best(f"{sys.version_info[0]}.{sys.version_info[1]}")
+    assert best is not None and best.has_venv
+    assert str(real) in found.searched
+    local, reason = probe(executable)
+    assert local is not None, reason
+    assert local.version.startswith(best.python) and local.executable == str(executable.resolve())
+
+
+def test_a_virtual_environment_and_a_non_python_are_skipped_with_the_reason(tmp_path):
+    venv_python = Path(sys.executable)
+    local, reason = probe(venv_python)
+    if sys.prefix != sys.base_prefix:
+        assert local is None and reason.startswith("a virtual environment of")
+    not_python = tmp_path / "python3.99"
+    not_python.write_text("#!/bin/sh\necho nope\n")
+    not_python.chmod(0o755)
+    assert probe(not_python) == (None, "did not say what it is")
+    with pytest.raises(InputError, match="no Python interpreter there"):
+        python_of(tmp_path / "empty-prefix")
+
+
+@pytest.mark.skipif(_pyenv("3.7") is None, reason="no pyenv CPython 3.7 on this machine")
+def test_pyenv_versions_are_found_and_a_given_prefix_must_be_the_asked_version():
+    found = discover(environ={"PYENV_ROOT": str(PYENV_VERSIONS.parent), "HOME": "/nonexistent"})
+    old = found.best("3.7")
+    assert old is not None and old.origin == "pyenv" and old.copy_paths == (old.prefix,)
+    assert "3.7" in found.versions()
+    assert _given_python("3.7", _pyenv("3.7")).prefix == old.prefix
+    with pytest.raises(InputError, match="is Python 3.7.*not 3.8"):
+        _given_python("3.8", _pyenv("3.7"))
+    ways = makeable_pythons()
+    assert ways["3.11"] == "debootstrap bookworm" and "3.7" in ways
+    assert list(ways) == sorted(ways, key=lambda python: tuple(map(int, python.split("."))))
+
+
+def test_the_root_filesystem_is_this_machines_debian_release(tmp_path):
+    release = tmp_path / "os-release"
+    release.write_text('ID=debian\nVERSION_CODENAME=bullseye\n')
+    assert host_debian_suite(release) == "bullseye"
+    release.write_text("ID=ubuntu\nVERSION_CODENAME=jammy\n")
+    assert host_debian_suite(release) == "bookworm", "not a Debian release: the one the images are made of"
+    assert host_debian_suite(tmp_path / "missing") == "bookworm"
+
+
+# --- the image made of one -------------------------------------------------------------------------
+
+
+def _local(python: str, prefix: str, *, has_venv: bool = True, copy_paths: tuple[str, ...] | None = None) -> LocalPython:
+    return LocalPython(python=python, version=python + ".1", executable=f"{prefix}/bin/python{python}", prefix=prefix,
+                       origin="pyenv", has_venv=has_venv, copy_paths=copy_paths or (prefix,))
+
+
+def test_the_dockerfile_keeps_every_guarantee_of_a_base_image():
+    access = PackageAccess(ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt"), ca_source="system",
+                           index_url="https://mirror.example/simple")
+    text = local_python_dockerfile("repo2env/base-raw:py3.11", _local("3.7", "/root/.pyenv/versions/3.7.1"),
+                                   ["libssl3", "libffi8"], access)
+    assert text.startswith("FROM repo2env/base-raw:py3.11\n")
+    assert "COPY python/ /" in text and "ENV PIP_CERT=/etc/ssl/certs/repo2env-host-ca.crt" in text
+    assert "ARG PIP_INDEX_URL" in text and "mirror.example" not in text, "index URLs are build arguments"
+    # The prefix sits under /root: the agent must reach it (traverse, not list).
+    assert "chmod a+x /root /root/.pyenv /root/.pyenv/versions" in text
+    assert "dpkg -s \"$p\"" in text and "libssl3 libffi8" in text
+    assert "/root/.pyenv/versions/3.7.1/bin/python3.7 -m venv /opt/venv" in text
+    assert "--ignore-requires-python uv" in text and "useradd --create-home --uid 1000" in text
+    assert "ENV PATH=/opt/venv/bin:" in text and text.rstrip().endswith("WORKDIR /testbed")
+    python2 = local_python_dockerfile("raw", _local("2.7", "/opt/python/2.7", has_venv=False), [], PackageAccess())
+    assert "'virtualenv<20.22'" in python2 and "-p /opt/python/2.7/bin/python2.7 /opt/venv" in python2
+    assert " uv" not in python2, "uv installs into Python 3 only"
+    system = local_python_dockerfile("raw", _local("3.8", "/usr", copy_paths=("/usr/bin/python3.8", "/usr/lib/python3.8")),
+                                     [], PackageAccess())
+    assert "chmod a+x /usr /usr/bin /usr/lib" in system
+
+
+# --- choosing the Python ---------------------------------------------------------------------------
+
+ALL_HERE = ("2.7", "3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13")
+SETUP_2016 = ("from setuptools import setup\nsetup(name='oldlib', version='1.0', packages=['oldlib'],\n"
+              "      classifiers=['Programming Language :: Python :: 2.7', 'Programming Language :: Python :: 3.4',\n"
+              "                   'Programming Language :: Python :: 3.5'])\n")
+
+
+@pytest.mark.parametrize(("files", "when", "python", "pinned"), [
+    pytest.param({"setup.py": SETUP_2016, "tox.ini": "[tox]\nenvlist = py27,py34,py35\n"}, "2016-05-10", "3.6", True,
+                 id="2016-tested-on-2.7-and-3.5-gets-3.6"),
+    pytest.param({"setup.py": SETUP_2016.replace("3.5'", "3.6'"), "tox.ini": "[tox]\nenvlist = py27,py36,py37\n"},
+                 "2019-03-01", "3.7", True, id="2019-gets-3.7"),
+    pytest.param({"setup.py": "from setuptools import setup\nsetup(name='x', python_requires='>=3.5')\n",
+                  "tox.ini": "[tox]\nenvlist = py35,py36,py37,py38\n"}, "2020-02-01", "3.8", True, id="2020-gets-3.8"),
+    pytest.param({"setup.py": "from setuptools import setup\nsetup(name='x', python_requires='<3')\n"}, "2015-01-01",
+                 "2.7", False, id="python-2-only-gets-2.7-without-a-pin"),
+])
+def test_old_commits_get_the_python_of_their_time(files, when, python, pinned):
+    spec = infer_env_spec(DictRepoFiles(files), datetime.fromisoformat(when).replace(tzinfo=UTC), available=ALL_HERE)
+    assert spec.python == python, spec.python_reason
+    assert (spec.date_pin is not None) is pinned, spec.python_reason
+    if not pinned:
+        assert "no date pin on Python 2" in spec.python_reason
+
+
+def test_the_older_python_rung_stays_on_python_3():
+    files = DictRepoFiles({"setup.py": SETUP_2016, "tox.ini": "[tox]\nenvlist = py27,py34,py35\n"})
+    spec = infer_env_spec(files, datetime(2016, 5, 10, tzinfo=UTC), available=ALL_HERE)
+    rungs = dict(install_ladder(spec, files, available=ALL_HERE))
+    assert "older-python" not in rungs, "3.6 is the oldest Python 3 here; 2.7 is no step down for a Python 3 project"
+
+
+# --- date pins on 3.6 ------------------------------------------------------------------------------
+
+COMMANDS = ["python -m pip install --upgrade pip", "python -m pip install -e '.[tests]' six", "python -m pip install pytest"]
+
+
+def test_on_3_6_the_editable_install_is_pips_and_uv_compiles_nothing():
+    pinned = pinned_install(COMMANDS, "2016-06-01", "3.6")
+    uv = [command for command in pinned if command.startswith("uv pip install")]
+    assert uv and all("--compile-bytecode" not in command for command in uv)
+    assert all(" -e " not in command for command in uv), "uv has no legacy editable install"
+    assert "'.[tests]' six" in uv[0], "the project and its extras' dependencies still resolve as of the pin"
+    assert pinned[pinned.index(uv[0]) + 1] == "python -m pip install --no-deps -e ."
+    assert pinned[-1] == COMPILE_ALL
+    assert pinned_install(pinned, "2016-06-01", "3.6") == pinned, "applying it twice changes nothing more"
+    assert _unpinned(pinned) == COMMANDS
+    newer = pinned_install(COMMANDS, "2016-06-01", "3.7")
+    assert any(" -e " in command and "--compile-bytecode" in command for command in newer) and COMPILE_ALL not in newer
+
+
+def test_on_3_6_the_reinstall_of_the_project_is_pips_too():
+    own = OwnCode(distribution="oldlib", import_names=("oldlib",), declared=True, vcs_version=False)
+    protected = protect_own_install(pinned_install(COMMANDS, "2016-06-01", "3.6"), own)
+    assert reinstall_command(protected, "oldlib") == "python -m pip install --no-deps --force-reinstall -e ."
+
+
+@pytest.mark.skipif(shutil.which("ldd") is None, reason="no ldd")
+def test_a_system_prefix_copies_only_the_interpreters_own_files():
+    system = Path("/usr/bin") / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    if not system.is_file():
+        pytest.skip("no system Python of this version")
+    local, reason = probe(system, origin="system")
+    assert local is not None, reason
+    assert local.prefix == "/usr" and str(system.resolve()) in local.copy_paths
+    assert local.stdlib in local.copy_paths and "/usr" not in local.copy_paths
