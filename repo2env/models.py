@@ -163,6 +163,9 @@ class ValidationReport(_Schema):
     declared_differences: dict[str, list[str]] = Field(
         default_factory=dict, description="For imported tasks: how the derived test lists differ from the declared "
         "ones (f2p_passes_before, f2p_flaky, f2p_missing, p2p_flaky, p2p_failing, f2p_not_declared).")
+    grading_timeout_s: float | None = Field(
+        None, description="Seconds the hidden tests may run when this task is graded: set from the gold patch's "
+        "gradings with a wide margin (a run cut short earns nothing); None: the grader's default.")
     wall_s: float = 0.0
     tests_s: float = Field(0.0, description="Time inside test runs (derivation and gradings).")
     phases: dict[str, float] = Field(default_factory=dict, description="Wall seconds by phase: derive, then each "

@@ -50,6 +50,12 @@ def test_published_tree_holds_a_harbor_folder_per_task_under_the_manifest(tasks_
     assert (folder / "tests" / "test.sh").stat().st_mode & 0o111 and (folder / "solution" / "solve.sh").stat().st_mode & 0o111
     settings = json.loads((folder / "tests" / "grade.json").read_text())
     task = json.loads((folder / "tests" / "task.json").read_text())
+    # The verifier reads the task's one grading specification, as the grader does.
+    from repo2env.jsonl import read_tasks
+    from repo2env.verify.spec import GradingSpec, grading_spec
+
+    row = next(row for row in read_tasks(tasks_folder / "tasks.jsonl") if row.instance_id == "acme__widgets-4")
+    assert GradingSpec.model_validate_json((folder / "tests" / "spec.json").read_text()) == grading_spec(row)
     assert settings["protected_pattern"] and len(task["canaries"]) == 3
     assert set(task["run_ids"]) == {"tests/t.py::test_empty[a::b]", "tests/t.py::test_full",
                                     *(canary["test_id"] for canary in task["canaries"])}

@@ -55,12 +55,14 @@ def test_binary_patches_of_importable_files_are_dropped():
 
 
 def test_config_search_runs_from_the_tests_common_folder_to_the_root():
-    from repo2env.verify.grader import _config_search_dirs
+    from repo2env.verify.spec import config_search_dirs
 
-    assert _config_search_dirs(["tests/unit/test_a.py::x", "tests/unit/test_b.py::y"]) == [
+    assert config_search_dirs(["tests/unit/test_a.py::x", "tests/unit/test_b.py::y"]) == [
         "/testbed/tests/unit", "/testbed/tests", "/testbed"]
-    assert _config_search_dirs(["tests/a/t.py::x", "tests/b/t.py::y"]) == ["/testbed/tests", "/testbed"]
-    assert _config_search_dirs(["test_top.py::x", "tests/t.py::y"]) == ["/testbed"]
+    assert config_search_dirs(["tests/a/t.py::x", "tests/b/t.py::y"]) == ["/testbed/tests", "/testbed"]
+    assert config_search_dirs(["test_top.py::x", "tests/t.py::y"]) == ["/testbed"]
+    # A parameter holding "/" or "::" is no folder.
+    assert config_search_dirs(["tests/unit/t.py::x[a/b::c]"]) == ["/testbed/tests/unit", "/testbed/tests", "/testbed"]
 
 
 def test_a_rename_into_a_test_path_is_dropped_whole():
@@ -163,15 +165,20 @@ def _demo_test_patch() -> str:
             '+\n+def test_strips_separators_from_both_ends():\n+    assert slugify("  Hello World!  ") == "hello-world"\n')
 
 
+def _plan(test_patch, f2p, known, rng):
+    from repo2env.patches import parse
+    from repo2env.verify.canary_maker import canary_modules, plan_canaries
+
+    return plan_canaries(canary_modules(parse(test_patch), f2p, known), known, rng)
+
+
 def test_canaries_call_the_project_and_never_reuse_a_name():
     import random
-
-    from repo2env.verify.canaries import plan_canaries
 
     f2p = ["tests/test_slug.py::test_collapses_repeated_separators", "tests/test_slug.py::test_strips_separators_from_both_ends"]
     known = [*f2p, "tests/test_slug.py::test_max_length"]
     for seed in range(30):
-        plan = plan_canaries(_demo_test_patch(), f2p, known, random.Random(seed))
+        plan = _plan(_demo_test_patch(), f2p, known, random.Random(seed))
         assert len(plan.must_fail) == 2 and len(plan.must_pass) == 1
         names = [canary.test_id for canary in plan.canaries]
         assert len(set(names)) == 3 and not set(names) & set(known)
@@ -185,10 +192,8 @@ def test_canaries_call_the_project_and_never_reuse_a_name():
 def test_canaries_join_the_class_their_module_tests_live_in():
     import random
 
-    from repo2env.verify.canaries import plan_canaries
-
-    plan = plan_canaries(_demo_test_patch(), ["tests/test_slug.py::TestSlug::test_collapses_repeated_separators"], [],
-                         random.Random(1))
+    f2p = ["tests/test_slug.py::TestSlug::test_collapses_repeated_separators"]
+    plan = _plan(_demo_test_patch(), f2p, f2p, random.Random(1))
     assert all(canary.test_id.startswith("tests/test_slug.py::TestSlug::test_") for canary in plan.canaries)
     assert all("(self):" in block and "TestSlug." in block for block in plan.definitions["tests/test_slug.py"])
 
@@ -272,3 +277,49 @@ def test_old_pytest_usage_error_after_a_clean_session_is_no_tampering_only_with_
     assert _verdict(records, junit, output=usage_error, exit_status=4) is None
     assert "exited with 4" in _verdict(records, junit, output="== 1 error in 0.1s ==", exit_status=4)
     assert "exited with 3" in _verdict(records, junit, output=usage_error, exit_status=3)
+
+
+# --- the grading specification (issue 21.2) ----------------------------------------------------------
+
+
+def _spec_task(**changes):
+    from repo2env.models import Task
+
+    fields = dict(instance_id="acme__w-1", repo="acme/w", pull_number=1, base_commit="a" * 40,
+                  patch=file_diff("src/w.py", "import atexit"), test_patch=_demo_test_patch(), problem_statement="x",
+                  created_at="2024-01-01T00:00:00Z",
+                  FAIL_TO_PASS=["tests/test_slug.py::test_collapses_repeated_separators"],
+                  PASS_TO_PASS=["tests/test_slug.py::test_collapses_repeated_separators", "tests/test_slug.py::test_x"])
+    return Task(**{**fields, **changes})
+
+
+def test_the_spec_is_derived_once_per_task_and_holds_what_a_grading_reads():
+    from repo2env.models import ValidationReport
+    from repo2env.verify import spec as specs
+
+    task = _spec_task()
+    spec = specs.grading_spec(task)
+    assert specs.grading_spec(task.model_copy()) is spec, "a task graded again reads its patches once"
+    assert spec.test_ids == ["tests/test_slug.py::test_collapses_repeated_separators", "tests/test_slug.py::test_x"]
+    assert spec.gold_paths == ["src/w.py"] and spec.gold_runner_references == ["atexit"]
+    assert spec.hidden_test_files == ["tests/test_slug.py"] and spec.timeout_s == specs.DEFAULT_TIMEOUT_S
+    assert spec.runner.config_dirs == ["/testbed/tests", "/testbed"]
+    assert [config.name for config in spec.runner.config_files][:3] == ["pytest.toml", ".pytest.toml", "pytest.ini"]
+    assert spec.runner.session_statuses == [0, 1, 2, 3, 4, 5]
+    assert [module.path for module in spec.canary_modules] == ["tests/test_slug.py"]
+    measured = task.model_copy(update={"validation": ValidationReport(grading_timeout_s=75.0)})
+    assert specs.grading_spec(measured).timeout_s == 75.0, "validation's timeout is the task's"
+    assert specs.grading_spec(measured, timeout_s=10).timeout_s == 10
+    # The settings grade.sh reads: every name it assigns is there (see read_settings in grade.sh).
+    layout = specs.GradingLayout.fresh()
+    plan = spec.plan_canaries()
+    run_ids = spec.run_ids(plan)
+    assert sorted(run_ids) == sorted([*spec.test_ids, *(canary.test_id for canary in plan.canaries)])
+    settings = spec.script_settings(run_ids, layout)
+    script = specs.grading_scripts()["grade.sh"]
+    for name in ("inputs", "private", "junit", "timeout_s", "test_cmd", "python_path", "plugin", "fifo", "test_ids",
+                 "config_dirs", "config_names", "config_sections", "run_options", "report_options"):
+        assert f'"{name}"' in script and name in settings, name
+    assert "protected_pattern" not in settings
+    assert spec.script_settings(run_ids, layout, host_filtered=False)["protected_pattern"] == spec.protected_pattern
+    assert type(spec).model_validate_json(spec.model_dump_json()) == spec, "the spec travels as JSON (tests/spec.json)"

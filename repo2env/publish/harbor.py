@@ -12,9 +12,11 @@ One folder per task, in Harbor's task format::
                              /logs/verifier/reward.txt and reward.json (reward, f2p_rate, p2p_rate,
                              resolved, tampered)
 
-``tests/`` also holds the hidden tests (``test.diff``), this folder's canaries, the outcome plugin
-and, under ``lib/``, the package's outcome readers (JUnit, live stream, tamper verdict, reward), so
-a verifier reads and scores outcomes exactly as the grader does. Harbor uploads ``tests/`` only
+``tests/`` also holds the task's grading specification (``spec.json``, what
+:func:`repo2env.verify.spec.grading_spec` derives), the hidden tests (``test.diff``), this folder's
+canaries, the outcome plugin and, under ``lib/``, the package's run reader (exit statuses, JUnit,
+live stream, tamper verdict, reward), so a verifier reads and scores outcomes exactly as the
+grader does. Harbor uploads ``tests/`` only
 after the agent has finished, and verify.py makes it root's alone before the tests run.
 """
 
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,14 +36,12 @@ from repo2env.instruction import instruction_text
 from repo2env.jsonl import read_tasks
 from repo2env.models import Task
 from repo2env.runtime.bootstrap import AGENT_UID
-from repo2env.verify.canaries import plan_canaries
-from repo2env.verify.filtering import protected_path_pattern
-from repo2env.verify.grader import DEFAULT_TIMEOUT_S, _with_canaries, grading_scripts, grading_settings
+from repo2env.verify.spec import GradingLayout, grading_scripts, grading_spec
 from repo2env.verify.tamper import PLUGIN_SOURCE
 
 #: The package's modules a verifier imports, under tests/lib/ (standard library only, Python 3.9+).
 VERIFIER_LIBRARY = ("__init__.py", "outcomes.py", "verify/__init__.py", "verify/canaries.py", "verify/junit.py",
-                    "verify/reward.py", "verify/tamper.py", "verify/trailer.py")
+                    "verify/reading.py", "verify/reward.py", "verify/tamper.py", "verify/trailer.py")
 #: Harbor's own wrapper around the grading script, shipped in the package (publish/harbor_task/).
 VERIFIER_FILES = ("test.sh", "verify.py")
 #: How long Harbor gives the verifier beyond the tests' own timeout: the diff, the reset, the set-up.
@@ -68,42 +67,38 @@ def image_reference(task: Task) -> str:
 
 
 def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None,
-                      timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, bytes]:
+                      timeout_s: float | None = None) -> dict[str, bytes]:
     """Every file of the task's Harbor folder, by path relative to it. ``snapshot`` is the commit
     of the image's /testbed the agent's change is taken against (read from the image's label);
-    without it the verifier takes the repository's root commit (the snapshot has only one)."""
+    without it the verifier takes the repository's root commit (the snapshot has only one).
+    ``timeout_s`` overrides the hidden tests' timeout of the task's grading specification."""
     if not task.FAIL_TO_PASS:
         raise InputError(f"task {task.instance_id} has no FAIL_TO_PASS tests", hint="run 'repo2env validate' first")
     image = image_reference(task)
-    test_ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS]))
-    plan = plan_canaries(task.test_patch, task.FAIL_TO_PASS, test_ids)
-    run_ids = _with_canaries(test_ids, plan)
-    # Fixed per published task: the agent never sees tests/, and each folder has its own.
-    inputs = f"/tmp/repo2env-grade-{secrets.token_hex(8)}"
-    private = f"/tmp/repo2env-junit-{secrets.token_hex(8)}"
-    plugin = f"repo2env_outcomes_{secrets.token_hex(6)}"
-    fifo = f"{inputs}/{secrets.token_hex(8)}.fifo"
-    settings = grading_settings(task, run_ids, inputs=inputs, private=private,
-                                junit_path=f"{private}/{secrets.token_hex(8)}.xml", timeout_s=timeout_s,
-                                stream_plugin=plugin, fifo=fifo)
-    settings["protected_pattern"] = protected_path_pattern()  # no host-side filter ran on the agent's diff
+    spec = grading_spec(task, timeout_s=timeout_s)
+    # Drawn once per published task: the agent never sees tests/, and each folder has its own.
+    plan = spec.plan_canaries()
+    run_ids = spec.run_ids(plan)
+    layout = GradingLayout.fresh()
+    # No host-side filter runs on the agent's diff there: restore.py applies the path rules itself.
+    settings = spec.script_settings(run_ids, layout, host_filtered=False)
     verifier = {
-        "agent_uid": AGENT_UID, "snapshot": snapshot, "mode": "graded", "timeout_s": round(timeout_s),
-        "FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS), "run_ids": run_ids,
+        "agent_uid": AGENT_UID, "snapshot": snapshot, "mode": "graded", "run_ids": run_ids,
         "canaries": [{"test_id": canary.test_id, "path": canary.path, "must_pass": canary.must_pass}
                      for canary in plan.canaries],
     }
     text = {
         "instruction.md": instruction_text(task) + "\n",
-        "task.toml": task_toml(task, dataset=dataset, image=image, verifier_timeout_s=timeout_s + VERIFIER_MARGIN_S),
+        "task.toml": task_toml(task, dataset=dataset, image=image, verifier_timeout_s=spec.timeout_s + VERIFIER_MARGIN_S),
         "environment/Dockerfile": dockerfile(task, image),
         "solution/solve.sh": SOLVE_SH,
         "solution/gold.diff": task.patch,
+        "tests/spec.json": spec.model_dump_json(indent=1) + "\n",
         "tests/grade.json": json.dumps(settings, indent=1) + "\n",
         "tests/task.json": json.dumps(verifier, indent=1) + "\n",
-        "tests/test.diff": task.test_patch,
+        "tests/test.diff": spec.hidden_tests,
         "tests/canaries.json": json.dumps(plan.definitions) + "\n",
-        f"tests/plugin/{plugin}.py": PLUGIN_SOURCE.format(fifo=fifo),
+        f"tests/plugin/{layout.plugin}.py": PLUGIN_SOURCE.format(fifo=layout.fifo),
         **{f"tests/{name}": content for name, content in grading_scripts().items()},
         **{f"tests/{name}": _packaged("repo2env.publish", f"harbor_task/{name}") for name in VERIFIER_FILES},
         **{f"tests/lib/repo2env/{name}": _packaged("repo2env", name) for name in VERIFIER_LIBRARY},

@@ -3,9 +3,9 @@ by the image's system Python: ``/usr/bin/python3 -I -S watchdog.py``). See ``bui
 
 ``watchdog.py --idle SECONDS [--timeout SECONDS] -- COMMAND...`` runs COMMAND in a session of its
 own, its output (stdout and stderr together) passed through. Progress is new output, network bytes
-(this network namespace's interfaces), or CPU time of the session's processes (at least
-``MIN_CPU_S`` since the last progress: a retry loop that sleeps between failed connections makes
-none). After ``--idle`` seconds without any, or past ``--timeout``, every process of the session is
+(this network namespace's interfaces), or CPU time of the session's processes (since the last
+progress, a sixtieth of the idle time, at most ``MIN_CPU_S`` and at least ``MIN_CPU_FLOOR_S``: a
+retry loop that sleeps between failed connections makes none). After ``--idle`` seconds without any, or past ``--timeout``, every process of the session is
 killed and the last line says why and what it was waiting on::
 
     repo2env-watchdog: stalled after 60 s without output, CPU or network progress; waiting on files.example.org:443 (203.0.113.7, connecting)
@@ -28,6 +28,7 @@ import time
 MARKER = "repo2env-watchdog: "
 STALLED, TIMED_OUT = 125, 124
 MIN_CPU_S = 1.0
+MIN_CPU_FLOOR_S = 0.05
 MIN_NETWORK_BYTES = 4096
 _TCP_STATES = {"01": "connected, nothing arriving", "02": "connecting", "08": "closing"}
 
@@ -201,6 +202,7 @@ def main(argv):
     output = child.stdout.fileno()
     started = last_progress = time.monotonic()
     cpu_mark, network_mark = 0.0, _network_bytes()
+    min_cpu = max(MIN_CPU_FLOOR_S, min(MIN_CPU_S, idle / 60))
     why = None
     while True:
         readable, _, _ = select.select([output], [], [], 1.0)
@@ -214,7 +216,7 @@ def main(argv):
             last_progress = now
         processes = _session_processes(session)
         cpu, network = sum(seconds for _, seconds in processes), _network_bytes()
-        if cpu - cpu_mark >= MIN_CPU_S or network - network_mark >= MIN_NETWORK_BYTES:
+        if cpu - cpu_mark >= min_cpu or network - network_mark >= MIN_NETWORK_BYTES:
             last_progress = now
         if last_progress == now:
             cpu_mark, network_mark = cpu, network

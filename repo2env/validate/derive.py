@@ -29,6 +29,7 @@ from repo2env.verify.junit import (
     outcomes_for,
     pytest_options,
     selection_args,
+    split_node_id,
 )
 
 _JUNIT = "/tmp/repo2env-derive.xml"
@@ -140,7 +141,7 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
                     # say), and before the fix a module may not collect at all, which old pytest (3.x)
                     # answers with a usage error that runs none of the ids: run the files instead;
                     # ids that do not come back are simply absent.
-                    files = sorted({test_id.split("::", 1)[0] for test_id in test_ids})
+                    files = sorted({split_node_id(test_id)[0] for test_id in test_ids})
                     random.Random(seed * 7919 + run).shuffle(files)
                     output, xml = _run_tests(sandbox, test_cmd, seed, files, timeout_s, options=f"{id_options} {run_options}")
                     outcomes, _ = outcomes_for(test_ids, xml)

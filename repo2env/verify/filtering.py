@@ -25,7 +25,7 @@ from pathlib import PurePosixPath
 
 from repo2env.errors import PatchError
 from repo2env.mine.split import classify_path, test_path_pattern
-from repo2env.patches import SUBMODULE_MODE, FilePatch, parse, relative_symlink_target
+from repo2env.patches import SUBMODULE_MODE, FilePatch, Patch, parse, relative_symlink_target
 
 # pytest reads `pytest.toml`, `.pytest.toml` (pytest 9) and `.pytest.ini` before pyproject.toml, so
 # they would override the restored pytest sections. Compared in lower case.
@@ -113,14 +113,10 @@ def filter_patch(patch: str) -> FilteredPatch:
     return FilteredPatch(text, kept_paths, tuple(dropped), suspicious)
 
 
-def runner_references(patch: str) -> set[str]:
+def runner_references(patch: str | Patch) -> set[str]:
     """The test-runner references a patch's added lines make (used on the gold patch)."""
-    return {match.group(0) for line in parse(patch).added_lines for match in _RUNNER_TAMPERING.finditer(line)}
-
-
-def patch_paths(patch: str) -> list[str]:
-    """Every path a patch touches (the gold patch's new top-level modules are allowed to the agent)."""
-    return parse(patch).paths
+    parsed = parse(patch) if isinstance(patch, str) else patch
+    return {match.group(0) for line in parsed.added_lines for match in _RUNNER_TAMPERING.finditer(line)}
 
 
 def _refused(file: FilePatch) -> bool:

@@ -28,76 +28,72 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import re
 import secrets
-import shlex
 import tarfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from importlib import resources
 from pathlib import Path
 
 from repo2env.errors import InputError
 from repo2env.jsonl import write_json
-from repo2env.models import PYTEST_MODULE_CMD, GradeResult, Task, TestStatus
+from repo2env.models import GradeResult, Task, TestStatus
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
-from repo2env.verify.canaries import CanaryPlan, plan_canaries
-from repo2env.verify.filtering import RUNNER_PATTERN, filter_patch, patch_paths, runner_references
-from repo2env.verify.junit import (
-    ID_OPTIONS,
-    JUNIT_FAMILY_OPTION,
-    outcomes_for,
-    pytest_options,
-    selection_args,
-)
+from repo2env.verify.filtering import filter_patch
+from repo2env.verify.junit import outcomes_for
 from repo2env.verify.logs import JUNIT_CAP_BYTES, write_capped_log
+from repo2env.verify.reading import read_run
 from repo2env.verify.reward import RewardMode, decided_by_fail_to_pass, score
-from repo2env.verify.tamper import COLLECTOR_SCRIPT, PLUGIN_SOURCE, parse_stream, verdict
+from repo2env.verify.spec import (
+    DEFAULT_TIMEOUT_S,
+    GRADING_SCRIPT_FILES,
+    GradingLayout,
+    grading_scripts,
+    grading_spec,
+)
+from repo2env.verify.tamper import COLLECTOR_SCRIPT, PLUGIN_SOURCE
 from repo2env.verify.trailer import TRAILER as _TRAILER  # noqa: F401 - the grader's name for it, as before
 from repo2env.verify.trailer import parse_trailer
 
-DEFAULT_TIMEOUT_S = 900.0
-# The grading script's exit statuses (repo2env/verify/scripts/grade.sh).
-_APPLY_FAILED, _TEST_PATCH_FAILED, _RUNNER_REFERENCED = 90, 91, 92
 # Collectors of live outcomes, one per grading in flight (shared: gradings run in many threads).
 _COLLECTORS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="repo2env-outcomes")
 _COLLECTOR_GRACE_S = 15.0
 _parse_trailer = parse_trailer  # the grader's name for it, as before
-
-
-def grading_scripts() -> dict[str, str]:
-    """The grading script and its helper, as shipped in the package (``verify/scripts/``): the
-    grader copies them into every grading sandbox, a Harbor task's ``tests/`` holds the same files."""
-    folder = resources.files("repo2env.verify") / "scripts"
-    return {name: (folder / name).read_text(encoding="utf-8") for name in GRADING_SCRIPT_FILES}
-
-
-#: The files of the grading script, run as ``bash grade.sh grade.json`` (see grade.sh).
-GRADING_SCRIPT_FILES = ("grade.sh", "restore.py")
+__all__ = ["DEFAULT_TIMEOUT_S", "GRADING_SCRIPT_FILES", "Grader", "grading_scripts", "load_predictions", "rescore",
+           "scored"]
 
 
 class Grader:
     """Grades patches for tasks on one runtime; logs go under ``logs_root``."""
 
-    def __init__(self, runtime: Runtime, logs_root: Path, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+    def __init__(self, runtime: Runtime, logs_root: Path, *, timeout_s: float | None = None,
                  limits: SandboxLimits | None = None, keep_warm: bool = False) -> None:
-        """``keep_warm``: after each grading, start the next sandbox of the same image in the
+        """``timeout_s``: the hidden tests' timeout for every task; by default each task's own (the
+        one validation set from its gold patch's gradings, else :data:`DEFAULT_TIMEOUT_S`).
+        ``keep_warm``: after each grading, start the next sandbox of the same image in the
         background, so that repeated gradings of a task (validation) skip the container start. A
         spare is never used before it is handed to one grading, so it is as fresh as a new one."""
         self.runtime = runtime
         self.logs_root = Path(logs_root)
         self.timeout_s = timeout_s
-        # Never a command channel here: its server would run as the agent, beside the tests' code.
-        self.limits = dataclasses.replace(limits or SandboxLimits(exec_timeout_s=timeout_s + 60,
-                                                                  output_cap_bytes=50_000_000), persistent_channel=False)
+        self._limits = limits
         self.keep_warm = keep_warm
         self._spares: dict[str, Future] = {}
         self._spares_lock = threading.Lock()  # gradings may run at once (RepoEnv grades a group in parallel)
         self._spare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repo2env-spare") if keep_warm else None
 
-    def _fresh_sandbox(self, task: Task) -> Sandbox:
+    @property
+    def limits(self) -> SandboxLimits:
+        """The grading sandboxes' limits (with the longest timeout any task may need when none was set)."""
+        return self._limits_for(self.timeout_s or DEFAULT_TIMEOUT_S)
+
+    def _limits_for(self, timeout_s: float) -> SandboxLimits:
+        limits = self._limits or SandboxLimits(exec_timeout_s=timeout_s + 60, output_cap_bytes=50_000_000)
+        # Never a command channel here: its server would run as the agent, beside the tests' code.
+        return dataclasses.replace(limits, persistent_channel=False)
+
+    def _fresh_sandbox(self, task: Task, limits: SandboxLimits) -> Sandbox:
         image = task.env_spec.image if task.env_spec else None
         with self._spares_lock:
             spare = self._spares.pop(image, None) if image else None
@@ -111,11 +107,11 @@ class Grader:
                 sandbox.close()
                 sandbox = None
         if sandbox is None:
-            sandbox = self.runtime.start(task, limits=self.limits)
+            sandbox = self.runtime.start(task, limits=limits)
         if self._spare_pool is not None and image:
             with self._spares_lock:  # one spare an image: a second would be left behind
                 if image not in self._spares:
-                    self._spares[image] = self._spare_pool.submit(self.runtime.start, task, limits=self.limits)
+                    self._spares[image] = self._spare_pool.submit(self.runtime.start, task, limits=limits)
         return sandbox
 
     def close(self) -> None:
@@ -151,7 +147,7 @@ class Grader:
         name = run_name or time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
         if not stop_early or not task.PASS_TO_PASS:
             return self._grade(task, patch, mode=mode, run_name=name)
-        first = self._grade(task, patch, mode=mode, run_name=f"{name}-f2p", only=list(task.FAIL_TO_PASS))
+        first = self._grade(task, patch, mode=mode, run_name=f"{name}-f2p", fail_to_pass_only=True)
         if first.error is not None or first.tampered or decided_by_fail_to_pass(first.f2p_rate, mode):
             return first.model_copy(update={"stopped_early": True})
         full = self._grade(task, patch, mode=mode, run_name=name)
@@ -159,11 +155,12 @@ class Grader:
                                        "tests_duration_s": round(full.tests_duration_s + first.tests_duration_s, 3)})
 
     def _grade(self, task: Task, patch: str, *, mode: RewardMode, run_name: str,
-               only: list[str] | None = None) -> GradeResult:
-        """One grading; ``only``: run just these of the task's tests (the canaries still keep clear
-        of every test id of the task)."""
-        known_ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS]))
-        test_ids = list(dict.fromkeys(only)) if only is not None else known_ids
+               fail_to_pass_only: bool = False) -> GradeResult:
+        """One grading; ``fail_to_pass_only``: run just the FAIL_TO_PASS tests (the canaries still keep
+        clear of every test id of the task, and the configuration is the full grading's)."""
+        spec = grading_spec(task, timeout_s=self.timeout_s)
+        run_spec = spec.model_copy(update={"pass_to_pass": []}) if fail_to_pass_only else spec
+        test_ids = run_spec.test_ids
         run_dir = self.logs_root / task.instance_id / run_name
         run_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
@@ -176,86 +173,55 @@ class Grader:
             return self._finish(task, base.model_copy(update={
                 "patch_applied": False, "error": f"the patch does not apply: git apply cannot read it ({filtered.error})",
                 "tests": {test_id: TestStatus.MISSING for test_id in test_ids}}), run_dir, started)
-        tampering = set(filtered.suspicious) - runner_references(task.patch)
+        tampering = set(filtered.suspicious) - set(spec.gold_runner_references)
         if tampering:
             return self._finish(task, base.model_copy(update={
                 "error": f"the patch reaches into the test runner ({', '.join(sorted(tampering))})",
                 "tests": {test_id: TestStatus.MISSING for test_id in test_ids}}), run_dir, started)
 
-        inputs = f"/tmp/repo2env-grade-{secrets.token_hex(8)}"
-        junit_dir = f"/tmp/repo2env-junit-{secrets.token_hex(8)}"
-        junit_path = f"{junit_dir}/{secrets.token_hex(8)}.xml"
-        plan = plan_canaries(task.test_patch, task.FAIL_TO_PASS, known_ids)
-        stream_plugin = f"repo2env_outcomes_{secrets.token_hex(6)}"
-        fifo = f"{inputs}/{secrets.token_hex(8)}.fifo"
-        run_ids = _with_canaries(test_ids, plan)
-        settings = grading_settings(task, run_ids, inputs=inputs, private=junit_dir, junit_path=junit_path,
-                                    timeout_s=self.timeout_s, stream_plugin=stream_plugin, fifo=fifo)
-        sandbox = self._fresh_sandbox(task)
+        layout = GradingLayout.fresh()
+        plan = spec.plan_canaries()
+        run_ids = run_spec.run_ids(plan)
+        settings = run_spec.script_settings(run_ids, layout)
+        limits = self._limits_for(spec.timeout_s)
+        sandbox = self._fresh_sandbox(task, limits)
         collector: Future | None = None
         try:
-            sandbox.put_archive("/tmp", _inputs_archive(inputs, junit_dir, private={
-                "test.diff": task.test_patch, "canaries.json": json.dumps(plan.definitions)}, files={
+            sandbox.put_archive("/tmp", _inputs_archive(layout, private={
+                "test.diff": spec.hidden_tests, "canaries.json": json.dumps(plan.definitions)}, files={
                 "agent.diff": filtered.patch, **grading_scripts(), "grade.json": json.dumps(settings),
                 "allowed": "\0".join(filtered.kept_paths),
-                f"plugin/{stream_plugin}.py": PLUGIN_SOURCE.format(fifo=fifo),
+                f"plugin/{layout.plugin}.py": PLUGIN_SOURCE.format(fifo=layout.fifo),
             }))
             # The collector runs as root, beside the grading script: what it has read is out of the
             # tests' reach, and its output comes straight here.
-            collector = _COLLECTORS.submit(sandbox.exec, ["/bin/sh", "-c", COLLECTOR_SCRIPT, fifo],
-                                           timeout=self.timeout_s + 60, user="root")
-            result = sandbox.exec(["/bin/bash", f"{inputs}/grade.sh", f"{inputs}/grade.json"], timeout=self.timeout_s + 30, workdir="/testbed")
+            collector = _COLLECTORS.submit(sandbox.exec, ["/bin/sh", "-c", COLLECTOR_SCRIPT, layout.fifo],
+                                           timeout=spec.timeout_s + 60, user="root")
+            result = sandbox.exec(["/bin/bash", f"{layout.inputs}/grade.sh", f"{layout.inputs}/grade.json"],
+                                  timeout=spec.timeout_s + 30, workdir="/testbed")
             stream_result = _collected(collector)
             base = base.model_copy(update={"tests_duration_s": round(result.duration_s, 3)})
         except BaseException:
             sandbox.close()
             raise
         sandbox.close(wait=False)  # the result does not wait for the container's removal
-        parsed = parse_trailer(result.output)
-        if result.exit_code != 0 or result.truncated:
-            # The tests' processes can write into this output too (through /proc/<pid>/fd/1), then
-            # kill the script or fill the output cap: a trailer is the script's own only when the
-            # script ran to its end and nothing was cut.
-            parsed = None
-        if parsed is None:
-            write_capped_log(run_dir / "test_output.txt", result.output)
-            failure = {
-                _APPLY_FAILED: ("the patch does not apply to the snapshot", False),
-                _TEST_PATCH_FAILED: ("the hidden tests do not apply on top of this patch", True),
-                _RUNNER_REFERENCED: (f"the patch reaches into the test runner ({_runner_references(result.output)}; "
-                                     "read as Python decodes the files)", True),
-            }.get(result.exit_code, (f"the grading script did not finish (exit {result.exit_code}"
-                                     f"{', timed out' if result.timed_out else ''}"
-                                     f"{', output over the cap' if result.truncated else ''})", True))
-            return self._finish(task, base.model_copy(update={
-                "patch_applied": failure[1], "error": failure[0], "pytest_exit": result.exit_code,
-                "tests": {test_id: TestStatus.MISSING for test_id in test_ids}}), run_dir, started)
-        pytest_exit, xml_text, test_output = parsed
-        write_capped_log(run_dir / "test_output.txt", test_output)
-        if xml_text is not None:
-            write_capped_log(run_dir / "junit.xml", xml_text, cap=JUNIT_CAP_BYTES)
-        stream = parse_stream(stream_result.output) if stream_result is not None and not stream_result.truncated else None
+        stream_text = stream_result.output if stream_result is not None and not stream_result.truncated else None
+        reading = read_run(exit_code=result.exit_code, truncated=result.truncated, timed_out=result.timed_out,
+                           output=result.output, stream_text=stream_text, test_ids=test_ids, run_ids=run_ids,
+                           plan=plan, timeout_s=spec.timeout_s)
+        write_capped_log(run_dir / "test_output.txt", reading.test_output)
+        if reading.xml_text is not None:
+            write_capped_log(run_dir / "junit.xml", reading.xml_text, cap=JUNIT_CAP_BYTES)
         write_capped_log(run_dir / "stream.jsonl", stream_result.output if stream_result is not None else "")
-        base = base.model_copy(update={"pytest_exit": pytest_exit})
-        all_outcomes, error = outcomes_for(run_ids, xml_text)
-        outcomes = {test_id: all_outcomes[test_id] for test_id in test_ids}
-        write_json(run_dir / "canaries.json", {
-            "must_fail": list(plan.must_fail), "must_pass": list(plan.must_pass),
-            "junit": {canary.test_id: all_outcomes[canary.test_id] for canary in plan.canaries},
-            "stream": {canary.test_id: stream.status(canary.test_id) if stream else None for canary in plan.canaries}})
-        if pytest_exit in (124, 137):
-            error = f"the tests timed out after {self.timeout_s:.0f} s"
-        elif stream_result is None:
-            error = "the live outcome stream could not be read"
-            outcomes = {test_id: TestStatus.MISSING for test_id in test_ids}
-        else:
-            lie = verdict(stream=stream, junit=all_outcomes, output=test_output, pytest_exit=pytest_exit,
-                          plan=plan, test_ids=test_ids)
-            if lie is not None:
-                return self._finish(task, base.model_copy(update={
-                    "tampered": True, "error": f"tampered: {lie}",
-                    "tests": {test_id: TestStatus.ERROR for test_id in test_ids}}), run_dir, started)
-        return self._finish(task, base.model_copy(update={"tests": outcomes, "error": error}), run_dir, started)
+        if reading.script_finished:
+            write_json(run_dir / "canaries.json", {
+                "must_fail": list(plan.must_fail), "must_pass": list(plan.must_pass),
+                "junit": {canary.test_id: reading.all_outcomes.get(canary.test_id) for canary in plan.canaries},
+                "stream": {canary.test_id: reading.stream.status(canary.test_id) if reading.stream else None
+                           for canary in plan.canaries}})
+        return self._finish(task, base.model_copy(update={
+            "tests": reading.tests, "error": reading.error, "tampered": reading.tampered,
+            "patch_applied": reading.patch_applied, "pytest_exit": reading.test_status}), run_dir, started)
 
     def _finish(self, task: Task, result: GradeResult, run_dir: Path, started: float) -> GradeResult:
         final = scored(result, task).model_copy(update={"duration_s": round(time.monotonic() - started, 3)})
@@ -284,56 +250,6 @@ def rescore(run_dir: Path, task: Task, mode: RewardMode) -> GradeResult:
     return scored(stored.model_copy(update={"mode": mode, "tests": tests}), task)
 
 
-def grading_settings(task: Task, test_ids: list[str], *, inputs: str, private: str, junit_path: str,
-                     timeout_s: float, stream_plugin: str, fifo: str) -> dict:
-    """The settings of one run of the grading script (``grade.json`` beside it in the sandbox):
-    where its inputs are, what to run and how long, and what restore.py checks the patch against."""
-    test_cmd = task.test_command()
-    plugin_dir = f"{inputs}/plugin"
-    python_path = plugin_dir
-    if test_cmd == PYTEST_MODULE_CMD or test_cmd.startswith(PYTEST_MODULE_CMD + " "):
-        # `python -m` puts the working directory first on sys.path, ahead of every installed module;
-        # the launcher puts the outcome plugin's folder there instead.
-        test_cmd = "python -c " + shlex.quote(_LAUNCHER.format(plugin_dir=plugin_dir)) + test_cmd[len(PYTEST_MODULE_CMD):]
-        python_path = ""
-    return {
-        "inputs": inputs, "private": private, "junit": junit_path, "timeout_s": f"{timeout_s:.0f}",
-        "test_cmd": test_cmd, "python_path": python_path, "plugin": stream_plugin, "fifo": fifo,
-        "test_ids": selection_args(test_ids), "config_dirs": _config_search_dirs(test_ids),
-        "id_options": pytest_options(f"{ID_OPTIONS} {JUNIT_FAMILY_OPTION}", task.env_spec.pytest_version if task.env_spec else None),
-        "gold_paths": patch_paths(task.patch), "runner_pattern": RUNNER_PATTERN,
-        "gold_references": sorted(runner_references(task.patch)),
-    }
-
-
-# `python -m pytest` with the outcome plugin's folder, not the working directory, first on sys.path.
-# The working directory (/testbed) goes last instead: the project's own top-level modules import as
-# they do under `python -m pytest` (derivation runs that way), but nothing there can shadow the
-# standard library, pytest or an installed module; new top-level names are filtered out besides.
-_LAUNCHER = ("import os, runpy, sys; sys.path[0] = {plugin_dir!r}; sys.path.append(os.getcwd()); "
-             "runpy.run_module('pytest', run_name='__main__', alter_sys=True)")
-
-
-def _config_search_dirs(test_ids: list[str]) -> list[str]:
-    """The folders pytest searches for its configuration, nearest first: from the test files'
-    common folder up to the repository's root (``/testbed``)."""
-    folders = [test_id.split("::", 1)[0].split("/")[:-1] for test_id in test_ids]
-    common: list[str] = []
-    for parts in zip(*folders, strict=False) if folders else ():
-        if len(set(parts)) != 1 or parts[0] in ("", ".", ".."):
-            break
-        common.append(parts[0])
-    return ["/".join(["/testbed", *common[:depth]]) for depth in range(len(common), -1, -1)]
-
-
-def _with_canaries(test_ids: list[str], plan: CanaryPlan) -> list[str]:
-    """The ids to run: the task's, in their order, with the canaries at random places among them."""
-    run_ids = list(test_ids)
-    for canary in plan.canaries:
-        run_ids.insert(secrets.randbelow(len(run_ids) + 1), canary.test_id)
-    return run_ids
-
-
 def _collected(collector: Future):
     """The collector's result once the grading script has ended (every writer is dead by then),
     or None when it does not end."""
@@ -343,30 +259,22 @@ def _collected(collector: Future):
         return None
 
 
-def _runner_references(output: str) -> str:
-    found = re.search(r"^REPO2ENV-RUNNER-REFERENCES (.*)$", output, re.MULTILINE)
-    try:
-        return ", ".join(json.loads(found.group(1))) if found else "unknown references"
-    except ValueError:
-        return "unreadable references"
-
-
-def _inputs_archive(inputs: str, junit_dir: str, *, files: dict[str, str], private: dict[str, str]) -> bytes:
-    """A tar for /tmp: the inputs folder (root's, read-only to the agent) and the JUnit folder (the
-    agent's, because pytest runs as the agent), which also holds the ``private`` files the grading
-    script deletes before the tests run."""
+def _inputs_archive(layout: GradingLayout, *, files: dict[str, str], private: dict[str, str]) -> bytes:
+    """A tar for /tmp: the inputs folder (root's, read-only to the agent) and the private folder
+    (the agent's, because pytest runs as the agent and writes its report there), which also holds
+    the ``private`` files the grading script deletes before the tests run."""
     archive = io.BytesIO()
     now = int(time.time())
+    inputs, private_dir = layout.inputs.removeprefix("/tmp/"), layout.private.removeprefix("/tmp/")
     with tarfile.open(fileobj=archive, mode="w") as tar:
-        for name, uid, mode in ((inputs.removeprefix("/tmp/"), 0, 0o755), (inputs.removeprefix("/tmp/") + "/plugin", 0, 0o755),
-                                (junit_dir.removeprefix("/tmp/"), AGENT_UID, 0o700)):
+        for name, uid, mode in ((inputs, 0, 0o755), (inputs + "/plugin", 0, 0o755), (private_dir, AGENT_UID, 0o700)):
             info = tarfile.TarInfo(name)
             info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, uid, uid, now
             tar.addfile(info)
-        for folder, uid, mode, entries in ((inputs, 0, 0o644, files), (junit_dir, AGENT_UID, 0o600, private)):
+        for folder, uid, mode, entries in ((inputs, 0, 0o644, files), (private_dir, AGENT_UID, 0o600, private)):
             for name, text in entries.items():
                 payload = text.encode("utf-8", errors="surrogateescape")  # a patch's bytes, as they came
-                info = tarfile.TarInfo(f"{folder.removeprefix('/tmp/')}/{name}")
+                info = tarfile.TarInfo(f"{folder}/{name}")
                 info.size, info.mode, info.mtime, info.uid, info.gid = len(payload), mode, now, uid, uid
                 tar.addfile(info, io.BytesIO(payload))
     return archive.getvalue()

@@ -158,10 +158,9 @@ def verdict(*, stream: Stream | None, junit: dict[str, TestStatus], output: str,
     for test_id in plan.must_fail:
         if junit.get(test_id) == TestStatus.PASSED or stream.status(test_id) == TestStatus.PASSED:
             return f"a canary that must fail passed ({test_id})"
-    collected_badly = set(stream.collect_errors)
+    modules_collected_badly = {split_node_id(error)[0] for error in stream.collect_errors}
     for test_id in plan.must_pass:
-        module = test_id.split("::", 1)[0]
-        if stream.exit_status is not None and not any(error.split("::", 1)[0] == module for error in collected_badly) \
+        if stream.exit_status is not None and split_node_id(test_id)[0] not in modules_collected_badly \
                 and stream.status(test_id) in (TestStatus.FAILED, TestStatus.ERROR):
             return f"a canary that must pass failed ({test_id})"
     for test_id in [*test_ids, *(canary.test_id for canary in plan.canaries)]:

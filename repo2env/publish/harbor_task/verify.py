@@ -10,9 +10,10 @@ and the outcome readers (``lib/repo2env/...``, copied from the package). Steps:
    snapshot, and the grading script applies the diff again as the agent's user: restore.py reverts
    what the filter's path rules protect (``protected_pattern``), applies the hidden tests, places
    the canaries; pytest runs the task's tests while a root collector reads the live outcome stream;
-3. the outcomes are read and cross-checked as the grader reads them (JUnit, stream, summary line,
-   exit status, canaries) and scored; ``/logs/verifier/reward.txt`` gets the reward,
-   ``reward.json`` its parts, ``grading.json`` the per-test outcomes and why it failed, if it did.
+3. the run is read by the package's own reader (``repo2env.verify.reading``: exit statuses, JUnit,
+   stream, summary line, canaries), against the task's grading specification (``spec.json``), and
+   scored; ``/logs/verifier/reward.txt`` gets the reward, ``reward.json`` its parts,
+   ``grading.json`` the per-test outcomes and why it failed, if it did.
 
 What Harbor's shared container leaves open, unlike a fresh grading sandbox: changes the agent made
 outside /testbed (it may have run as root) and processes it left running as another user than the
@@ -29,12 +30,10 @@ import threading
 TESTS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TESTS, "lib"))
 
-from repo2env.outcomes import TestStatus  # noqa: E402 - the copies under lib/, after the path is set
-from repo2env.verify.canaries import Canary, CanaryPlan  # noqa: E402
-from repo2env.verify.junit import outcomes_for  # noqa: E402
+from repo2env.verify.canaries import Canary, CanaryPlan  # noqa: E402 - the copies under lib/, after the path is set
+from repo2env.verify.reading import read_run  # noqa: E402
 from repo2env.verify.reward import score  # noqa: E402
-from repo2env.verify.tamper import COLLECTOR_SCRIPT, parse_stream, verdict  # noqa: E402
-from repo2env.verify.trailer import parse_trailer  # noqa: E402
+from repo2env.verify.tamper import COLLECTOR_SCRIPT  # noqa: E402
 
 LOGS = os.environ.get("REPO2ENV_VERIFIER_LOGS", "/logs/verifier")
 TESTBED = "/testbed"
@@ -42,12 +41,11 @@ OUTPUT_CAP_BYTES = 50_000_000
 COLLECTOR_GRACE_S = 15.0
 GIT = ["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
        "-c", "diff.external=", "-c", "core.pager=cat", "-c", "color.ui=false"]
-FAILURES = {90: "the patch does not apply to the snapshot", 91: "the hidden tests do not apply on top of this patch",
-            92: "the patch reaches into the test runner (read as Python decodes the files)"}
 
 
 def main() -> int:
     task = load("task.json")
+    spec = load("spec.json")
     settings = load("grade.json")
     uid = str(task["agent_uid"])
     os.chmod(TESTS, 0o700)
@@ -73,10 +71,10 @@ def main() -> int:
                                                os.path.join(settings["inputs"], "grade.json")],
                                    cwd=TESTBED, stdout=output, stderr=subprocess.STDOUT, env=agent_environment())
         try:
-            exit_code = grading.wait(timeout=float(settings["timeout_s"]) + 30)
+            exit_code, timed_out = grading.wait(timeout=float(spec["timeout_s"]) + 30), False
         except subprocess.TimeoutExpired:
             grading.kill()
-            exit_code = -9
+            exit_code, timed_out = -9, True
     subprocess.run(kill_agent, check=False)
     reader.join(COLLECTOR_GRACE_S)
     if reader.is_alive():  # the collector never ended: its stream is unreadable, the grading fails closed
@@ -85,41 +83,24 @@ def main() -> int:
     truncated = os.path.getsize(scratch) > OUTPUT_CAP_BYTES
     with open(scratch, "rb") as output:
         text = output.read(OUTPUT_CAP_BYTES).decode("utf-8", "surrogateescape")
-    result = evaluate(task, exit_code=exit_code, truncated=truncated, output=text, stream_text=stream_text)
+    result = evaluate(spec, task, exit_code=exit_code, timed_out=timed_out, truncated=truncated, output=text,
+                      stream_text=stream_text)
     write_reward(result)
     return 0
 
 
-def evaluate(task, *, exit_code, truncated, output, stream_text):
-    """The grading's result, read as repo2env's grader reads it (see Grader.grade)."""
-    test_ids = list(dict.fromkeys(task["FAIL_TO_PASS"] + task["PASS_TO_PASS"]))
+def evaluate(spec, task, *, exit_code, timed_out, truncated, output, stream_text):
+    """The grading's result, read and scored as repo2env's grader does (see Grader.grade): ``spec``
+    is the task's grading specification, ``task`` this folder's own draw (canaries, run ids)."""
+    test_ids = list(dict.fromkeys(spec["fail_to_pass"] + spec["pass_to_pass"]))
     plan = CanaryPlan(tuple(Canary(**canary) for canary in task["canaries"]), {})
-    parsed = parse_trailer(output) if exit_code == 0 and not truncated else None
-    result = {"error": None, "tampered": False, "pytest_exit": exit_code}
-    if parsed is None:
-        result["error"] = FAILURES.get(exit_code, f"the grading script did not finish (exit {exit_code}"
-                                                  f"{', output over the cap' if truncated else ''})")
-        tests = {test_id: TestStatus.MISSING for test_id in test_ids}
-    else:
-        pytest_exit, xml_text, test_output = parsed
-        result["pytest_exit"] = pytest_exit
-        all_outcomes, result["error"] = outcomes_for(task["run_ids"], xml_text)
-        tests = {test_id: all_outcomes[test_id] for test_id in test_ids}
-        if pytest_exit in (124, 137):
-            result["error"] = f"the tests timed out after {task['timeout_s']} s"
-        elif stream_text is None:
-            result["error"] = "the live outcome stream could not be read"
-            tests = {test_id: TestStatus.MISSING for test_id in test_ids}
-        else:
-            lie = verdict(stream=parse_stream(stream_text), junit=all_outcomes, output=test_output,
-                          pytest_exit=pytest_exit, plan=plan, test_ids=test_ids)
-            if lie is not None:
-                result.update(tampered=True, error="tampered: " + lie)
-                tests = {test_id: TestStatus.ERROR for test_id in test_ids}
-    parts = score(tests, task["FAIL_TO_PASS"], task["PASS_TO_PASS"], task["mode"])
-    result.update(reward=parts.reward, f2p_rate=parts.f2p_rate, p2p_rate=parts.p2p_rate, resolved=parts.resolved,
-                  tests={test_id: str(status) for test_id, status in tests.items()})
-    return result
+    reading = read_run(exit_code=exit_code, truncated=truncated, timed_out=timed_out, output=output,
+                       stream_text=stream_text, test_ids=test_ids, run_ids=task["run_ids"], plan=plan,
+                       timeout_s=float(spec["timeout_s"]))
+    parts = score(reading.tests, spec["fail_to_pass"], spec["pass_to_pass"], task["mode"])
+    return {"error": reading.error, "tampered": reading.tampered, "pytest_exit": reading.test_status,
+            "reward": parts.reward, "f2p_rate": parts.f2p_rate, "p2p_rate": parts.p2p_rate, "resolved": parts.resolved,
+            "tests": {test_id: str(status) for test_id, status in reading.tests.items()}}
 
 
 def write_reward(result):

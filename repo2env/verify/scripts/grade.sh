@@ -22,7 +22,7 @@ sys.stdout.reconfigure(errors="surrogateescape")  # a patch path or an id may be
 settings = json.load(open(sys.argv[1], encoding="utf-8"))
 for name in ("inputs", "private", "junit", "timeout_s", "test_cmd", "python_path", "plugin", "fifo"):
     print(name + "=" + shlex.quote(str(settings[name])))
-for name in ("test_ids", "config_dirs", "id_options"):
+for name in ("test_ids", "config_dirs", "config_names", "config_sections", "run_options", "report_options"):
     print(name + "=(" + " ".join(shlex.quote(item) for item in settings[name]) + ")")'
 assignments=$(/usr/bin/python3 -I -S -c "$read_settings" "$settings") || exit 93
 eval "$assignments"
@@ -42,20 +42,18 @@ restored=$?
 case $restored in 0) ;; 91|92) exit $restored;; *) exit 90;; esac
 tries=0
 while [ ! -p "$fifo" ] && [ $tries -lt 1000 ]; do sleep 0.01; tries=$((tries + 1)); done
-# The snapshot's pytest configuration, named explicitly (-c): a file the patch adds is never chosen,
-# whatever name a pytest version looks for. pytest's own search order and tests. The rootdir stays
-# /testbed (id_options, which also ask for JUnit's xunit2 names where this pytest has the options), where
-# the test ids are relative to.
+# The snapshot's configuration, named explicitly (-c): a file the patch adds is never chosen,
+# whatever name a pytest version looks for. The settings list the runner's files in its own search
+# order, each with the line that makes it count (config_sections: a grep -E pattern, '' for any
+# such file), and the folders nearest to the tests first. The rootdir stays /testbed (run_options),
+# where the test ids are relative to.
 config=()
 for dir in "${config_dirs[@]}"; do
-  for name in pytest.toml .pytest.toml pytest.ini .pytest.ini pyproject.toml tox.ini setup.cfg; do
-    file=$dir/$name
+  for index in "${!config_names[@]}"; do
+    file=$dir/${config_names[$index]}
+    section=${config_sections[$index]}
     [ -f "$file" ] || continue
-    case $name in
-      pyproject.toml) grep -q '^\[tool\.pytest[].]' "$file" || continue;;
-      tox.ini) grep -q '^\[pytest\]' "$file" || continue;;
-      setup.cfg) grep -q '^\[tool:pytest\]' "$file" || continue;;
-    esac
+    if [ -n "$section" ]; then grep -Eq -- "$section" "$file" || continue; fi
     config=(-c "$file")
     break 2
   done
@@ -63,7 +61,7 @@ done
 output=$junit.out
 # test_cmd is shell words (an override's command line; the launcher's quoted -c program): eval
 # parses it as a shell would; every other argument is passed as it is.
-eval "timeout -k 5 $timeout_s $test_cmd"' "${config[@]}" -p no:cacheprovider "${id_options[@]}" --junitxml="$junit" "${test_ids[@]}"' \
+eval "timeout -k 5 $timeout_s $test_cmd"' "${run_options[@]}" "${config[@]}" "${report_options[@]}" "${test_ids[@]}"' \
   >"$output" 2>&1 </dev/null
 status=$?
 # Nothing the tests started may outlive them and touch the report or this script's output: stop

@@ -1,0 +1,35 @@
+'use strict';
+// A mocha reporter that writes each test's outcome with its title path (describe titles, then the
+// test's title) as JSON to the file given by `--reporter-option output=FILE`. Mocha's own `json`
+// reporter joins the titles with spaces, which cannot be split back into describe blocks.
+// Only event names and Runnable methods that mocha has had since version 4 are used.
+const fs = require('fs');
+const path = require('path');
+
+function titles(runnable) {
+  return runnable.titlePath().filter((title, index) => index > 0 || title !== '');
+}
+
+function Repo2envReporter(runner, options) {
+  const output = (options && options.reporterOptions && options.reporterOptions.output) || process.env.REPO2ENV_MOCHA_REPORT;
+  if (!output) throw new Error('repo2env mocha reporter: give --reporter-option output=FILE');
+  const tests = [];
+  const hooks = [];
+  const file = (runnable) => runnable.file || (runnable.parent && runnable.parent.file) || '';
+  runner.on('pass', (test) => tests.push({ file: file(test), titles: titles(test), state: 'passed' }));
+  runner.on('pending', (test) => tests.push({ file: file(test), titles: titles(test), state: 'pending' }));
+  runner.on('fail', (runnable, error) => {
+    if (runnable.type === 'hook') {
+      hooks.push({ file: file(runnable), titles: titles(runnable.parent || runnable), hook: runnable.title,
+                   error: String(error && error.message || error) });
+    } else {
+      tests.push({ file: file(runnable), titles: titles(runnable), state: 'failed' });
+    }
+  });
+  runner.once('end', () => {
+    fs.mkdirSync(path.dirname(path.resolve(output)), { recursive: true });
+    fs.writeFileSync(output, JSON.stringify({ runner: 'mocha', tests, hooks, complete: true }));
+  });
+}
+
+module.exports = Repo2envReporter;

@@ -1,0 +1,477 @@
+"""Test runner adapters: jest, vitest, mocha, ava, tape and ``node --test``.
+
+For each runner: how to tell a project uses it (:func:`detect_runners`), the options its npm
+script passes it (:func:`script_invocation`), the shell command that runs exactly a list of test
+ids with a machine-readable report (:func:`plan_run`), how to read that report back
+(:func:`read_outcomes`), and which files it reads for configuration (:func:`config_files`).
+
+Selecting tests: the files of the ids are passed as paths, and the titles as one name pattern
+(a JavaScript regular expression, every title escaped) where the runner has one: jest and vitest
+``-t`` and mocha ``--grep`` match the full name (describe titles and the title joined by spaces,
+anchored), ``node --test --test-name-pattern`` a test's name, ava ``--match`` a title (a glob: a
+``*`` in a title matches itself among others). tape has no name filter: the whole file runs. The
+pattern may select more tests than asked (two titles whose space-joined names coincide); only the
+requested ids are read from the report. An id naming a whole file runs the file unfiltered.
+
+Runners that stop at the first file that fails to load (mocha), or whose report cannot tell files
+apart (TAP of ava, tape, node), run one process per file, each with its own report.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from repo2env.languages.javascript.project import ProjectFiles, dependencies, join, scripts
+from repo2env.languages.javascript.reports import (
+    ReportError,
+    parse_ava_tap,
+    parse_jest_json,
+    parse_mocha_json,
+    parse_node_tap,
+    parse_tape_tap,
+    requested_outcomes,
+)
+from repo2env.languages.javascript.test_ids import split_test_id, test_id
+from repo2env.outcomes import TestStatus
+
+RUNNERS = ("jest", "vitest", "mocha", "ava", "tape", "node")
+#: Where the grading sandbox finds the mocha reporter (``mocha_reporter.js`` of this package),
+#: outside /testbed so that a patch cannot change it.
+MOCHA_REPORTER_PATH = "/opt/repo2env/mocha_reporter.js"
+
+# --- configuration files ----------------------------------------------------------------------
+
+#: Files any runner (or Node's module loader, or the package manager that starts it) reads.
+COMMON_CONFIG_PATTERNS = (
+    "package.json", "*/package.json", ".npmrc", "*/.npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs",
+    "pnpm-workspace.yaml", ".pnp.cjs", ".pnp.loader.mjs", "babel.config.*", "*/babel.config.*", ".babelrc",
+    ".babelrc.*", "*/.babelrc", "*/.babelrc.*", "tsconfig*.json", "*/tsconfig*.json", "jsconfig.json", ".swcrc",
+    ".env", ".env.*", "node_modules/*", "*/node_modules/*",
+)
+#: Files each runner reads for configuration (fnmatch patterns; ``*`` crosses ``/``).
+RUNNER_CONFIG_PATTERNS: dict[str, tuple[str, ...]] = {
+    "jest": ("jest.config.*", "*/jest.config.*", "jest.setup*", "*/jest.setup*", "jest-setup*", "*/__mocks__/*",
+             "__mocks__/*", "*/jest.preset.*", "jest.preset.*", "*/setupTests.*", "setupTests.*"),
+    "vitest": ("vitest.config.*", "*/vitest.config.*", "vite.config.*", "*/vite.config.*", "vitest.workspace.*",
+               "vitest.projects.*", "vitest.setup*", "*/vitest.setup*", "*/setupTests.*", "setupTests.*",
+               "*/__mocks__/*", "__mocks__/*"),
+    "mocha": (".mocharc*", "*/.mocharc*", "test/mocha.opts", "*/test/mocha.opts"),
+    "ava": ("ava.config.*", "*/ava.config.*"),
+    "tape": (),
+    "node": (),
+}
+#: package.json fields the runner (or Node's loader) reads; restore them, keep the patch's others.
+PACKAGE_JSON_FIELDS: dict[str, tuple[str, ...]] = {
+    "jest": ("jest", "babel"), "vitest": (), "mocha": ("mocha",), "ava": ("ava",), "tape": (), "node": (),
+}
+COMMON_PACKAGE_JSON_FIELDS = ("scripts", "type", "imports", "workspaces", "packageManager", "engines", "volta")
+
+
+def config_files(runner: str, files: ProjectFiles | Mapping[str, str], directory: str = "") -> list[str]:
+    """Every file at the commit that ``runner`` (started in ``directory``) or Node's loader reads for
+    configuration: the config files by name, and the files its npm script and package.json config
+    name (``--require``/``--import``/``--loader``/``--config`` values, jest's setup files)."""
+    files = ProjectFiles.of(files)
+    found = set(files.glob(*COMMON_CONFIG_PATTERNS, *RUNNER_CONFIG_PATTERNS[runner]))
+    package = files.package_json(directory)
+    invocation = script_invocation(package, runner)
+    named = list(invocation.referenced_files) if invocation else []
+    jest_config = package.get("jest") if runner == "jest" else None
+    if isinstance(jest_config, dict):
+        for key in ("setupFiles", "setupFilesAfterEach", "setupFilesAfterEnv", "globalSetup", "globalTeardown",
+                    "testEnvironment", "snapshotResolver", "testSequencer", "resolver", "preset"):
+            value = jest_config.get(key)
+            named.extend(value if isinstance(value, list) else [value] if isinstance(value, str) else [])
+    for name in named:
+        path = join(directory, name.replace("<rootDir>/", "").removeprefix("./"))
+        for candidate in (path, *(f"{path}{suffix}" for suffix in (".js", ".cjs", ".mjs", ".ts"))):
+            if files.exists(candidate):
+                found.add(candidate)
+    return sorted(found)
+
+
+# --- detection --------------------------------------------------------------------------------
+
+_RUNNER_PACKAGES = {"jest": ("jest",), "vitest": ("vitest",), "mocha": ("mocha",), "ava": ("ava",),
+                    "tape": ("tape", "tap-spec", "faucet"), "node": ()}
+#: Config files that show a runner is used (vite.config.* alone is a bundler's, not vitest's).
+_DETECT_CONFIG = {"jest": ("jest.config.*",), "vitest": ("vitest.config.*", "vitest.workspace.*"),
+                  "mocha": (".mocharc*", "test/mocha.opts"), "ava": ("ava.config.*",)}
+_RUNNER_COMMAND = {
+    "jest": re.compile(r"(?:^|[\s/;&|(])jest(?:\s|$|;|&)"),
+    "vitest": re.compile(r"(?:^|[\s/;&|(])vitest(?:\s|$|;|&)"),
+    "mocha": re.compile(r"(?:^|[\s/;&|(])_?mocha(?:\s|$|;|&)"),
+    "ava": re.compile(r"(?:^|[\s/;&|(])ava(?:\s|$|;|&)"),
+    "tape": re.compile(r"(?:^|[\s/;&|(])tape(?:\s|$|;|&)"),
+    "node": re.compile(r"(?:^|[\s/;&|(])node\s+(?:[^&|;]*\s)?--test(?:\s|$|=)"),
+}
+
+
+@dataclass(frozen=True)
+class RunnerEvidence:
+    """A runner a package uses and why we think so (strongest first in :func:`detect_runners`)."""
+
+    runner: str
+    reason: str
+    strength: int  # 3: the test script runs it, 2: another test script, 1: config file, 0: a dependency
+
+
+def detect_runners(files: ProjectFiles | Mapping[str, str], directory: str = "") -> list[RunnerEvidence]:
+    """The test runners the package in ``directory`` uses, strongest evidence first."""
+    files = ProjectFiles.of(files)
+    package = files.package_json(directory)
+    package_scripts = scripts(package)
+    declared = dependencies(package)
+    found: dict[str, RunnerEvidence] = {}
+
+    def note(runner: str, reason: str, strength: int) -> None:
+        if runner not in found or found[runner].strength < strength:
+            found[runner] = RunnerEvidence(runner, reason, strength)
+
+    for name, command in _test_scripts(package_scripts):
+        for runner, pattern in _RUNNER_COMMAND.items():
+            if pattern.search(command):
+                note(runner, f"scripts.{name} runs {runner if runner != 'node' else 'node --test'}",
+                     3 if name == "test" else 2)
+    for runner in RUNNERS:
+        present = files.glob(*(join(directory, pattern) for pattern in _DETECT_CONFIG.get(runner, ())))
+        if present:
+            note(runner, f"{present[0]} exists", 1)
+        field_name = PACKAGE_JSON_FIELDS[runner][0] if PACKAGE_JSON_FIELDS[runner] else None
+        if field_name and field_name in package:
+            note(runner, f"package.json has a {field_name!r} field", 1)
+        for dependency in _RUNNER_PACKAGES[runner]:
+            if dependency in declared:
+                note(runner, f"depends on {dependency} {declared[dependency]}", 0)
+    return sorted(found.values(), key=lambda evidence: (-evidence.strength, RUNNERS.index(evidence.runner)))
+
+
+def detect_runner(files: ProjectFiles | Mapping[str, str], directory: str = "") -> RunnerEvidence | None:
+    """The runner the package's tests most likely run under, or None (its own runner, or none)."""
+    found = detect_runners(files, directory)
+    return found[0] if found else None
+
+
+def _test_scripts(package_scripts: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Scripts that run tests: ``test`` and the scripts it calls (``npm run X``, depth first, in
+    order), then the other ``test*``/``spec*``/``unit*`` scripts by name."""
+    ordered: list[tuple[str, str]] = []
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in seen or name not in package_scripts:
+            return
+        seen.add(name)
+        command = package_scripts[name]
+        ordered.append((name, command))
+        for called in re.findall(r"(?:npm|pnpm|yarn)\s+(?:run(?:-script)?\s+)?([\w:.-]+)", command):
+            visit(called)
+
+    visit("test")
+    for name in sorted(package_scripts):
+        if re.match(r"(?:test|spec|unit)(?:$|[:_-])", name):
+            visit(name)
+    return ordered
+
+
+# --- the npm script's invocation --------------------------------------------------------------
+
+#: Options that take a value, per runner (the value is the next token unless given with "=").
+_VALUE_OPTIONS: dict[str, frozenset[str]] = {
+    "jest": frozenset({"-c", "--config", "--env", "--testEnvironment", "--rootDir", "--roots", "--maxWorkers", "-w",
+                       "--setupFiles", "--setupFilesAfterEnv", "--testTimeout", "--testPathIgnorePatterns",
+                       "--testRegex", "--testMatch", "-t", "--testNamePattern", "--testPathPattern", "--outputFile",
+                       "--reporters", "--selectProjects", "--shard", "--seed", "--testRunner", "--moduleDirectories",
+                       "--coverageDirectory", "--collectCoverageFrom"}),
+    "vitest": frozenset({"-c", "--config", "--root", "-r", "--dir", "--environment", "--pool", "--project",
+                         "-t", "--testNamePattern", "--reporter", "--outputFile", "--testTimeout", "--shard",
+                         "--mode", "--maxWorkers", "--minWorkers", "--exclude", "--retry"}),
+    "mocha": frozenset({"-r", "--require", "-R", "--reporter", "-O", "--reporter-option", "--reporter-options",
+                        "-t", "--timeout", "-u", "--ui", "-g", "--grep", "-f", "--fgrep", "--file", "--extension",
+                        "--config", "--package", "-s", "--slow", "--retries", "--spec", "--ignore", "--exclude",
+                        "-j", "--jobs", "--loader", "--import", "-n", "--node-option", "--opts",
+                        "--compilers"}),
+    "ava": frozenset({"-m", "--match", "--config", "-c", "--concurrency", "-T", "--timeout", "--node-arguments",
+                      "--tap-reporter"}),
+    "tape": frozenset({"-r", "--require", "-i", "--ignore", "--ignore-pattern"}),
+    "node": frozenset({"-r", "--require", "--import", "--loader", "--experimental-loader", "--test-reporter",
+                       "--test-reporter-destination", "--test-name-pattern", "--test-skip-pattern",
+                       "--test-concurrency", "--test-timeout", "--conditions", "-C", "--env-file"}),
+}
+#: Options dropped from the script's invocation: ours replace them (reporters, name filters), or
+#: they would change which tests run or report (watch, bail, coverage thresholds, sharding).
+_DROPPED_OPTIONS: dict[str, frozenset[str]] = {
+    "jest": frozenset({"-t", "--testNamePattern", "--testPathPattern", "--json", "--outputFile", "--reporters",
+                       "--watch", "--watchAll", "--bail", "-b", "--coverage", "--collectCoverage", "--ci",
+                       "--verbose", "--silent", "--listTests", "--onlyChanged", "-o", "--changedSince", "--shard",
+                       "--passWithNoTests", "--coverageDirectory", "--collectCoverageFrom", "--runTestsByPath",
+                       "--detectOpenHandles", "--updateSnapshot", "-u"}),
+    "vitest": frozenset({"-t", "--testNamePattern", "--reporter", "--outputFile", "--watch", "-w", "--ui", "--bail",
+                         "--coverage", "--shard", "--passWithNoTests", "--run", "--silent", "--update", "-u"}),
+    "mocha": frozenset({"-R", "--reporter", "-O", "--reporter-option", "--reporter-options", "-g", "--grep", "-f",
+                        "--fgrep", "-w", "--watch", "-b", "--bail", "--spec", "-p", "--parallel", "-j", "--jobs",
+                        "--forbid-only", "--forbid-pending", "-i", "--invert", "--recursive", "--watch-files",
+                        "--dry-run", "-c", "--colors", "-C", "--no-colors"}),
+    "ava": frozenset({"-m", "--match", "--tap", "-t", "--verbose", "-v", "--watch", "-w", "--fail-fast",
+                      "--update-snapshots", "-u", "--tap-reporter", "--reset-cache"}),
+    "tape": frozenset(),
+    "node": frozenset({"--test", "--test-reporter", "--test-reporter-destination", "--test-name-pattern",
+                       "--test-skip-pattern", "--test-only", "--watch", "--test-shard", "--experimental-test-coverage"}),
+}
+#: Commands that wrap the runner (coverage tools, env setters) and are stepped over.
+_WRAPPERS = {"nyc", "c8", "cross-env", "env", "npx", "dotenv", "istanbul", "ts-node", "node_modules/.bin/nyc"}
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """How the package's npm script starts the runner: environment and the options to keep."""
+
+    script: str
+    env: dict[str, str] = field(default_factory=dict)
+    options: tuple[str, ...] = ()
+    node_options: tuple[str, ...] = ()  # for `node --test`: node's own flags (--require, --import ...)
+
+    @property
+    def referenced_files(self) -> tuple[str, ...]:
+        """Files named by ``--require``/``--import``/``--loader``/``--config``/``--file`` values."""
+        names = []
+        tokens = [*self.options, *self.node_options]
+        for index, token in enumerate(tokens):
+            option, equals, value = token.partition("=")
+            if option in {"-r", "--require", "--import", "--loader", "--experimental-loader", "--config", "-c",
+                          "--file", "--setupFiles", "--setupFilesAfterEnv"}:
+                value = value if equals else tokens[index + 1] if index + 1 < len(tokens) else ""
+                if value.startswith((".", "/")) or "/" in value:
+                    names.append(value.removeprefix("./"))
+        return tuple(names)
+
+
+def script_invocation(package: Mapping[str, Any], runner: str) -> Invocation | None:
+    """The first test script's call of ``runner``, its options kept or dropped per runner: kept
+    are the ones that configure how tests load (``--require test/support/env``, ``--config``,
+    ``--timeout``), dropped the ones our run replaces or that change which tests run (reporters,
+    name patterns, watch, bail) and the test paths. None when no test script calls it."""
+    pattern = _RUNNER_COMMAND[runner]
+    for name, command in _test_scripts(scripts(package)):
+        for segment in re.split(r"&&|\|\||;|\|", command):
+            if not pattern.search(" " + segment):
+                continue
+            try:
+                tokens = shlex.split(segment)
+            except ValueError:
+                continue
+            invocation = _parse_segment(tokens, runner, name)
+            if invocation is not None:
+                return invocation
+    return None
+
+
+def _parse_segment(tokens: list[str], runner: str, script: str) -> Invocation | None:
+    env: dict[str, str] = {}
+    node_options: list[str] = []
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        base = token.rsplit("/", 1)[-1]
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", token):
+            name, _, value = token.partition("=")
+            env[name] = value
+        elif runner == "node" and base == "node":
+            index += 1
+            break
+        elif base in {runner, f"_{runner}"} and runner != "node":
+            index += 1
+            break
+        elif base in _WRAPPERS or token.startswith("-"):
+            pass  # a wrapper, or a wrapper's option (nyc --reporter=lcov)
+        index += 1
+    else:
+        return None
+    values, dropped = _VALUE_OPTIONS[runner], _DROPPED_OPTIONS[runner]
+    options: list[str] = []
+    while index < len(tokens):
+        token = tokens[index]
+        option, equals, _ = token.partition("=")
+        takes_value = option in values and not equals
+        if not token.startswith("-"):
+            index += 1  # a test path or glob: ours replace them
+            continue
+        if option.startswith("--no-") and option[5:] and f"--{option[5:]}" in dropped:
+            option = f"--{option[5:]}"
+        if option in dropped or (runner == "jest" and option.startswith("--coverage")):
+            index += 2 if takes_value else 1
+            continue
+        kept = tokens[index:index + 2] if takes_value else [token]
+        (node_options if runner == "node" else options).extend(kept)
+        index += len(kept)
+    return Invocation(script=script, env=env, options=tuple(options), node_options=tuple(node_options))
+
+
+# --- running ids ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Report:
+    """One report a run writes: its path in the container, its format, and the one test file it
+    covers (None: every file of the run)."""
+
+    path: str
+    format: str  # "jest-json", "mocha-json", "node-tap", "ava-tap", "tape-tap"
+    file: str | None = None
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A shell command (``sh -c``) that runs the requested ids, and the reports it leaves."""
+
+    runner: str
+    command: str
+    reports: tuple[Report, ...]
+    test_ids: tuple[str, ...]
+
+
+def js_regex_escape(text: str) -> str:
+    """``text`` as a JavaScript regular expression that matches it literally (no ``u`` flag)."""
+    return re.sub(r"[\\^$.*+?()[\]{}|/]", lambda match: "\\" + match.group(0), text)
+
+
+def _name_pattern(full_names: Sequence[str], *, anchored_start: bool = True) -> str:
+    alternatives = "|".join(js_regex_escape(name) for name in dict.fromkeys(full_names))
+    return f"^(?:{alternatives})$" if anchored_start else f"(?:^| )(?:{alternatives})$"
+
+
+def _group(test_ids: Sequence[str]) -> tuple[list[str], dict[str, list[tuple[str, ...]]]]:
+    """Files requested whole, and the title paths requested per other file (first-seen order)."""
+    whole: list[str] = []
+    titled: dict[str, list[tuple[str, ...]]] = {}
+    for one in test_ids:
+        file, titles = split_test_id(one)
+        if not titles:
+            if file not in whole:
+                whole.append(file)
+        else:
+            titled.setdefault(file, []).append(titles)
+    return whole, {file: titles for file, titles in titled.items() if file not in whole}
+
+
+def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str = "/testbed",
+             directory: str = "", invocation: Invocation | None = None,
+             mocha_reporter: str = MOCHA_REPORTER_PATH) -> RunPlan:
+    """The command that runs exactly ``test_ids`` (repository-relative ids) under ``runner`` in the
+    package ``directory`` (relative to ``root``), writing reports under ``report_dir``. The
+    script's environment and kept options come from ``invocation``."""
+    if runner not in RUNNERS:
+        raise ValueError(f"unknown JavaScript test runner {runner!r}; known: {', '.join(RUNNERS)}")
+    invocation = invocation or Invocation(script="")
+    cwd = f"{root.rstrip('/')}/{directory.strip('/')}" if directory.strip("/") else root
+    prefix = f"{directory.strip('/')}/" if directory.strip("/") else ""
+
+    def local(file: str) -> str:
+        return file.removeprefix(prefix) if prefix and file.startswith(prefix) else file
+
+    env = " ".join(f"{name}={shlex.quote(value)}" for name, value in invocation.env.items())
+    head = (f"cd {shlex.quote(cwd)} && mkdir -p {shlex.quote(report_dir)} && "
+            f"export PATH={shlex.quote(cwd)}/node_modules/.bin:{shlex.quote(root)}/node_modules/.bin:\"$PATH\""
+            f" CI=true FORCE_COLOR=0 NO_COLOR=1{' ' + env if env else ''}")
+    options = " ".join(shlex.quote(option) for option in invocation.options)
+    whole, titled = _group(test_ids)
+    commands: list[str] = []
+    reports: list[Report] = []
+
+    def quoted(files: Sequence[str]) -> str:
+        return " ".join(shlex.quote(local(file)) for file in files)
+
+    if runner in ("jest", "vitest"):
+        batches = [(whole, None)] if whole else []
+        if titled:
+            names = [" ".join(titles) for file_titles in titled.values() for titles in file_titles]
+            batches.append((list(titled), _name_pattern(names)))
+        for number, (batch, pattern) in enumerate(batches):
+            report = f"{report_dir}/{runner}-{number}.json"
+            name_filter = f" -t {shlex.quote(pattern)}" if pattern else ""
+            if runner == "jest":
+                commands.append(f"jest --ci --json --outputFile={shlex.quote(report)} --coverage=false "
+                                f"--watchAll=false {options}{name_filter} --runTestsByPath {quoted(batch)}")
+            else:
+                commands.append(f"vitest run --reporter=json --outputFile={shlex.quote(report)} --coverage.enabled=false "
+                                f"--watch=false {options}{name_filter} {quoted(batch)}")
+            reports.append(Report(report, "jest-json"))
+    else:
+        for number, file in enumerate([*whole, *titled]):
+            titles = titled.get(file)
+            if runner == "mocha":
+                report = f"{report_dir}/mocha-{number}.json"
+                grep = f" --grep {shlex.quote(_name_pattern([' '.join(t) for t in titles]))}" if titles else ""
+                commands.append(f"mocha --reporter {shlex.quote(mocha_reporter)} --reporter-option "
+                                f"output={shlex.quote(report)} {options}{grep} {quoted([file])}")
+                reports.append(Report(report, "mocha-json", file))
+            elif runner == "ava":
+                report = f"{report_dir}/ava-{number}.tap"
+                match = "".join(f" --match {shlex.quote(_ava_match(t[-1]))}" for t in dict.fromkeys(titles or ()))
+                commands.append(f"ava --tap {options}{match} {quoted([file])} > {shlex.quote(report)} 2> {shlex.quote(report)}.stderr")
+                reports.append(Report(report, "ava-tap", file))
+            elif runner == "tape":
+                report = f"{report_dir}/tape-{number}.tap"
+                commands.append(f"tape {options} {quoted([file])} > {shlex.quote(report)} 2> {shlex.quote(report)}.stderr")
+                reports.append(Report(report, "tape-tap", file))
+            else:
+                report = f"{report_dir}/node-{number}.tap"
+                node_options = " ".join(shlex.quote(option) for option in invocation.node_options)
+                pattern = (f" --test-name-pattern={shlex.quote(_name_pattern([t[-1] for t in titles], anchored_start=False))}"
+                           if titles else "")
+                commands.append(f"node {node_options} --test --test-reporter=tap "
+                                f"--test-reporter-destination={shlex.quote(report)}{pattern} {quoted([file])}")
+                reports.append(Report(report, "node-tap", file))
+    # Every command runs whatever the previous one gave: the reports, not exit codes, tell outcomes.
+    body = "; ".join(f"({command})" for command in commands) or "true"
+    return RunPlan(runner=runner, command=f"{head}; {body}; exit 0", reports=tuple(reports), test_ids=tuple(test_ids))
+
+
+def _ava_match(title: str) -> str:
+    # A leading "!" negates an ava match pattern; "*" matches any text, the literal "*" included.
+    return f"*{title}" if title.startswith("!") else title
+
+
+_PARSERS: dict[str, Callable[..., dict[str, TestStatus]]] = {
+    "jest-json": parse_jest_json, "mocha-json": parse_mocha_json, "node-tap": parse_node_tap,
+    "ava-tap": parse_ava_tap, "tape-tap": parse_tape_tap,
+}
+
+
+#: Formats of a report that covers one test file and does not name it (the parser is told which).
+_PER_FILE_FORMATS = frozenset({"node-tap", "ava-tap", "tape-tap"})
+
+
+def reported_outcomes(plan: RunPlan, read_report: Callable[[str], str | None], *,
+                      root: str = "/testbed") -> dict[str, TestStatus]:
+    """Every outcome ``plan``'s reports name, requested or not (``read_report(path)`` gives a
+    report's text, None when it was not written). A per-file report that is missing or not what
+    the runner writes makes its file ``ERROR``; a missing report of several files names nothing."""
+    reported: dict[str, TestStatus] = {}
+    for report in plan.reports:
+        text = read_report(report.path)
+        try:
+            if text is None:
+                raise ReportError(f"{report.path} was not written")
+            parser = _PARSERS[report.format]
+            parsed = parser(text, report.file, root) if report.format in _PER_FILE_FORMATS else parser(text, root)
+        except ReportError:
+            if report.file is not None:
+                reported[test_id(report.file)] = TestStatus.ERROR
+            continue
+        for key, status in parsed.items():
+            # The same id in two reports (a file run twice) keeps the worse outcome.
+            reported[key] = status if key not in reported or status != TestStatus.PASSED else reported[key]
+    return reported
+
+
+def read_outcomes(plan: RunPlan, read_report: Callable[[str], str | None], *,
+                  root: str = "/testbed") -> dict[str, TestStatus]:
+    """The outcome of each id of ``plan`` (:func:`reported_outcomes`, then
+    :func:`~.reports.requested_outcomes`: ``MISSING`` for an id no report names, ``ERROR`` for
+    one whose file failed to load)."""
+    return requested_outcomes(plan.test_ids, reported_outcomes(plan, read_report, root=root))

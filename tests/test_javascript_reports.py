@@ -1,0 +1,170 @@
+"""Report parsers and test ids of the JavaScript runners, without Docker: on the reports the real
+runners wrote in ``tests/test_javascript_runners.py`` (kept in ``tests/data/javascript_reports``)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from javascript_projects import REPORTS_DATA, requested
+
+from repo2env.languages.javascript.reports import (
+    ReportError,
+    parse_jest_json,
+    parse_mocha_json,
+    parse_node_tap,
+    parse_tape_tap,
+    relative_path,
+    requested_outcomes,
+)
+from repo2env.languages.javascript.runners import (
+    RUNNERS,
+    Invocation,
+    Report,
+    RunPlan,
+    js_regex_escape,
+    plan_run,
+    read_outcomes,
+    reported_outcomes,
+)
+from repo2env.languages.javascript.test_ids import escape_title, split_test_id, test_id
+from repo2env.outcomes import TestStatus
+
+
+def _recorded(runner: str) -> tuple[RunPlan, dict[str, str], str]:
+    folder = REPORTS_DATA / runner
+    plan_data = json.loads((folder / "plan.json").read_text())
+    reports = tuple(Report(path=entry["name"], format=entry["format"], file=entry["file"])
+                    for entry in plan_data["reports"])
+    texts = {report.path: (folder / report.path).read_text() for report in reports
+             if (folder / report.path).exists()}
+    return RunPlan(runner, "", reports, tuple(plan_data["test_ids"])), texts, plan_data["root"]
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_recorded_reports_give_the_expected_outcomes(runner):
+    plan, texts, root = _recorded(runner)
+    assert set(plan.test_ids) == set(requested(runner))
+    assert read_outcomes(plan, texts.get, root=root) == requested(runner)
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_truncated_report_earns_no_pass(runner):
+    plan, texts, root = _recorded(runner)
+    cut = {path: text[: len(text) // 2] for path, text in texts.items()}
+    reported = reported_outcomes(plan, cut.get, root=root)
+    for test, status in read_outcomes(plan, cut.get, root=root).items():
+        if status == TestStatus.PASSED:
+            # Only a TAP stream keeps the points before the cut, and its file is then an error.
+            assert runner in ("ava", "tape", "node") and reported[split_test_id(test)[0]] == TestStatus.ERROR
+
+
+def test_a_missing_report_leaves_every_id_missing_or_errored():
+    for runner in RUNNERS:
+        plan, _, root = _recorded(runner)
+        outcomes = read_outcomes(plan, lambda path: None, root=root)
+        assert set(outcomes.values()) <= {TestStatus.MISSING, TestStatus.ERROR}, runner
+
+
+def test_reports_that_are_not_what_the_runner_writes_are_refused():
+    for text in ("", "not json", "[]", '{"numTotalTests": 3}', '{"testResults": [{"status": "passed"}]}'):
+        with pytest.raises(ReportError):
+            parse_jest_json(text)
+    plan, texts, root = _recorded("mocha")
+    report = json.loads(next(iter(texts.values())))
+    with pytest.raises(ReportError):
+        parse_mocha_json(json.dumps({**report, "complete": False}), root)
+    with pytest.raises(ReportError):
+        parse_mocha_json(json.dumps({"tests": [{"titles": "not a list", "file": "x", "state": "passed"}],
+                                     "complete": True}))
+
+
+def test_tap_lines_a_test_prints_are_not_test_points():
+    plan, texts, root = _recorded("tape")
+    text = texts["1-tape-tap"]
+    assert "ok 99 - printed by a test" in text  # tape writes the test's console.log into the stream
+    outcomes = parse_tape_tap(text, "test/format.test.js", root)
+    assert outcomes[test_id("test/format.test.js", ["fails"])] == TestStatus.FAILED
+    # A forged block appended after the plan changes nothing.
+    forged = text + "# fails\nok 5 should be strictly equal\n1..5\n"
+    assert parse_tape_tap(forged, "test/format.test.js", root) == outcomes
+    # Node escapes '#' and '\\' in names, and puts a test's output in comments.
+    node_plan, node_texts, node_root = _recorded("node")
+    node_outcomes = parse_node_tap(node_texts["1-node-tap"], "test/format.test.js", node_root)
+    assert "test/format.test.js::ok 99 - printed by a test" not in node_outcomes
+    assert parse_node_tap("TAP version 13\nok 1 - a \\# b \\\\ c\n1..1\n", "t.js") == {
+        test_id("t.js", ["a # b \\ c"]): TestStatus.PASSED}
+    assert parse_node_tap("TAP version 13\nok 1 - a # SKIP not now\nok 2 - b # todo\n1..2\n", "t.js") == {
+        "t.js::a": TestStatus.SKIPPED, "t.js::b": TestStatus.SKIPPED}
+
+
+@pytest.mark.parametrize("titles", [
+    ("format", "pads numbers"),
+    ("a > b", "c"),
+    ("a ", "> b"),
+    ("x >", ">y", " > "),
+    ("back\\slash", "\\> already", "ends with \\"),
+    ("a :: b", "c::d"),
+    ("renders <div>", "a->b", "1 >= 0"),
+    (">",),
+    ("",),
+])
+def test_ids_split_back_into_their_titles(titles):
+    made = test_id("test/x.test.js", titles)
+    assert split_test_id(made) == ("test/x.test.js", titles)
+    assert made.count(" > ") == len(titles) - 1
+
+
+def test_id_escaping_is_readable_and_refuses_paths_with_the_file_separator():
+    assert test_id("./test/format.test.js", ["format", "pads numbers"]) == "test/format.test.js::format > pads numbers"
+    assert escape_title("a > b") == "a \\> b"
+    assert escape_title("renders <div>") == "renders <div>"
+    assert test_id("test/broken.test.js") == "test/broken.test.js"
+    assert split_test_id("test/broken.test.js") == ("test/broken.test.js", ())
+    with pytest.raises(ValueError):
+        test_id("weird::name.test.js", ["t"])
+
+
+@pytest.mark.parametrize("name", ["a :: b > c (x) [y]*", "1+1=2?", "^start$ end", "{a|b}", "back\\slash", "a/b.c"])
+def test_name_patterns_match_their_name_literally(name):
+    # The escaped characters mean the same in JavaScript and Python regular expressions.
+    assert re.fullmatch(js_regex_escape(name), name)
+    assert not re.fullmatch(js_regex_escape(name), name + "x")
+
+
+def test_requested_outcomes_fail_closed():
+    reported = {"a.js::t": TestStatus.PASSED, "b.js": TestStatus.ERROR}
+    assert requested_outcomes(["a.js::t", "a.js::u", "b.js::v", "b.js"], reported) == {
+        "a.js::t": TestStatus.PASSED, "a.js::u": TestStatus.MISSING, "b.js::v": TestStatus.ERROR,
+        "b.js": TestStatus.ERROR}
+
+
+def test_paths_in_reports_are_made_relative_to_the_repository():
+    assert relative_path("/testbed/test/a.js", "/testbed") == "test/a.js"
+    assert relative_path("file:///testbed/test/a.js", "/testbed/") == "test/a.js"
+    assert relative_path("./test/a.js", "/testbed") == "test/a.js"
+    assert relative_path("/elsewhere/a.js", "/testbed") == "/elsewhere/a.js"
+
+
+def test_plans_run_whole_files_unfiltered_and_titles_by_pattern():
+    ids = ["test/a.test.js", "test/a.test.js::x > y", "test/b.test.js::p > q", "test/c.test.js::r"]
+    jest = plan_run("jest", ids, "/tmp/r")
+    assert [report.path for report in jest.reports] == ["/tmp/r/jest-0.json", "/tmp/r/jest-1.json"]
+    first, second = jest.command.split("; (")[1:3]
+    assert "--runTestsByPath test/a.test.js" in first and " -t " not in first
+    assert "-t '^(?:p q|r)$'" in second and "test/b.test.js test/c.test.js" in second
+    mocha = plan_run("mocha", ids, "/tmp/r", invocation=Invocation("test", {"TZ": "UTC"}, ("--require", "t/env")))
+    assert [report.file for report in mocha.reports] == ["test/a.test.js", "test/b.test.js", "test/c.test.js"]
+    assert "TZ=UTC" in mocha.command and "--require t/env" in mocha.command
+    assert "--grep '^(?:p q)$'" in mocha.command
+    # In a workspace package, files are passed relative to the package, ids stay repository-relative.
+    workspace = plan_run("vitest", ["packages/core/test/a.test.ts::t"], "/tmp/r", directory="packages/core")
+    assert workspace.command.startswith("cd /testbed/packages/core && ")
+    assert " test/a.test.ts" in workspace.command and workspace.test_ids == ("packages/core/test/a.test.ts::t",)
+    node = plan_run("node", ["test/a.test.js::d > it works"], "/tmp/r")
+    assert "--test-name-pattern='(?:^| )(?:it works)$'" in node.command
+    ava = plan_run("ava", ["test/a.js::!negated", "test/a.js::plain"], "/tmp/r")
+    assert "--match '*!negated' --match plain" in ava.command
+    with pytest.raises(ValueError):
+        plan_run("jasmine", ids, "/tmp/r")
