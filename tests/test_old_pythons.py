@@ -169,6 +169,16 @@ def test_on_3_6_the_editable_install_is_pips_and_uv_compiles_nothing():
     assert any(" -e " in command and "--compile-bytecode" in command for command in newer) and COMPILE_ALL not in newer
 
 
+def test_on_3_6_the_dependencies_build_with_setuptools_of_their_time():
+    """pip's legacy editable install needs no PEP 660 back-end, so nothing in the uv install needs
+    setuptools 64+; an old sdist among the dependencies (markupsafe 1.0 imports setuptools.Feature,
+    removed in 46) builds with the setuptools of its day."""
+    uv = next(command for command in pinned_install(COMMANDS, "2016-06-01", "3.6") if "'.[tests]'" in command)
+    assert "setuptools=2019-03-01T00:00:00Z" in uv and "2023-01-01" not in uv
+    newer = next(command for command in pinned_install(COMMANDS, "2016-06-01", "3.7") if "'.[tests]'" in command)
+    assert "setuptools=2023-01-01T00:00:00Z" in newer, "3.7's editable install needs a PEP 660 setuptools"
+
+
 def test_on_3_6_the_reinstall_of_the_project_is_pips_too():
     own = OwnCode(distribution="oldlib", import_names=("oldlib",), declared=True, vcs_version=False)
     protected = protect_own_install(pinned_install(COMMANDS, "2016-06-01", "3.6"), own)

@@ -258,7 +258,10 @@ def pinned_install(commands: list[str], date_pin: str, python: str | None = None
             targets = [*editable_paths, *targets]
         exclude = [] if _only_exact_pins(options, targets) else [("--exclude-newer", f"{day}T00:00:00Z")]
         backend_floor, setuptools_floor = build_floor(BUILD_BACKEND_FLOOR, python), build_floor(DEFAULT_BUILD_FLOOR, python)
-        if exclude and day < backend_floor and (editable_paths or any(flag in ("-e", "--editable") for flag, _ in options)):
+        # The project's editable install needs a back-end with PEP 660 hooks; pip's legacy one (see
+        # LEGACY_EDITABLE_BELOW) does not, and old sdists among the dependencies want setuptools of
+        # their time (markupsafe 1.0 imports setuptools.Feature, gone in 46).
+        if exclude and day < backend_floor and any(flag in ("-e", "--editable") for flag, _ in options):
             exclude.extend(("--exclude-newer-package", f"{name}={backend_floor}T00:00:00Z")
                            for name in BUILD_BACKENDS)
         elif exclude and day < setuptools_floor:
