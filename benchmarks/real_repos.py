@@ -19,14 +19,16 @@ project; or an explicit ``REPO2ENV_REAL_REPOS=path1:path2``), it
 4. prints per repository, per year and overall: PRs found vs merged PRs in history, env built, the
    rung and Python each task got, accepted, and the reasons for the rest; where validation's time
    went (derivation, gold, the variants) against one run of the task's tests; writes
-   ``results.json`` (one row per repository, each with a row per sampled task) in the output folder.
+   ``results.json`` (one row per repository, each with a row per sampled task) in the output folder;
+5. with ``--compare N``, validates N tasks per repository again as validation ran before the
+   throughput work (every rollout graded in full, one at a time) and prints both verdicts and times.
 
 Re-runs reuse what the output folder holds (mining skips mined ids, build reuses images, validation
 skips validated tasks), so a long run can be stopped and resumed. Nothing here is a test: with no
 repository found it says so and exits 0.
 
     python benchmarks/real_repos.py [--per-repo 8 | --per-year 4] [--years 2016-2020] [--only click,attrs]
-                                    [--out generated/bench-real] [--no-validate] [--jobs 2]
+                                    [--out generated/bench-real] [--no-validate] [--jobs 2] [--compare 2]
 """
 
 from __future__ import annotations
@@ -159,7 +161,7 @@ def _timestamp(value: str) -> float:
 
 
 def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, validate: bool, jobs: int,
-                     runtime, years: range = YEARS, per_year: int = 0, validate_jobs: int = 1) -> dict:
+                     runtime, years: range = YEARS, per_year: int = 0, validate_jobs: int = 1, compare: int = 0) -> dict:
     folder = out / name.replace("/", "__")
     row: dict = {"repo": name, "clone": str(clone)}
     branch = default_branch(clone)
@@ -229,7 +231,40 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     row["validated"] = len(records)
     row["rejections"] = dict(Counter(reason for record in records for reason in record.reasons))
     row["tasks"] = task_rows(sample_dir)
+    if compare:
+        row["compared"] = compare_with_full_gradings(sample_dir, runtime, compare)
     return row
+
+
+#: The validation settings before the throughput work: every rollout graded in full, one at a time.
+BEFORE = {"stop_early": False, "grading_jobs": 1}
+
+
+def compare_with_full_gradings(sample_dir: Path, runtime, count: int) -> list[dict]:
+    """Validate up to ``count`` validated tasks again as validation ran before (:data:`BEFORE`), on the
+    same images, after today's run; their verdicts and wall times side by side
+    (resumable: ``validation-before.jsonl``)."""
+    from repo2env.jsonl import append_jsonl
+    from repo2env.validate.acceptance import load_acceptance_policy
+    from repo2env.validate.run import read_records, validate_task
+
+    path = sample_dir / "validation-before.jsonl"
+    done = {record.instance_id: record for record in read_records(path)}
+    after = {record.instance_id: record for record in read_records(sample_dir / "validation.jsonl")}
+    policy = load_acceptance_policy("default").model_copy(update=BEFORE)
+    tasks = [task for task in read_tasks(sample_dir / "tasks.jsonl")
+             if task.instance_id in after and after[task.instance_id].FAIL_TO_PASS][:count]
+    for task in tasks:
+        if task.instance_id not in done:
+            _, record = validate_task(task, runtime, policy, logs_dir=sample_dir / "logs" / "validate-before" / task.instance_id)
+            append_jsonl(path, [record])
+            done[task.instance_id] = record
+    return [{"instance_id": task.instance_id, "verdict_before": done[task.instance_id].verdict,
+             "reasons_before": done[task.instance_id].reasons, "wall_before_s": done[task.instance_id].wall_s,
+             "verdict_after": after[task.instance_id].verdict, "reasons_after": after[task.instance_id].reasons,
+             "wall_after_s": after[task.instance_id].wall_s,
+             "rewards_before": [rollout.reward for rollout in done[task.instance_id].rollouts],
+             "rewards_after": [rollout.reward for rollout in after[task.instance_id].rollouts]} for task in tasks]
 
 
 def task_rows(sample_dir: Path) -> list[dict]:
@@ -292,6 +327,21 @@ def print_row(row: dict) -> None:
     if "accepted" in row:
         print(f"[{row['repo']}]   accepted {row['accepted']}/{len(row['sample'])} in {row['validate_s']} s; "
               f"rejections {row['rejections'] or 'none'}")
+
+
+def print_comparison(rows: list[dict]) -> None:
+    """Today's validation against validation as before, on the same tasks: verdicts and wall time."""
+    compared = [entry for row in rows for entry in row.get("compared", [])]
+    if not compared:
+        return
+    changed = [entry for entry in compared if (entry["verdict_before"], sorted(entry["reasons_before"]))
+               != (entry["verdict_after"], sorted(entry["reasons_after"]))]
+    before, after = sum(entry["wall_before_s"] for entry in compared), sum(entry["wall_after_s"] for entry in compared)
+    print(f"[compare] {len(compared)} tasks validated both ways: same verdicts {len(compared) - len(changed)}/"
+          f"{len(compared)}; wall time {before:.0f} s before, {after:.0f} s now ({after / before:.0%})")
+    for entry in changed:
+        print(f"[compare]   {entry['instance_id']}: {entry['verdict_before']} {entry['reasons_before']} -> "
+              f"{entry['verdict_after']} {entry['reasons_after']}")
 
 
 def print_overall(rows: list[dict]) -> None:
@@ -357,6 +407,9 @@ def main() -> None:
     parser.add_argument("--per-year", type=int, default=0, help="up to N PRs of every year instead of --per-repo")
     parser.add_argument("--years", default=f"{YEARS.start}-{YEARS.stop - 1}", help="e.g. 2016-2020")
     parser.add_argument("--validate-jobs", type=int, default=1, help="tasks validated at once")
+    parser.add_argument("--compare", type=int, default=0, metavar="N",
+                        help="validate N tasks per repository again as before (every rollout in full, one at a time) "
+                             "and compare verdicts and wall times")
     parser.add_argument("--only", default="", help="comma-separated name fragments (e.g. click,attrs)")
     parser.add_argument("--out", type=Path, default=PROJECT / "generated" / "bench-real")
     parser.add_argument("--no-build", action="store_true", help="mining figures only")
@@ -380,7 +433,7 @@ def main() -> None:
     for name, clone in repositories:
         row = bench_repository(name, clone, args.out, per_repo=args.per_repo, validate=not args.no_validate,
                                jobs=args.jobs, runtime=runtime, years=years, per_year=args.per_year,
-                               validate_jobs=args.validate_jobs)
+                               validate_jobs=args.validate_jobs, compare=args.compare)
         print_row(row)
         sys.stdout.flush()
         rows.append(row)
@@ -388,6 +441,7 @@ def main() -> None:
     print_overall(rows)
     print_years(rows)
     print_throughput(rows)
+    print_comparison(rows)
 
 
 if __name__ == "__main__":
