@@ -228,7 +228,7 @@ def test_bootstrap_makes_an_old_python_base_image_from_a_local_cpython(docker_ru
     command = [str(Path(sys.executable).with_name("repo2env")), "runtime", "bootstrap", "--python", "3.7"]
     made = subprocess.run(command, capture_output=True, text=True, timeout=1200)
     assert made.returncode == 0, made.stdout + made.stderr
-    assert "repo2env/base:py3.7 ready" in made.stdout
+    assert "repo2env/base:py3.7 ready" in made.stdout + made.stderr
     labels = docker_client.images.get("repo2env/base:py3.7").labels
     assert labels["repo2env.kind"] == "base" and labels["repo2env.python"] == "3.7"
     with docker_runtime.start_image("repo2env/base:py3.7") as sandbox:
