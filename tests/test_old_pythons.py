@@ -163,6 +163,7 @@ def test_on_3_6_the_editable_install_is_pips_and_uv_compiles_nothing():
     assert "'.[tests]' six" in uv[0], "the project and its extras' dependencies still resolve as of the pin"
     assert pinned[pinned.index(uv[0]) + 1] == "python -m pip install --no-deps -e ."
     assert pinned[-1] == COMPILE_ALL
+    assert all("--no-editable" in command for command in uv), "a requirement file's -e . is installed plainly"
     assert pinned_install(pinned, "2016-06-01", "3.6") == pinned, "applying it twice changes nothing more"
     assert _unpinned(pinned) == COMMANDS
     newer = pinned_install(COMMANDS, "2016-06-01", "3.7")

@@ -231,7 +231,8 @@ def pinned_install(commands: list[str], date_pin: str, python: str | None = None
     (``pytest==4.6.11`` needs a pluggy released after a 2018 pin). On a Python of
     :data:`LEGACY_EDITABLE_BELOW`, an editable install becomes two commands: uv installs the same
     targets not in editable mode (the dependencies pinned), then ``python -m pip install --no-deps
-    -e PATH`` makes the project editable (:func:`_unpinned` joins them again). Applying it twice
+    -e PATH`` makes the project editable (:func:`_unpinned` joins them again); every uv install
+    there gets ``--no-editable``, for the ``-e .`` lines of requirement files. Applying it twice
     changes nothing more. Raises ``ValueError`` if ``date_pin`` is not an ISO date.
     """
     day = date.fromisoformat(date_pin).isoformat()
@@ -266,7 +267,9 @@ def pinned_install(commands: list[str], date_pin: str, python: str | None = None
                            for name in BUILD_BACKENDS)
         elif exclude and day < setuptools_floor:
             exclude.append(("--exclude-newer-package", f"setuptools={setuptools_floor}T00:00:00Z"))
-        rewritten.append(shlex.join([*prefix, *_join_args([*exclude, *translated], targets)]))
+        # A requirement file's own `-e .` would need the hook too: uv installs it as a plain install.
+        no_editable = [("--no-editable", None)] if legacy else []
+        rewritten.append(shlex.join([*prefix, *_join_args([*exclude, *no_editable, *translated], targets)]))
         rewritten.extend(_legacy_editable_command(re.sub(r"\[.*\]$", "", path)) for path in editable_paths)
     if prefix != _UV_PREFIX and any(uv_install_args(_words(command)) is not None for command in rewritten):
         rewritten.append(COMPILE_ALL)
@@ -316,7 +319,7 @@ def _unpinned(commands: list[str]) -> list[str]:
         options, targets = _split_args(uv_args)
         pip_options: list[tuple[str, str | None]] = []
         for flag, value in options:
-            if flag in ("--exclude-newer", "--exclude-newer-package"):
+            if flag in ("--exclude-newer", "--exclude-newer-package", "--no-editable"):
                 continue
             if flag == "--prerelease" and value == "allow":
                 pip_options.append(("--pre", None))
