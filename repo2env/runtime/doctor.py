@@ -67,7 +67,8 @@ def diagnose(output_dir: Path = Path("generated")) -> DoctorReport:
             continue
         image = find_base_image(client, python) if python in present or required else None
         if image:
-            checks.append(Check(name, True, f"present ({image.image_id[7:19]})"))
+            source = _python_source(client, image.tag)
+            checks.append(Check(name, True, f"present ({image.image_id[7:19]}{'; made from ' + source if source else ''})"))
         else:
             checks.append(Check(
                 name, not required,
@@ -89,3 +90,11 @@ def diagnose(output_dir: Path = Path("generated")) -> DoctorReport:
     checks.append(Check("free disk", free_gb >= 5, f"{free_gb:.1f} GiB free at {target.resolve()}",
                         fix="free some space: 'repo2env images gc' (when built) or 'docker system prune'"))
     return DoctorReport(checks)
+
+
+def _python_source(client, tag: str) -> str:
+    """The local CPython a base image was made from (its label), or ''."""
+    try:
+        return (client.images.get(tag).labels or {}).get("repo2env.python_source", "")
+    except Exception:  # noqa: BLE001 - a report line, never a failure
+        return ""
