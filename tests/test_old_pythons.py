@@ -163,7 +163,11 @@ def test_on_3_6_the_editable_install_is_pips_and_uv_compiles_nothing():
     assert "'.[tests]' six" in uv[0], "the project and its extras' dependencies still resolve as of the pin"
     assert pinned[pinned.index(uv[0]) + 1] == "python -m pip install --no-deps -e ."
     assert pinned[-1] == COMPILE_ALL
-    assert all("--no-editable" in command for command in uv), "a requirement file's -e . is installed plainly"
+    with_file = pinned_install(["python -m pip install -r dev-requirements.txt"], "2016-06-01", "3.6")
+    drop = with_file[1]
+    assert drop.startswith("sed -i -E ") and drop.endswith(" dev-requirements.txt"), with_file
+    assert with_file[2].startswith("uv pip install") and _unpinned(with_file) == ["python -m pip install -r dev-requirements.txt"]
+    assert pinned_install(with_file, "2016-06-01", "3.6") == with_file
     assert pinned_install(pinned, "2016-06-01", "3.6") == pinned, "applying it twice changes nothing more"
     assert _unpinned(pinned) == COMMANDS
     newer = pinned_install(COMMANDS, "2016-06-01", "3.7")
@@ -178,6 +182,21 @@ def test_on_3_6_the_dependencies_build_with_setuptools_of_their_time():
     assert "setuptools=2019-03-01T00:00:00Z" in uv and "2023-01-01" not in uv
     newer = next(command for command in pinned_install(COMMANDS, "2016-06-01", "3.7") if "'.[tests]'" in command)
     assert "setuptools=2023-01-01T00:00:00Z" in newer, "3.7's editable install needs a PEP 660 setuptools"
+
+
+@pytest.mark.parametrize(("line", "dropped"), [
+    ("-e .", True), ("-e .[tests]", True), ("--editable=.", True), ("  -e ./  # the project", True),
+    ("-e ./plugins/extra", False), ("-e git+https://example.org/x.git#egg=x", False), ("pytest", False),
+])
+def test_a_requirement_files_own_editable_line_goes_on_3_6(tmp_path, line, dropped):
+    import subprocess
+
+    requirements = tmp_path / "dev-requirements.txt"
+    requirements.write_text(f"tox\n{line}\npretend\n")
+    command = pinned_install([f"python -m pip install -r {requirements}"], "2016-06-01", "3.6")[1]
+    subprocess.run(command, shell=True, check=True)
+    assert (line not in requirements.read_text().splitlines()) is dropped
+    assert requirements.read_text().splitlines()[0] == "tox" and requirements.read_text().splitlines()[-1] == "pretend"
 
 
 def test_on_3_6_the_reinstall_of_the_project_is_pips_too():

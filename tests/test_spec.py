@@ -723,7 +723,7 @@ def test_fewer_extras_keeps_the_overrides_own_commands() -> None:
     spec = infer_env_spec(OLD_REPO, day("2019-06-01"), override)
     fewer = dict(install_ladder(spec, OLD_REPO, override))["fewer-extras"].install
     assert (f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2019-09-01T00:00:00Z "
-            "'setuptools<58'") in fewer
+            "--exclude-newer-package wheel=2019-09-01T00:00:00Z 'setuptools<58'") in fewer
     assert "python -m pip install --user legacy" in fewer
     assert not any("mock" in command for command in fewer)
 
@@ -770,7 +770,8 @@ def test_pinned_pytest_goes_before_the_users_extra_commands() -> None:
     assert install[-2:] == [
         f"{UV} --exclude-newer-package=pytest-mock=2020-06-06T00:00:00Z --reinstall-package=pytest-mock "
         "pytest==4.6.11 pytest-mock",
-        f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2019-09-01T00:00:00Z 'attrs<20'"]
+        f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2019-09-01T00:00:00Z "
+        "--exclude-newer-package wheel=2019-09-01T00:00:00Z 'attrs<20'"]
 
 
 def test_override_hash_changes_with_the_override() -> None:
