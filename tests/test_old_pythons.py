@@ -214,3 +214,32 @@ def test_a_system_prefix_copies_only_the_interpreters_own_files():
     assert local is not None, reason
     assert local.prefix == "/usr" and str(system.resolve()) in local.copy_paths
     assert local.stdlib in local.copy_paths and "/usr" not in local.copy_paths
+
+
+# --- releases of the pin's time gone from the index ----------------------------------------------
+
+# uv's error (with Docker's colour codes and line breaks around each chunk) for marshmallow's 2018
+# dev requirements: pytest 3.6 needs atomicwrites, whose releases before 2022 are gone from PyPI.
+UV_FILTERED_LOG = (
+    "\x1b[91merror: No solution found when resolving dependencies\n"
+    "  cause: Because there are no versions of atomicwrites and pytest>=3.6.0 depends on atomicwrites>=1.0, we can\n"
+    "conclude that pytest>=3.6.0 cannot be used.\n\x1b[0m\n"
+    "\x1b[91mhint: `atomicwrites` was filtered by `exclude-newer` to only include packages uploaded before "
+    "2018-06-01T00:00:00Z. The latest version satisfying the requirement is v1.4.1, published at "
+    "2022-07-08T18:31:40.459Z. Consider using `exclude-newer-package` to override the cutoff for this package.\n\x1b[0m\n")
+
+
+def test_a_package_whose_old_releases_are_gone_may_reach_one_that_exists():
+    from repo2env.runtime.spec import exempt_from_pin, releases_gone_before_pin
+
+    gone = releases_gone_before_pin(UV_FILTERED_LOG)
+    assert gone == {"atomicwrites": "2022-07-09"}
+    assert releases_gone_before_pin("error: No solution found when resolving dependencies") == {}
+    pinned = pinned_install(["python -m pip install -r dev-requirements.txt", "python -m pip install pytest==4.6.11"],
+                            "2018-06-01", "3.7")
+    exempted = exempt_from_pin(pinned, gone)
+    assert "--exclude-newer 2018-06-01T00:00:00Z" in exempted[1], "every other package keeps the pin"
+    assert "--exclude-newer-package atomicwrites=2022-07-09T00:00:00Z" in exempted[1]
+    assert exempted[2] == pinned[2], "an install without a date pin is left as it is"
+    assert exempt_from_pin(exempted, gone) == exempted
+    assert _unpinned(exempted) == _unpinned(pinned)

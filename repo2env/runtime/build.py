@@ -48,9 +48,11 @@ from repo2env.runtime.spec import (
     AVAILABLE_PYTHONS,
     WARMUP_COLLECT,
     build_packages_needed,
+    exempt_from_pin,
     infer_env_spec,
     install_failure_reason,
     install_ladder,
+    releases_gone_before_pin,
 )
 from repo2env.runtime.spec.overrides import EnvOverride, override_hash
 from repo2env.runtime.watchdog import MARKER as WATCHDOG_MARKER
@@ -147,12 +149,13 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, 
             return inferred.model_copy(update={"status": "env_failed", "error": exc.message})
         pending = deque(install_ladder(inferred, files, override, available))
         learned: list[str] = []  # Debian packages a source build asked for: later rungs get them too
+        exempt: dict[str, str] = {}  # packages whose releases of the pin's time are gone: likewise
         while pending:
             rung, candidate = pending.popleft()
             packages = list(dict.fromkeys([*candidate.system_packages, *learned]))
+            install = exempt_from_pin(protect_own_install(candidate.install, own), exempt)
             candidate = candidate.model_copy(update={"deps_fingerprint": fingerprint, "rung": rung,
-                                                     "system_packages": packages,
-                                                     "install": protect_own_install(candidate.install, own)})
+                                                     "system_packages": packages, "install": install})
             log_path = logs_dir / f"{safe_id}-{rung}.log"
             env_tag = env_image_tag(candidate)
             with _env_users_guard:
@@ -177,8 +180,15 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, 
             if "disk is full" in (problem or ""):
                 break  # no rung can succeed on a full disk
             if image is None:
-                missing = [name for name in build_packages_needed(_read_log(problem_log))
-                           if name not in candidate.system_packages]
+                log = _read_log(problem_log)
+                gone = {name: day for name, day in releases_gone_before_pin(log).items() if exempt.get(name) != day}
+                if gone and candidate.date_pin:
+                    # The index lost every release of the pin's time of a package (atomicwrites
+                    # before 2022): the same rung again, with that one package unpinned that far.
+                    exempt.update(gone)
+                    pending.appendleft((f"{rung}+exempt", candidate))
+                    continue
+                missing = [name for name in build_packages_needed(log) if name not in candidate.system_packages]
                 if missing:
                     # A dependency of the day without a wheel for this Python: the same rung again,
                     # with the compiler and headers its source build asked for.

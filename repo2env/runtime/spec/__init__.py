@@ -31,7 +31,12 @@ from repo2env.runtime.spec.env_spec import (
     pytest_for,
     pytest_pin_commands,
 )
-from repo2env.runtime.spec.failures import MISSING_COMPILER, build_packages_needed, install_failure_reason
+from repo2env.runtime.spec.failures import (
+    MISSING_COMPILER,
+    build_packages_needed,
+    install_failure_reason,
+    releases_gone_before_pin,
+)
 from repo2env.runtime.spec.files import DictRepoFiles, RepoFiles
 from repo2env.runtime.spec.install import (
     MAX_REQUIREMENT_ALTERNATIVES,
@@ -47,6 +52,7 @@ from repo2env.runtime.spec.pinning import (
     UV_BOOTSTRAP,
     build_floor,
     date_pin,
+    exempt_from_pin,
     pinned_install,
 )
 from repo2env.runtime.spec.pytest_config import (
@@ -71,7 +77,7 @@ __all__ = [
     "DEFAULT_BUILD_FLOOR", "DEFAULT_TEST_CMD", "KNOWN_PYTHONS", "LADDER_RUNGS", "MAX_REQUIREMENT_ALTERNATIVES",
     "MISSING_COMPILER", "PIP_INSTALL", "PIP_UPGRADE", "PYTEST_RELEASES", "PYTHON_RELEASE_DATES", "SETUPTOOLS_RUNS_ON", "UV_BOOTSTRAP",
     "WARMUP_COLLECT", "DictRepoFiles", "PytestRelease", "RepoFiles", "build_floor", "build_packages_needed", "date_pin",
-    "infer_env_spec", "infer_install", "infer_python", "infer_system_packages", "infer_test_cmd",
-    "install_failure_reason", "install_ladder", "load_yaml_text", "pinned_install", "pytest_for",
+    "exempt_from_pin", "infer_env_spec", "infer_install", "infer_python", "infer_system_packages", "infer_test_cmd",
+    "install_failure_reason", "install_ladder", "load_yaml_text", "pinned_install", "pytest_for", "releases_gone_before_pin",
     "pytest_pin_commands",
 ]

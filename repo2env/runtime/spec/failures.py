@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
 from repo2env.runtime.spec.system_packages import COMPILER_PACKAGES
@@ -45,6 +46,25 @@ def build_packages_needed(log: str) -> list[str]:
         needed.extend(package for header, package in _HEADER_PACKAGES.items()
                       if missing == header or missing.startswith(header))
     return list(dict.fromkeys(needed))
+_FILTERED_OUT = re.compile(r"`([A-Za-z0-9_.-]+)` was filtered by `exclude-newer` to only include packages uploaded before "
+                           r"\S+\. The latest version satisfying the requirement is \S+, published at (\d{4}-\d{2}-\d{2})")
+
+
+def releases_gone_before_pin(log: str) -> dict[str, str]:
+    """Packages the date pin left with no release at all (uv: "`atomicwrites` was filtered by
+    `exclude-newer` ... The latest version satisfying the requirement is v1.4.1, published at
+    2022-07-08"): name -> the day after the release uv names. The index no longer serves the
+    releases of the pin's time (atomicwrites' before 2022 are gone), so the pin may let that one
+    package reach a release that exists, and keep every other package at the commit's date."""
+    text = _ANSI.sub("", log.replace("\x1b[0m\n", ""))
+    text = re.sub(r"\s+", " ", text)
+    found: dict[str, str] = {}
+    for name, day in _FILTERED_OUT.findall(text):
+        following = (date.fromisoformat(day) + timedelta(days=1)).isoformat()
+        found[name.lower()] = max(found.get(name.lower(), following), following)
+    return found
+
+
 _NEEDS_PYTHON = re.compile(r"Python\s*(>=?|~=|==|<=?)\s*(3\.\d+)")
 
 

@@ -363,3 +363,23 @@ def _joined_editable(install: str, legacy: str) -> str | None:
         return None
     rest = [target for target in targets if target != paired[0]]
     return shlex.join(["python", "-m", "pip", "install", *_join_args([*options, ("-e", paired[0])], rest)])
+
+
+def exempt_from_pin(commands: list[str], releases: dict[str, str]) -> list[str]:
+    """``commands`` with each date-pinned uv install letting the packages of ``releases`` (name ->
+    ISO day, see :func:`~repo2env.runtime.spec.failures.releases_gone_before_pin`) reach that day:
+    their releases of the pin's time are gone from the index. Applying it twice changes nothing more."""
+    exempted: list[str] = []
+    for command in commands:
+        words = _words(command)
+        uv_args = uv_install_args(words)
+        if uv_args is None or "--exclude-newer" not in uv_args:
+            exempted.append(command)
+            continue
+        options, targets = _split_args(uv_args)
+        have = {value.split("=", 1)[0] for flag, value in options if flag == "--exclude-newer-package" and value}
+        extra = [("--exclude-newer-package", f"{name}={day}T00:00:00Z") for name, day in sorted(releases.items())
+                 if name not in have]
+        exempted.append(shlex.join([*words[: len(words) - len(uv_args)], *_join_args([*options, *extra], targets)])
+                        if extra else command)
+    return exempted
