@@ -243,3 +243,28 @@ def test_a_package_whose_old_releases_are_gone_may_reach_one_that_exists():
     assert exempted[2] == pinned[2], "an install without a date pin is left as it is"
     assert exempt_from_pin(exempted, gone) == exempted
     assert _unpinned(exempted) == _unpinned(pinned)
+
+
+# --- old sdists beside a modern editable back-end ---------------------------------------------------
+
+
+def test_an_sdist_that_needs_old_setuptools_gets_its_own_build_floor():
+    """markupsafe 1.0 (an sdist only) imports setuptools.Feature, gone in 46; the editable install of
+    a 2018 project on 3.7 lets setuptools reach 2023 (PEP 660). Split, the dependencies build with the
+    setuptools of their day and the project alone with the editable back-end."""
+    from repo2env.runtime.own_code import editable_install
+    from repo2env.runtime.spec import old_setuptools_needed, split_editable_build
+
+    log = ("\x1b[91merror: Failed to build `markupsafe==1.0`\n  cause: The build backend returned an error\n"
+           "         ImportError: cannot import name 'Feature' from 'setuptools' (/tmp/x/setuptools/__init__.py)\n\x1b[0m")
+    assert old_setuptools_needed(log) and not old_setuptools_needed("error: Failed to build `numpy==1.15.0`")
+    pinned = pinned_install(["python -m pip install -e '.[tests]' six", "python -m pip install pytest"], "2018-10-01", "3.7")
+    split = split_editable_build(pinned, "3.7")
+    plain, editable = split[1], split[2]
+    assert "'.[tests]' six" in plain and " -e " not in plain
+    assert "setuptools=2019-03-01T00:00:00Z" in plain and "2023-01-01" not in plain
+    assert editable.endswith("--no-deps -e .") and "setuptools=2023-01-01T00:00:00Z" in editable
+    assert "--exclude-newer 2018-10-01T00:00:00Z" in plain and "--exclude-newer 2018-10-01T00:00:00Z" in editable
+    assert editable_install(split)[0] == 2, "the project's editable install is the split one"
+    assert split_editable_build(split, "3.7") == split
+    assert split_editable_build(["python -m pip install -e ."], "3.7") == ["python -m pip install -e ."], "no pin, no split"

@@ -52,7 +52,9 @@ from repo2env.runtime.spec import (
     infer_env_spec,
     install_failure_reason,
     install_ladder,
+    old_setuptools_needed,
     releases_gone_before_pin,
+    split_editable_build,
 )
 from repo2env.runtime.spec.overrides import EnvOverride, override_hash
 from repo2env.runtime.watchdog import MARKER as WATCHDOG_MARKER
@@ -150,10 +152,13 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, 
         pending = deque(install_ladder(inferred, files, override, available))
         learned: list[str] = []  # Debian packages a source build asked for: later rungs get them too
         exempt: dict[str, str] = {}  # packages whose releases of the pin's time are gone: likewise
+        split_build = False  # a dependency's sdist needs the setuptools of its day: likewise
         while pending:
             rung, candidate = pending.popleft()
             packages = list(dict.fromkeys([*candidate.system_packages, *learned]))
             install = exempt_from_pin(protect_own_install(candidate.install, own), exempt)
+            if split_build:
+                install = protect_own_install(split_editable_build(install, candidate.python), own)
             candidate = candidate.model_copy(update={"deps_fingerprint": fingerprint, "rung": rung,
                                                      "system_packages": packages, "install": install})
             log_path = logs_dir / f"{safe_id}-{rung}.log"
@@ -187,6 +192,14 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, 
                     # before 2022): the same rung again, with that one package unpinned that far.
                     exempt.update(gone)
                     pending.appendleft((f"{rung}+exempt", candidate))
+                    continue
+                if (not split_build and candidate.date_pin and old_setuptools_needed(log)
+                        and split_editable_build(candidate.install, candidate.python) != candidate.install):
+                    # markupsafe 1.0's sdist imports setuptools.Feature, gone long before the
+                    # setuptools an editable install needs: the same rung again, the project's
+                    # editable install apart from its dependencies' builds.
+                    split_build = True
+                    pending.appendleft((f"{rung}+split-build", candidate))
                     continue
                 missing = [name for name in build_packages_needed(log) if name not in candidate.system_packages]
                 if missing:

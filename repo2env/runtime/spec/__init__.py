@@ -35,6 +35,7 @@ from repo2env.runtime.spec.failures import (
     MISSING_COMPILER,
     build_packages_needed,
     install_failure_reason,
+    old_setuptools_needed,
     releases_gone_before_pin,
 )
 from repo2env.runtime.spec.files import DictRepoFiles, RepoFiles
@@ -54,6 +55,7 @@ from repo2env.runtime.spec.pinning import (
     date_pin,
     exempt_from_pin,
     pinned_install,
+    split_editable_build,
 )
 from repo2env.runtime.spec.pytest_config import (
     DEFAULT_TEST_CMD,
@@ -78,6 +80,6 @@ __all__ = [
     "MISSING_COMPILER", "PIP_INSTALL", "PIP_UPGRADE", "PYTEST_RELEASES", "PYTHON_RELEASE_DATES", "SETUPTOOLS_RUNS_ON", "UV_BOOTSTRAP",
     "WARMUP_COLLECT", "DictRepoFiles", "PytestRelease", "RepoFiles", "build_floor", "build_packages_needed", "date_pin",
     "exempt_from_pin", "infer_env_spec", "infer_install", "infer_python", "infer_system_packages", "infer_test_cmd",
-    "install_failure_reason", "install_ladder", "load_yaml_text", "pinned_install", "pytest_for", "releases_gone_before_pin",
+    "install_failure_reason", "install_ladder", "load_yaml_text", "old_setuptools_needed", "pinned_install", "pytest_for", "releases_gone_before_pin", "split_editable_build",
     "pytest_pin_commands",
 ]

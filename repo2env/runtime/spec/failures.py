@@ -65,6 +65,17 @@ def releases_gone_before_pin(log: str) -> dict[str, str]:
     return found
 
 
+_OLD_SETUPTOOLS_NEEDED = re.compile(r"cannot import name '?Feature'?|use_2to3 is invalid|"
+                                    r"error in \S+ setup command: use_2to3|module 'setuptools' has no attribute 'Feature'")
+
+
+def old_setuptools_needed(log: str) -> bool:
+    """Whether a dependency's sdist failed to build for want of an old setuptools (``Feature``, gone
+    in 46; ``use_2to3``, gone in 58): the setuptools an editable install's back-end needs (PEP 660,
+    64+) is too new for the dependencies built beside it."""
+    return bool(_OLD_SETUPTOOLS_NEEDED.search(_ANSI.sub("", log)))
+
+
 _NEEDS_PYTHON = re.compile(r"Python\s*(>=?|~=|==|<=?)\s*(3\.\d+)")
 
 

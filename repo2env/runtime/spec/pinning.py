@@ -383,3 +383,35 @@ def exempt_from_pin(commands: list[str], releases: dict[str, str]) -> list[str]:
         exempted.append(shlex.join([*words[: len(words) - len(uv_args)], *_join_args([*options, *extra], targets)])
                         if extra else command)
     return exempted
+
+
+def split_editable_build(commands: list[str], python: str | None = None) -> list[str]:
+    """``commands`` with each date-pinned editable uv install split in two, for dependencies whose
+    sdists need an old setuptools (see :func:`~repo2env.runtime.spec.failures.old_setuptools_needed`):
+    the same targets installed *not* editable, with setuptools and wheel of their day (the default
+    build floor); then the project alone (``--no-deps``) editable, with the back-ends that can do
+    that (the editable floor). Applying it twice changes nothing more."""
+    split: list[str] = []
+    floor = build_floor(DEFAULT_BUILD_FLOOR, python)
+    for command in commands:
+        words = _words(command)
+        uv_args = uv_install_args(words)
+        options, targets = _split_args(uv_args) if uv_args is not None else ([], [])
+        paths = [value for flag, value in options if flag in ("-e", "--editable") and value]
+        if uv_args is None or not paths or ("--no-deps", None) in options or "--exclude-newer" not in uv_args:
+            split.append(command)
+            continue
+        prefix = words[: len(words) - len(uv_args)]
+        backends = {f"{name}=" for name in BUILD_BACKENDS}
+        plain = [(flag, value) for flag, value in options if flag not in ("-e", "--editable")
+                 and not (flag == "--exclude-newer-package" and value and any(value.startswith(b) for b in backends))]
+        pinned_day = next(value for flag, value in options if flag == "--exclude-newer")
+        floors = [("--exclude-newer-package", f"{name}={floor}T00:00:00Z") for name in ("setuptools", "wheel")
+                  if pinned_day < f"{floor}T00:00:00Z"]
+        split.append(shlex.join([*prefix, *_join_args([*plain, *floors], [*paths, *targets])]))
+        backend_options = [(flag, value) for flag, value in options
+                           if flag in ("--exclude-newer", "--exclude-newer-package") and (flag, value) not in floors]
+        for path in paths:
+            split.append(shlex.join([*prefix, *_join_args([*backend_options, ("--no-deps", None)],
+                                                          [])] + ["-e", re.sub(r"\[.*\]$", "", path)]))
+    return list(dict.fromkeys(split))
