@@ -7,7 +7,7 @@ STAMP := $(VENV)/.repo2env-installed
 TRAIN_STAMP := $(VENV)/.repo2env-train-installed
 PYTEST_ARGS ?=
 
-.PHONY: install train-extra engine registry base-image demo train-demo test validate bench lint clean
+.PHONY: install train-extra engine podman registry base-image demo train-demo test validate bench lint clean
 
 install: $(STAMP)
 
@@ -28,13 +28,18 @@ $(TRAIN_STAMP): $(STAMP) pyproject.toml
 engine:
 	@bash .ci/ensure-docker.sh
 
+## Podman, the second backend (Debian's podman, its catatonit init and runc: crun fails on this cgroup setup).
+podman:
+	@command -v podman >/dev/null && command -v runc >/dev/null && test -e /usr/libexec/podman/catatonit || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman catatonit runc)
+
 ## The distribution registry's binary (Debian's docker-registry), which the --push-images test starts on 127.0.0.1.
 registry:
 	@command -v docker-registry >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry)
 
-## The local base images (debootstrap + docker import when no registry answers): Python 3.9, 3.11, 3.13.
+## The local base images (debootstrap + docker import when no registry answers): Python 3.9, 3.11, 3.13, and Node 18 (Debian's nodejs on the 3.11 one).
 base-image: install engine
-	$(BIN)/repo2env runtime bootstrap --python 3.11 --python 3.9 --python 3.13
+	$(BIN)/repo2env runtime bootstrap --python 3.11 --python 3.9 --python 3.13 --node 18
 
 ## The main job on the embedded demo repository -> generated/demo/
 demo: base-image
@@ -45,8 +50,8 @@ demo: base-image
 train-demo: base-image train-extra
 	$(BIN)/repo2env train --demo --output generated/train-demo
 
-## The whole test suite, Docker and training tests included.
-test: base-image train-extra registry
+## The whole test suite, Docker, Podman and training tests included.
+test: base-image train-extra registry podman
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## Validate what is in generated/ (the demo, mined and built first if missing), default policy.

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from repo2env.pipeline.executors import LocalExecutor, RayExecutor
-from repo2env.runtime.backends.docker import DockerRuntime
+from repo2env.runtime.backends.docker import DockerBackend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from executor_tasks import docker_exec_true, noop  # noqa: E402
@@ -67,7 +67,7 @@ def measure(make, container_id: str) -> dict[str, float]:
 
 
 def main() -> None:
-    runtime = DockerRuntime()
+    runtime = DockerBackend()
     with runtime.start_image(BASE, labels={"repo2env.bench": "executors"}) as sandbox:
         container_id = sandbox.id
         docker_exec_true(container_id)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from repo2env.jsonl import read_tasks
-from repo2env.runtime.backends.docker import DockerRuntime
+from repo2env.runtime.backends.docker import DockerBackend
 from repo2env.verify.grader import Grader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -25,7 +25,7 @@ REPEATS = 3
 
 
 def main() -> None:
-    runtime = DockerRuntime()
+    runtime = DockerBackend()
     with tempfile.TemporaryDirectory(prefix="repo2env-bench-grade-") as scratch:
         root = Path(scratch)
         demo, tasks_dir, _ = built_demo_tasks(root, runtime)

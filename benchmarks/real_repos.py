@@ -425,9 +425,9 @@ def main() -> None:
         return
     runtime = None
     if not args.no_build:
-        from repo2env.runtime.backends.docker import DockerRuntime
+        from repo2env.runtime.backends.docker import DockerBackend
 
-        runtime = DockerRuntime()
+        runtime = DockerBackend()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name, clone in repositories:

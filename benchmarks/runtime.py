@@ -22,7 +22,7 @@ from repo2env.jsonl import read_tasks
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
 from repo2env.pipeline.stages import build_tasks_dir
-from repo2env.runtime.backends.docker import DockerRuntime
+from repo2env.runtime.backends.docker import DockerBackend
 from repo2env.runtime.build import BuildOptions
 from repo2env.runtime.snapshot import make_snapshot
 
@@ -54,7 +54,7 @@ def source_size(clone: Path, commit: str) -> int:
         return sum(path.stat().st_size for path in files), git_bytes
 
 
-def engine_floor(runtime: DockerRuntime, image: str) -> tuple[float, float]:
+def engine_floor(runtime: DockerBackend, image: str) -> tuple[float, float]:
     """The bare engine, for comparison: create+start of a plain container, and a bare exec."""
     api = runtime.client.api
     starts, execs = [], []
@@ -73,7 +73,7 @@ def engine_floor(runtime: DockerRuntime, image: str) -> tuple[float, float]:
     return statistics.median(starts), statistics.median(execs)
 
 
-def measure(label: str, folder: Path, runtime: DockerRuntime) -> None:
+def measure(label: str, folder: Path, runtime: DockerBackend) -> None:
     tasks = [task for task in read_tasks(folder / "tasks.jsonl") if task.env_spec and task.env_spec.status == "env_ok"]
     clone = Path(__import__("json").loads((folder / "source.json").read_text())["clone_path"])
     starts, execs = [], []
@@ -136,7 +136,7 @@ def _owned_by_agent(info: tarfile.TarInfo) -> tarfile.TarInfo:
 
 
 def main() -> None:
-    runtime = DockerRuntime()
+    runtime = DockerBackend()
     with tempfile.TemporaryDirectory(prefix="repo2env-bench-rt-") as scratch:
         root = Path(scratch)
         began = time.perf_counter()

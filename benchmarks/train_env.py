@@ -29,7 +29,7 @@ from demo_tasks import built_demo_tasks  # noqa: E402
 from repo2env.envs import RepoEnv, RepoEnvConfig  # noqa: E402
 from repo2env.envs.repo_env import release_shared_sandboxes  # noqa: E402
 from repo2env.pipeline.stages import validate_dir  # noqa: E402
-from repo2env.runtime.backends.docker import DockerRuntime  # noqa: E402
+from repo2env.runtime.backends.docker import DockerBackend  # noqa: E402
 from repo2env.runtime.sandbox import SandboxLimits  # noqa: E402
 from repo2env.validate.acceptance import load_acceptance_policy  # noqa: E402
 
@@ -44,7 +44,7 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def engine_floors(runtime: DockerRuntime, image: str) -> tuple[float, float, float]:
+def engine_floors(runtime: DockerBackend, image: str) -> tuple[float, float, float]:
     """Container create+start, ``docker exec true`` and ``true`` through a sandbox's persistent
     command channel (what a tool call costs at least), each a median."""
     starts, execs, channel = [], [], []
@@ -137,7 +137,7 @@ def group_rewards(tasks, logs: Path, *, jobs: int, size: int = 4) -> tuple[float
 
 
 def main() -> None:
-    runtime = DockerRuntime()
+    runtime = DockerBackend()
     with tempfile.TemporaryDirectory(prefix="repo2env-bench-train-") as scratch:
         root = Path(scratch)
         _, tasks_dir, _ = built_demo_tasks(root, runtime)

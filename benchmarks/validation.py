@@ -19,7 +19,7 @@ from pathlib import Path
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
 from repo2env.pipeline.stages import build_tasks_dir, validate_dir
-from repo2env.runtime.backends.docker import DockerRuntime
+from repo2env.runtime.backends.docker import DockerBackend
 from repo2env.runtime.build import BuildOptions
 from repo2env.validate.acceptance import load_acceptance_policy
 
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from demo_tasks import built_demo_tasks  # noqa: E402
 
 
-def report(label: str, folder: Path, runtime: DockerRuntime, mined: int) -> None:
+def report(label: str, folder: Path, runtime: DockerBackend, mined: int) -> None:
     began = time.perf_counter()
     summary = validate_dir(folder, runtime, load_acceptance_policy("default"), jobs=1)
     elapsed = time.perf_counter() - began
@@ -45,7 +45,7 @@ def report(label: str, folder: Path, runtime: DockerRuntime, mined: int) -> None
 
 
 def main() -> None:
-    runtime = DockerRuntime()
+    runtime = DockerBackend()
     with tempfile.TemporaryDirectory(prefix="repo2env-bench-validate-") as scratch:
         root = Path(scratch)
         _, tasks_dir, built = built_demo_tasks(root, runtime)

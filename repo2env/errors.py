@@ -38,7 +38,12 @@ class PatchError(Repo2EnvError):
     """A patch that cannot be parsed or does not apply."""
 
 
-class DockerUnavailableError(Repo2EnvError):
+class BackendUnavailableError(Repo2EnvError):
+    """The selected container backend cannot serve here: not installed, no engine answers, or the
+    engine failed under a call (see :mod:`repo2env.runtime.backends`)."""
+
+
+class DockerUnavailableError(BackendUnavailableError):
     """No Docker engine answers, or the base image is missing."""
 
 

@@ -16,7 +16,7 @@ def docker_client():
     engine and bootstraps the image, so their absence means the set-up is broken.
     """
     from repo2env.errors import DockerUnavailableError
-    from repo2env.runtime.backends.docker import connect_docker
+    from repo2env.runtime.backends.docker import DockerBackend, connect_docker
     from repo2env.runtime.bootstrap import find_base_image
 
     try:
@@ -28,7 +28,7 @@ def docker_client():
     # Five seconds to find out that no engine answers; then the patience a loaded engine needs (an
     # image removal under a busy build can take longer than that).
     client.api.timeout = 120
-    if find_base_image(client, "3.11") is None:
+    if find_base_image(DockerBackend(client), "3.11") is None:
         message = "base image missing: run 'repo2env runtime bootstrap'"
         if os.environ.get("CI"):
             pytest.fail(message)
@@ -38,10 +38,41 @@ def docker_client():
 
 @pytest.fixture
 def docker_runtime(docker_client):
-    """A DockerRuntime on the session's engine."""
-    from repo2env.runtime.backends.docker import DockerRuntime
+    """A DockerBackend on the session's engine."""
+    from repo2env.runtime.backends.docker import DockerBackend
 
-    return DockerRuntime(docker_client)
+    return DockerBackend(docker_client)
+
+
+@pytest.fixture(scope="session")
+def podman_backend(docker_client):
+    """The podman backend with the base image (moved from Docker: built once); skips only outside CI,
+    and only when podman is not installed here (``make test`` and .ci/run install it)."""
+    from repo2env.errors import BackendUnavailableError
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.runtime.backends.podman import PodmanBackend
+    from repo2env.runtime.bootstrap import ensure_base_image
+
+    try:
+        backend = PodmanBackend()
+    except BackendUnavailableError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"podman is required in CI ('make podman' installs it): {exc}")
+        pytest.skip(f"podman cannot run here: {exc.message} ({exc.hint})")
+    ensure_base_image(backend, "3.11", try_pull=False, others=(DockerBackend(docker_client),))
+    return backend
+
+
+#: Every backend the suite runs the shared contracts on.
+BACKEND_NAMES = ("docker", "podman")
+
+
+@pytest.fixture(params=BACKEND_NAMES)
+def any_backend(request):
+    """Each backend in turn (a test taking it runs once per backend)."""
+    if request.param == "docker":
+        return request.getfixturevalue("docker_runtime")
+    return request.getfixturevalue("podman_backend")
 
 
 @pytest.fixture(scope="session")
@@ -56,20 +87,55 @@ def demo_repo(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def js_demo_repo(tmp_path_factory):
+    """The embedded JavaScript demo repository (fmtkit), built once per session; a :class:`DemoRepo`.
+
+    Treat it as read-only, like :func:`demo_repo`.
+    """
+    from repo2env.demo import build_demo
+
+    return build_demo(tmp_path_factory.mktemp("js-demo"), "javascript")
+
+
+@pytest.fixture(scope="session")
 def built_demo(docker_client, demo_repo, tmp_path_factory):
     """The demo mined and built (env + task images) once per session: (tasks folder, {pull: Task})."""
     from repo2env.jsonl import read_tasks
     from repo2env.mine.git import GitSource
     from repo2env.mine.miner import mine
     from repo2env.pipeline.stages import build_tasks_dir
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.build import BuildOptions
 
     folder = tmp_path_factory.mktemp("built-demo")
     mine(GitSource(demo_repo.path, issues_path=demo_repo.issues_path), folder)
-    summary = build_tasks_dir(folder, runtime=DockerRuntime(docker_client), options=BuildOptions(jobs=2))
+    summary = build_tasks_dir(folder, runtime=DockerBackend(docker_client), options=BuildOptions(jobs=2))
     assert summary.failed == 0, summary.failures
     return folder, {task.pull_number: task for task in read_tasks(folder / "tasks.jsonl")}
+
+
+@pytest.fixture(scope="session")
+def podman_demo(built_demo, podman_backend, docker_client):
+    """The built demo's env and task images moved to podman (``docker save | podman load``: the
+    same image ids, so the tasks' recorded digests hold there): the podman backend, ready to run them."""
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.runtime.transfer import transfer_images
+
+    _, tasks = built_demo
+    wanted = sorted({ref for task in tasks.values() for ref in (task.env_spec.env_image, task.env_spec.image)})
+    missing = [ref for ref in wanted if (podman_backend.images.get(ref) or None) is None
+               or podman_backend.images.get(ref).id != DockerBackend(docker_client).images.get(ref).id]
+    if missing:
+        transfer_images(DockerBackend(docker_client), podman_backend, missing)
+    return podman_backend
+
+
+@pytest.fixture(params=BACKEND_NAMES)
+def demo_backend(request, built_demo):
+    """Each backend in turn, with the built demo's images on it."""
+    if request.param == "docker":
+        return request.getfixturevalue("docker_runtime")
+    return request.getfixturevalue("podman_demo")
 
 
 @pytest.fixture(scope="session")
@@ -86,10 +152,10 @@ def graded_demo(built_demo, demo_repo):
 @pytest.fixture(scope="session")
 def grader(docker_client, tmp_path_factory):
     """A Grader on the session's engine, logging under a temp folder."""
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.verify.grader import Grader
 
-    return Grader(DockerRuntime(docker_client), tmp_path_factory.mktemp("grades"), timeout_s=120)
+    return Grader(DockerBackend(docker_client), tmp_path_factory.mktemp("grades"), timeout_s=120)
 
 
 def quick_policy():
@@ -108,13 +174,13 @@ def validated(built_demo, docker_client, tmp_path_factory):
     import shutil
 
     from repo2env.pipeline.stages import validate_dir
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
 
     source, _ = built_demo
     folder = tmp_path_factory.mktemp("validated")
     for name in ("tasks.jsonl", "source.json", "funnel.json"):
         shutil.copy(source / name, folder / name)
-    summary = validate_dir(folder, DockerRuntime(docker_client), quick_policy(), jobs=2)
+    summary = validate_dir(folder, DockerBackend(docker_client), quick_policy(), jobs=2)
     records = {int(record.instance_id.rsplit("-", 1)[1]): record for record in summary.records}
     return folder, records
 

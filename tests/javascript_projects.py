@@ -2,7 +2,8 @@
 
 Each project has the same cases: a passing, a failing and a skipped test, a title with the id
 separators and regular-expression characters in it, a test that is never requested, a file that
-fails to load, and (jest, vitest) a TypeScript test through the project's own transform. The
+fails to load, and (jest, vitest, mocha) a TypeScript test through the project's own transform
+(ts-jest, vitest itself, tsx). The
 expected outcomes of :data:`REQUESTED` are what every runner's parsed report must give.
 
 Reports the runners wrote when the Docker tests ran are kept in ``tests/data/javascript_reports``
@@ -26,7 +27,8 @@ REPORTS_DATA = Path(__file__).parent / "data" / "javascript_reports"
 PACKAGES = {
     "jest": ["jest@29.7.0", "ts-jest@29.2.5", "typescript@5.6.3", "@types/jest@29.5.14"],
     "vitest": ["vitest@2.1.9"],
-    "mocha": ["mocha@10.8.2"],
+    "mocha": ["mocha@10.8.2", "tsx@4.19.2"],
+    "jasmine": ["jasmine@5.5.0"],
     "ava": ["ava@6.2.0"],
     "tape": ["tape@5.9.0"],
     "node": [],
@@ -40,7 +42,7 @@ _DESCRIBE_SUITE = """\
 describe('format', () => {{
   {it}('pads numbers', () => {{ assert.strictEqual(String(7).padStart(2, '0'), '07'); }});
   {it}('fails', () => {{ assert.strictEqual(1, 2); }});
-  {it}.skip('skipped one', () => {{ assert.ok(true); }});
+  {skip}('skipped one', () => {{ assert.ok(true); }});
   describe({nested!r}, () => {{
     {it}({special!r}, () => {{ console.log('ok 99 - printed by a test'); assert.ok(true); }});
   }});
@@ -55,6 +57,12 @@ _TYPED = """\
 {imports}
 const add = (a: number, b: number): number => a + b;
 describe('typed', () => {{ test('adds', () => {{ expect(add(1, 2)).toBe(3); }}); }});
+"""
+
+_TYPED_MOCHA = """\
+import assert from 'assert';
+const add = (a: number, b: number): number => a + b;
+describe('typed', () => { it('adds', () => { assert.strictEqual(add(1, 2), 3); }); });
 """
 
 _AVA = """\
@@ -80,15 +88,18 @@ def project_files(runner: str) -> dict[str, str]:
     """The files of ``runner``'s project (relative to its folder)."""
     package: dict = {"name": f"sample-{runner}", "version": "1.0.0", "private": True, "scripts": {}}
     files: dict[str, str] = {}
-    if runner in ("jest", "vitest", "mocha", "node"):
+    if runner in ("jest", "vitest", "mocha", "jasmine", "node"):
         imports = {
             "jest": "const assert = require('assert');",
             "vitest": "import { describe, test, expect } from 'vitest';\nimport assert from 'assert';",
             "mocha": "const assert = require('assert');",
+            "jasmine": "const assert = require('assert');",
             "node": "const { describe, it } = require('node:test');\nconst assert = require('node:assert');",
         }[runner]
-        it = "it" if runner in ("mocha", "node") else "test"
-        files["test/format.test.js"] = _DESCRIBE_SUITE.format(imports=imports, it=it, nested=NESTED, special=SPECIAL)
+        it = "it" if runner in ("mocha", "jasmine", "node") else "test"
+        skip = "xit" if runner == "jasmine" else f"{it}.skip"
+        files["test/format.test.js"] = _DESCRIBE_SUITE.format(imports=imports, it=it, skip=skip, nested=NESTED,
+                                                              special=SPECIAL)
         files["test/broken.test.js"] = _BROKEN_ESM if runner == "vitest" else _BROKEN
     elif runner == "ava":
         files["test/format.test.js"] = _AVA
@@ -107,8 +118,12 @@ def project_files(runner: str) -> dict[str, str]:
         package["scripts"]["test"] = "vitest run"
         files["test/typed.test.ts"] = _TYPED.format(imports="import { describe, test, expect } from 'vitest';")
     elif runner == "mocha":
-        package["scripts"]["test"] = "mocha --require test/setup.js --reporter spec --check-leaks test/"
+        package["scripts"]["test"] = "mocha --require test/setup.js --require tsx/cjs --reporter spec --check-leaks test/"
         files["test/setup.js"] = "process.env.SAMPLE_SETUP = '1';\n"
+        files["test/typed.test.ts"] = _TYPED_MOCHA
+    elif runner == "jasmine":
+        package["scripts"]["test"] = "jasmine --config=jasmine.json --random=false"
+        files["jasmine.json"] = json.dumps({"spec_dir": "test", "spec_files": ["**/*.test.js"], "random": True})
     elif runner == "ava":
         package["scripts"]["test"] = "ava --verbose"
     elif runner == "tape":
@@ -137,7 +152,7 @@ def requested(runner: str) -> dict[str, TestStatus]:
         "test/broken.test.js": TestStatus.ERROR,
         test_id("test/broken.test.js", ("never", "runs")): TestStatus.ERROR,
     }
-    if runner in ("jest", "vitest"):
+    if runner in ("jest", "vitest", "mocha"):
         expected[test_id("test/typed.test.ts", ("typed", "adds"))] = TestStatus.PASSED
     return expected
 

@@ -14,7 +14,7 @@ from repo2env.errors import InputError
 from repo2env.jsonl import read_tasks, write_jsonl
 from repo2env.models import Task
 from repo2env.pipeline.stages import build_tasks_dir
-from repo2env.runtime.backends.docker import DockerRuntime
+from repo2env.runtime.backends.docker import DockerBackend
 from repo2env.runtime.build import BuildOptions
 from repo2env.runtime.snapshot import GitRepoFiles
 
@@ -36,7 +36,7 @@ def test_every_demo_task_builds_and_they_share_one_env_image(built_demo):
 
 def test_snapshot_is_the_base_commit_with_no_history(built_demo, docker_client, demo_repo):
     _, tasks = built_demo
-    runtime = DockerRuntime(docker_client)
+    runtime = DockerBackend(docker_client)
     for task in list(tasks.values())[:3]:
         with runtime.start(task) as sandbox:
             run = lambda command: sandbox.exec(command, workdir="/testbed")  # noqa: E731
@@ -56,7 +56,7 @@ def test_snapshot_is_the_base_commit_with_no_history(built_demo, docker_client, 
 def test_diff_sees_every_change_even_after_the_agent_commits(built_demo, docker_client):
     _, tasks = built_demo
     task = next(iter(tasks.values()))
-    with DockerRuntime(docker_client).start(task) as sandbox:
+    with DockerBackend(docker_client).start(task) as sandbox:
         assert sandbox.diff() == ""
         sandbox.write_file("/testbed/NOTES.txt", "new file\n")
         sandbox.exec("git rm -q --cached README.md >/dev/null; rm README.md; echo '# more' >> CHANGELOG.md",
@@ -71,7 +71,7 @@ def test_diff_sees_every_change_even_after_the_agent_commits(built_demo, docker_
 def test_diff_keeps_bytes_that_are_not_utf8(built_demo, docker_client):
     _, tasks = built_demo
     task = next(iter(tasks.values()))
-    with DockerRuntime(docker_client).start(task) as sandbox:
+    with DockerBackend(docker_client).start(task) as sandbox:
         sandbox.exec("printf 'cr\\350me br\\373l\\351e\\n' > menu.txt", workdir="/testbed")
         patch = sandbox.diff().encode("utf-8", errors="surrogateescape")
     assert b"+cr\xe8me br\xfbl\xe9e\n" in patch, "the agent's Latin-1 line reaches the grader byte for byte"
@@ -80,7 +80,7 @@ def test_diff_keeps_bytes_that_are_not_utf8(built_demo, docker_client):
 def test_rebuild_reuses_every_image(built_demo, docker_client):
     folder, tasks = built_demo
     started = time.monotonic()
-    summary = build_tasks_dir(folder, runtime=DockerRuntime(docker_client))
+    summary = build_tasks_dir(folder, runtime=DockerBackend(docker_client))
     assert summary.reused == summary.ok == len(tasks)
     assert time.monotonic() - started < 30
 
@@ -89,7 +89,7 @@ def test_unbuilt_task_is_a_clear_error(built_demo, docker_client):
     _, tasks = built_demo
     unbuilt = next(iter(tasks.values())).model_copy(update={"env_spec": None})
     with pytest.raises(InputError, match="not built"):
-        DockerRuntime(docker_client).start(unbuilt)
+        DockerBackend(docker_client).start(unbuilt)
 
 
 def test_run_command_prints_output_and_diff(built_demo):
@@ -142,7 +142,7 @@ def test_old_python_good_and_broken_installs_in_one_batch(docker_client, tmp_pat
     folder = tmp_path / "tasks"
     write_jsonl(folder / "tasks.jsonl", [task(1, good), task(2, broken)])
     (folder / "source.json").write_text(f'{{"repo": "acme/oldlib", "clone_path": "{repo}", "source": "test"}}')
-    runtime = DockerRuntime(docker_client)
+    runtime = DockerBackend(docker_client)
     summary = build_tasks_dir(folder, runtime=runtime, options=BuildOptions(jobs=2))
     assert (summary.ok, summary.failed) == (1, 1)
     by_id = {task.instance_id: task for task in read_tasks(folder / "tasks.jsonl")}
@@ -185,12 +185,15 @@ def test_interrupted_run_leaves_no_container(built_demo, docker_client, signal_n
     assert not set(ours) & remaining, "the interrupted command's sandbox outlived it"
 
 
-def test_images_gc_removes_only_unreferenced_task_images(built_demo, docker_client, demo_repo, tmp_path):
+def test_images_gc_removes_only_unreferenced_task_images(built_demo, demo_backend, demo_repo, tmp_path):
+    """On every backend: a task image built on the demo's env image, then collected as unreferenced."""
+    from repo2env.runtime.build import still_built
     from repo2env.runtime.images import ImageStore, task_image_tag
     from repo2env.runtime.snapshot import make_snapshot
 
     _, tasks = built_demo
-    store = ImageStore(docker_client)
+    store = ImageStore(demo_backend)
+    assert all(still_built(task, store) for task in tasks.values()), "the recorded image ids hold on this backend"
     keep = {task.env_spec.image for task in tasks.values()}
     model = next(iter(tasks.values()))
     orphan = model.model_copy(update={"instance_id": "repo2env-demo__textkit-999", "pull_number": 999})
@@ -271,7 +274,7 @@ def test_a_collection_hang_gets_a_warmup_and_a_changed_override_rebuilds(docker_
     folder = tmp_path / "tasks"
     write_jsonl(folder / "tasks.jsonl", [task])
     (folder / "source.json").write_text(f'{{"repo": "acme/datalib", "clone_path": "{repo}", "source": "test"}}')
-    runtime = DockerRuntime(docker_client)
+    runtime = DockerBackend(docker_client)
     options = BuildOptions(collect_timeout_s=20)
 
     summary = build_tasks_dir(folder, runtime=runtime, options=options)
@@ -337,7 +340,7 @@ def test_a_2016_commit_builds_on_its_own_python_with_its_date_pin_and_validates(
     folder = tmp_path / "tasks"
     write_jsonl(folder / "tasks.jsonl", [task])
     (folder / "source.json").write_text(f'{{"repo": "acme/oldlib", "clone_path": "{repo}", "source": "test"}}')
-    runtime = DockerRuntime(docker_client)
+    runtime = DockerBackend(docker_client)
     summary = build_tasks_dir(folder, runtime=runtime, options=BuildOptions())
     built = read_tasks(folder / "tasks.jsonl")[0]
     spec = built.env_spec
@@ -392,7 +395,7 @@ def test_a_collection_that_waits_on_a_silent_host_stops_soon_and_names_it(docker
     (folder / "source.json").write_text(f'{{"repo": "acme/silentlib", "clone_path": "{repo}", "source": "test"}}')
     override = EnvOverride(python="3.11", date_pin=False)  # one install rung
     began = time.monotonic()
-    summary = build_tasks_dir(folder, runtime=DockerRuntime(docker_client), options=BuildOptions(
+    summary = build_tasks_dir(folder, runtime=DockerBackend(docker_client), options=BuildOptions(
         overrides={"acme/silentlib": override}, collect_timeout_s=600, stall_idle_s=8))
     spec = read_tasks(folder / "tasks.jsonl")[0].env_spec
     assert summary.failed == 1 and spec.status == "env_failed"
@@ -424,7 +427,7 @@ def test_tests_that_collect_but_cannot_run_fail_the_rung(docker_client, tmp_path
     (folder / "source.json").write_text(f'{{"repo": "acme/hooklib", "clone_path": "{repo}", "source": "test"}}')
     # One rung only: the Python and the (absent) date pin are fixed.
     override = EnvOverride(python="3.11", date_pin=False)
-    summary = build_tasks_dir(folder, runtime=DockerRuntime(docker_client),
+    summary = build_tasks_dir(folder, runtime=DockerBackend(docker_client),
                               options=BuildOptions(overrides={"acme/hooklib": override}))
     spec = read_tasks(folder / "tasks.jsonl")[0].env_spec
     assert summary.failed == 1 and spec.status == "env_failed"

@@ -75,7 +75,7 @@ def test_doctor_reports_engine_base_image_and_package_access(docker_client):
     report = json.loads(result.stdout)
     checks = {check["name"]: check for check in report["checks"]}
     assert report["ready"] is True
-    assert checks["docker engine"]["ok"]
+    assert checks["backend docker"]["ok"] and report["backend"] == "docker"
     assert checks["base image repo2env/base:py3.11"]["ok"]
     assert "ca_bundle" not in checks and checks["CA bundle for builds"]["detail"]
 

@@ -98,9 +98,9 @@ def block_until_released(folder, name):
 
 def echo_in_sandbox(image):
     """Start a sandbox through repo2env's runtime on the worker's node and run one command."""
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
 
-    with DockerRuntime().start_image(image, labels={"repo2env.test": "executors"}) as sandbox:
+    with DockerBackend().start_image(image, labels={"repo2env.test": "executors"}) as sandbox:
         return sandbox.exec("echo hello from $(id -un) in $(pwd); exit 4"), os.getpid()
 
 

@@ -174,13 +174,13 @@ def test_grading_into_a_read_only_folder_is_a_one_line_error(graded_demo, built_
 def test_a_warm_spare_past_its_idle_lifetime_is_replaced(graded_demo, tmp_path, docker_client):
     import time
 
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.sandbox import SandboxLimits
     from repo2env.verify.grader import Grader
 
     task = graded_demo[2]
     limits = SandboxLimits(idle_timeout_s=1, exec_timeout_s=180, output_cap_bytes=50_000_000)
-    with Grader(DockerRuntime(docker_client), tmp_path, timeout_s=120, limits=limits, keep_warm=True) as grader:
+    with Grader(DockerBackend(docker_client), tmp_path, timeout_s=120, limits=limits, keep_warm=True) as grader:
         assert grader.grade(task, task.patch).reward == 1.0
         spare = next(iter(grader._spares.values())).result()
         deadline = time.monotonic() + 30

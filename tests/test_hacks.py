@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from repo2env.runtime.backends.docker import SANDBOX_LABEL, DockerRuntime
+from repo2env.runtime.backends.docker import SANDBOX_LABEL, DockerBackend
 from repo2env.verify.grader import Grader
 
 pytestmark = pytest.mark.docker
@@ -129,7 +129,7 @@ def _shell_quote(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
-class RecordingRuntime(DockerRuntime):
+class RecordingRuntime(DockerBackend):
     """The Docker runtime, remembering every container it starts (the engine may be shared with
     other work, so "no container left" is checked on these only)."""
 
@@ -1142,7 +1142,7 @@ def test_killing_the_command_channel_keeps_the_agents_limits_and_the_grading(doc
         # A channel killed under a command costs that command, then docker exec takes over. Under
         # load the killer may let a reopened channel live through a few commands: go on until every
         # reopening is used up (three), so that no later command runs on a channel about to die.
-        from repo2env.runtime.backends.docker import _CHANNEL_OPENS
+        from repo2env.runtime.backends.container import CHANNEL_OPENS as _CHANNEL_OPENS
 
         for _ in range(30):
             tools.bash("sleep 0.3")

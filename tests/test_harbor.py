@@ -153,9 +153,10 @@ def test_harbor_verifier_scores_the_gold_solution_1_and_nothing_0(graded_demo, d
 def test_the_verifier_imports_under_the_oldest_system_python(docker_client):
     """A task image's /usr/bin/python3 may be Debian 11's 3.9: the verifier and the package modules
     it copies import and score there (standard library only)."""
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.bootstrap import base_image_tag, find_base_image
 
-    if find_base_image(docker_client, "3.9") is None:
+    if find_base_image(DockerBackend(docker_client), "3.9") is None:
         pytest.skip("no Python 3.9 base image here: run 'repo2env runtime bootstrap --python 3.9'")
     program = ("import sys; sys.path.insert(0, '/pkg/repo2env/publish/harbor_task'); sys.path.insert(0, '/pkg');"
                "import verify; from repo2env.outcomes import TestStatus;"

@@ -23,8 +23,10 @@ from repo2env.languages.javascript.environment import (
     typescript_support,
     workspace_packages,
 )
-from repo2env.languages.javascript.project import ProjectFiles
+from repo2env.languages.javascript.project import ProjectFiles, restore_fields
 from repo2env.languages.javascript.runners import (
+    COMMON_PACKAGE_JSON_FIELDS,
+    PACKAGE_JSON_FIELDS,
     config_files,
     detect_runner,
     detect_runners,
@@ -111,6 +113,8 @@ def test_the_pin_is_the_lock_file_else_the_commit_date():
     ("error Your lockfile needs to be updated, but yarn was run with `--frozen-lockfile`.", "lockfile_out_of_sync"),
     ("ERR_PNPM_OUTDATED_LOCKFILE  Cannot install with \"frozen-lockfile\"", "lockfile_out_of_sync"),
     ("gyp ERR! build error", "native_build"),
+    ("npm ERR! network request to https://github.com/markedjs/marked/tarball/v15.0.11 failed, reason: getaddrinfo "
+     "ENOTFOUND github.com", "git_host_dependency"),
     ("npm ERR! code EAI_AGAIN", "network"),
     ("error sample@1.0.0: The engine \"node\" is incompatible with this module.", "node_version"),
     ("something else", "install_failed"),
@@ -248,12 +252,18 @@ def test_config_files_include_what_the_script_and_the_config_name():
     jest = {"package.json": json.dumps({"jest": {"setupFilesAfterEnv": ["<rootDir>/test/setup.ts"]}}),
             "test/setup.ts": "", "jest.config.js": "", "test/__mocks__/fs.js": "", "test/a.test.js": ""}
     assert config_files("jest", jest) == ["jest.config.js", "package.json", "test/__mocks__/fs.js", "test/setup.ts"]
+    vitest = {"package.json": "{}", "vitest.config.ts": "export default { test: { setupFiles: ['./tests/setup.ts'], "
+              "environment: 'jsdom', globalSetup: 'tests/global.js' }, resolve: { alias: { x: './src/index.ts' } } }",
+              "tests/setup.ts": "", "tests/global.js": "", "tests/a.test.ts": "", "src/index.ts": ""}
+    assert config_files("vitest", vitest) == ["package.json", "tests/global.js", "tests/setup.ts", "vitest.config.ts"]
 
 
 @pytest.mark.parametrize(("files", "runner", "transform"), [
     ({"package.json": json.dumps({"jest": {"preset": "ts-jest"}})}, "jest", "ts-jest"),
     ({"package.json": json.dumps({"devDependencies": {"ts-jest": "^29"}})}, "jest", "ts-jest"),
     ({"package.json": json.dumps({"devDependencies": {"@babel/preset-typescript": "^7"}})}, "jest", "babel"),
+    ({"package.json": json.dumps({}), ".babelrc.js": "plugins: [['@babel/plugin-transform-typescript', {}]]"}, "jest",
+     "babel"),
     ({"package.json": json.dumps({})}, "vitest", "vitest"),
     ({"package.json": json.dumps({"scripts": {"test": "mocha -r ts-node/register 'test/**/*.ts'"}})}, "mocha", "ts-node"),
     ({"package.json": json.dumps({}), ".mocharc.json": json.dumps({"import": "tsx"})}, "mocha", "tsx"),
@@ -275,3 +285,15 @@ def test_files_can_come_from_a_reader_callable():
     environment = infer_environment(files, DAY_2023)
     assert environment.node == "20" and environment.pin == DatePin("lockfile", "package-lock.json")
     assert reads.count("package.json") == 1  # each file is read once
+
+
+def test_package_json_keeps_the_patchs_dependencies_and_the_bases_runner_fields():
+    base = json.dumps({"name": "x", "scripts": {"test": "jest"}, "jest": {"testEnvironment": "node"},
+                       "dependencies": {"a": "1"}}, indent=2)
+    patched = json.dumps({"name": "x", "scripts": {"test": "jest --passWithNoTests"}, "jest": {"setupFiles": ["evil.js"]},
+                          "type": "module", "dependencies": {"a": "1", "b": "2"}}, indent=4)
+    restored = json.loads(restore_fields(base, patched, [*PACKAGE_JSON_FIELDS["jest"], *COMMON_PACKAGE_JSON_FIELDS]))
+    assert restored == {"name": "x", "scripts": {"test": "jest"}, "jest": {"testEnvironment": "node"},
+                        "dependencies": {"a": "1", "b": "2"}}
+    assert restore_fields(base, "{ not json", ["jest"]) == base
+    assert restore_fields(None, patched, ["jest"]).startswith("{\n    \"name\"")

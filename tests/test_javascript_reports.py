@@ -19,6 +19,7 @@ from repo2env.languages.javascript.reports import (
     requested_outcomes,
 )
 from repo2env.languages.javascript.runners import (
+    REPORT_FORMATS,
     RUNNERS,
     Invocation,
     Report,
@@ -27,6 +28,7 @@ from repo2env.languages.javascript.runners import (
     plan_run,
     read_outcomes,
     reported_outcomes,
+    reporter_sources,
 )
 from repo2env.languages.javascript.test_ids import escape_title, split_test_id, test_id
 from repo2env.outcomes import TestStatus
@@ -65,6 +67,16 @@ def test_a_missing_report_leaves_every_id_missing_or_errored():
         plan, _, root = _recorded(runner)
         outcomes = read_outcomes(plan, lambda path: None, root=root)
         assert set(outcomes.values()) <= {TestStatus.MISSING, TestStatus.ERROR}, runner
+
+
+def test_vitest_1s_unnamed_file_suite_is_no_describe_block():
+    plan, texts, root = _recorded("vitest")
+    report = json.loads(texts["1-jest-json"])
+    for file_result in report["testResults"]:
+        for assertion in file_result["assertionResults"]:
+            assertion["ancestorTitles"] = ["", *assertion["ancestorTitles"]]  # as vitest 1 writes them
+    shifted = dict(texts, **{"1-jest-json": json.dumps(report)})
+    assert read_outcomes(plan, shifted.get, root=root) == requested("vitest")
 
 
 def test_reports_that_are_not_what_the_runner_writes_are_refused():
@@ -147,17 +159,26 @@ def test_paths_in_reports_are_made_relative_to_the_repository():
     assert relative_path("/elsewhere/a.js", "/testbed") == "/elsewhere/a.js"
 
 
+def test_every_runner_has_a_report_format_and_every_reporter_path_a_source():
+    assert set(REPORT_FORMATS) == set(RUNNERS)
+    for runner in RUNNERS:
+        plan = plan_run(runner, ["test/a.test.js::t"], "/tmp/r")
+        assert {report.format for report in plan.reports} == {REPORT_FORMATS[runner]}
+        assert all(path in plan.command for path in reporter_sources() if runner in path)
+    assert all(text.startswith("'use strict';") for text in reporter_sources().values())
+
+
 def test_plans_run_whole_files_unfiltered_and_titles_by_pattern():
     ids = ["test/a.test.js", "test/a.test.js::x > y", "test/b.test.js::p > q", "test/c.test.js::r"]
     jest = plan_run("jest", ids, "/tmp/r")
     assert [report.path for report in jest.reports] == ["/tmp/r/jest-0.json", "/tmp/r/jest-1.json"]
     first, second = jest.command.split("; (")[1:3]
     assert "--runTestsByPath test/a.test.js" in first and " -t " not in first
-    assert "-t '^(?:p q|r)$'" in second and "test/b.test.js test/c.test.js" in second
+    assert "-t '^ *(?:p q|r)$'" in second and "test/b.test.js test/c.test.js" in second
     mocha = plan_run("mocha", ids, "/tmp/r", invocation=Invocation("test", {"TZ": "UTC"}, ("--require", "t/env")))
     assert [report.file for report in mocha.reports] == ["test/a.test.js", "test/b.test.js", "test/c.test.js"]
     assert "TZ=UTC" in mocha.command and "--require t/env" in mocha.command
-    assert "--grep '^(?:p q)$'" in mocha.command
+    assert "--grep '^ *(?:p q)$'" in mocha.command
     # In a workspace package, files are passed relative to the package, ids stay repository-relative.
     workspace = plan_run("vitest", ["packages/core/test/a.test.ts::t"], "/tmp/r", directory="packages/core")
     assert workspace.command.startswith("cd /testbed/packages/core && ")
@@ -167,4 +188,4 @@ def test_plans_run_whole_files_unfiltered_and_titles_by_pattern():
     ava = plan_run("ava", ["test/a.js::!negated", "test/a.js::plain"], "/tmp/r")
     assert "--match '*!negated' --match plain" in ava.command
     with pytest.raises(ValueError):
-        plan_run("jasmine", ids, "/tmp/r")
+        plan_run("karma", ids, "/tmp/r")

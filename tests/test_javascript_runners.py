@@ -35,19 +35,17 @@ from repo2env.languages.javascript.environment import (
     install_failure_reason,
 )
 from repo2env.languages.javascript.runners import (
-    MOCHA_REPORTER_PATH,
     RUNNERS,
     plan_run,
     read_outcomes,
     reported_outcomes,
+    reporter_sources,
     script_invocation,
 )
 from repo2env.outcomes import TestStatus
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-REPORTER_SOURCE = os.path.join(os.path.dirname(__file__), "..", "repo2env", "languages", "javascript",
-                               "mocha_reporter.js")
 
 
 def _archive(files: dict[str, str | bytes], *, owner: int = 1000) -> bytes:
@@ -72,19 +70,19 @@ def _archive(files: dict[str, str | bytes], *, owner: int = 1000) -> bytes:
 @pytest.fixture(scope="session")
 def node_sandbox(docker_client):
     """A running Node 18 container with every runner's project written and installed."""
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.node_bootstrap import ensure_node_base_image
     from repo2env.runtime.sandbox import SandboxLimits
 
-    image = ensure_node_base_image(docker_client, "18")
-    runtime = DockerRuntime(docker_client)
+    runtime = DockerBackend(docker_client)
+    image = ensure_node_base_image(runtime, "18")
     sandbox = runtime.start_image(image.tag, limits=SandboxLimits(network=True, memory="3g", cpus=2.0, pids=2048,
                                                                    exec_timeout_s=900), workdir="/home/agent")
     try:
         files = {f"js/{runner}/{path}": text for runner in RUNNERS for path, text in project_files(runner).items()}
         sandbox.put_archive("/home/agent", _archive(files))
-        with open(REPORTER_SOURCE, "rb") as handle:
-            sandbox.put_archive("/opt", _archive({"repo2env/mocha_reporter.js": handle.read()}, owner=0))
+        reporters = {path.removeprefix("/opt/"): text for path, text in reporter_sources().items()}
+        sandbox.put_archive("/opt", _archive(reporters, owner=0))
         installs = " & ".join(
             f"(cd {PROJECTS_ROOT}/{runner} && npm install --no-audit --no-fund --no-save --loglevel=error "
             f"{' '.join(packages)} > install.log 2>&1; echo {runner} $? >> {PROJECTS_ROOT}/installed)"
@@ -101,8 +99,7 @@ def _run(sandbox, runner: str, test_ids: list[str], tag: str):
     project = f"{PROJECTS_ROOT}/{runner}"
     files = project_files(runner)
     invocation = script_invocation(json.loads(files["package.json"]), runner)
-    plan = plan_run(runner, test_ids, f"/tmp/reports-{runner}-{tag}", root=project, invocation=invocation,
-                    mocha_reporter=MOCHA_REPORTER_PATH)
+    plan = plan_run(runner, test_ids, f"/tmp/reports-{runner}-{tag}", root=project, invocation=invocation)
     result = sandbox.exec(plan.command, timeout=600)
     assert result.exit_code == 0, result.output
 
@@ -140,8 +137,8 @@ def test_titles_select_the_tests_that_run(node_sandbox, runner):
               if status == TestStatus.PASSED and test.startswith("test/format.test.js::")]
     plan, read, _ = _run(node_sandbox, runner, chosen, "some")
     assert set(read_outcomes(plan, read, root=f"{PROJECTS_ROOT}/{runner}").values()) == {TestStatus.PASSED}
-    # The file's failing test was not asked for, so it did not run: jest, vitest and node list it
-    # as skipped, mocha and ava do not name it.
+    # The file's failing test was not asked for, so it did not run: jest, vitest, jasmine and node
+    # list it as skipped, mocha and ava do not name it.
     reported = reported_outcomes(plan, read, root=f"{PROJECTS_ROOT}/{runner}")
     assert reported.get(never_requested(runner)) == (None if runner in ("mocha", "ava") else TestStatus.SKIPPED)
     assert TestStatus.FAILED not in reported.values()

@@ -133,3 +133,122 @@ def test_stages_use_the_runtime_protocol_not_a_backend():
                 offenders[str(path.relative_to(PACKAGE.parent))] = sorted(backends)
     assert not offenders, f"import a backend instead of repo2env.runtime.sandbox: {offenders}"
     assert PROTOCOL_ONLY and all((PACKAGE.parent / place).exists() for place in PROTOCOL_ONLY)
+
+
+# --- the layers: imports point down ---------------------------------------------------------------
+
+#: The package's layers, top first. A module may import only from layers below its own; inside a
+#: layer marked ``peers`` its folders and modules may import each other too (the cycle tests keep
+#: that one-way). The stage folders among themselves: the training loop loads what publish wrote,
+#: publish exports what validation judged, validation rolls out with the agent's tools and grades
+#: with verify, verify grades in runtime's sandboxes. Mining is a stage whose output (tasks) the
+#: others read, never its code.
+LAYERS: tuple[tuple[frozenset[str], bool], ...] = (
+    (frozenset({"repo2env.__main__"}), False),
+    (frozenset({"repo2env.cli"}), False),
+    (frozenset({"repo2env.pipeline"}), False),  # the composition layer: cli, batch and demos call it
+    (frozenset({"repo2env.train"}), False),
+    (frozenset({"repo2env.publish"}), False),
+    (frozenset({"repo2env.validate", "repo2env.envs", "repo2env.harness", "repo2env.mine"}), False),
+    (frozenset({"repo2env.verify"}), False),
+    (frozenset({"repo2env.runtime", "repo2env.demo"}), False),
+    (frozenset({"repo2env.languages"}), False),
+    (frozenset({"repo2env.patches", "repo2env.jsonl", "repo2env.instruction", "repo2env.dataset_rows"}), True),
+    (frozenset({"repo2env", "repo2env.models", "repo2env.errors", "repo2env.outcomes", "repo2env.settings"}), True),
+)
+
+#: Imports that point up or sideways today, each with the helper removing it (issue 21). Nothing
+#: may be added here: a new one is a module in the wrong layer.
+KNOWN_UPWARD_IMPORTS = {
+    # Test-path rules move into repo2env/languages/ (the languages helper).
+    ("repo2env.runtime.build", "repo2env.mine.split"),
+    ("repo2env.verify.filtering", "repo2env.mine.split"),
+    # One tool set for policy rollouts and RepoEnv (the tools helper).
+    ("repo2env.validate.policy", "repo2env.envs.tools"),
+}
+#: Private names imported across folders, each with the helper removing it (none left: the Harbor
+#: export reads the grading specification's public API since the grader helper's change).
+KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
+
+
+def _layer_of(unit: str) -> int:
+    for index, (units, _) in enumerate(LAYERS):
+        if unit in units:
+            return index
+    raise AssertionError(f"{unit} is in no layer of tests/test_layout.py's LAYERS: give it one")
+
+
+def _module_of(name: str, modules: set[str]) -> str:
+    """The module an imported name lives in (``repo2env.__version__`` -> ``repo2env``)."""
+    while name not in modules and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """Every module's imported repo2env modules and names (``from repo2env.x import y`` gives
+    ``repo2env.x.y``), lazy and TYPE_CHECKING imports included."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                    and (node.module == "repo2env" or node.module.startswith("repo2env.")):
+                found[module].update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                found[module].update(alias.name for alias in node.names if alias.name.startswith("repo2env."))
+    return found
+
+
+def _known(source: str, target: str, allowed: set[tuple[str, str]]) -> bool:
+    return any(source == known_source and (target == known_target or target.startswith(known_target + "."))
+               for known_source, known_target in allowed)
+
+
+def test_imports_point_down_the_layers():
+    upward = []
+    used = set()
+    modules = {".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+               for path in PACKAGE.rglob("*.py")}
+    for source, targets in sorted(_module_imports().items()):
+        source_layer = _layer_of(_unit(source))
+        for target in sorted({_module_of(name, modules) for name in targets}):
+            if _unit(target) == _unit(source):
+                continue
+            target_layer = _layer_of(_unit(target))
+            if target_layer > source_layer or (target_layer == source_layer and LAYERS[source_layer][1]):
+                continue
+            known = next((pair for pair in KNOWN_UPWARD_IMPORTS if _known(source, target, {pair})), None)
+            if known:
+                used.add(known)
+                continue
+            upward.append(f"{source} -> {target}")
+    assert not upward, "imports that point up or sideways (see LAYERS):\n" + "\n".join(upward)
+    # A known edge its helper removed leaves the list too, so that it cannot come back unnoticed.
+    assert used == KNOWN_UPWARD_IMPORTS, f"no longer imported, drop from KNOWN_UPWARD_IMPORTS: {KNOWN_UPWARD_IMPORTS - used}"
+
+
+def test_no_private_name_is_imported_from_another_folder():
+    private, used = [], set()
+    for source, targets in sorted(_module_imports().items()):
+        for target in sorted(targets):
+            if not target.rsplit(".", 1)[-1].startswith("_") or target.endswith("__version__") \
+                    or _unit(target) == _unit(source):
+                continue
+            known = next((pair for pair in KNOWN_PRIVATE_IMPORTS if _known(source, target, {pair})), None)
+            if known:
+                used.add(known)
+            else:
+                private.append(f"{source} imports {target}")
+    assert not private, "\n".join(private)
+    assert used == KNOWN_PRIVATE_IMPORTS, f"no longer imported, drop: {KNOWN_PRIVATE_IMPORTS - used}"
+
+
+def test_nothing_outside_the_backends_imports_docker():
+    backends = PACKAGE / "runtime" / "backends"
+    offenders = {str(path.relative_to(PACKAGE.parent)): sorted(name for name in _file_imports(path)
+                                                               if name.split(".")[0] == "docker")
+                 for path in sorted(PACKAGE.rglob("*.py")) if backends not in path.parents}
+    offenders = {path: names for path, names in offenders.items() if names}
+    assert not offenders, f"talk to the engine through repo2env.runtime.backends (open_backend): {offenders}"
+    assert any(name.split(".")[0] == "docker" for name in _file_imports(backends / "docker.py")), "the check sees imports"

@@ -14,7 +14,7 @@ import pytest
 from repo2env.jsonl import read_tasks, write_jsonl
 from repo2env.models import Task
 from repo2env.pipeline.stages import build_tasks_dir
-from repo2env.runtime.backends.docker import DockerRuntime
+from repo2env.runtime.backends.docker import DockerBackend
 from repo2env.runtime.build import BuildOptions
 from repo2env.runtime.images import image_namespace
 from repo2env.runtime.spec.overrides import EnvOverride
@@ -122,11 +122,11 @@ def test_setuptools_scm_project_has_its_version_file_and_real_version(docker_cli
             scmdemo.require("3.4")
         """}, "tests")
     folder = _tasks_folder(tmp_path, repo, "acme/scmdemo", [base], "tests/test_version.py")
-    summary = build_tasks_dir(folder, runtime=DockerRuntime(docker_client))
+    summary = build_tasks_dir(folder, runtime=DockerBackend(docker_client))
     assert summary.failed == 0, summary.failures
     task = read_tasks(folder / "tasks.jsonl")[0]
     assert task.scm_version.startswith("3.4.1.dev1+g")
-    with DockerRuntime(docker_client).start(task) as sandbox:
+    with DockerBackend(docker_client).start(task) as sandbox:
         run = lambda command: sandbox.exec(command, workdir="/testbed")  # noqa: E731
         assert "version = " in run("cat src/scmdemo/_version.py").output, "the generated version file exists"
         assert run("python -c 'import scmdemo; print(scmdemo.__version__)'").output.strip() == task.scm_version
@@ -207,7 +207,7 @@ def test_a_dependency_of_pytest_stays_the_editable_checkout(docker_client, tmp_p
     _commit(repo, {"README.md": "iniconfig\n"}, "release", tag="v2.0.0")
     tagged = _commit(repo, {"CHANGELOG.md": "next\n"}, "after the release")
     folder = _tasks_folder(tmp_path, repo, "acme/iniconfig", [tagless, tagged], test_file)
-    summary = build_tasks_dir(folder, runtime=DockerRuntime(docker_client), options=BuildOptions(jobs=2))
+    summary = build_tasks_dir(folder, runtime=DockerBackend(docker_client), options=BuildOptions(jobs=2))
     assert summary.failed == 0, summary.failures
     tasks = {task.pull_number: task for task in read_tasks(folder / "tasks.jsonl")}
     assert tasks[1].scm_version == "" and tasks[2].scm_version.startswith("2.0.1.dev1+g")
@@ -216,7 +216,7 @@ def test_a_dependency_of_pytest_stays_the_editable_checkout(docker_client, tmp_p
     probe = ("import importlib.metadata as m, iniconfig, json; d = m.distribution('iniconfig'); "
              "print(json.dumps([iniconfig.__file__, d.version, json.loads(d.read_text('direct_url.json'))]))")
     for task in tasks.values():
-        with DockerRuntime(docker_client).start(task) as sandbox:
+        with DockerBackend(docker_client).start(task) as sandbox:
             where, version, direct_url = json.loads(sandbox.exec(["python", "-c", probe]).output)
             assert where == "/testbed/src/iniconfig/__init__.py"
             assert direct_url == {"url": "file:///testbed", "dir_info": {"editable": True}}
@@ -248,7 +248,7 @@ def test_install_that_shadows_the_project_fails_with_the_reason_and_leaves_no_im
     }, "first")
     folder = _tasks_folder(tmp_path, repo, "acme/six", [base], "tests/test_six.py")
     options = BuildOptions(overrides={"acme/six": EnvOverride(date_pin=False)})
-    summary = build_tasks_dir(folder, runtime=DockerRuntime(docker_client), options=options)
+    summary = build_tasks_dir(folder, runtime=DockerBackend(docker_client), options=options)
     assert summary.failed == 1
     spec = read_tasks(folder / "tasks.jsonl")[0].env_spec
     assert spec.status == "env_failed"
@@ -280,7 +280,7 @@ def test_a_failed_rung_keeps_the_env_image_another_task_uses(docker_client, tmp_
     broken = _commit(repo, {"tests/test_pair.py": "def test_one(:\n"}, "tests that do not parse")
     folder = _tasks_folder(tmp_path, repo, "acme/pair", [good, broken], "tests/test_pair.py")
     options = BuildOptions(jobs=2, overrides={"acme/pair": EnvOverride(date_pin=False)})
-    summary = build_tasks_dir(folder, runtime=DockerRuntime(docker_client), options=options)
+    summary = build_tasks_dir(folder, runtime=DockerBackend(docker_client), options=options)
     assert (summary.ok, summary.failed) == (1, 1)
     tasks = {task.pull_number: task for task in read_tasks(folder / "tasks.jsonl")}
     assert "test collection failed" in tasks[2].env_spec.error

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from repo2env.errors import InputError
+from repo2env.jsonl import read_tasks
 from repo2env.pipeline.executors import ThreadExecutor, make_executor
 from repo2env.pipeline.runner import NoEvents, Stage, run_stages
 from repo2env.pipeline.spec import load_pipeline_spec
@@ -162,6 +164,7 @@ def test_specs_ship_in_the_wheel_and_load_without_the_source_tree(installed_whee
     ("name: x\nrepos: [{repo: demo}]\nstages: [mine]\nvalidators: nope\n", ["line 4", "no acceptance policy nope"]),
     ("name: x\nrepos: [\n", ["not valid YAML at line 3"]),
     ("name: x\nrepos:\n  - repo: demo\n    env: {python: 3.1}\nstages: [mine]\n", ["line 4", "repos.0.env.python"]),
+    ("name: x\nrepos: [{repo: demo}]\nstages: [mine]\nbackend: lxc\n", ["line 4", "field 'backend'", "no such backend 'lxc'"]),
 ])
 def test_a_bad_spec_is_refused_before_anything_runs_naming_the_line(tmp_path, text, fragments):
     spec = tmp_path / "spec.yaml"
@@ -373,3 +376,31 @@ def test_the_demo_pipeline_runs_through_a_ray_head_started_here(docker_client, t
     local = repo2env("pipeline", "run", str(spec), "--out", str(tmp_path / "local"))
     assert local.returncode == 0, local.stderr
     assert dataset_rows(tmp_path / "ray" / "dataset") == dataset_rows(tmp_path / "local" / "dataset")
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_spec_naming_podman_builds_there_through_worker_processes(podman_backend, docker_client, tmp_path):
+    """The spec's backend reaches the local pool's worker processes: the images are built and
+    checked on podman (a namespace of their own, so Docker cannot have them), and Docker has none."""
+    namespace = f"backend-pipeline-{os.getpid()}/repo2env"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: on-podman\nrepos:\n  - repo: demo\n    pulls: [2]\nstages: [mine, build]\n"
+                    "executor: {jobs: 1}\nbackend: podman\n")
+    environment = {key: value for key, value in os.environ.items() if key != "REPO2ENV_BACKEND"}
+    result = subprocess.run([sys.executable, "-m", "repo2env", "pipeline", "run", str(spec), "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=580,
+                            env={**environment, "REPO2ENV_IMAGE_NAMESPACE": namespace})
+    built = []
+    try:
+        assert result.returncode == 0, result.stderr[-3000:]
+        (task,) = read_tasks(tmp_path / "out" / "repo2env-demo__textkit" / "tasks.jsonl")
+        spec_built = task.env_spec
+        built = [spec_built.image, spec_built.env_image]
+        assert spec_built.status == "env_ok" and spec_built.image.startswith(namespace)
+        assert podman_backend.images.get(spec_built.image).id == spec_built.image_digest
+        on_docker = [tag for row in docker_client.api.images() for tag in row.get("RepoTags") or () if tag.startswith(namespace)]
+        assert not on_docker, "nothing was built on Docker"
+    finally:
+        for ref in built:
+            podman_backend.images.remove(ref, force=True)

@@ -14,7 +14,7 @@ import requests
 from scripted_llm import ScriptedCall, ScriptedLLM, gold_script, nothing_script, partial_script
 
 from repo2env.envs.tools import TOOL_NAMES, AgentTools, tool_schemas
-from repo2env.runtime.backends.docker import DockerRuntime
+from repo2env.runtime.backends.docker import DockerBackend
 from repo2env.validate.policy import PolicyClient
 
 docker = pytest.mark.docker
@@ -34,7 +34,7 @@ def task(graded_demo, partial_pull):
 
 @pytest.fixture(scope="module")
 def runtime(docker_client):
-    return DockerRuntime(docker_client)
+    return DockerBackend(docker_client)
 
 
 @pytest.fixture

@@ -130,14 +130,14 @@ def test_published_demo_row_runs_and_scores_the_gold_patch(validated, docker_cli
     environment, apply the gold patch in the sandbox, and get 1.0 from the verifier."""
     from datasets import load_dataset
 
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.verify.grader import Grader
 
     folder, _ = validated
     publish_to_folder([folder], tmp_path / "ds", PublishOptions(name="repo2env/demo"))
     row = load_dataset(str(tmp_path / "ds"), split="train")[0]
     task = task_from_row(row)
-    runtime = DockerRuntime(docker_client)
+    runtime = DockerBackend(docker_client)
     with runtime.start(task) as sandbox:
         sandbox.write_file("/tmp/gold.diff", task.patch)
         applied = sandbox.exec("git apply /tmp/gold.diff")
@@ -152,19 +152,20 @@ def test_pull_loads_saved_images_and_rebuilds_from_a_clone(validated, demo_repo,
     """A dataset published with --save-images brings an image this engine lost; a dataset without
     images is rebuilt from a clone; without either, the task is said to be not runnable."""
     from repo2env.pipeline.stages import folder_builder
-    from repo2env.publish.images import save_images
+    from repo2env.publish.images import image_saver
     from repo2env.publish.pull import pull_dataset
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.images import image_namespace
 
     folder, _ = validated
-    runtime = DockerRuntime(docker_client)
+    runtime = DockerBackend(docker_client)
     task = next(task for task in read_tasks_of(folder) if task.validation.verdict == "accepted")
     lost_tag = f"{image_namespace()}-pulltest/task:{task.pull_number}"
     docker_client.images.get(task.env_spec.image).tag(lost_tag)
     shipped = task.model_copy(update={"env_spec": task.env_spec.model_copy(update={"image": lost_tag})})
     write_jsonl(tmp_path / "tasks" / "tasks.jsonl", [shipped])
-    publish_to_folder([tmp_path / "tasks"], tmp_path / "with-images", PublishOptions(), extra_writers=[save_images])
+    publish_to_folder([tmp_path / "tasks"], tmp_path / "with-images", PublishOptions(),
+                      extra_writers=[image_saver(runtime)])
     assert (tmp_path / "with-images" / "images" / "images.tar").stat().st_size > 1_000_000
     docker_client.images.remove(lost_tag)
 

@@ -83,7 +83,7 @@ def test_push_records_the_reference_and_pull_uses_it(local_registry, small_image
     import pyarrow.parquet as pq
 
     from repo2env.publish.pull import pull_dataset
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
 
     image, image_id = small_image
     task = validated_task(4, "2024-06-01T10:00:00Z")
@@ -109,7 +109,7 @@ def test_push_records_the_reference_and_pull_uses_it(local_registry, small_image
     assert not any(tag.startswith(local_registry) for tag in docker_client.images.get(image_id).tags)
 
     docker_client.images.remove(image_id, force=True)  # this engine loses the image
-    pulled = pull_dataset(tmp_path / "ds", tmp_path / "here", runtime=DockerRuntime(docker_client))
+    pulled = pull_dataset(tmp_path / "ds", tmp_path / "here", runtime=DockerBackend(docker_client))
     assert (pulled.pulled, pulled.runnable, pulled.not_runnable) == (1, 1, {})
     assert docker_client.images.get(image).id == image_id, "the very image that was published"
 

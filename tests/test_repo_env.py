@@ -146,7 +146,7 @@ def test_tool_errors_are_text_and_the_episode_budget_holds(demo_rows, tmp_path):
 def test_tool_calls_go_through_the_channel_one_command_each(demo_rows, tmp_path):
     """Each tool call is one command through the sandbox's persistent channel (issue 13.6): counted
     by the heartbeat file every command appends one byte to, before it runs."""
-    from repo2env.runtime.backends.docker import HEARTBEAT_PATH
+    from repo2env.runtime.backends.keepalive import HEARTBEAT_PATH
     from repo2env.runtime.channel import SERVER_MARKER
 
     tasks, _ = demo_rows

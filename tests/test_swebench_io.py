@@ -74,7 +74,7 @@ def test_export_import_round_trip_validates_and_reports_declared_differences(val
     from conftest import quick_policy
 
     from repo2env.pipeline.stages import build_tasks_dir, validate_dir
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.build import BuildOptions
     from repo2env.validate.run import read_records
 
@@ -89,7 +89,7 @@ def test_export_import_round_trip_validates_and_reports_declared_differences(val
     single.write_text(json.dumps(row) + "\n")
     summary = import_swebench(single, tmp_path / "imported", {row["repo"]: str(demo_repo.path)})
     tasks_dir = summary.folders[row["repo"]]
-    runtime = DockerRuntime(docker_client)
+    runtime = DockerBackend(docker_client)
     assert build_tasks_dir(tasks_dir, runtime=runtime, options=BuildOptions(jobs=1)).ok == 1
     validate_dir(tasks_dir, runtime, quick_policy())
     record = read_records(tasks_dir / "validation.jsonl")[0]

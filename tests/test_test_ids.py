@@ -245,7 +245,7 @@ def _built_oddlib(docker_client, tmp_path: Path, base_files: dict[str, str], tes
     from repo2env.jsonl import read_tasks, write_jsonl
     from repo2env.models import Task
     from repo2env.pipeline.stages import build_tasks_dir
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.build import BuildOptions
     from repo2env.runtime.spec.overrides import EnvOverride
 
@@ -263,7 +263,7 @@ def _built_oddlib(docker_client, tmp_path: Path, base_files: dict[str, str], tes
     folder = tmp_path / "tasks"
     write_jsonl(folder / "tasks.jsonl", [task])
     (folder / "source.json").write_text(f'{{"repo": "acme/oddlib", "clone_path": "{repo}", "source": "test"}}')
-    runtime = DockerRuntime(docker_client)
+    runtime = DockerBackend(docker_client)
     pytest_pin = EnvOverride(python="3.9", install=[f"python -m pip install -q {pytest_install}"], date_pin=False)
     summary = build_tasks_dir(folder, runtime=runtime, options=BuildOptions(jobs=1, overrides={"acme/oddlib": pytest_pin}))
     assert summary.ok == 1, summary.failures

@@ -42,7 +42,7 @@ def test_demo_verdicts_match_what_the_demo_contains(validated, demo_repo):
 
 @pytest.mark.docker
 def test_outputs_and_resume(validated, docker_client):
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
 
     folder, records = validated
     lines = (folder / "validation.jsonl").read_text().splitlines()
@@ -54,14 +54,14 @@ def test_outputs_and_resume(validated, docker_client):
     assert all(task.validation and task.FAIL_TO_PASS for task in tasks)
     assert {task.validation.verdict for task in tasks} == {"accepted", "rejected"}
     assert "| stubs fail |" in summary and "stub_passes" in summary
-    again = validate_dir(folder, DockerRuntime(docker_client), QUICK)
+    again = validate_dir(folder, DockerBackend(docker_client), QUICK)
     assert again.records == [] and again.skipped == len(records)
     assert len(read_records(folder / "validation.jsonl")) == len(records)
 
 
 @pytest.mark.docker
 def test_strict_policy_rejects_flaky_and_leaky_tasks(validated, docker_client, demo_repo, tmp_path):
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
 
     folder, _ = validated
     flaky = next(p.number for p in demo_repo.pulls if p.flaky)
@@ -70,7 +70,7 @@ def test_strict_policy_rejects_flaky_and_leaky_tasks(validated, docker_client, d
     write_jsonl(tmp_path / "tasks.jsonl", tasks)
     strict = load_acceptance_policy("strict").model_copy(update={
         "reruns": 3, "hash_seeds": [0, 1, 2], "gold_runs": 1, "null_runs": 1, "partial_limit": 2, "near_miss_limit": 2})
-    summary = validate_dir(tmp_path, DockerRuntime(docker_client), strict)
+    summary = validate_dir(tmp_path, DockerBackend(docker_client), strict)
     reasons = {int(r.instance_id.rsplit("-", 1)[1]): r.reasons for r in summary.records}
     assert "f2p_flaky" in reasons[flaky]
     assert "leaky_statement" in reasons[leaky]
@@ -78,7 +78,7 @@ def test_strict_policy_rejects_flaky_and_leaky_tasks(validated, docker_client, d
 
 @pytest.mark.docker
 def test_tests_that_already_pass_give_no_f2p(validated, docker_client, tmp_path):
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
 
     folder, _ = validated
     task = read_tasks(folder / "tasks.jsonl")[0]
@@ -89,7 +89,7 @@ def test_tests_that_already_pass_give_no_f2p(validated, docker_client, tmp_path)
                                       "env_spec": task.env_spec.model_copy(update={"status": "env_failed",
                                                                                    "error": "install failed"})})
     write_jsonl(tmp_path / "tasks.jsonl", [broken, unbuilt])
-    summary = validate_dir(tmp_path, DockerRuntime(docker_client), QUICK)
+    summary = validate_dir(tmp_path, DockerBackend(docker_client), QUICK)
     reasons = {record.instance_id: record.reasons for record in summary.records}
     assert reasons[broken.instance_id] == ["no_f2p"]
     assert reasons[unbuilt.instance_id] == ["env_failed"]
@@ -274,14 +274,14 @@ def test_policies_ship_as_package_data_and_load_from_an_installed_wheel(installe
 
 @pytest.mark.docker
 def test_force_with_a_task_revalidates_that_task_only(validated, docker_client, tmp_path):
-    from repo2env.runtime.backends.docker import DockerRuntime
+    from repo2env.runtime.backends.docker import DockerBackend
 
     source, _ = validated
     for name in ("tasks.jsonl", "source.json", "funnel.json", "validation.jsonl"):
         shutil.copy(source / name, tmp_path / name)
     before = {record.instance_id: record for record in read_records(tmp_path / "validation.jsonl")}
     target = sorted(before)[0]
-    summary = validate_dir(tmp_path, DockerRuntime(docker_client), QUICK, force=True, instance_ids=frozenset({target}))
+    summary = validate_dir(tmp_path, DockerBackend(docker_client), QUICK, force=True, instance_ids=frozenset({target}))
     assert [record.instance_id for record in summary.records] == [target]
     after = {record.instance_id: record for record in read_records(tmp_path / "validation.jsonl")}
     assert set(after) == set(before), "the other tasks' records stay"

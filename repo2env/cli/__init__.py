@@ -73,10 +73,10 @@ def _stop_after_interrupt(exit_code: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the clean-up short
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     removed = 0
-    backend = sys.modules.get("repo2env.runtime.backends.docker")
-    if backend is not None:
+    lifecycle = sys.modules.get("repo2env.runtime.backends.lifecycle")
+    if lifecycle is not None:
         try:
-            removed = backend.stop_all_sandboxes()
+            removed = lifecycle.stop_all_sandboxes()
         except Exception:  # noqa: BLE001 - the engine may be what went away; exit all the same
             pass
     click.echo(f"interrupted{f': removed {removed} running sandbox(es)' if removed else ''}; "

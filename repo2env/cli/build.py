@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from repo2env.cli.progress import progress
-from repo2env.cli.root import cli, console, from_option, tasks_dirs
+from repo2env.cli.root import cli, console, from_option, open_selected_backend, tasks_dirs
 
 
 @cli.command()
@@ -30,13 +30,12 @@ def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...],
     """
     from repo2env.jsonl import read_task_ids
     from repo2env.pipeline.stages import build_tasks_dir
-    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.build import BuildOptions
     from repo2env.runtime.spec.overrides import load_overrides
 
     options = BuildOptions(jobs=jobs, overrides=load_overrides(overrides) if overrides else {},
                            instance_ids=frozenset(instance_ids), collect_check=not no_collect_check)
-    runtime = DockerRuntime()
+    runtime = open_selected_backend()
     failed_total = 0
     for folder in tasks_dirs(from_dirs):
         total = len(read_task_ids(folder / "tasks.jsonl") & set(instance_ids)) if instance_ids else \

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from repo2env.cli.root import Group, cli, console
+from repo2env.cli.root import Group, cli, console, open_selected_backend
 
 
 @cli.group(cls=Group)
@@ -18,24 +18,31 @@ def demo() -> None:
 
 @demo.command("init")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-def demo_init(directory: Path) -> None:
+@click.option("--language", type=click.Choice(["python", "javascript"]), default="python", show_default=True,
+              help="Which demo: python is textkit, javascript is fmtkit (JavaScript/TypeScript, mocha).")
+def demo_init(directory: Path, language: str) -> None:
     """Build the demo repository in DIRECTORY/repo, with DIRECTORY/issues.json beside it."""
     from repo2env.demo import build_demo
 
-    built = build_demo(directory)
+    built = build_demo(directory, language)
     merged = sum(1 for pull in built.pulls if pull.merge_style != "unmerged")
     console.print(f"[green]demo repository[/] {built.repo} at {built.path} ({merged} merged PRs)")
     console.print(f"issues and PRs in GitHub's JSON shape: {built.issues_path}")
 
 
 @demo.command("run")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("generated/demo"),
-              show_default=True, help="Where the demo repository and every stage's output go.")
-def demo_run(out_dir: Path) -> None:
-    """Run every pipeline stage that exists on the demo repository (what `make demo` does)."""
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the demo repository and every stage's output go [default: generated/demo for python, "
+                   "generated/demo-javascript for javascript].")
+@click.option("--language", type=click.Choice(["python", "javascript"]), default="python", show_default=True,
+              help="Which demo: python is textkit, javascript is fmtkit.")
+def demo_run(out_dir: Path | None, language: str) -> None:
+    """Run every pipeline stage that exists on a demo repository (what `make demo` does)."""
     from repo2env.pipeline.demo import run_demo
 
-    report = run_demo(out_dir, progress=lambda message: console.print(f"[dim]{message}[/]"))
+    out_dir = out_dir or Path("generated/demo" if language == "python" else f"generated/demo-{language}")
+    report = run_demo(out_dir, backend=open_selected_backend(), language=language,
+                      progress=lambda message: console.print(f"[dim]{message}[/]"))
     table = Table(title=f"repo2env demo -> {out_dir}")
     for column in ("stage", "status", "result"):
         table.add_column(column)

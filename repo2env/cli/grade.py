@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from repo2env.cli.root import SECONDS, cli, console, from_option, stdout, tasks_dirs
+from repo2env.cli.root import SECONDS, cli, console, from_option, open_selected_backend, stdout, tasks_dirs
 from repo2env.errors import InputError
 
 
@@ -30,7 +30,6 @@ def grade(instance_id: str | None, patch_path: Path | None, predictions: Path | 
     """Grade a patch (or SWE-bench predictions) with the hidden verifier: the PR's tests, run in a
     fresh sandbox the agent never saw, after dropping the patch's changes to tests and test config."""
     from repo2env.jsonl import append_jsonl, find_task
-    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.verify.grader import Grader, load_predictions
 
     if bool(predictions) == bool(instance_id or patch_path):
@@ -50,7 +49,7 @@ def grade(instance_id: str | None, patch_path: Path | None, predictions: Path | 
         # A folder that cannot take the results fails now, not after the gradings it would lose.
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.open("a").close()
-    runtime = DockerRuntime()
+    runtime = open_selected_backend()
     results = []
     for job_id, patch in jobs:
         task, tasks_path = find_task(tasks_files, job_id)

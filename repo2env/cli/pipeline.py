@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 
 from repo2env.cli.progress import Bar, Bars, progress
-from repo2env.cli.root import Group, cli, console, stdout
+from repo2env.cli.root import Group, cli, console, explicit_backend, stdout
 from repo2env.errors import InputError
 
 
@@ -92,7 +92,7 @@ def pipeline_run(spec_name: str, jobs: int | None, executor_name: str | None, ad
         executor = make_executor(kind, jobs=jobs or spec.executor.jobs)
     with progress() as bars:
         result = run_pipeline(spec, executor=executor, only=only, retry_failed=retry_failed,
-                              events=_PipelineProgress(bars))
+                              events=_PipelineProgress(bars), backend=explicit_backend())
     executor.shutdown()
     if as_json:
         stdout.print_json(json.dumps(result.funnel))

@@ -8,7 +8,17 @@ from pathlib import Path
 
 import click
 
-from repo2env.cli.root import Group, cli, clone_mapping, console, from_option, stdout, tasks_dirs
+from repo2env.cli.root import (
+    Group,
+    cli,
+    clone_mapping,
+    console,
+    from_option,
+    open_selected_backend,
+    selected_backend_if_any,
+    stdout,
+    tasks_dirs,
+)
 
 
 @cli.command()
@@ -47,12 +57,14 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
     from repo2env.publish.dataset import PublishOptions, publish_to_folder
     from repo2env.publish.harbor import harbor_writer
     from repo2env.publish.hub import HubTarget, parse_target, publish_to_hub
-    from repo2env.publish.images import save_images as image_writer
+    from repo2env.publish.images import image_saver
 
     destination = parse_target(target)
     folders = tasks_dirs(from_dirs)
     default_name = destination.repo_id if isinstance(destination, HubTarget) else Path(destination).name
-    writers = [harbor_writer(name or default_name), *([image_writer] if save_images else [])]
+    # The images' backend is needed to save or push them; otherwise only read (snapshot labels) if it runs.
+    backend = open_selected_backend() if save_images or push_registry else selected_backend_if_any()
+    writers = [harbor_writer(name or default_name, backend), *([image_saver(backend)] if save_images else [])]
     options = PublishOptions(name=name or default_name, split_by_date=split_by_date.date() if split_by_date else None,
                              include_rejected=include_rejected, json_lists=json_lists, license_id=license_id,
                              push_registry=push_registry)
@@ -60,9 +72,10 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
         if isinstance(destination, HubTarget):
             summary = publish_to_hub(folders, destination.repo_id, options, token=token, endpoint=hub_url,
                                      private=private, revision=revision, create_pr=create_pr, overwrite=overwrite,
-                                     extra_writers=writers)
+                                     extra_writers=writers, images=backend)
         else:
-            summary = publish_to_folder(folders, destination, options, overwrite=overwrite, extra_writers=writers)
+            summary = publish_to_folder(folders, destination, options, overwrite=overwrite, extra_writers=writers,
+                                        images=backend)
     if as_json:
         stdout.print_json(json.dumps({"target": summary.target, "splits": summary.splits, "rows": summary.rows,
                                       "left_out": dict(summary.left_out), "files": summary.files,
@@ -96,7 +109,6 @@ def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, r
     from repo2env.pipeline.stages import folder_builder
     from repo2env.publish.hub import HubTarget, download_from_hub, parse_target
     from repo2env.publish.pull import pull_dataset
-    from repo2env.runtime.backends.docker import DockerRuntime
 
     origin = parse_target(source)
     if isinstance(origin, HubTarget):
@@ -106,7 +118,7 @@ def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, r
         destination = out_root / "datasets" / origin.repo_id.replace("/", "__")
         with console.status(f"downloading {origin.repo_id}"):
             origin = download_from_hub(origin.repo_id, destination, token=token, endpoint=hub_url, revision=revision)
-    runtime = None if no_build else DockerRuntime()
+    runtime = None if no_build else open_selected_backend()
     summary = pull_dataset(origin, out_root, runtime=runtime, clones=clone_mapping(clones), build=not no_build,
                            builder=folder_builder(runtime) if runtime else None)
     for repo, folder in summary.folders.items():
@@ -177,7 +189,7 @@ def export_harbor_command(from_dirs: tuple[Path, ...], out_dir: Path, name: str,
     from repo2env.publish.harbor import export_harbor
 
     written = export_harbor(tasks_dirs(from_dirs), out_dir, dataset=name, accepted_only=not include_rejected,
-                            overwrite=overwrite)
+                            overwrite=overwrite, backend=selected_backend_if_any())
     console.print(f"{written.tasks} Harbor tasks -> {written.root}; run one with: harbor run -p "
                   f"{written.root}/INSTANCE_ID", highlight=False)
 

@@ -1,9 +1,11 @@
 """The root ``repo2env`` group and what every command group shares: the two consoles, the ordered
-group, durations, the ``--from`` option with its task folders, and ``--clone`` pairs."""
+group, the backend (``--backend``), durations, the ``--from`` option with its task folders, and
+``--clone`` pairs."""
 
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import click
@@ -48,14 +50,48 @@ class Group(click.Group):
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="repo2env")
-def cli() -> None:
+@click.option("--backend", "backend_choice", metavar="docker|podman",
+              help="Container backend of every image and sandbox [default: REPO2ENV_BACKEND, else docker].")
+@click.pass_context
+def cli(ctx: click.Context, backend_choice: str | None) -> None:
     """Turn a repository's merged pull requests into RL environments for coding agents.
 
     \b
     Pipeline:  mine -> build -> validate -> publish -> train
-    Start with: repo2env doctor   (is Docker ready?)
+    Start with: repo2env doctor   (is the container backend ready?)
                 repo2env demo run (every built stage on the embedded demo repository)
     """
+    ctx.obj = {"backend": None}
+    if backend_choice:
+        from repo2env.runtime.backends import BACKEND_VARIABLE, backend_name
+
+        ctx.obj["backend"] = backend_name(backend_choice)
+        # Worker processes, RepoEnv (TRL builds it without arguments) and any child see it too.
+        os.environ[BACKEND_VARIABLE] = ctx.obj["backend"]
+
+
+def open_selected_backend():
+    """The backend this command runs on (``--backend``, else REPO2ENV_BACKEND, else docker), opened."""
+    from repo2env.runtime.backends import open_backend
+
+    return open_backend()
+
+
+def selected_backend_if_any():
+    """The selected backend when it runs here, else None (for what only reads images when it can)."""
+    from repo2env.errors import BackendUnavailableError
+
+    try:
+        return open_selected_backend()
+    except BackendUnavailableError:
+        return None
+
+
+def explicit_backend() -> str | None:
+    """The backend the command line named (``--backend``), None when it named none."""
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx else None
+    return (root.obj or {}).get("backend") if root else None
 
 
 def tasks_dirs(from_dirs: tuple[Path, ...]) -> list[Path]:

@@ -11,15 +11,24 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from repo2env.cli.root import SECONDS, Group, cli, console, from_option, stdout, tasks_dirs
+from repo2env.cli.root import (
+    SECONDS,
+    Group,
+    cli,
+    console,
+    from_option,
+    open_selected_backend,
+    stdout,
+    tasks_dirs,
+)
 from repo2env.errors import Repo2EnvError
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor(as_json: bool) -> None:
-    """Check the Docker engine, the base images and what builds will be given (CA bundle, index);
-    remove sandboxes whose repo2env process died without removing them."""
+    """Check the container backends (one line each), the selected one's base images and what builds
+    will be given (CA bundle, index); remove sandboxes whose repo2env process died without removing them."""
     from repo2env.runtime.doctor import diagnose
 
     report = diagnose()
@@ -38,7 +47,7 @@ def doctor(as_json: bool) -> None:
 
 @cli.group(cls=Group)
 def runtime() -> None:
-    """The container runtime: base images."""
+    """The container backend: base images."""
 
 
 @runtime.command("bootstrap")
@@ -51,22 +60,42 @@ def runtime() -> None:
 @click.option("--force", is_flag=True, help="Rebuild even if the image exists.")
 @click.option("--no-pull", is_flag=True, help="Do not try a registry; build from Debian packages or a local CPython.")
 @click.option("--mirror", default=None, help="Debian mirror for debootstrap (default: deb.debian.org).")
+@click.option("--node", "node_versions", multiple=True,
+              help="Also a Node base image of this major (repeatable: 12, 18, 20 from Debian; others from a local Node).")
+@click.option("--node-prefix", "node_prefixes", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="A local Node installation (with bin/node and lib/node_modules/npm) to copy in for its major.")
 def runtime_bootstrap(python_versions: tuple[str, ...], python_from: tuple[str, ...], force: bool, no_pull: bool,
-                      mirror: str | None) -> None:
+                      mirror: str | None, node_versions: tuple[str, ...], node_prefixes: tuple[Path, ...]) -> None:
     """Build base images locally (a registry's python:X.Y-slim, Debian packages, or a local CPython
-    copied into a Debian root filesystem)."""
-    from repo2env.runtime.backends.docker import connect_docker
+    copied into a Debian root filesystem); on a backend whose base image another backend here has,
+    import that one."""
+    from repo2env.errors import BackendUnavailableError
+    from repo2env.runtime.backends import BACKENDS, open_backend
     from repo2env.runtime.bootstrap import DEFAULT_MIRROR, ensure_base_image, python_of
+    from repo2env.runtime.node_bootstrap import ensure_node_base_image, node_source
 
-    client = connect_docker()
+    backend = open_selected_backend()
+    others = []
+    for name in BACKENDS:
+        if name != backend.name:
+            try:
+                others.append(open_backend(name))
+            except BackendUnavailableError:
+                pass  # not on this machine: nothing to import from it
     wanted: list[tuple[str, str | None]] = [(python_of(path), path) for path in python_from]
     wanted += [(version, None) for version in python_versions if version not in {python for python, _ in wanted}]
     for python_version, source in wanted or [("3.11", None)]:
         image = ensure_base_image(
-            client, python_version, mirror=mirror or DEFAULT_MIRROR, try_pull=not no_pull and source is None,
+            backend, python_version, mirror=mirror or DEFAULT_MIRROR, try_pull=not no_pull and source is None,
             force=force, python_from=source, progress=lambda message: console.print(f"[dim]{message}[/]"),
+            others=tuple(others),
         )
         console.print(f"[green]{image.tag}[/] ready ({image.origin}, {image.image_id[7:19]})")
+    for node in node_versions:
+        node_image = ensure_node_base_image(backend, node, local=node_source(node, node_prefixes),
+                                            mirror=mirror or DEFAULT_MIRROR, force=force,
+                                            progress=lambda message: console.print(f"[dim]{message}[/]"))
+        console.print(f"[green]{node_image.tag}[/] ready ({node_image.origin}, {node_image.image_id[7:19]})")
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})
@@ -80,10 +109,9 @@ def run(instance_id: str, from_dirs: tuple[Path, ...], timeout: float, command: 
     Example: repo2env run --task repo2env-demo__textkit-2 -- python -m pytest -q
     """
     from repo2env.jsonl import find_task
-    from repo2env.runtime.backends.docker import DockerRuntime
 
     task, _ = find_task([folder / "tasks.jsonl" for folder in tasks_dirs(from_dirs)], instance_id)
-    with DockerRuntime().start(task) as sandbox:
+    with open_selected_backend().start(task) as sandbox:
         result = sandbox.exec(" ".join(command) if len(command) == 1 else shlex.join(command), timeout=timeout)
         stdout.out(result.output, end="", highlight=False)
         patch = sandbox.diff()
@@ -98,17 +126,16 @@ def run(instance_id: str, from_dirs: tuple[Path, ...], timeout: float, command: 
 
 @cli.group(cls=Group)
 def images() -> None:
-    """repo2env's Docker images: list them, remove the unused ones."""
+    """repo2env's images on the selected backend: list them, remove the unused ones."""
 
 
 @images.command("ls")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def images_ls(as_json: bool) -> None:
     """List base, env and task images with their sizes."""
-    from repo2env.runtime.backends.docker import connect_docker
     from repo2env.runtime.images import ImageStore
 
-    rows = ImageStore(connect_docker()).list()
+    rows = ImageStore(open_selected_backend()).list()
     if as_json:
         stdout.print_json(json.dumps(rows))
         return
@@ -128,7 +155,6 @@ def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> N
     """Remove task images no tasks.jsonl refers to, env images no kept task uses, and build leftovers;
     first, sandboxes whose repo2env process died (kill -9) without removing them."""
     from repo2env.jsonl import iter_tasks
-    from repo2env.runtime.backends.docker import connect_docker
     from repo2env.runtime.images import ImageStore
 
     keep: set[str] = set()
@@ -142,11 +168,11 @@ def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> N
                      if task.env_spec and task.env_spec.image}
     from repo2env.runtime.ownership import reap_orphans
 
-    client = connect_docker()
+    backend = open_selected_backend()
     verb = "would remove" if dry_run else "removed"
-    for name in reap_orphans(client, dry_run=dry_run):
+    for name in reap_orphans(backend, dry_run=dry_run):
         console.print(f"{verb} container {name} (its repo2env process is gone)")
-    removed = ImageStore(client).gc(keep_tags=keep, dry_run=dry_run)
+    removed = ImageStore(backend).gc(keep_tags=keep, dry_run=dry_run)
     for name in removed:
         console.print(f"{verb} {name}")
     console.print(f"{verb} {len(removed)} images; kept {len(keep)} task images in use")

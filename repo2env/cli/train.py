@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from repo2env.cli.root import cli, clone_mapping, console
+from repo2env.cli.root import cli, clone_mapping, console, open_selected_backend
 from repo2env.errors import InputError
 
 
@@ -35,9 +35,9 @@ def train(ctx: click.Context, source: str | None, model_path: str | None, output
 
     require_train_extra()
     if demo:
-        from repo2env.train.demo import run_train_demo
+        from repo2env.pipeline.train_demo import run_train_demo
 
-        result = run_train_demo(output_dir or Path("generated/train-demo"),
+        result = run_train_demo(output_dir or Path("generated/train-demo"), backend=open_selected_backend(),
                                 progress=lambda message: console.print(f"[dim]{message}[/]"))
         console.print(f"dataset {result.dataset} ({', '.join(f'{k} {v}' for k, v in result.splits.items())}); "
                       f"tiny model {result.model} (teaching loss {result.teach_loss[0]:.2f} -> {result.teach_loss[1]:.3f})",
@@ -51,12 +51,15 @@ def train(ctx: click.Context, source: str | None, model_path: str | None, output
     from transformers import AutoModelForCausalLM, AutoTokenizer, HfArgumentParser
     from trl import GRPOConfig
 
+    from repo2env.pipeline.stages import folder_builder
     from repo2env.train.run import grpo_trainer, prepare_dataset, run_training
 
     (args,) = HfArgumentParser(GRPOConfig).parse_args_into_dataclasses(
         ["--output_dir", str(output_dir), "--logging_steps", "1", "--eval_strategy", "steps", "--eval_steps", str(eval_steps), *ctx.args])
     with console.status("loading the dataset and its images"):
-        prepared = prepare_dataset(source, output_dir / "work", clones=clone_mapping(clones))
+        backend = open_selected_backend()
+        prepared = prepare_dataset(source, output_dir / "work", backend=backend, builder=folder_builder(backend),
+                                   clones=clone_mapping(clones))
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path)
     trainer = grpo_trainer(model, tokenizer, args, prepared.splits["train"], prepared.splits.get("test"))

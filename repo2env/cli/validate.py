@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from repo2env.cli.progress import progress
-from repo2env.cli.root import cli, console, from_option
+from repo2env.cli.root import cli, console, from_option, open_selected_backend
 from repo2env.errors import InputError
 
 
@@ -38,7 +38,6 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     """
     from repo2env.jsonl import read_task_ids
     from repo2env.pipeline.stages import validate_dir
-    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.build import tasks_dirs
     from repo2env.validate.acceptance import load_acceptance_policy
 
@@ -57,7 +56,7 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     for root in roots:
         folders += tasks_dirs(root, [])
     folders = folders or tasks_dirs(Path("generated"), [])
-    runtime = DockerRuntime()
+    runtime = open_selected_backend()
     for folder in dict.fromkeys(folders):
         total = len(read_task_ids(folder / "tasks.jsonl"))
         with progress() as bars:

@@ -1,4 +1,4 @@
-"""Replay textkit's history into a real git repository, deterministically.
+"""Replay a demo's history into a real git repository, deterministically.
 
 Every commit gets a fixed author, committer and date, and git runs isolated from the host's
 global and system configuration (no signing, no hooks, no templates, no ``autocrlf``), so two
@@ -7,6 +7,7 @@ builds anywhere give the same commit SHAs.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections.abc import Sequence
@@ -17,9 +18,10 @@ from pathlib import Path
 import git
 
 from repo2env.demo.github_json import PullRefs, render_issues_json
-from repo2env.demo.history import DEMO_PULLS, DEMO_REPO, GITHUB_WEB, ISSUES, PULLS, TIMELINE
 from repo2env.demo.spec import (
+    GITHUB_WEB,
     CommitSpec,
+    DemoHistory,
     DemoPull,
     Edit,
     FileChange,
@@ -43,25 +45,50 @@ _REPO_CONFIG = {
     "merge.renames": "true",
 }
 
+#: The demo of each language: the module whose ``HISTORY`` tells its story.
+_HISTORY_MODULES = {"python": "repo2env.demo.history", "javascript": "repo2env.demo.fmtkit.history"}
+#: The languages :func:`build_demo` has a demo repository for, the default first.
+DEMO_LANGUAGES: tuple[str, ...] = tuple(_HISTORY_MODULES)
+
 
 @dataclass(frozen=True)
 class DemoRepo:
-    """A built demo: the git repository, its ``issues.json`` and the ground truth of its PRs."""
+    """A built demo: the git repository, its ``issues.json``, the ground truth of its PRs, its language."""
 
     path: Path
     issues_path: Path
     repo: str
     pulls: tuple[DemoPull, ...]
+    language: str = "python"
 
 
-def build_demo(dest: Path) -> DemoRepo:
-    """Build textkit's repository in ``dest/repo`` and its issues in ``dest/issues.json``.
+def demo_history(language: str = "python") -> DemoHistory:
+    """The history of the demo repository written in ``language`` (one of :data:`DEMO_LANGUAGES`).
+
+    Raises :class:`~repo2env.errors.InputError` for a language without a demo.
+    """
+    module = _HISTORY_MODULES.get(language)
+    if module is None:
+        raise InputError(
+            f"there is no demo repository in {language!r}",
+            hint=f"choose one of: {', '.join(DEMO_LANGUAGES)}",
+        )
+    return importlib.import_module(module).HISTORY
+
+
+def build_demo(dest: Path, language: str = "python") -> DemoRepo:
+    """Build a demo repository in ``dest/repo`` and its issues in ``dest/issues.json``.
+
+    ``language`` picks the demo (:data:`DEMO_LANGUAGES`): ``python`` is textkit, ``javascript``
+    is fmtkit.
 
     The repository is non-bare, with ``main`` checked out at its last commit and a clean worktree;
     PR branches are gone (as after GitHub's "delete branch") but ``refs/pull/N/head`` points at
     every PR's head, merged or not. The same history gives the same SHAs on every machine.
-    Raises :class:`~repo2env.errors.InputError` when ``dest/repo`` exists and is not empty.
+    Raises :class:`~repo2env.errors.InputError` when ``dest/repo`` exists and is not empty, or
+    when no demo is written in ``language``.
     """
+    history = demo_history(language)
     dest = Path(dest).absolute()
     repo_dir = dest / "repo"
     if repo_dir.exists() and (not repo_dir.is_dir() or any(repo_dir.iterdir())):
@@ -70,13 +97,15 @@ def build_demo(dest: Path) -> DemoRepo:
             hint="pass an empty or new destination directory",
         )
     repo_dir.mkdir(parents=True, exist_ok=True)
-    refs = _HistoryReplay(repo_dir, PULLS).run(TIMELINE)
-    document = render_issues_json(DEMO_REPO, ISSUES, PULLS, refs)
+    refs = _HistoryReplay(repo_dir, history.pulls, history.first_date).run(history.timeline)
+    document = render_issues_json(history.repo, history.issues, history.pulls, refs, id_offset=history.id_offset)
     issues_path = dest / "issues.json"
     issues_path.write_text(
         json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
     )
-    return DemoRepo(path=repo_dir, issues_path=issues_path, repo=DEMO_REPO, pulls=DEMO_PULLS)
+    return DemoRepo(
+        path=repo_dir, issues_path=issues_path, repo=history.repo, pulls=history.truth, language=history.language
+    )
 
 
 def _git_date(iso: str) -> str:
@@ -98,7 +127,7 @@ def _identity_env(author: Person, committer: Person, date: str) -> dict[str, str
 class _HistoryReplay:
     """Plays a timeline of commits, PR branches and landings into one repository."""
 
-    def __init__(self, worktree: Path, pulls: Sequence[PullSpec]) -> None:
+    def __init__(self, worktree: Path, pulls: Sequence[PullSpec], first_date: str) -> None:
         self._worktree = worktree
         self._pulls = {pull.number: pull for pull in pulls}
         self._refs: dict[int, PullRefs] = {}
@@ -114,7 +143,7 @@ class _HistoryReplay:
             GIT_INDEX_FILE=str(git_dir / "index"),
             GIT_TERMINAL_PROMPT="0",
             # Reflog entries need an identity even for checkouts; the first commit's keeps them stable.
-            **_identity_env(GITHUB_WEB, GITHUB_WEB, "2024-01-08T09:00:00Z"),
+            **_identity_env(GITHUB_WEB, GITHUB_WEB, first_date),
         )
         self._git.init("--quiet", "--initial-branch=main", "--template=")
         for key, value in _REPO_CONFIG.items():

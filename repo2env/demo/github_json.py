@@ -40,22 +40,28 @@ class PullRefs:
 
 
 def render_issues_json(
-    repo: str, issues: Sequence[IssueSpec], pulls: Sequence[PullSpec], refs: Mapping[int, PullRefs]
+    repo: str,
+    issues: Sequence[IssueSpec],
+    pulls: Sequence[PullSpec],
+    refs: Mapping[int, PullRefs],
+    *,
+    id_offset: int = 0,
 ) -> dict[str, Any]:
     """Return the ``issues.json`` document for ``repo`` (see the module docstring for its shape).
 
     An issue is closed (``state_reason`` ``"completed"``) at the merge time of the first merged
     PR whose ground truth links it; otherwise it stays open. ``<head-sha-of-pull-N>`` tokens in
-    texts become PR N's head commit SHA.
+    texts become PR N's head commit SHA. ``id_offset`` is added to every fake id but the owner's
+    (one organisation owns every demo), so two demos' documents never share an id.
     """
-    renderer = _Renderer(repo, refs)
+    renderer = _Renderer(repo, refs, id_offset)
     closed_at: dict[int, str] = {}
     for pull in sorted(pulls, key=lambda pull: pull.closed_at):
         if pull.truth.merge_style != "unmerged":
             for number in pull.truth.linked_issues:
                 closed_at.setdefault(number, pull.closed_at)
 
-    comment_ids = _comment_ids(issues, pulls)
+    comment_ids = _comment_ids(issues, pulls, _COMMENT_ID_BASE + id_offset)
     issue_objects = [renderer.issue(issue, closed_at.get(issue.number)) for issue in issues]
     issue_objects += [renderer.pull_as_issue(pull) for pull in pulls]
     issue_objects.sort(key=lambda issue: issue["number"], reverse=True)
@@ -68,20 +74,23 @@ def render_issues_json(
 
 
 def _comment_ids(
-    issues: Sequence[IssueSpec], pulls: Sequence[PullSpec]
+    issues: Sequence[IssueSpec], pulls: Sequence[PullSpec], id_base: int
 ) -> dict[tuple[int, CommentSpec], int]:
     # GitHub's comment ids grow with time, whichever issue or PR the comment is on.
     located = [(issue.number, comment) for issue in issues for comment in issue.comments]
     located += [(pull.number, comment) for pull in pulls for comment in pull.comments]
     located.sort(key=lambda item: (item[1].created_at, item[0]))
-    return {item: _COMMENT_ID_BASE + index for index, item in enumerate(located, start=1)}
+    return {item: id_base + index for index, item in enumerate(located, start=1)}
 
 
 class _Renderer:
-    def __init__(self, repo: str, refs: Mapping[int, PullRefs]) -> None:
+    def __init__(self, repo: str, refs: Mapping[int, PullRefs], id_offset: int) -> None:
         self._repo = repo
         self._refs = refs
+        self._id_offset = id_offset
         owner, name = repo.split("/", 1)
+        self._name = name
+        repo_id = _REPO_ID + id_offset
         self._owner = {
             "login": owner,
             "id": _OWNER_ID,
@@ -92,8 +101,8 @@ class _Renderer:
             "html_url": f"{_WEB}/{owner}",
         }
         self._repo_object = {
-            "id": _REPO_ID,
-            "node_id": f"R_kgDO{_REPO_ID}",
+            "id": repo_id,
+            "node_id": f"R_kgDO{repo_id}",
             "name": name,
             "full_name": repo,
             "private": False,
@@ -125,8 +134,8 @@ class _Renderer:
             "url": api,
             "repository_url": f"{_API}/repos/{self._repo}",
             "comments_url": f"{api}/comments",
-            "id": _ISSUE_ID_BASE + number,
-            "node_id": f"I_kwDOtextkit{number:04d}",
+            "id": _ISSUE_ID_BASE + self._id_offset + number,
+            "node_id": f"I_kwDO{self._name}{number:04d}",
             "number": number,
             "title": title,
             "user": self.user(author),
@@ -176,8 +185,8 @@ class _Renderer:
         html = f"{_WEB}/{self._repo}/pull/{pull.number}"
         return {
             "url": f"{_API}/repos/{self._repo}/pulls/{pull.number}",
-            "id": _PULL_ID_BASE + pull.number,
-            "node_id": f"PR_kwDOtextkit{pull.number:04d}",
+            "id": _PULL_ID_BASE + self._id_offset + pull.number,
+            "node_id": f"PR_kwDO{self._name}{pull.number:04d}",
             "html_url": html,
             "diff_url": f"{html}.diff",
             "patch_url": f"{html}.patch",
@@ -218,7 +227,7 @@ class _Renderer:
             "html_url": f"{_WEB}/{self._repo}/{kind}/{number}#issuecomment-{comment_id}",
             "issue_url": f"{_API}/repos/{self._repo}/issues/{number}",
             "id": comment_id,
-            "node_id": f"IC_kwDOtextkit{comment_id}",
+            "node_id": f"IC_kwDO{self._name}{comment_id}",
             "user": self.user(comment.author),
             "created_at": comment.created_at,
             "updated_at": comment.created_at,

@@ -13,6 +13,7 @@ from repo2env.demo import library
 from repo2env.demo.spec import (
     CommentSpec,
     CommitSpec,
+    DemoHistory,
     DemoPull,
     Edit,
     IssueSpec,
@@ -24,9 +25,8 @@ from repo2env.demo.spec import (
     PullSpec,
     Step,
     Write,
-    apply_edits,
-    file_patch,
     file_text,
+    partial_fix,
 )
 
 DEMO_REPO = "repo2env-demo/textkit"
@@ -37,8 +37,6 @@ GRACE = Person("Grace Hopper", "grace@example.com", "grace-h", 9100003, "CONTRIB
 ALAN = Person("Alan Turing", "alan@example.com", "alan-t", 9100004, "CONTRIBUTOR")
 KATHERINE = Person("Katherine Johnson", "katherine@example.com", "katherine-j", 9100005, "NONE")
 EDSGER = Person("Edsger Dijkstra", "edsger@example.com", "edsger-d", 9100006, "FIRST_TIME_CONTRIBUTOR")
-#: GitHub commits merges and squashes made in its web interface under this identity.
-GITHUB_WEB = Person("GitHub", "noreply@github.com", "web-flow", 19864447, "NONE")
 
 SLUG = "src/textkit/slug.py"
 DURATION = "src/textkit/duration.py"
@@ -61,12 +59,7 @@ def _ids(test_file: str, *names: str) -> tuple[str, ...]:
 
 def _partial_fix(name: str, edits: tuple[Edit, ...], passes: tuple[str, ...]) -> PartialFix:
     # Partial fixes only touch files no earlier PR changed, so their base text is the first commit's.
-    patches = []
-    for path in dict.fromkeys(edit.path for edit in edits):
-        before = library.INITIAL_FILES[path]
-        after = apply_edits(before, tuple(edit for edit in edits if edit.path == path))
-        patches.append(file_patch(path, before, after))
-    return PartialFix(name=name, patch="".join(patches), passes=passes)
+    return partial_fix(name, library.INITIAL_FILES, edits, passes)
 
 
 # --- the first commits -------------------------------------------------------------------------
@@ -1417,4 +1410,6 @@ TIMELINE: tuple[Step, ...] = (
     MainCommit(RELEASE_0_3_0),
 )
 
-DEMO_PULLS: tuple[DemoPull, ...] = tuple(pull.truth for pull in PULLS)
+HISTORY = DemoHistory(repo=DEMO_REPO, language="python", issues=ISSUES, pulls=PULLS, timeline=TIMELINE)
+
+DEMO_PULLS: tuple[DemoPull, ...] = HISTORY.truth

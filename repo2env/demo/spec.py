@@ -1,8 +1,10 @@
-"""The vocabulary the demo history is written in: people, file changes, commits, issues and PRs.
+"""The vocabulary the demo histories are written in: people, file changes, commits, issues and PRs.
 
-:mod:`repo2env.demo.history` describes textkit's history with these records and
-:mod:`repo2env.demo.builder` replays them into a git repository. :class:`DemoPull` and
-:class:`PartialFix` are also the ground truth that the tests of later stages compare with.
+Each demo describes its history with these records, whatever its language:
+:mod:`repo2env.demo.history` textkit's (Python), :mod:`repo2env.demo.fmtkit.history` fmtkit's
+(JavaScript/TypeScript). :mod:`repo2env.demo.builder` replays a :class:`DemoHistory` into a git
+repository. :class:`DemoPull` and :class:`PartialFix` are also the ground truth that the tests of
+later stages compare with.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ class Person:
     email: str
     login: str
     user_id: int
-    association: str  #: GitHub's ``author_association`` for this person in textkit
+    association: str  #: GitHub's ``author_association`` for this person in the demo repository
 
     @property
     def git_identity(self) -> str:
@@ -112,13 +114,16 @@ class DemoPull:
 
     ``linked_issues`` are the real issues the PR closes (not PRs, not mere mentions).
     ``expected_bucket`` is ``"kept"`` or the reason the PR is skipped: ``"no_linked_issue"``,
-    ``"no_test_changes"``, ``"no_source_change"`` or ``"not_merged"``. ``fail_to_pass`` ids fail
-    at the base commit with the PR's test files applied and pass after the merge;
-    ``pass_to_pass`` ids are the other tests of the test files the PR touches, passing both
-    before and after; ``flaky`` ids pass or fail depending on ``PYTHONHASHSEED`` after the merge.
+    ``"no_test_changes"``, ``"no_source_change"`` or ``"not_merged"``. Test ids are written as the
+    demo's language writes them (pytest's node ids for textkit; ``<file>::<describe> > <test>``
+    for fmtkit). ``fail_to_pass`` ids fail at the base commit with the PR's test files applied
+    and pass after the merge; ``pass_to_pass`` ids are the other tests of the test files the PR
+    touches, passing both before and after; ``flaky`` ids pass or fail from run to run after the
+    merge (textkit's with ``PYTHONHASHSEED``, fmtkit's with V8's ``--random-seed``).
     ``leaks_fix`` says the linked issue's text gives the fix away. ``stub_earns`` says the PR's
     tests give reward to a stub of the functions it changes (``return []`` or ``return ""``
-    passes one of them): validation's stub rollouts catch it.
+    passes one of them): validation's stub rollouts catch it. A kept PR whose tests all pass
+    before its fix has no ``fail_to_pass``: validation finds nothing to reward.
     """
 
     number: int
@@ -132,6 +137,19 @@ class DemoPull:
     partial_fixes: tuple[PartialFix, ...] = ()
     leaks_fix: bool = False
     stub_earns: bool = False
+
+    @property
+    def expected_reasons(self) -> tuple[str, ...]:
+        """The reasons validation's default policy rejects this kept PR for (empty: accepted).
+
+        A PR without ``fail_to_pass`` is ``no_f2p``; one whose tests a stub passes is
+        ``stub_passes``. A leaking issue is flagged, not rejected. ``()`` for PRs mining skips.
+        """
+        if self.expected_bucket != "kept":
+            return ()
+        if not self.fail_to_pass:
+            return ("no_f2p",)
+        return ("stub_passes",) if self.stub_earns else ()
 
 
 @dataclass(frozen=True)
@@ -191,6 +209,38 @@ class LandPull:
 
 Step = MainCommit | OpenPull | LandPull
 
+#: GitHub commits merges and squashes made in its web interface under this identity.
+GITHUB_WEB = Person("GitHub", "noreply@github.com", "web-flow", 19864447, "NONE")
+
+
+@dataclass(frozen=True)
+class DemoHistory:
+    """One demo repository's whole story, which :func:`~repo2env.demo.builder.build_demo` replays.
+
+    ``language`` is the language the repository is written in (``python``, ``javascript``).
+    ``issues`` and ``pulls`` share one number sequence; ``timeline`` is the order in which
+    commits, PR branches and landings happen on ``main``. ``id_offset`` is added to the fake
+    GitHub ids of ``issues.json`` so that two demos never share an id.
+    """
+
+    repo: str
+    language: str
+    issues: tuple[IssueSpec, ...]
+    pulls: tuple[PullSpec, ...]
+    timeline: tuple[Step, ...]
+    id_offset: int = 0
+
+    @property
+    def truth(self) -> tuple[DemoPull, ...]:
+        """The ground truth of every PR, in the order of :attr:`pulls`."""
+        return tuple(pull.truth for pull in self.pulls)
+
+    @property
+    def first_date(self) -> str:
+        """The author date of the first commit on ``main``."""
+        first = next(step for step in self.timeline if isinstance(step, MainCommit))
+        return first.commit.date
+
 
 def file_text(literal: str) -> str:
     """Return a triple-quoted file literal without the newline that follows its opening quotes."""
@@ -220,3 +270,13 @@ def file_patch(path: str, before: str, after: str) -> str:
         n=3,
     )
     return f"diff --git a/{path} b/{path}\n" + "".join(hunks)
+
+
+def partial_fix(name: str, base_files: dict[str, str], edits: tuple[Edit, ...], passes: tuple[str, ...]) -> PartialFix:
+    """A :class:`PartialFix` made of ``edits`` to files whose text at the PR's base is in ``base_files``."""
+    patches = []
+    for path in dict.fromkeys(edit.path for edit in edits):
+        before = base_files[path]
+        after = apply_edits(before, tuple(edit for edit in edits if edit.path == path))
+        patches.append(file_patch(path, before, after))
+    return PartialFix(name=name, patch="".join(patches), passes=passes)

@@ -4,7 +4,7 @@ TRL's contract (1.16): ``RepoEnv()`` takes no arguments; ``reset(**row)`` receiv
 row and returns text appended to the prompt; every public method with type hints and a Google-style
 docstring is a tool (so helpers are private); ``get_reward()`` is a reward. Instances are pooled and
 reused through ``reset``, and ``close`` is never called, so the previous sandbox is torn down in
-``reset``, in ``__del__`` and at interpreter exit (the Docker backend removes open sandboxes then).
+``reset``, in ``__del__`` and at interpreter exit (every backend removes open sandboxes then).
 
 Settings come from :class:`RepoEnvConfig` (environment variables ``REPO2ENV_ENV_*``), and
 ``functools.partial(RepoEnv, config=...)`` overrides them for one trainer.
@@ -57,7 +57,11 @@ class RepoEnvConfig:
     its own (1: one after another, as the trainer asks)."""
     command_channel: bool = True
     """Tool calls go through a persistent command channel in the sandbox (a few ms each); off, each
-    is one ``docker exec`` (tens of ms)."""
+    is one engine exec (tens of ms with Docker, hundreds with podman)."""
+    backend: str = ""
+    """The container backend of the sandboxes (docker, podman) [default: ``REPO2ENV_BACKEND``, else
+    docker]: TRL's ``environment_factory`` takes no arguments, so the variable is how a trainer
+    chooses it."""
     logs_dir: Path = field(default_factory=lambda: Path("generated") / "repo_env")
     """Where gradings keep their logs."""
 
@@ -256,16 +260,16 @@ _shared_lock = threading.Lock()
 
 
 def _shared_machinery(config: RepoEnvConfig):
-    """One runtime, grader and pool per process and config (instances are many, engines are one).
+    """One backend, grader and pool per process and config (instances are many, engines are one).
 
-    The one place RepoEnv names a backend: everything else here uses the runtime protocol."""
-    from repo2env.runtime.backends.docker import DockerRuntime
+    The one place RepoEnv opens a backend: everything else here uses the runtime protocol."""
+    from repo2env.runtime.backends import open_backend
     from repo2env.verify.grader import Grader
 
     key = (os.getpid(), hash(config))
     with _shared_lock:
         if key not in _shared:
-            runtime = DockerRuntime()
+            runtime = open_backend(config.backend or None)
             grader = Grader(runtime, config.logs_dir, timeout_s=config.grade_timeout_s, keep_warm=True)
             _shared[key] = (runtime, grader, _SandboxPool(runtime, config.warm_sandboxes,
                                                                 command_channel=config.command_channel),

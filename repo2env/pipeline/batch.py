@@ -33,7 +33,7 @@ from repo2env.pipeline.stages import (
     build_work,
     safe_name,
     validate_work,
-    worker_runtime,
+    worker_backend,
     write_validation_reports,
 )
 from repo2env.pipeline.state import BATCH_ITEM, StateStore
@@ -215,8 +215,13 @@ def _to_do(state: StateStore, item: str, stage: str, retry_failed: bool) -> bool
 
 
 def run_pipeline(spec: PipelineSpec, *, executor: Executor, only: Iterable[str] = (), retry_failed: bool = False,
-                 events: PipelineEvents | None = None) -> PipelineResult:
-    """Run ``spec`` (resuming what an earlier run into the same output folder left)."""
+                 events: PipelineEvents | None = None, backend: str | None = None) -> PipelineResult:
+    """Run ``spec`` (resuming what an earlier run into the same output folder left) on ``backend``
+    (default: the spec's ``backend``, else ``REPO2ENV_BACKEND``, else docker); every worker, local
+    or on a Ray cluster, opens that same backend."""
+    from repo2env.runtime.backends import backend_name
+
+    backend = backend_name(backend or spec.backend)
     events = events or _NoPipelineEvents()
     out_dir = spec.output_dir()
     result = PipelineResult(out_dir=out_dir)
@@ -230,7 +235,7 @@ def run_pipeline(spec: PipelineSpec, *, executor: Executor, only: Iterable[str] 
         from repo2env.runtime.ownership import reap_orphans
 
         # Sandboxes of a run that was killed (kill -9 leaves them running): gone before this run starts.
-        reap_orphans(worker_runtime().client)
+        reap_orphans(worker_backend(backend))
     with StateStore(out_dir) as state:
         state.begin_run()
         repo_of: dict[str, str] = {entry.label: entry.label for entry in entries}
@@ -259,7 +264,7 @@ def run_pipeline(spec: PipelineSpec, *, executor: Executor, only: Iterable[str] 
                     tasks.append(task)
                     repo_of[task.instance_id] = entry.label
                     logs_of[task.instance_id] = folder / "logs" / safe_name(task.instance_id)
-            task_stages = _task_stages(spec, state, folders, logs_of, policy, resources, retry_failed)
+            task_stages = _task_stages(spec, state, folders, logs_of, policy, resources, retry_failed, backend)
             for stage in task_stages:
                 events.planned(stage.name, len(tasks))
             if task_stages and tasks:
@@ -296,11 +301,12 @@ def run_pipeline(spec: PipelineSpec, *, executor: Executor, only: Iterable[str] 
 
 
 def _task_stages(spec: PipelineSpec, state: StateStore, folders: dict[str, tuple[RepoEntry, Path]],
-                 logs_of: dict[str, Path], policy, resources: ExecutorResources, retry_failed: bool) -> list[Stage]:
+                 logs_of: dict[str, Path], policy, resources: ExecutorResources, retry_failed: bool,
+                 backend: str) -> list[Stage]:
     stages: list[Stage] = []
     if "build" in spec.stages:
         clones: dict[str, Path] = {}
-        available = available_pythons(worker_runtime())
+        available = available_pythons(worker_backend(backend))
 
         def prepare_build(task: Task):
             if not _to_do(state, task.instance_id, "build", retry_failed):
@@ -309,7 +315,7 @@ def _task_stages(spec: PipelineSpec, state: StateStore, folders: dict[str, tuple
             if task.repo not in clones:
                 clones[task.repo] = read_source_clone(folder)
             options = BuildOptions(overrides={task.repo: entry.env} if entry.env else {})
-            return build_job(task, clones[task.repo], logs_of[task.instance_id] / "build", options, available)
+            return build_job(task, clones[task.repo], logs_of[task.instance_id] / "build", options, available, backend)
 
         def record_build(task: Task, job, output: BuildOutput) -> Task:
             built = task.model_copy(update={"env_spec": output.env_spec})
@@ -322,7 +328,7 @@ def _task_stages(spec: PipelineSpec, state: StateStore, folders: dict[str, tuple
             built = state.status(task.instance_id, "build") == "done" or ("build" not in spec.stages and task.env_spec)
             if not built or not _to_do(state, task.instance_id, "validate", retry_failed):
                 return None
-            return ValidateJob(task, policy, logs_of[task.instance_id] / "validate")
+            return ValidateJob(task, policy, logs_of[task.instance_id] / "validate", backend=backend)
 
         def record_validate(task: Task, job, output: ValidateOutput) -> Task:
             folder = folders[task.repo][1]

@@ -1,20 +1,26 @@
-"""``repo2env demo run`` / ``make demo``: every stage that exists, on the embedded demo repository.
+"""``repo2env demo run`` / ``make demo``: every stage that exists, on an embedded demo repository.
 
-Training is not run by the demo (it needs the train extra and minutes of CPU): its stage says how.
+``language`` picks the demo (textkit for ``python``, fmtkit for ``javascript``). When mining keeps
+no task (a language the pipeline cannot mine yet), the later stages say so instead of running on
+nothing. Training is not run by the demo (it needs the train extra and minutes of CPU): its stage
+says how.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repo2env.demo import build_demo
+from repo2env.demo import build_demo, demo_history
+from repo2env.errors import InputError
+from repo2env.jsonl import read_tasks
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
 from repo2env.pipeline.stages import build_tasks_dir, validate_dir
 from repo2env.publish.dataset import PublishOptions, publish_to_folder
-from repo2env.runtime.backends.docker import DockerRuntime
+from repo2env.runtime.backend import Backend
 from repo2env.runtime.build import BuildOptions
 from repo2env.validate.acceptance import load_acceptance_policy
 from repo2env.validate.run import read_records
@@ -37,16 +43,23 @@ class DemoReport:
     stages: list[StageReport] = field(default_factory=list)
 
 
-def run_demo(out_dir: Path, *, progress: Callable[[str], None] = lambda message: None) -> DemoReport:
-    """Build the demo repository under ``out_dir/source`` (once) and run every built stage on it."""
+def run_demo(out_dir: Path, *, backend: Backend, language: str = "python",
+             progress: Callable[[str], None] = lambda message: None) -> DemoReport:
+    """Build the ``language`` demo repository under ``out_dir/source`` (once) and run every built
+    stage on it, its images and sandboxes on ``backend``. A folder that already holds another
+    language's demo is refused."""
     report = DemoReport(out_dir=out_dir)
     source_dir = out_dir / "source"
     repo_path, issues_path = source_dir / "repo", source_dir / "issues.json"
     if (repo_path / ".git").exists() and issues_path.is_file():
+        expected, found = demo_history(language).repo, _issues_repository(issues_path)
+        if found != expected:
+            raise InputError(f"{out_dir} holds the demo of {found}, not the {language} demo ({expected})",
+                             hint="give each demo its own --out folder")
         report.stages.append(StageReport("demo repository", "done", f"reused {repo_path}"))
     else:
         progress(f"building the demo repository in {source_dir}")
-        built = build_demo(source_dir)
+        built = build_demo(source_dir, language)
         merged = sum(1 for pull in built.pulls if pull.merge_style != "unmerged")
         report.stages.append(StageReport("demo repository", "done", f"{built.repo}: {merged} merged PRs at {built.path}"))
 
@@ -62,8 +75,12 @@ def run_demo(out_dir: Path, *, progress: Callable[[str], None] = lambda message:
         f"-> {result.tasks_path}",
     ))
     tasks_dir = out_dir / "tasks"
-    runtime = DockerRuntime()
-    progress("building environments (env image + task images)")
+    if not (tasks_dir / "tasks.jsonl").is_file() or not read_tasks(tasks_dir / "tasks.jsonl"):
+        for stage in ("build", "validate", "publish", "train"):
+            report.stages.append(StageReport(stage, "not run here", f"mining kept no {language} task to {stage}"))
+        return report
+    runtime = backend
+    progress(f"building environments (env image + task images) on {backend.name}")
     built = build_tasks_dir(tasks_dir, runtime=runtime, options=BuildOptions(jobs=2))
     report.stages.append(StageReport(
         "build", "done" if built.ok else "failed",
@@ -81,7 +98,7 @@ def run_demo(out_dir: Path, *, progress: Callable[[str], None] = lambda message:
         f"{'; rejected PR ' + reasons if reasons else ''}; -> {tasks_dir / 'summary.md'}"))
     progress("publishing the accepted environments as a dataset folder")
     dataset_dir = out_dir / "dataset"
-    published = publish_to_folder([tasks_dir], dataset_dir, PublishOptions(name="repo2env/demo"), overwrite=True)
+    published = publish_to_folder([tasks_dir], dataset_dir, PublishOptions(name="repo2env/demo" if language == "python" else f"repo2env/demo-{language}"), overwrite=True)
     splits = ", ".join(f"{split} {count}" for split, count in published.splits.items())
     report.stages.append(StageReport(
         "publish", "done", f"{published.rows} environments ({splits}), {published.files} files -> {dataset_dir} "
@@ -91,3 +108,11 @@ def run_demo(out_dir: Path, *, progress: Callable[[str], None] = lambda message:
         "RepoEnv on this dataset"))
     return report
 
+
+
+def _issues_repository(issues_path: Path) -> str | None:
+    """The ``repository`` an issues.json document names (None when it cannot be read)."""
+    try:
+        return json.loads(issues_path.read_text(encoding="utf-8")).get("repository")
+    except (OSError, ValueError, AttributeError):
+        return None

@@ -3,7 +3,7 @@
 - ``local`` (:class:`~repo2env.pipeline.local_executor.LocalExecutor`): worker processes on this
   machine, ``--jobs N`` CPUs' worth of them (the default);
 - :class:`~repo2env.pipeline.local_executor.ThreadExecutor`: threads in this process, for the
-  ``build``/``validate`` commands, whose stage work shares one Docker runtime;
+  ``build``/``validate`` commands, whose stage work shares one backend;
 - ``ray`` (:class:`~repo2env.pipeline.ray_executor.RayExecutor`): Ray tasks on a cluster
   (``--executor ray --address auto|HOST:PORT``), or on a Ray head started here.
 

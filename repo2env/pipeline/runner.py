@@ -148,7 +148,7 @@ def run_stages(items: Sequence[Item], stages: Sequence[Stage[Item]], *, executor
             stats.bookkeeping_s += time.perf_counter() - bookkeeping
     except BaseException:
         # Interrupted or stopped: queued calls never start, and nothing waits for the running ones
-        # (the caller stops their sandboxes: backends.docker.stop_all_sandboxes).
+        # (the caller stops their sandboxes: backends.lifecycle.stop_all_sandboxes).
         executor.shutdown(cancel=True)
         raise
     stats.wall_s = time.perf_counter() - started

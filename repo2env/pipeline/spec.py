@@ -110,6 +110,17 @@ class PipelineSpec(_Strict):
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
     output: str | None = Field(None, description="The output folder [default: generated/pipelines/NAME].")
     publish: PublishSpec | None = None
+    backend: str | None = Field(None, description="The container backend of every stage and worker, docker or "
+                                "podman ('--backend' overrides it) [default: REPO2ENV_BACKEND, else docker].")
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, backend: str | None) -> str | None:
+        from repo2env.runtime.backends import BACKENDS
+
+        if backend is not None and backend not in BACKENDS:
+            raise ValueError(f"no such backend {backend!r} (known: {', '.join(BACKENDS)})")
+        return backend
 
     @field_validator("stages")
     @classmethod

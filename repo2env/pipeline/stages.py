@@ -3,8 +3,8 @@
 
 Each stage is a job type (what one call needs, picklable), a top-level work function from that job
 to the stage's typed output, and a record step that writes the output under the file's lock. A
-work function called without a runtime opens one engine connection per worker process
-(:func:`worker_runtime`), so it runs as well on a thread of this process as on a remote worker.
+work function called without a backend opens the one its job names, once per worker process
+(:func:`worker_backend`), so it runs as well on a thread of this process as on a remote worker.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from repo2env.jsonl import append_jsonl, drop_rows, drop_torn_tail, read_tasks, 
 from repo2env.models import EnvSpec, Task, ValidationReport
 from repo2env.pipeline.executors import ThreadExecutor
 from repo2env.pipeline.runner import Stage, run_stages
-from repo2env.runtime.backends.docker import DockerRuntime
+from repo2env.runtime.backend import Backend
+from repo2env.runtime.backends import backend_name, open_backend
 from repo2env.runtime.bootstrap import local_base_pythons, makeable_pythons
 from repo2env.runtime.build import BuildOptions, BuildSummary, build_task, read_source_clone, still_built
 from repo2env.runtime.images import STALL_IDLE_S, ImageStore
@@ -31,10 +32,15 @@ from repo2env.validate.report import write_figure, write_summary
 from repo2env.validate.run import PolicyRunner, ValidationSummary, read_records, validate_task
 
 
+def worker_backend(name: str = "") -> Backend:
+    """This process's backend ``name`` (default: ``REPO2ENV_BACKEND``, else docker), opened once per
+    worker process."""
+    return _opened(backend_name(name or None))
+
+
 @functools.cache
-def worker_runtime() -> DockerRuntime:
-    """This process's runtime on the local engine (one connection per worker process)."""
-    return DockerRuntime()
+def _opened(name: str) -> Backend:
+    return open_backend(name)
 
 
 def safe_name(instance_id: str) -> str:
@@ -57,6 +63,7 @@ class BuildJob:
     collect_timeout_s: float = 300.0
     available: tuple[str, ...] = tuple(AVAILABLE_PYTHONS)
     stall_idle_s: float = STALL_IDLE_S
+    backend: str = ""  #: the backend a worker opens for it (default: REPO2ENV_BACKEND, else docker)
 
 
 @dataclass(frozen=True)
@@ -67,10 +74,10 @@ class BuildOutput:
     reused: bool
 
 
-def build_work(job: BuildJob, runtime: DockerRuntime | None = None) -> BuildOutput:
+def build_work(job: BuildJob, runtime: Backend | None = None) -> BuildOutput:
     """The build stage: reuse the task's image when it is still the recorded one, else build it."""
-    runtime = runtime or worker_runtime()
-    store = ImageStore(runtime.client)
+    runtime = runtime or worker_backend(job.backend)
+    store = ImageStore(runtime)
     if still_built(job.task, store, job.override):
         return BuildOutput(job.task.env_spec, reused=True)
     spec = build_task(job.task, job.clone, store=store, runtime=runtime, logs_dir=job.logs_dir,
@@ -79,21 +86,22 @@ def build_work(job: BuildJob, runtime: DockerRuntime | None = None) -> BuildOutp
     return BuildOutput(spec, reused=False)
 
 
-def available_pythons(runtime: DockerRuntime) -> tuple[str, ...]:
+def available_pythons(runtime: Backend) -> tuple[str, ...]:
     """Every Python a task may get: those with a base image (pulled, or made before), those a Debian
     release ships, and those a local CPython can make one for (the build makes it when a task needs it)."""
-    return tuple(sorted(set(AVAILABLE_PYTHONS) | set(local_base_pythons(runtime.client)) | set(makeable_pythons()),
+    return tuple(sorted(set(AVAILABLE_PYTHONS) | set(local_base_pythons(runtime)) | set(makeable_pythons()),
                         key=version_key))
 
 
-def build_job(task: Task, clone: Path, logs_dir: Path, options: BuildOptions, available: tuple[str, ...]) -> BuildJob:
-    """The build job of ``task`` under ``options``."""
+def build_job(task: Task, clone: Path, logs_dir: Path, options: BuildOptions, available: tuple[str, ...],
+              backend: str = "") -> BuildJob:
+    """The build job of ``task`` under ``options``, for backend ``backend``."""
     return BuildJob(task=task, clone=clone, logs_dir=logs_dir, override=options.overrides.get(task.repo),
                     collect_check=options.collect_check, collect_timeout_s=options.collect_timeout_s,
-                    available=available, stall_idle_s=options.stall_idle_s)
+                    available=available, stall_idle_s=options.stall_idle_s, backend=backend)
 
 
-def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOptions | None = None,
+def build_tasks_dir(tasks_dir: Path, *, runtime: Backend, options: BuildOptions | None = None,
                     progress: Callable[[Task, EnvSpec], None] | None = None) -> BuildSummary:
     """Build every task of ``tasks_dir/tasks.jsonl`` (or ``options.instance_ids``); each task's row
     gets its ``env_spec`` as soon as it is built (only that row, under the file's lock)."""
@@ -124,7 +132,7 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: DockerRuntime, options: BuildOp
     return summary
 
 
-def folder_builder(runtime: DockerRuntime) -> Callable[[Path, frozenset[str]], tuple[int, dict[str, str]]]:
+def folder_builder(runtime: Backend) -> Callable[[Path, frozenset[str]], tuple[int, dict[str, str]]]:
     """Builds the given tasks of a tasks folder: (how many built, {instance id: why not}) (for ``pull``)."""
 
     def build_some(folder: Path, instance_ids: frozenset[str]) -> tuple[int, dict[str, str]]:
@@ -145,6 +153,7 @@ class ValidateJob:
     policy: AcceptancePolicy
     logs_dir: Path
     policy_k: int = 0
+    backend: str = ""  #: the backend a worker opens for it (default: REPO2ENV_BACKEND, else docker)
 
 
 @dataclass(frozen=True)
@@ -155,15 +164,15 @@ class ValidateOutput:
     record: ValidationReport
 
 
-def validate_work(job: ValidateJob, runtime: DockerRuntime | None = None,
+def validate_work(job: ValidateJob, runtime: Backend | None = None,
                   policy_runner: PolicyRunner | None = None) -> ValidateOutput:
     """The validate stage: derive the tests, grade the reference rollouts, judge."""
-    task, record = validate_task(job.task, runtime or worker_runtime(), job.policy, logs_dir=job.logs_dir,
+    task, record = validate_task(job.task, runtime or worker_backend(job.backend), job.policy, logs_dir=job.logs_dir,
                                  policy_runner=policy_runner, policy_k=job.policy_k)
     return ValidateOutput(task, record)
 
 
-def validate_dir(tasks_dir: Path, runtime: DockerRuntime, policy: AcceptancePolicy, *, jobs: int = 1,
+def validate_dir(tasks_dir: Path, runtime: Backend, policy: AcceptancePolicy, *, jobs: int = 1,
                  policy_runner: PolicyRunner | None = None, policy_k: int = 0, force: bool = False,
                  instance_ids: frozenset[str] = frozenset(),
                  progress: Callable[[ValidationReport], None] | None = None) -> ValidationSummary:

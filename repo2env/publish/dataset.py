@@ -30,6 +30,7 @@ from repo2env.errors import InputError
 from repo2env.jsonl import read_tasks
 from repo2env.models import Task, ValidationReport
 from repo2env.publish.card import dataset_card
+from repo2env.runtime.backend import Backend
 
 MANIFEST = "manifest.json"
 
@@ -113,8 +114,9 @@ def split_name(task: Task, cutoff: date | None) -> str:
 
 
 def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
-               extra_writers: Sequence[TreeWriter] = ()) -> PublishSummary:
-    """Write the dataset tree of the chosen tasks under ``root`` (an empty folder)."""
+               extra_writers: Sequence[TreeWriter] = (), images: Backend | None = None) -> PublishSummary:
+    """Write the dataset tree of the chosen tasks under ``root`` (an empty folder); ``images`` is the
+    backend ``options.push_registry`` pushes the tasks' images from."""
     from datasets import Dataset
     from datasets.utils.logging import disable_progress_bar
 
@@ -127,7 +129,9 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
     if options.push_registry:
         from repo2env.publish.images import push_images
 
-        tasks = push_images(tasks, options.push_registry)
+        if images is None:
+            raise InputError("--push-images needs the backend the images were built on")
+        tasks = push_images(tasks, options.push_registry, backend=images)
     summary = PublishSummary(target=str(root), left_out=left_out)
     by_split: dict[str, list[dict]] = {}
     for task in tasks:
@@ -197,7 +201,7 @@ def verify_manifest(root: Path) -> list[str]:
 
 
 def publish_to_folder(folders: Sequence[Path], target: Path, options: PublishOptions, *, overwrite: bool = False,
-                      extra_writers: Sequence[TreeWriter] = ()) -> PublishSummary:
+                      extra_writers: Sequence[TreeWriter] = (), images: Backend | None = None) -> PublishSummary:
     """Write the dataset tree to ``target``: complete or absent, never half-written."""
     target = target.absolute()
     if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:
@@ -205,7 +209,7 @@ def publish_to_folder(folders: Sequence[Path], target: Path, options: PublishOpt
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
     try:
-        summary = write_tree(folders, staging / "tree", options, extra_writers=extra_writers)
+        summary = write_tree(folders, staging / "tree", options, extra_writers=extra_writers, images=images)
         if target.exists():
             os.replace(target, staging / "previous")  # removed with the staging folder
         os.replace(staging / "tree", target)

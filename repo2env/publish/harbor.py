@@ -35,6 +35,7 @@ from repo2env.errors import InputError
 from repo2env.instruction import instruction_text
 from repo2env.jsonl import read_tasks
 from repo2env.models import Task
+from repo2env.runtime.backend import Backend
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.verify.spec import GradingLayout, grading_scripts, grading_spec
 from repo2env.verify.tamper import PLUGIN_SOURCE
@@ -164,38 +165,32 @@ def write_task_folders(tasks: Iterable[Task], root: Path, *, dataset: str,
     return count
 
 
-def image_snapshots(tasks: Iterable[Task]) -> dict[str, str | None]:
-    """The snapshot commit of each task's image (its ``repo2env.snapshot`` label), where a Docker
-    engine here has the image; None where not (the verifier then takes the root commit)."""
-    try:
-        import docker
-
-        client = docker.from_env(timeout=10)
-        client.ping()
-    except Exception:  # noqa: BLE001 - no engine here: every snapshot is read in the container instead
+def image_snapshots(tasks: Iterable[Task], backend: Backend | None) -> dict[str, str | None]:
+    """The snapshot commit of each task's image (its ``repo2env.snapshot`` label), where ``backend``
+    has the image; None where not, and {} without a backend (the verifier then takes the root commit)."""
+    if backend is None:
         return {}
     snapshots: dict[str, str | None] = {}
     for task in tasks:
-        try:
-            image = client.images.get(task.env_spec.image if task.env_spec else "")
-            snapshots[task.instance_id] = (image.labels or {}).get("repo2env.snapshot")
-        except Exception:  # noqa: BLE001 - an image not here: the same fallback
-            snapshots[task.instance_id] = None
+        image = backend.images.get(task.env_spec.image) if task.env_spec and task.env_spec.image else None
+        snapshots[task.instance_id] = image.labels.get("repo2env.snapshot") if image else None
     return snapshots
 
 
-def harbor_writer(dataset: str) -> Callable[[Sequence[Task], Path], int]:
-    """A publish tree writer (see :data:`repo2env.publish.dataset.TreeWriter`): ``tasks/<instance_id>/``."""
+def harbor_writer(dataset: str, backend: Backend | None = None) -> Callable[[Sequence[Task], Path], int]:
+    """A publish tree writer (see :data:`repo2env.publish.dataset.TreeWriter`): ``tasks/<instance_id>/``
+    (the snapshot commits read from ``backend``'s images when given)."""
     def write(tasks: Sequence[Task], root: Path) -> int:
-        return write_task_folders(tasks, root / "tasks", dataset=dataset, snapshots=image_snapshots(tasks))
+        return write_task_folders(tasks, root / "tasks", dataset=dataset, snapshots=image_snapshots(tasks, backend))
 
     return write
 
 
 def export_harbor(folders: Iterable[Path], out_dir: Path, *, dataset: str = "repo2env", accepted_only: bool = True,
-                  overwrite: bool = False) -> HarborExport:
+                  overwrite: bool = False, backend: Backend | None = None) -> HarborExport:
     """Write the Harbor folders of the tasks in ``folders`` (accepted ones unless not
-    ``accepted_only``; built ones always) to ``out_dir``: complete or absent."""
+    ``accepted_only``; built ones always) to ``out_dir``: complete or absent (the snapshot commits
+    read from ``backend``'s images when given)."""
     tasks = [task for folder in folders for task in read_tasks(folder / "tasks.jsonl")
              if task.env_spec and task.env_spec.status == "env_ok"
              and (not accepted_only or (task.validation and task.validation.verdict == "accepted"))]
@@ -208,7 +203,7 @@ def export_harbor(folders: Iterable[Path], out_dir: Path, *, dataset: str = "rep
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
     try:
-        count = write_task_folders(tasks, staging / "tasks", dataset=dataset, snapshots=image_snapshots(tasks))
+        count = write_task_folders(tasks, staging / "tasks", dataset=dataset, snapshots=image_snapshots(tasks, backend))
         if out_dir.exists():
             os.replace(out_dir, staging / "previous")  # removed with the staging folder
         os.replace(staging / "tasks", out_dir)

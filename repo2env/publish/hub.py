@@ -24,6 +24,7 @@ from pathlib import Path
 from repo2env import __version__
 from repo2env.errors import InputError, Repo2EnvError, SourceError
 from repo2env.publish.dataset import PublishOptions, PublishSummary, TreeWriter, write_tree
+from repo2env.runtime.backend import Backend
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 #: Files the Hub itself creates in every repository; they do not count as "other content".
@@ -74,7 +75,7 @@ def hub_token(token: str | None = None) -> str:
 def publish_to_hub(folders: Sequence[Path], repo_id: str, options: PublishOptions, *, token: str | None = None,
                    endpoint: str | None = None, private: bool = False, revision: str | None = None,
                    create_pr: bool = False, overwrite: bool = False,
-                   extra_writers: Sequence[TreeWriter] = ()) -> PublishSummary:
+                   extra_writers: Sequence[TreeWriter] = (), images: Backend | None = None) -> PublishSummary:
     """Publish the dataset tree of ``folders`` to the dataset repository ``repo_id`` in one commit.
 
     The repository is created when missing (``private`` applies only then, as on the Hub; an
@@ -94,7 +95,7 @@ def publish_to_hub(folders: Sequence[Path], repo_id: str, options: PublishOption
     with tempfile.TemporaryDirectory(prefix="repo2env-publish-") as staging:
         root = Path(staging) / "tree"
         # The tree first: a local mistake (nothing validated, bad task rows) never touches the Hub.
-        summary = write_tree(folders, root, options, extra_writers=extra_writers)
+        summary = write_tree(folders, root, options, extra_writers=extra_writers, images=images)
         tree = sorted(path.relative_to(root).as_posix() for path in root.rglob("*") if path.is_file())
         with _hub_errors(url, repo_id):
             # Without --private the organization's default visibility applies, as on the Hub's own page.

@@ -18,6 +18,7 @@ from repo2env.jsonl import update_tasks, write_repository_record
 from repo2env.models import RepositoryRecord, Task
 from repo2env.publish.dataset import check_published_tree
 from repo2env.publish.images import IMAGES_TARBALL, load_images, pull_pushed, runnable_here
+from repo2env.runtime.backend import Backend
 
 #: Builds the given tasks of a tasks folder; returns (built ok, {instance id: why it failed}).
 Builder = Callable[[Path, frozenset[str]], tuple[int, dict[str, str]]]
@@ -48,10 +49,11 @@ def dataset_tasks(tree: Path) -> list[Task]:
     return tasks
 
 
-def pull_dataset(tree: Path, out_root: Path, *, runtime=None, clones: Mapping[str, str] | None = None,
-                 build: bool = True, builder: Builder | None = None) -> PullSummary:
-    """Bring the dataset at ``tree`` into ``out_root/<owner>__<name>/``; with a runtime, make every
-    task's image exist (load the tarball, else pull its pushed reference, else rebuild from ``clones``
+def pull_dataset(tree: Path, out_root: Path, *, runtime: Backend | None = None,
+                 clones: Mapping[str, str] | None = None, build: bool = True,
+                 builder: Builder | None = None) -> PullSummary:
+    """Bring the dataset at ``tree`` into ``out_root/<owner>__<name>/``; with a backend (``runtime``),
+    make every task's image exist on it (load the tarball, else pull its pushed reference, else rebuild from ``clones``
     with ``builder`` when ``build``: the stage runner's build, :func:`repo2env.pipeline.stages.folder_builder`)."""
     tasks = dataset_tasks(tree)
     summary = PullSummary(tasks=len(tasks))
@@ -71,11 +73,11 @@ def pull_dataset(tree: Path, out_root: Path, *, runtime=None, clones: Mapping[st
     if runtime is None:
         return summary
     if (tree / IMAGES_TARBALL).is_file():
-        summary.loaded_images = len(load_images(runtime.client, tree / IMAGES_TARBALL))
+        summary.loaded_images = len(load_images(runtime, tree / IMAGES_TARBALL))
     for repo, repo_tasks in sorted(by_repo.items()):
-        missing = {task.instance_id for task in repo_tasks if not runnable_here(runtime.client, task)}
+        missing = {task.instance_id for task in repo_tasks if not runnable_here(runtime, task)}
         # Pushed with --push-images: pulled by digest, so it is the very image that was validated.
-        pulled = {task.instance_id for task in repo_tasks if task.instance_id in missing and pull_pushed(runtime.client, task)}
+        pulled = {task.instance_id for task in repo_tasks if task.instance_id in missing and pull_pushed(runtime, task)}
         summary.pulled += len(pulled)
         missing -= pulled
         summary.runnable += len(repo_tasks) - len(missing)

@@ -1,1 +1,2 @@
-"""Container runtime: base images, the sandbox protocol and its Docker backend."""
+"""Container runtime: the sandbox and backend protocols, the backends (docker, podman), image
+layering, base images."""

@@ -1,38 +1,39 @@
 """The base image (OS + Python + an unprivileged ``agent`` user), built where no registry answers.
 
-Three ways to a base image, tried in this order:
+Four ways to a base image, tried in this order:
 
-1. pull ``python:X.Y-slim`` when a registry answers;
-2. build a root filesystem from Debian packages with ``debootstrap`` and ``docker import``, for the
+1. take the finished one from another backend of this machine (``docker save | podman load``: a
+   base image is built once);
+2. pull ``python:X.Y-slim`` when a registry answers;
+3. build a root filesystem from Debian packages with ``debootstrap`` and an import of it, for the
    Pythons a Debian release ships (3.9, 3.11, 3.13; air-gapped machines, this one);
-3. copy a local CPython (:mod:`repo2env.runtime.local_pythons`: pyenv, uv, ``/usr/bin/python3.X``,
+4. copy a local CPython (:mod:`repo2env.runtime.local_pythons`: pyenv, uv, ``/usr/bin/python3.X``,
    or one given with ``--python-from``) at its own path into the root filesystem of this machine's
-   Debian release (:func:`local_python_dockerfile`), for every other Python (2.7, 3.6-3.8, 3.10, 3.12 here).
+   Debian release (:func:`local_python_dockerfile`), for every other Python (2.7, 3.6-3.8, 3.10,
+   3.12 here).
 
 Either way the image gets the same finish: the host's CA bundle, a virtual environment at
 ``/opt/venv`` that owns ``python``/``pip``, git, the system ``python3`` that the sandbox's keepalive
-and command channel run, and the ``agent`` user (uid 1000) sandboxes run as.
+and command channel run, and the ``agent`` user (uid 1000) sandboxes run as. Every engine call goes
+through the backend's :class:`~repo2env.runtime.backend.Images`.
 """
 
 from __future__ import annotations
 
 import fcntl
-import io
+import os
 import re
 import shlex
 import shutil
 import subprocess
-import tarfile
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import docker.errors
+from typing import TYPE_CHECKING
 
 from repo2env import __version__
-from repo2env.errors import BuildError, DockerUnavailableError, InputError
+from repo2env.errors import BackendUnavailableError, BuildError, InputError, Repo2EnvError
 from repo2env.runtime.local_pythons import (
     Discovery,
     LocalPython,
@@ -42,6 +43,9 @@ from repo2env.runtime.local_pythons import (
     version_key,
 )
 from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
+
+if TYPE_CHECKING:
+    from repo2env.runtime.backend import Backend
 
 #: Python X.Y -> the Debian release whose python3 is that version.
 DEBIAN_SUITE_FOR_PYTHON = {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie"}
@@ -61,7 +65,7 @@ class BaseImage:
     tag: str
     image_id: str
     python: str
-    origin: str  # "existing", "pulled", "debootstrap" or "local" (a copy of a local CPython)
+    origin: str  # "existing", "pulled", "debootstrap", "local" (a copy of a local CPython) or "imported from <backend>"
 
 
 def base_image_tag(python: str) -> str:
@@ -69,24 +73,23 @@ def base_image_tag(python: str) -> str:
     return f"{BASE_REPOSITORY}:py{python}"
 
 
-def local_base_pythons(client: docker.DockerClient) -> tuple[str, ...]:
-    """The Pythons (X.Y) that have a finished base image on this engine, oldest first."""
-    found = {tag.removeprefix(f"{BASE_REPOSITORY}:py") for image in client.images.list(name=BASE_REPOSITORY)
+def local_base_pythons(backend: Backend) -> tuple[str, ...]:
+    """The Pythons (X.Y) that have a finished base image on this backend, oldest first."""
+    found = {tag.removeprefix(f"{BASE_REPOSITORY}:py") for image in backend.images.list(repository=BASE_REPOSITORY)
              for tag in image.tags if tag.startswith(f"{BASE_REPOSITORY}:py")}
     return tuple(sorted((python for python in found if re.fullmatch(r"[23]\.\d{1,2}", python)), key=version_key))
 
 
-def find_base_image(client: docker.DockerClient, python: str) -> BaseImage | None:
-    """The finished base image for ``python`` if it exists locally."""
-    try:
-        image = client.images.get(base_image_tag(python))
-    except docker.errors.ImageNotFound:
+def find_base_image(backend: Backend, python: str) -> BaseImage | None:
+    """The finished base image for ``python`` if it exists on ``backend``."""
+    image = backend.images.get(base_image_tag(python))
+    if image is None:
         return None
     return BaseImage(tag=base_image_tag(python), image_id=image.id, python=python, origin="existing")
 
 
 def ensure_base_image(
-    client: docker.DockerClient,
+    backend: Backend,
     python: str = "3.11",
     *,
     access: PackageAccess | None = None,
@@ -95,11 +98,14 @@ def ensure_base_image(
     force: bool = False,
     python_from: str | Path | None = None,
     progress: Progress = lambda message: None,
+    others: tuple[Backend, ...] = (),
 ) -> BaseImage:
     """Return the base image for ``python``, building it first if it is missing (or ``force``).
 
-    ``python_from`` (an interpreter or its prefix) makes it from that local CPython, which must be
-    ``python``; otherwise a registry, then Debian, then the local CPythons found are tried in turn."""
+    Without ``force``, a finished base image on one of the ``others`` backends is imported instead
+    of built again. ``python_from`` (an interpreter or its prefix) makes it from that local CPython,
+    which must be ``python``; otherwise a registry, then Debian, then the local CPythons found are
+    tried in turn."""
     local = _given_python(python, python_from) if python_from is not None else None
     if local is None and python not in DEBIAN_SUITE_FOR_PYTHON and not try_pull:
         local = local_python(python)
@@ -110,51 +116,70 @@ def ensure_base_image(
     with _LOCK_PATH.open() as lock:
         # Two test workers or two CLI runs must not debootstrap the same image at once.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        existing = find_base_image(client, python)
+        existing = find_base_image(backend, python)
         if existing and not force:
             return existing
-        if local is None and try_pull and _pulled(client, python, progress):
+        if not force:
+            imported = _import_from_others(backend, python, others, progress)
+            if imported is not None:
+                return imported
+        if local is None and try_pull and _pulled(backend, python, progress):
             raw_tag, origin = f"python:{python}-slim", "pulled"
         elif local is None and python in DEBIAN_SUITE_FOR_PYTHON:
-            raw_tag, origin = _raw_image(client, python, mirror=mirror, progress=progress, reuse=not force), "debootstrap"
+            raw_tag, origin = _raw_image(backend, python, mirror=mirror, progress=progress, reuse=not force), "debootstrap"
         else:
             local = local or local_python(python)
             if local is None:
                 raise _cannot_make(python, "no registry serves python:" + python + "-slim")
-            image = _from_local_python(client, local, access=access, mirror=mirror, progress=progress)
+            image = _from_local_python(backend, local, access=access, mirror=mirror, progress=progress)
             return BaseImage(tag=base_image_tag(python), image_id=image.id, python=python, origin="local")
         progress(f"finishing {base_image_tag(python)} from {raw_tag}")
-        image = _finish(client, raw_tag, python, access=access, install_git=origin == "pulled")
+        image = _finish(backend, raw_tag, python, access=access, install_git=origin == "pulled")
         return BaseImage(tag=base_image_tag(python), image_id=image.id, python=python, origin=origin)
 
 
-def _pulled(client: docker.DockerClient, python: str, progress: Progress) -> bool:
+def _pulled(backend: Backend, python: str, progress: Progress) -> bool:
     progress(f"trying to pull python:{python}-slim")
     try:
-        client.images.pull("python", tag=f"{python}-slim")
+        backend.images.pull(f"python:{python}-slim")
         return True
-    except docker.errors.APIError as exc:
+    except BackendUnavailableError:
+        raise
+    except Repo2EnvError as exc:
         progress(f"no registry answers ({_first_line(str(exc))}); "
                  + ("building from Debian packages instead" if python in DEBIAN_SUITE_FOR_PYTHON
                     else "making it from a local CPython instead"))
         return False
 
 
-def _raw_image(client: docker.DockerClient, python: str, *, mirror: str, progress: Progress, reuse: bool = True) -> str:
+def _import_from_others(backend: Backend, python: str, others: tuple[Backend, ...],
+                        progress: Progress) -> BaseImage | None:
+    """The base image for ``python`` moved here from the first of ``others`` that has it, or None."""
+    from repo2env.runtime.transfer import transfer_images
+
+    tag = base_image_tag(python)
+    for other in others:
+        if other.name == backend.name or other.images.get(tag) is None:
+            continue
+        progress(f"importing {tag} from {other.name} (built once, shared by the backends)")
+        transfer_images(other, backend, [tag])
+        image = backend.images.get(tag)
+        if image is not None:
+            return BaseImage(tag=tag, image_id=image.id, python=python, origin=f"imported from {other.name}")
+    return None
+
+
+def _raw_image(backend: Backend, python: str, *, mirror: str, progress: Progress, reuse: bool = True) -> str:
     """The debootstrapped root filesystem of the Debian release that ships ``python`` (built once,
     unless not ``reuse``)."""
     raw_tag = f"{BASE_REPOSITORY}-raw:py{python}"
-    if reuse:
-        try:
-            client.images.get(raw_tag)
-            return raw_tag
-        except docker.errors.ImageNotFound:
-            pass
-    _debootstrap_import(client, DEBIAN_SUITE_FOR_PYTHON[python], raw_tag, mirror=mirror, progress=progress)
+    if reuse and backend.images.get(raw_tag) is not None:
+        return raw_tag
+    _debootstrap_import(backend, DEBIAN_SUITE_FOR_PYTHON[python], raw_tag, mirror=mirror, progress=progress)
     return raw_tag
 
 
-def _debootstrap_import(client: docker.DockerClient, suite: str, tag: str, *, mirror: str, progress: Progress) -> None:
+def _debootstrap_import(backend: Backend, suite: str, tag: str, *, mirror: str, progress: Progress) -> None:
     if shutil.which("debootstrap") is None:
         raise BuildError(
             "debootstrap is not installed, and no registry answered for a python image",
@@ -181,8 +206,7 @@ def _debootstrap_import(client: docker.DockerClient, suite: str, tag: str, *, mi
         tarball = Path(workdir) / "rootfs.tar"
         progress(f"importing the root filesystem as {tag}")
         subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], check=True)
-        repository, _, version = tag.partition(":")
-        client.api.import_image_from_file(str(tarball), repository=repository, tag=version)
+        backend.images.import_rootfs(tarball, tag)
 
 
 # --- base images from a local CPython ---------------------------------------------------------------
@@ -323,63 +347,63 @@ def local_python_dockerfile(rootfs: str, local: LocalPython, packages: list[str]
 _NOT_COPIED = re.compile(r"/lib/python\d\.\d+/(?:test|site-packages/.+)$")
 
 
-def _from_local_python(client: docker.DockerClient, local: LocalPython, *, access: PackageAccess, mirror: str,
+def _from_local_python(backend: Backend, local: LocalPython, *, access: PackageAccess, mirror: str,
                        progress: Progress):
     suite = host_debian_suite()
     rootfs_python = next(python for python, name in DEBIAN_SUITE_FOR_PYTHON.items() if name == suite)
-    rootfs = _raw_image(client, rootfs_python, mirror=mirror, progress=progress)
+    rootfs = _raw_image(backend, rootfs_python, mirror=mirror, progress=progress)
     progress(f"making {base_image_tag(local.python)} from {local.describe()} on {rootfs} ({suite})")
     packages = linked_packages(local)
     dockerfile = local_python_dockerfile(rootfs, local, packages, access)
     labels = {"repo2env.kind": "base", "repo2env.python": local.python, "repo2env.version": __version__,
               "repo2env.python_source": local.describe()}
-    with tempfile.TemporaryFile(prefix="repo2env-base-context-") as context:
-        with tarfile.open(fileobj=context, mode="w") as tar:
-            _add_text(tar, "Dockerfile", dockerfile)
-            _add_text(tar, "ca-bundle.crt", access.ca_bundle.read_text() if access.ca_bundle is not None else "")
-            for path in local.copy_paths:
-                tar.add(path, arcname="python" + path, filter=_copied)
-        context.seek(0)
-        log_lines = [dockerfile, "----"]
-        error = None
-        try:
-            for chunk in client.api.build(fileobj=context, custom_context=True, tag=base_image_tag(local.python),
-                                          labels=labels, rm=True, forcerm=True, decode=True,
-                                          buildargs={name: value for name, value in access.container_env().items()
-                                                     if value not in (CONTAINER_CA_PATH, "1")}):
-                if "stream" in chunk:
-                    log_lines.append(chunk["stream"].rstrip("\n"))
-                if "error" in chunk:
-                    error = chunk["error"].strip()
-                    log_lines.append(error)
-        except docker.errors.APIError as exc:
-            raise DockerUnavailableError(f"Docker refused the base image build: {_first_line(str(exc))}") from None
+    with tempfile.TemporaryDirectory(prefix="repo2env-base-context-") as context:
+        context_path = Path(context)
+        (context_path / "Dockerfile").write_text(dockerfile)
+        (context_path / "ca-bundle.crt").write_text(access.ca_bundle.read_text() if access.ca_bundle is not None else "")
+        for path in local.copy_paths:
+            _copy_into(Path(path), context_path / "python" / path.lstrip("/"))
+        outcome = backend.images.build(context_path, base_image_tag(local.python), labels=labels,
+                                       build_args={name: value for name, value in access.container_env().items()
+                                                   if value not in (CONTAINER_CA_PATH, "1")})
     log_path = Path(tempfile.gettempdir()) / f"repo2env-base-{local.python}.log"
-    log_path.write_text("\n".join(log_lines) + "\n")
-    if error:
-        missing = [line for line in log_lines if "=> not found" in line]
+    log_path.write_text("\n".join([dockerfile, "----", *outcome.log]) + "\n")
+    if outcome.error:
+        missing = [line for line in outcome.log if "=> not found" in line]
         reason = f"system libraries missing in the {suite} root filesystem: {', '.join(m.split()[0] for m in missing)}" \
-            if missing else _first_line(error)
+            if missing else _first_line(outcome.error)
         raise BuildError(f"making the Python {local.python} base image from {local.describe()} failed: {reason}",
                          hint=f"see {log_path}", log_path=str(log_path))
-    return client.images.get(base_image_tag(local.python))
+    image = backend.images.get(base_image_tag(local.python))
+    if image is None:
+        raise BuildError(f"making the base image ended without {base_image_tag(local.python)}")
+    return image
 
 
-def _copied(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-    if _NOT_COPIED.search("/" + info.name):
-        return None
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    # Readable by the agent as packed: a chmod in the image would copy every file into a new layer.
-    info.mode |= 0o555 if info.isdir() or info.mode & 0o100 else 0o444
-    return info
+def _copy_into(source: Path, target: Path) -> None:
+    """``source`` (a file or a folder) at ``target``, symlinks kept, without :data:`_NOT_COPIED`,
+    made readable by all as it is copied (a chmod in the image would copy every file into a new layer)."""
+    if source.is_file() and not source.is_symlink():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+        _readable(target)
+        return
+
+    def ignored(folder: str, names: list[str]) -> set[str]:
+        return {name for name in names if _NOT_COPIED.search(f"{folder}/{name}")}
+
+    shutil.copytree(source, target, symlinks=True, ignore=ignored)
+    for folder, directories, files in os.walk(target):
+        for name in [*directories, *files]:
+            _readable(Path(folder) / name)
+    _readable(target)
 
 
-def _add_text(tar: tarfile.TarFile, name: str, text: str) -> None:
-    payload = text.encode()
-    info = tarfile.TarInfo(name)
-    info.size, info.mode, info.mtime = len(payload), 0o644, int(time.time())
-    tar.addfile(info, io.BytesIO(payload))
+def _readable(path: Path) -> None:
+    if path.is_symlink():
+        return
+    mode = path.stat().st_mode
+    path.chmod(mode | (0o555 if path.is_dir() or mode & 0o100 else 0o444))
 
 
 # --- finishing a pulled or debootstrapped image -----------------------------------------------------
@@ -403,7 +427,7 @@ RUN {git_install}python3 -m venv /opt/venv \\
 """
 
 
-def _finish(client: docker.DockerClient, raw_tag: str, python: str, *, access: PackageAccess, install_git: bool):
+def _finish(backend: Backend, raw_tag: str, python: str, *, access: PackageAccess, install_git: bool):
     git_install = "apt-get update && apt-get install -y --no-install-recommends git procps && rm -rf /var/lib/apt/lists/* && " if install_git else ""
     with tempfile.TemporaryDirectory(prefix="repo2env-base-") as context:
         context_path = Path(context)
@@ -421,17 +445,14 @@ def _finish(client: docker.DockerClient, raw_tag: str, python: str, *, access: P
             raw=raw_tag, ca_path=CONTAINER_CA_PATH, git_install=git_install, uid=AGENT_UID, ca_env=ca_env,
             base_env=_BASE_ENV))
         labels = {"repo2env.kind": "base", "repo2env.python": python, "repo2env.version": __version__}
-        try:
-            image, _ = client.images.build(
-                path=context, tag=base_image_tag(python), labels=labels, rm=True, forcerm=True
-            )
-        except docker.errors.BuildError as exc:
-            log = "".join(str(chunk.get("stream", chunk.get("error", ""))) for chunk in exc.build_log)
+        outcome = backend.images.build(context_path, base_image_tag(python), labels=labels)
+        if outcome.error:
             log_path = Path(tempfile.gettempdir()) / f"repo2env-base-{python}.log"
-            log_path.write_text(log)
-            raise BuildError(f"finishing the base image failed: {_first_line(str(exc))}", log_path=str(log_path)) from None
-        except docker.errors.APIError as exc:
-            raise DockerUnavailableError(f"Docker refused the base image build: {_first_line(str(exc))}") from None
+            log_path.write_text("\n".join(outcome.log) + "\n")
+            raise BuildError(f"finishing the base image failed: {_first_line(outcome.error)}", log_path=str(log_path))
+    image = backend.images.get(base_image_tag(python))
+    if image is None:
+        raise BuildError(f"finishing the base image ended without {base_image_tag(python)}")
     return image
 
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repo2env.errors import BuildError, DockerUnavailableError, InputError, Repo2EnvError
+from repo2env.errors import BackendUnavailableError, BuildError, InputError, Repo2EnvError
 from repo2env.jsonl import read_repository_record
 from repo2env.mine.split import classify_path
 from repo2env.models import EnvSpec, Task
@@ -243,7 +243,7 @@ def _try_rung(task: Task, candidate: EnvSpec, own: OwnCode, snapshot_dir: Path, 
                                scm_version=task.scm_version)
         image = store.ensure_task(task, env.tag, snapshot_dir, snapshot_sha, log_path=log_path.with_suffix(".task.log"),
                                   vcs_version=own.vcs_version, warmup=candidate.warmup, stall_idle_s=stall_idle_s)
-    except DockerUnavailableError:
+    except BackendUnavailableError:
         raise
     except BuildError as exc:
         explained = install_failure_reason(_read_log(exc.log_path), candidate.python, candidate.date_pin)

@@ -1,13 +1,14 @@
-"""A persistent command channel into a sandbox: one long-lived process, many commands, no ``docker exec``
+"""A persistent command channel into a sandbox: one long-lived process, many commands, no engine exec
 per command.
 
-A ``docker exec`` costs tens of milliseconds of engine work before the command even starts; for an
-agent's tool calls that is most of the call. The channel starts one small server inside the sandbox
-(the image's system ``python3 -I -S``, as the sandbox's user, its stdin and stdout attached through
-one exec) and sends it one JSON line per command; the server runs the command exactly as the exec
-path does (``/bin/sh -c``, its own process group, the heartbeat the keepalive watches, TERM at the
-timeout and KILL two seconds later, the first ``cap`` bytes of combined output kept) and answers
-with one JSON line.
+An engine exec (``docker exec``, ``podman exec``) costs tens to hundreds of milliseconds of engine
+work before the command even starts; for an agent's tool calls that is most of the call. The
+channel starts one small server inside the sandbox (the image's system ``python3 -I -S``, as the
+sandbox's user, its stdin and stdout attached through one exec: the backend's
+:class:`ChannelTransport`) and sends it one JSON line per command; the server runs the command
+exactly as the exec path does (``/bin/sh -c``, its own process group, the heartbeat the keepalive
+watches, TERM at the timeout and KILL two seconds later, the first ``cap`` bytes of combined output
+kept) and answers with one JSON line.
 
 Trust: the server runs as the agent's own user, so the agent can kill it, read its requests or write
 answers into its pipe. That gives nothing the agent does not have already: commands still run as
@@ -15,7 +16,7 @@ that user inside the same container and its limits, the channel carries only the
 calls (whose results it sees anyway), and neither the agent's diff nor anything of grading goes
 through it (grading runs in a fresh sandbox through the engine). A dead or confused channel is
 detected (end of file, data nobody asked for, a reply with another id, a malformed or oversized
-reply); the sandbox then answers that one command as broken and goes back to ``docker exec``.
+reply); the sandbox then answers that one command as broken and goes back to the engine's exec.
 """
 
 from __future__ import annotations
@@ -23,11 +24,9 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-import select
-import socket
-import struct
 import threading
 import time
+from typing import Protocol
 
 from repo2env.models import ExecResult
 
@@ -185,21 +184,43 @@ class ChannelBroken(Exception):
     must not simply be run again."""
 
 
-class CommandChannel:
-    """One server process in a container and the socket to it; one command at a time (callers that
-    find it busy use ``docker exec``: see :meth:`try_lock`)."""
+class ChannelTransport(Protocol):
+    """The byte stream to a channel's server, as a backend attaches it (an engine exec with its
+    stdin and stdout attached): the backend's part of a channel, so the channel knows no engine."""
 
-    def __init__(self, client, container_id: str, *, user: str) -> None:
-        launcher = ('exec /usr/bin/python3 -I -S -u -c "$1" "$2" "${LC_CTYPE-}" "${LC_CTYPE+set}" "$3"')
-        exec_id = client.api.exec_create(container_id, ["/bin/sh", "-c", launcher, "sh", SERVER_SOURCE,
-                                                        SERVER_MARKER, str(KILL_AFTER_S)],
-                                         stdin=True, stdout=True, stderr=False, user=user)["Id"]
-        self._socket = client.api.exec_start(exec_id, socket=True)
-        self._raw: socket.socket = getattr(self._socket, "_sock", self._socket)
+    def send(self, data: bytes) -> None:
+        """Write ``data`` to the server's stdin (an ``OSError`` when it cannot)."""
+        ...
+
+    def pending(self) -> bool:
+        """Whether reading now would not block: the server wrote something, or its end closed."""
+        ...
+
+    def receive(self, size: int, timeout: float) -> bytes:
+        """At most ``size`` bytes of the server's stdout within ``timeout`` seconds (``b""`` at its
+        end; ``TimeoutError`` when nothing came)."""
+        ...
+
+    def close(self) -> None:
+        """Close the stream (the server then exits on end of input). Idempotent."""
+        ...
+
+
+def server_argv() -> list[str]:
+    """The command a backend starts (as the sandbox's user, stdin and stdout attached, stderr not)
+    for the channel's server."""
+    launcher = 'exec /usr/bin/python3 -I -S -u -c "$1" "$2" "${LC_CTYPE-}" "${LC_CTYPE+set}" "$3"'
+    return ["/bin/sh", "-c", launcher, "sh", SERVER_SOURCE, SERVER_MARKER, str(KILL_AFTER_S)]
+
+
+class CommandChannel:
+    """One server process in a sandbox and the stream to it; one command at a time (callers that
+    find it busy use an engine exec: see :meth:`try_lock`)."""
+
+    def __init__(self, transport: ChannelTransport) -> None:
+        self._transport = transport
         self._lock = threading.Lock()
         self._buffer = b""
-        self._frame_left = 0
-        self._frame_kind = 0
         self.closed = False
 
     def try_lock(self) -> bool:
@@ -224,7 +245,7 @@ class CommandChannel:
                    "env": env or {}, "stdin": base64.b64encode(stdin).decode() if stdin is not None else None}
         began = time.monotonic()
         try:
-            self._raw.sendall(json.dumps(request).encode() + b"\n")
+            self._transport.send(json.dumps(request).encode() + b"\n")
         except OSError as exc:
             self.close()
             raise ChannelClosed(f"cannot write to the server: {exc}") from None
@@ -246,61 +267,40 @@ class CommandChannel:
             raise ChannelBroken(str(exc) or type(exc).__name__) from None
 
     def _has_unasked_data(self) -> bool:
-        """Whether the socket is readable between commands: end of file (the server died) or bytes
+        """Whether the stream is readable between commands: end of file (the server died) or bytes
         nobody asked for (something wrote into the server's output)."""
         if self._buffer:
             return True
         try:
-            readable, _, _ = select.select([self._raw], [], [], 0)
+            return self._transport.pending()
         except (OSError, ValueError):
             return True
-        return bool(readable)
 
     def _read_line(self, *, deadline: float, longest: int) -> bytes:
-        # The attached stream is multiplexed: frames of an 8-byte header (stream, size), then a payload.
         while b"\n" not in self._buffer:
             if len(self._buffer) > longest:
                 raise ChannelBroken("an answer longer than any the server sends")
-            if not self._frame_left:
-                header = self._read_exact(8, deadline)
-                self._frame_kind, self._frame_left = header[0], struct.unpack(">I", header[4:])[0]
-                continue
-            payload = self._read_some(min(self._frame_left, 1 << 20), deadline)
-            self._frame_left -= len(payload)
-            if self._frame_kind == 1:  # stdout; stderr is not attached
-                self._buffer += payload
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ChannelBroken("no answer in time")
+            try:
+                chunk = self._transport.receive(1 << 20, remaining)
+            except TimeoutError:
+                raise ChannelBroken("no answer in time") from None
+            if not chunk:
+                raise ChannelBroken("the server exited")
+            self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         if self._buffer:
             raise ChannelBroken("more than one answer to one request")
         return line
 
-    def _read_some(self, size: int, deadline: float) -> bytes:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise ChannelBroken("no answer in time")
-        self._raw.settimeout(remaining)
-        try:
-            chunk = self._raw.recv(size)
-        except TimeoutError:
-            raise ChannelBroken("no answer in time") from None
-        if not chunk:
-            raise ChannelBroken("the server exited")
-        return chunk
-
-    def _read_exact(self, size: int, deadline: float) -> bytes:
-        chunks, missing = [], size
-        while missing:
-            chunk = self._read_some(missing, deadline)
-            chunks.append(chunk)
-            missing -= len(chunk)
-        return b"".join(chunks)
-
     def close(self) -> None:
-        """Close the socket (the server then exits on end of input). Idempotent."""
+        """Close the stream (the server then exits on end of input). Idempotent."""
         if not self.closed:
             self.closed = True
             try:
-                self._socket.close()
+                self._transport.close()
             except OSError:
                 pass
 

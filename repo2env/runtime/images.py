@@ -27,13 +27,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-import docker
-import docker.errors
-
 from repo2env import __version__
-from repo2env.errors import BuildError, DockerUnavailableError, InputError, StoppingError
+from repo2env.errors import BuildError, InputError, StoppingError
 from repo2env.models import EnvSpec, Task
-from repo2env.runtime.backends.docker import stopping
+from repo2env.runtime.backend import Backend, ImageInfo
+from repo2env.runtime.backends.lifecycle import stopping
 from repo2env.runtime.bootstrap import AGENT_UID, base_image_tag, ensure_base_image
 from repo2env.runtime.own_code import PROBE_PATH, OwnCode, reinstall_command, scm_environment
 from repo2env.runtime.own_code_probe import MARKER as OWN_CODE_MARKER
@@ -96,18 +94,18 @@ def task_image_tag(task: Task) -> str:
 
 
 class ImageStore:
-    """Builds and finds env and task images on one engine."""
+    """Builds and finds env and task images on one backend (Dockerfiles, labels, reuse and
+    garbage collection are decided here; the backend's :class:`~repo2env.runtime.backend.Images`
+    only carries them out)."""
 
-    def __init__(self, client: docker.DockerClient, *, access: PackageAccess | None = None) -> None:
-        self.client = client
+    def __init__(self, backend: Backend, *, access: PackageAccess | None = None) -> None:
+        self.backend = backend
+        self.images = backend.images
         self.access = access or PackageAccess.from_environment()
 
-    def find(self, tag: str):
+    def find(self, tag: str) -> ImageInfo | None:
         """The image with ``tag``, or None."""
-        try:
-            return self.client.images.get(tag)
-        except docker.errors.ImageNotFound:
-            return None
+        return self.images.get(tag)
 
     def ensure_env(self, spec: EnvSpec, snapshot_dir: Path, *, repo: str, log_path: Path,
                    own: OwnCode | None = None, scm_version: str = "") -> BuiltImage:
@@ -129,16 +127,15 @@ class ImageStore:
             dockerfile = _env_dockerfile(spec, self.access, own, scm)
             existing = self.find(tag)
             # An env image whose /opt/repo2env tools differ (an older repo2env) is built again.
-            if existing is not None and (existing.labels or {}).get(ENV_TOOLS_LABEL) == tools_hash:
-                return BuiltImage(tag, existing.id, built=False, size_bytes=existing.attrs.get("Size", 0),
-                                  dockerfile=dockerfile)
+            if existing is not None and existing.labels.get(ENV_TOOLS_LABEL) == tools_hash:
+                return BuiltImage(tag, existing.id, built=False, size_bytes=existing.size_bytes, dockerfile=dockerfile)
             if self.find(base_image_tag(spec.python)) is None:
                 self._make_base_image(spec.python, log_path)
             labels = {KIND_LABEL: "env", NAMESPACE_LABEL: image_namespace(), "repo2env.repo": repo, "repo2env.spec_hash": spec.spec_hash(),
                       "repo2env.python": spec.python, "repo2env.version": __version__, ENV_TOOLS_LABEL: tools_hash}
             image = self._build(dockerfile, snapshot_dir, tag, labels, log_path,
                                 buildargs={**self._index_args(), **scm}, tools=tools)
-            return BuiltImage(tag, image.id, built=True, size_bytes=image.attrs.get("Size", 0), dockerfile=dockerfile)
+            return BuiltImage(tag, image.id, built=True, size_bytes=image.size_bytes, dockerfile=dockerfile)
 
     def ensure_task(self, task: Task, env_tag: str, snapshot_dir: Path, snapshot_sha: str, *,
                     log_path: Path, vcs_version: bool = False, warmup: str | None = None,
@@ -157,18 +154,17 @@ class ImageStore:
         existing = self.find(tag)
         env = self.find(env_tag)
         if existing is not None and env is not None:
-            labels = existing.labels or {}
+            labels = existing.labels
             if (labels.get("repo2env.snapshot") == snapshot_sha and labels.get("repo2env.env_id") == env.id
                     and labels.get("repo2env.recipe") == recipe):
-                return BuiltImage(tag, existing.id, built=False, size_bytes=existing.attrs.get("Size", 0),
-                                  dockerfile=dockerfile)
+                return BuiltImage(tag, existing.id, built=False, size_bytes=existing.size_bytes, dockerfile=dockerfile)
         labels = {KIND_LABEL: "task", NAMESPACE_LABEL: image_namespace(), "repo2env.repo": task.repo, "repo2env.instance_id": task.instance_id,
                   "repo2env.commit": task.base_commit, "repo2env.snapshot": snapshot_sha,
                   "repo2env.env_image": env_tag, "repo2env.env_id": env.id if env else "",
                   "repo2env.scm_version": task.scm_version, "repo2env.version": __version__,
                   "repo2env.recipe": recipe}
         image = self._build(dockerfile, snapshot_dir, tag, labels, log_path, buildargs=self._index_args())
-        return BuiltImage(tag, image.id, built=True, size_bytes=image.attrs.get("Size", 0), dockerfile=dockerfile)
+        return BuiltImage(tag, image.id, built=True, size_bytes=image.size_bytes, dockerfile=dockerfile)
 
     def _make_base_image(self, python: str, log_path: Path) -> None:
         """Make the missing base image of ``python`` now (the first task that needs it waits; the
@@ -177,7 +173,7 @@ class ImageStore:
         with log_path.open("a") as log:
             log.write(f"base image {base_image_tag(python)} is missing: making it\n")
             try:
-                made = ensure_base_image(self.client, python, access=self.access,
+                made = ensure_base_image(self.backend, python, access=self.access,
                                          progress=lambda message: (log.write(message + "\n"), log.flush()))
             except BuildError as exc:
                 log.write(f"{exc.message}\n")
@@ -188,25 +184,19 @@ class ImageStore:
 
     def used_by_task_images(self, env_tag: str) -> bool:
         """Whether a tagged task image of this namespace is built on ``env_tag``."""
-        images = self.client.images.list(filters={"label": [f"{KIND_LABEL}=task", f"repo2env.env_image={env_tag}"]})
+        images = self.images.list(labels=[f"{KIND_LABEL}=task", f"repo2env.env_image={env_tag}"])
         return any(image.tags for image in images)
 
     def discard(self, tag: str) -> bool:
         """Remove the image ``tag`` unless an image built on it or a container still uses it (the
         engine refuses then); True when it is gone."""
-        try:
-            self.client.images.remove(tag, force=False, noprune=False)
-        except docker.errors.ImageNotFound:
-            return True
-        except docker.errors.APIError:
-            return False
-        return True
+        return self.images.remove(tag)
 
     def _index_args(self) -> dict[str, str]:
         return {name: value for name, value in self.access.container_env().items() if value not in (CONTAINER_CA_PATH, "1")}
 
     def _build(self, dockerfile: str, snapshot_dir: Path, tag: str, labels: dict[str, str], log_path: Path,
-               buildargs: dict[str, str] | None = None, tools: dict[str, str] | None = None):
+               buildargs: dict[str, str] | None = None, tools: dict[str, str] | None = None) -> ImageInfo:
         if stopping():
             raise StoppingError("stopping: no new image build starts")
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -219,22 +209,9 @@ class ImageStore:
             for name, text in (tools or {}).items():
                 (context_path / "tools" / name).write_text(text)
             (context_path / "Dockerfile").write_text(dockerfile)
-            log_lines: list[str] = [dockerfile, "----"]
-            try:
-                stream = self.client.api.build(path=context, tag=tag, labels=labels, rm=True, forcerm=True,
-                                               decode=True, buildargs=buildargs or {}, network_mode="bridge")
-                error = None
-                for chunk in stream:
-                    if "stream" in chunk:
-                        log_lines.append(chunk["stream"].rstrip("\n"))
-                    if "error" in chunk:
-                        error = chunk["error"].strip()
-                        log_lines.append(error)
-            except docker.errors.APIError as exc:
-                error = str(exc)
-                log_lines.append(error)
-            except docker.errors.DockerException as exc:
-                raise DockerUnavailableError(f"Docker failed during a build: {exc}") from None
+            outcome = self.images.build(context_path, tag, labels=labels, build_args=buildargs or {}, network=True)
+            log_lines = [dockerfile, "----", *outcome.log]
+            error = outcome.error
             log_path.write_text("\n".join(log_lines) + "\n")
             if error:
                 if "no space left on device" in error.lower():
@@ -245,26 +222,26 @@ class ImageStore:
                     raise BuildError(f"the project's own code is not what got installed: {'; '.join(own_code)[:400]}",
                                      log_path=str(log_path))
                 raise BuildError(f"image build failed: {_last_meaningful_line(error)}", log_path=str(log_path))
-        return self.client.images.get(tag)
+        image = self.images.get(tag)
+        if image is None:
+            raise BuildError(f"the build of {tag} ended without an image", log_path=str(log_path))
+        return image
 
     def list(self) -> list[dict]:
         """Every repo2env image (base, env, task) with its labels and size."""
         rows = []
-        for image in self.client.images.list(filters={"label": KIND_LABEL}):
-            labels = image.labels or {}
-            rows.append({"tags": image.tags, "id": image.short_id.removeprefix("sha256:"), "kind": labels.get(KIND_LABEL),
+        for image in self.images.list(labels=[KIND_LABEL]):
+            labels = image.labels
+            rows.append({"tags": list(image.tags), "id": image.short_id, "kind": labels.get(KIND_LABEL),
                          "repo": labels.get("repo2env.repo", ""), "instance_id": labels.get("repo2env.instance_id", ""),
-                         "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1), "created": image.attrs.get("Created", "")})
+                         "size_mb": round(image.size_bytes / 2**20, 1), "created": image.created})
         return sorted(rows, key=lambda row: (row["kind"] or "", row["tags"]))
 
     def gc(self, *, keep_tags: set[str], dry_run: bool = False) -> list[str]:
         """Remove task and env images whose tags are not in ``keep_tags`` (and env images no kept task
         uses), plus dangling leftovers of earlier builds; base images stay. Returns what was removed."""
-        # Only this namespace's env and task images: another checkout's are not ours to remove. The
-        # low-level listing reads every image in one call: listing Image objects inspects each one,
-        # and an image another session removes meanwhile would fail the whole collection.
-        images = [(row["Id"], row.get("RepoTags") or [], row.get("Labels") or {})
-                  for row in self.client.api.images(filters={"label": KIND_LABEL})]
+        # Only this namespace's env and task images: another checkout's are not ours to remove.
+        images = [(image.id, list(image.tags), dict(image.labels)) for image in self.images.list(labels=[KIND_LABEL])]
         images = [image for image in images
                   if image[2].get(NAMESPACE_LABEL, "repo2env") == image_namespace()]
         kept_envs = {labels.get("repo2env.env_image") for _, tags, labels in images
@@ -276,14 +253,12 @@ class ImageStore:
         removed = []
         for image_id, tags, _ in doomed:
             name = tags[0] if tags and tags[0] != "<none>:<none>" else image_id.removeprefix("sha256:")[:12]
-            if not dry_run:
-                try:
-                    self.client.images.remove(image_id, force=True)
-                except docker.errors.APIError:  # gone already, or in use by a running sandbox
-                    continue
+            # Not removed: gone already, or in use by a running sandbox.
+            if not dry_run and not self.images.remove(image_id, force=True):
+                continue
             removed.append(name)
         if not dry_run:
-            self.client.images.prune(filters={"dangling": True})
+            self.images.prune_dangling()
         return removed
 
 

@@ -29,10 +29,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import docker.errors
-
 from repo2env import __version__
-from repo2env.errors import BuildError, DockerUnavailableError, InputError
+from repo2env.errors import BuildError, InputError
+from repo2env.runtime.backend import Backend, ImageInfo
 from repo2env.runtime.bootstrap import BASE_REPOSITORY, DEFAULT_MIRROR, ensure_base_image
 from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
 
@@ -78,9 +77,9 @@ def node_base_image_tag(node: str) -> str:
     return f"{BASE_REPOSITORY}:node{node}"
 
 
-def local_base_nodes(client: docker.DockerClient) -> tuple[str, ...]:
-    """The Node majors that have a finished base image on this engine, oldest first."""
-    found = {tag.removeprefix(f"{BASE_REPOSITORY}:node") for image in client.images.list(name=BASE_REPOSITORY)
+def local_base_nodes(backend: Backend) -> tuple[str, ...]:
+    """The Node majors that have a finished base image on this backend, oldest first."""
+    found = {tag.removeprefix(f"{BASE_REPOSITORY}:node") for image in backend.images.list(repository=BASE_REPOSITORY)
              for tag in image.tags if tag.startswith(f"{BASE_REPOSITORY}:node")}
     return tuple(sorted((node for node in found if node.isdigit()), key=int))
 
@@ -115,26 +114,46 @@ def local_node_prefixes(places: Iterable[str] = _NODE_SEARCH) -> list[LocalNode]
     return sorted(found.values(), key=lambda node: _version_key(node.version))
 
 
+def node_source(node: str, prefixes: Iterable[str | Path] = ()) -> LocalNode | None:
+    """Where Node ``node`` comes from: a given prefix of that major first; else None (Debian's
+    package) when a Debian release ships it; else a local Node of that major found on this machine.
+    An InputError when a given prefix is not a Node installation."""
+    given = []
+    for prefix in prefixes:
+        found = local_node_prefix(prefix)
+        if found is None:
+            raise InputError(f"{prefix} is not a Node installation (no bin/node and lib/node_modules/npm)")
+        given.append(found)
+    for found in given:
+        if found.major == node:
+            return found
+    if node in DEBIAN_NODE:
+        return None
+    return next((found for found in local_node_prefixes() if found.major == node), None)
+
+
 def available_node_majors(local: Iterable[LocalNode] = ()) -> tuple[str, ...]:
     """Node majors a base image can be made for here: Debian's and the local prefixes', oldest first."""
     return tuple(sorted(set(DEBIAN_NODE) | {node.major for node in local}, key=int))
 
 
 def ensure_node_base_image(
-    client: docker.DockerClient,
+    backend: Backend,
     node: str = "18",
     *,
     local: LocalNode | None = None,
     access: PackageAccess | None = None,
     mirror: str = DEFAULT_MIRROR,
     force: bool = False,
+    tag: str | None = None,
     progress: Progress = lambda message: None,
 ) -> NodeBaseImage:
     """Return ``repo2env/base:node<node>``, building it first if it is missing (or ``force``).
 
     ``local`` (a :class:`LocalNode` of that major) is copied in; otherwise Debian's ``nodejs``
     of the release that ships that major is installed. The Python base image it needs is made
-    first if it is missing (:func:`~repo2env.runtime.bootstrap.ensure_base_image`)."""
+    first if it is missing (:func:`~repo2env.runtime.bootstrap.ensure_base_image`). ``tag``
+    replaces :func:`node_base_image_tag`'s (for tests)."""
     if local is not None and local.major != node:
         raise InputError(f"the local Node at {local.prefix} is {local.version}, not Node {node}")
     if local is None and node not in DEBIAN_NODE:
@@ -142,22 +161,19 @@ def ensure_node_base_image(
         raise InputError(f"no Debian release ships Node {node}",
                          hint=f"give a local Node {node} prefix (--node-prefix), or choose one of {known}")
     access = access or PackageAccess.from_environment()
-    tag = node_base_image_tag(node)
+    tag = tag or node_base_image_tag(node)
     _LOCK_PATH.touch(exist_ok=True)
     with _LOCK_PATH.open() as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not force:
-            try:
-                image = client.images.get(tag)
-                return NodeBaseImage(tag=tag, image_id=image.id, node=node,
-                                     python_base=image.labels.get("repo2env.python_base", ""), origin="existing")
-            except docker.errors.ImageNotFound:
-                pass
+        existing = None if force else backend.images.get(tag)
+        if existing is not None:
+            return NodeBaseImage(tag=tag, image_id=existing.id, node=node,
+                                 python_base=existing.labels.get("repo2env.python_base", ""), origin="existing")
         python = LOCAL_NODE_PYTHON if local is not None else DEBIAN_NODE[node][1]
-        python_base = ensure_base_image(client, python, access=access, mirror=mirror, progress=progress)
+        python_base = ensure_base_image(backend, python, access=access, mirror=mirror, progress=progress)
         origin = f"local:{local.prefix}" if local is not None else "debian"
         progress(f"layering Node {node} ({origin}) on {python_base.tag}")
-        image = _build_node_layer(client, tag, python_base.tag, node, local=local, access=access, origin=origin)
+        image = _build_node_layer(backend, tag, python_base.tag, node, local=local, access=access, origin=origin)
         return NodeBaseImage(tag=tag, image_id=image.id, node=node, python_base=python_base.tag, origin=origin)
 
 
@@ -182,8 +198,8 @@ RUN ln -s {root}/bin/node /usr/local/bin/node \\
  && ln -s {root}/lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx"""
 
 
-def _build_node_layer(client: docker.DockerClient, tag: str, python_base: str, node: str, *,
-                      local: LocalNode | None, access: PackageAccess, origin: str):
+def _build_node_layer(backend: Backend, tag: str, python_base: str, node: str, *,
+                      local: LocalNode | None, access: PackageAccess, origin: str) -> ImageInfo:
     with tempfile.TemporaryDirectory(prefix="repo2env-node-base-") as context:
         context_path = Path(context)
         if local is not None:
@@ -203,16 +219,15 @@ def _build_node_layer(client: docker.DockerClient, tag: str, python_base: str, n
             _NODE_DOCKERFILE.format(python_base=python_base, install=install, ca_env=ca_env))
         labels = {"repo2env.kind": "base", "repo2env.node": node, "repo2env.node_origin": origin,
                   "repo2env.python_base": python_base, "repo2env.version": __version__}
-        try:
-            image, _ = client.images.build(path=context, tag=tag, labels=labels, rm=True, forcerm=True)
-        except docker.errors.BuildError as exc:
-            log = "".join(str(chunk.get("stream", chunk.get("error", ""))) for chunk in exc.build_log)
+        outcome = backend.images.build(context_path, tag, labels=labels)
+        if outcome.error:
             log_path = Path(tempfile.gettempdir()) / f"repo2env-base-node{node}.log"
-            log_path.write_text(log)
-            raise BuildError(f"building the Node {node} base image failed: {str(exc).strip()[:200]}",
-                             hint=f"see {log_path}; is the Debian mirror reachable?", log_path=str(log_path)) from None
-        except docker.errors.APIError as exc:
-            raise DockerUnavailableError(f"Docker refused the Node base image build: {str(exc).strip()[:200]}") from None
+            log_path.write_text("\n".join(outcome.log) + "\n")
+            raise BuildError(f"building the Node {node} base image failed: {outcome.error.strip()[:200]}",
+                             hint=f"see {log_path}; is the Debian mirror reachable?", log_path=str(log_path))
+    image = backend.images.get(tag)
+    if image is None:
+        raise BuildError(f"building the Node {node} base image ended without {tag}")
     return image
 
 

@@ -5,7 +5,7 @@ containers (the grading one holding the hidden tests) would run forever. Each co
 its owner's pid, that process's start time (``/proc/<pid>/stat`` field 22: a recycled pid has
 another) and the host's identity (hostname and boot id: pids mean nothing on another machine or
 after a reboot). :func:`reap_orphans` removes the containers whose owner on this host is gone; it
-runs when a runtime first starts a sandbox (then at most once a minute), in ``repo2env doctor``
+runs when a backend first starts a sandbox (then at most once a minute), in ``repo2env doctor``
 and in ``repo2env images gc``.
 """
 
@@ -18,8 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-import docker
-import docker.errors
+from repo2env.runtime.backend import Backend
 
 SANDBOX_LABEL = "repo2env.sandbox"
 OWNER_PID_LABEL = "repo2env.owner.pid"
@@ -29,7 +28,7 @@ OWNER_HOST_LABEL = "repo2env.owner.host"
 #: Seconds between two automatic reaps by one process (a reap is one filtered list call).
 REAP_INTERVAL_S = 60.0
 
-_last_reap = 0.0
+_last_reap: dict[str, float] = {}  # backend name -> when this process last reaped it
 _reap_lock = threading.Lock()
 
 
@@ -70,36 +69,24 @@ def owner_alive(labels: dict[str, str]) -> bool:
     return process_start_time(int(pid)) == started
 
 
-def reap_orphans(client: docker.DockerClient, *, dry_run: bool = False) -> list[str]:
-    """Remove the sandboxes (running or not) whose owner on this host is dead; their names."""
-    try:
-        containers = client.containers.list(all=True, sparse=True,
-                                            filters={"label": [SANDBOX_LABEL, f"{OWNER_HOST_LABEL}={host_id()}"]})
-    except docker.errors.DockerException:
-        return []
+def reap_orphans(backend: Backend, *, dry_run: bool = False) -> list[str]:
+    """Remove the sandboxes of ``backend`` (running or not) whose owner on this host is dead; their names."""
     removed = []
-    for container in containers:
-        labels = container.attrs.get("Labels") or {}
-        if owner_alive(labels):
+    for sandbox in backend.sandboxes(labels=[f"{OWNER_HOST_LABEL}={host_id()}"]):
+        if owner_alive(dict(sandbox.labels)):
             continue
-        name = (container.attrs.get("Names") or [container.id[:12]])[0].lstrip("/")
         if not dry_run:
-            try:
-                client.api.remove_container(container.id, force=True)
-            except docker.errors.NotFound:
-                pass  # removed meanwhile (another process reaping, or auto-removed)
-            except docker.errors.APIError:
-                continue  # removal already in progress
-        removed.append(name)
+            backend.remove_sandbox(sandbox.id)
+        removed.append(sandbox.name)
     return removed
 
 
-def reap_orphans_now_and_then(client: docker.DockerClient) -> None:
-    """:func:`reap_orphans`, at most once per :data:`REAP_INTERVAL_S` in this process."""
-    global _last_reap
+def reap_orphans_now_and_then(backend: Backend) -> None:
+    """:func:`reap_orphans`, at most once per :data:`REAP_INTERVAL_S` per backend in this process."""
     with _reap_lock:
         now = time.monotonic()
-        if _last_reap and now - _last_reap < REAP_INTERVAL_S:
+        last = _last_reap.get(backend.name, 0.0)
+        if last and now - last < REAP_INTERVAL_S:
             return
-        _last_reap = now
-    reap_orphans(client)
+        _last_reap[backend.name] = now
+    reap_orphans(backend)

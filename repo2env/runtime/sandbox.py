@@ -1,8 +1,9 @@
 """The sandbox protocol every backend implements, and the limits every sandbox runs under.
 
 The verifier, test derivation, validation, the agent's tools, RepoEnv and the build's image checks
-talk to these protocols only; the backends (:mod:`repo2env.runtime.backends`, Docker first) are
-chosen where the program is put together (the CLI, RepoEnv's shared machinery, the benchmarks).
+talk to these protocols only; the backend (:mod:`repo2env.runtime.backends`: docker, podman) is
+opened where the program is put together (the CLI, a pipeline's workers, RepoEnv's shared
+machinery, the benchmarks) and handed to them.
 """
 
 from __future__ import annotations

@@ -15,9 +15,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repo2env.errors import InputError, PatchError
+
+if TYPE_CHECKING:
+    from repo2env.publish.pull import Builder
+    from repo2env.runtime.backend import Backend
 
 TOOL_NAMES = ("bash", "read_file", "write_file", "str_replace", "run_tests")
 
@@ -102,9 +106,12 @@ class PreparedDataset:
     rebuilt: int = 0
 
 
-def prepare_dataset(source: str, work_dir: Path, *, build: bool = True, clones: dict[str, str] | None = None,
-                    token: str | None = None, hub_url: str | None = None) -> PreparedDataset:
-    """Load a published dataset (folder or hf://org/name) and make each task's image exist here."""
+def prepare_dataset(source: str, work_dir: Path, *, backend: Backend | None = None, builder: Builder | None = None,
+                    clones: dict[str, str] | None = None, token: str | None = None,
+                    hub_url: str | None = None) -> PreparedDataset:
+    """Load a published dataset (folder or hf://org/name) and, given a ``backend``, make each task's
+    image exist on it (rebuilding the missing ones from ``clones`` with ``builder``: the stage
+    runner's build, :func:`repo2env.pipeline.stages.folder_builder`)."""
     from datasets import load_dataset
 
     from repo2env.publish.hub import HubTarget, download_from_hub, parse_target
@@ -116,12 +123,8 @@ def prepare_dataset(source: str, work_dir: Path, *, build: bool = True, clones: 
                                    token=token, endpoint=hub_url)
     tree = Path(origin)
     prepared = PreparedDataset(tree=tree)
-    if build:
-        from repo2env.pipeline.stages import folder_builder
-        from repo2env.runtime.backends.docker import DockerRuntime
-
-        runtime = DockerRuntime()
-        pulled = pull_dataset(tree, work_dir / "tasks", runtime=runtime, clones=clones, builder=folder_builder(runtime))
+    if backend is not None:
+        pulled = pull_dataset(tree, work_dir / "tasks", runtime=backend, clones=clones, builder=builder)
         if pulled.not_runnable:
             shown = "; ".join(f"{task}: {why}" for task, why in list(pulled.not_runnable.items())[:3])
             raise InputError(f"{len(pulled.not_runnable)} task(s) of {source} cannot run here: {shown}",

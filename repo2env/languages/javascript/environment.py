@@ -446,6 +446,9 @@ def install_failure_reason(log: str) -> str:
     if "YN0028" in log or "lockfile would have been modified" in log or "ERR_PNPM_OUTDATED_LOCKFILE" in log or \
             "Your lockfile needs to be updated" in log:
         return "lockfile_out_of_sync"
+    if re.search(r"(?:request to|fetch|clone) \S*(?:github\.com|gitlab\.com|bitbucket\.org|codeload\.github\.com)\S* "
+                 r"failed|git (?:dep|clone)\S* .*(?:github|gitlab)|ls-remote .*(?:github|gitlab)", log):
+        return "git_host_dependency"  # a dependency fetched from a git host, not from the registry
     if "gyp ERR!" in log or "node-pre-gyp" in log:
         return "native_build"
     if re.search(r"E(?:NOTFOUND|AI_AGAIN|CONNREFUSED|TIMEDOUT)|ECONNRESET|self.signed certificate|"
@@ -577,7 +580,8 @@ def typescript_support(files: ProjectFiles | Mapping[str, str], runner: str, dir
     babel_text = " ".join(text for path in babel_files if (text := files.read(path)))
     if isinstance(package.get("babel"), dict):
         babel_text += str(package["babel"])
-    if "@babel/preset-typescript" in declared or "preset-typescript" in babel_text:
-        if runner == "jest":
-            return TypeScriptSupport("babel", "babel-jest with @babel/preset-typescript")
+    babel_typescript = [name for name in ("@babel/preset-typescript", "@babel/plugin-transform-typescript")
+                        if name in declared or name.split("/")[1] in babel_text]
+    if babel_typescript and runner == "jest":
+        return TypeScriptSupport("babel", f"babel-jest with {babel_typescript[0]}")
     return TypeScriptSupport(None, f"no TypeScript transform for {runner} found")

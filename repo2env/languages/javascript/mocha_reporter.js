@@ -1,6 +1,7 @@
 'use strict';
 // A mocha reporter that writes each test's outcome with its title path (describe titles, then the
-// test's title) as JSON to the file given by `--reporter-option output=FILE`. Mocha's own `json`
+// test's title) as JSON to the file given by `--reporter-options output=FILE`
+// (or the REPO2ENV_MOCHA_REPORT variable). Mocha's own `json`
 // reporter joins the titles with spaces, which cannot be split back into describe blocks.
 // Only event names and Runnable methods that mocha has had since version 4 are used.
 const fs = require('fs');
@@ -11,8 +12,9 @@ function titles(runnable) {
 }
 
 function Repo2envReporter(runner, options) {
-  const output = (options && options.reporterOptions && options.reporterOptions.output) || process.env.REPO2ENV_MOCHA_REPORT;
-  if (!output) throw new Error('repo2env mocha reporter: give --reporter-option output=FILE');
+  const given = (options && (options.reporterOptions || options.reporterOption)) || {};
+  const output = given.output || process.env.REPO2ENV_MOCHA_REPORT;
+  if (!output) throw new Error('repo2env mocha reporter: give --reporter-options output=FILE');
   const tests = [];
   const hooks = [];
   const file = (runnable) => runnable.file || (runnable.parent && runnable.parent.file) || '';

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -97,3 +98,31 @@ def scripts(package: Mapping[str, Any]) -> dict[str, str]:
     """The package's npm scripts (name -> command)."""
     section = package.get("scripts")
     return {str(name): str(command) for name, command in section.items()} if isinstance(section, dict) else {}
+
+
+def restore_fields(base_text: str | None, patched_text: str, fields: Iterable[str]) -> str:
+    """``package.json`` as patched, but with ``fields`` as they were at the base commit (a field
+    the base lacks is removed): what a grader writes so that a fix keeps its dependency changes
+    while the runner's configuration (``jest``, ``mocha``, ``scripts``, ``type``, ``imports``...)
+    stays the base's. A patched file that is not a JSON object gives the base text back whole."""
+    try:
+        patched = json.loads(patched_text)
+    except json.JSONDecodeError:
+        patched = None
+    base = {}
+    if base_text is not None:
+        try:
+            loaded = json.loads(base_text)
+            base = loaded if isinstance(loaded, dict) else {}
+        except json.JSONDecodeError:
+            base = {}
+    if not isinstance(patched, dict):
+        return base_text if base_text is not None else "{}\n"
+    for name in fields:
+        if name in base:
+            patched[name] = base[name]
+        else:
+            patched.pop(name, None)
+    indent_match = re.search(r"\n([ \t]+)\"", patched_text)
+    indent = indent_match.group(1) if indent_match else 2
+    return json.dumps(patched, indent=indent, ensure_ascii=False) + "\n"

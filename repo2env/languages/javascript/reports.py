@@ -16,8 +16,9 @@ Formats, as the runners write them (see ``docs/languages.md``):
 - jest ``--json --outputFile`` and vitest ``--reporter=json --outputFile``: one JSON object with
   ``testResults[].assertionResults[]`` (``ancestorTitles``, ``title``, ``status``); a file whose
   suite failed to run has ``status: "failed"``, a ``message`` and no assertion results;
-- mocha: the JSON our reporter (``mocha_reporter.js``) writes, with each test's ``titlePath()``
-  (mocha's own ``json`` reporter joins describe titles with spaces, which cannot be split back);
+- mocha and jasmine: the JSON our reporters (``mocha_reporter.js``, ``jasmine_reporter.js``) write,
+  with each test's title path (the runners' own reporters join describe titles with spaces, which
+  cannot be split back);
 - TAP 13 (ava ``--tap``, tape, ``node --test --test-reporter=tap``), one stream per test file.
 """
 
@@ -73,7 +74,9 @@ def parse_jest_json(text: str, root: str = "/testbed") -> dict[str, TestStatus]:
         file = relative_path(file_result["name"], root)
         assertions = file_result.get("assertionResults") or []
         for assertion in assertions:
-            titles = [*assertion.get("ancestorTitles", []), assertion.get("title", "")]
+            # vitest 1 lists the file's own unnamed suite as an ancestor titled "": not a describe block.
+            ancestors = [title for title in assertion.get("ancestorTitles", []) if title != ""]
+            titles = [*ancestors, assertion.get("title", "")]
             status = _JEST_STATUS.get(str(assertion.get("status")), TestStatus.ERROR)
             outcomes[test_id(file, titles)] = status
         if file_result.get("status") == "failed" and not assertions:
@@ -103,6 +106,31 @@ def parse_mocha_json(text: str, root: str = "/testbed") -> dict[str, TestStatus]
             raise ReportError("a mocha report entry without titles or file")
         outcomes[test_id(relative_path(file, root), [str(title) for title in titles])] = _MOCHA_STATE.get(
             str(test.get("state")), TestStatus.ERROR)
+    return outcomes
+
+
+_JASMINE_STATE = {"passed": TestStatus.PASSED, "failed": TestStatus.FAILED, "pending": TestStatus.SKIPPED,
+                  "excluded": TestStatus.SKIPPED}
+
+
+def parse_jasmine_json(text: str, file: str, root: str = "/testbed") -> dict[str, TestStatus]:
+    """Outcomes from the report of ``jasmine_reporter.js`` for the one spec file ``file`` (jasmine's
+    results do not name files). ``excluded`` (filtered out, or not focused) and ``pending`` are
+    skipped. Errors outside any spec (an ``afterAll`` that threw, a file that failed at load in
+    jasmines that go on) make the file ``ERROR``."""
+    report = _load_json(text, "jasmine reporter JSON")
+    tests = report.get("tests")
+    if not isinstance(tests, list) or report.get("complete") is not True:
+        raise ReportError("the jasmine report is incomplete (no spec list, or the run did not end)")
+    outcomes: dict[str, TestStatus] = {}
+    for test in tests:
+        titles = test.get("titles") if isinstance(test, dict) else None
+        if not isinstance(titles, list):
+            raise ReportError("a jasmine report entry without titles")
+        outcomes[test_id(file, [str(title) for title in titles])] = _JASMINE_STATE.get(
+            str(test.get("state")), TestStatus.ERROR)
+    if report.get("global_errors"):
+        outcomes[test_id(file)] = TestStatus.ERROR
     return outcomes
 
 
@@ -205,7 +233,7 @@ def parse_ava_tap(text: str, file: str, root: str = "/testbed") -> dict[str, Tes
     """Outcomes from ``ava --tap`` run on the one test file ``file`` (run alone, ava names a test by
     its title). Ava reports a file that failed as a point naming the file (``<file> exited with a
     non-zero exit code``, ``No tests found in <file>``): that file is ``ERROR``; so is a stream
-    without its plan."""
+    without its plan or without any test."""
     top, closed = _tap_tree(text)
     outcomes: dict[str, TestStatus] = {}
     failed_file = not closed
@@ -215,7 +243,7 @@ def parse_ava_tap(text: str, file: str, root: str = "/testbed") -> dict[str, Tes
             failed_file = True
             continue
         outcomes[test_id(file, [point.name])] = _tap_status(point)
-    if failed_file:
+    if failed_file or not top:  # no test at all ("1..0"): the file did not run as asked
         outcomes[test_id(file)] = TestStatus.ERROR
     return outcomes
 

@@ -1,4 +1,4 @@
-"""Test runner adapters: jest, vitest, mocha, ava, tape and ``node --test``.
+"""Test runner adapters: jest, vitest, mocha, jasmine, ava, tape and ``node --test``.
 
 For each runner: how to tell a project uses it (:func:`detect_runners`), the options its npm
 script passes it (:func:`script_invocation`), the shell command that runs exactly a list of test
@@ -7,13 +7,13 @@ ids with a machine-readable report (:func:`plan_run`), how to read that report b
 
 Selecting tests: the files of the ids are passed as paths, and the titles as one name pattern
 (a JavaScript regular expression, every title escaped) where the runner has one: jest and vitest
-``-t`` and mocha ``--grep`` match the full name (describe titles and the title joined by spaces,
+``-t``, mocha ``--grep`` and jasmine ``--filter`` match the full name (describe titles and the title joined by spaces,
 anchored), ``node --test --test-name-pattern`` a test's name, ava ``--match`` a title (a glob: a
 ``*`` in a title matches itself among others). tape has no name filter: the whole file runs. The
 pattern may select more tests than asked (two titles whose space-joined names coincide); only the
 requested ids are read from the report. An id naming a whole file runs the file unfiltered.
 
-Runners that stop at the first file that fails to load (mocha), or whose report cannot tell files
+Runners that stop at the first file that fails to load (mocha, jasmine), or whose report cannot tell files
 apart (TAP of ava, tape, node), run one process per file, each with its own report.
 """
 
@@ -23,12 +23,14 @@ import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from repo2env.languages.javascript.project import ProjectFiles, dependencies, join, scripts
 from repo2env.languages.javascript.reports import (
     ReportError,
     parse_ava_tap,
+    parse_jasmine_json,
     parse_jest_json,
     parse_mocha_json,
     parse_node_tap,
@@ -38,10 +40,23 @@ from repo2env.languages.javascript.reports import (
 from repo2env.languages.javascript.test_ids import split_test_id, test_id
 from repo2env.outcomes import TestStatus
 
-RUNNERS = ("jest", "vitest", "mocha", "ava", "tape", "node")
+RUNNERS = ("jest", "vitest", "mocha", "jasmine", "ava", "tape", "node")
 #: Where the grading sandbox finds the mocha reporter (``mocha_reporter.js`` of this package),
 #: outside /testbed so that a patch cannot change it.
 MOCHA_REPORTER_PATH = "/opt/repo2env/mocha_reporter.js"
+#: The same for jasmine's reporter (``jasmine_reporter.js``).
+JASMINE_REPORTER_PATH = "/opt/repo2env/jasmine_reporter.js"
+#: The report format each runner's plan writes (:attr:`Report.format`).
+REPORT_FORMATS = {"jest": "jest-json", "vitest": "jest-json", "mocha": "mocha-json", "jasmine": "jasmine-json",
+                  "ava": "ava-tap", "tape": "tape-tap", "node": "node-tap"}
+#: Where each reporter of this package goes in an image -> its file beside this module.
+REPORTER_FILES = {MOCHA_REPORTER_PATH: "mocha_reporter.js", JASMINE_REPORTER_PATH: "jasmine_reporter.js"}
+
+
+def reporter_sources() -> dict[str, str]:
+    """Our reporters' text by the path a plan expects them at (root-owned, outside /testbed)."""
+    here = Path(__file__).parent
+    return {path: (here / name).read_text(encoding="utf-8") for path, name in REPORTER_FILES.items()}
 
 # --- configuration files ----------------------------------------------------------------------
 
@@ -60,13 +75,16 @@ RUNNER_CONFIG_PATTERNS: dict[str, tuple[str, ...]] = {
                "vitest.projects.*", "vitest.setup*", "*/vitest.setup*", "*/setupTests.*", "setupTests.*",
                "*/__mocks__/*", "__mocks__/*"),
     "mocha": (".mocharc*", "*/.mocharc*", "test/mocha.opts", "*/test/mocha.opts"),
+    "jasmine": ("jasmine.json", "*/jasmine.json", "spec/support/jasmine.json", "*/spec/support/jasmine.json",
+                "spec/helpers/*", "*/spec/helpers/*"),
     "ava": ("ava.config.*", "*/ava.config.*"),
     "tape": (),
     "node": (),
 }
 #: package.json fields the runner (or Node's loader) reads; restore them, keep the patch's others.
 PACKAGE_JSON_FIELDS: dict[str, tuple[str, ...]] = {
-    "jest": ("jest", "babel"), "vitest": (), "mocha": ("mocha",), "ava": ("ava",), "tape": (), "node": (),
+    "jest": ("jest", "babel"), "vitest": (), "mocha": ("mocha",), "jasmine": (), "ava": ("ava",), "tape": (),
+    "node": (),
 }
 COMMON_PACKAGE_JSON_FIELDS = ("scripts", "type", "imports", "workspaces", "packageManager", "engines", "volta")
 
@@ -86,6 +104,16 @@ def config_files(runner: str, files: ProjectFiles | Mapping[str, str], directory
                     "testEnvironment", "snapshotResolver", "testSequencer", "resolver", "preset"):
             value = jest_config.get(key)
             named.extend(value if isinstance(value, list) else [value] if isinstance(value, str) else [])
+    # Config files are code (jest.config.js, vitest.config.ts, .mocharc.js): the local files their
+    # string literals name as test support (setup files, environments, resolvers) configure the
+    # run as well. Source files they name (an alias to src/index.ts) are the fix's to change.
+    for config in sorted(found):
+        if config.endswith(("package.json", ".npmrc", ".env")) or "node_modules/" in config:
+            continue
+        text = files.read(config) or ""
+        base = config.rsplit("/", 1)[0] if "/" in config else ""
+        named.extend(join(base, literal) if base and not directory else literal
+                     for literal in _LOCAL_PATH_LITERAL.findall(text) if _TEST_SUPPORT.search(literal))
     for name in named:
         path = join(directory, name.replace("<rootDir>/", "").removeprefix("./"))
         for candidate in (path, *(f"{path}{suffix}" for suffix in (".js", ".cjs", ".mjs", ".ts"))):
@@ -94,17 +122,25 @@ def config_files(runner: str, files: ProjectFiles | Mapping[str, str], directory
     return sorted(found)
 
 
+_TEST_SUPPORT = re.compile(r"(?:^|/)(?:tests?|__tests__|specs?|__mocks__|e2e)/|"
+                           r"(?:^|/)[^/]*(?:setup|config|env|mock|global|teardown|environment|resolver|sequencer|"
+                           r"preset)[^/]*$", re.IGNORECASE)
+_LOCAL_PATH_LITERAL = re.compile(r"""["'](?:<rootDir>/|\./)?((?:[\w@.-]+/)*[\w@.-]+\.(?:[cm]?[jt]sx?|json))["']""")
+
+
 # --- detection --------------------------------------------------------------------------------
 
-_RUNNER_PACKAGES = {"jest": ("jest",), "vitest": ("vitest",), "mocha": ("mocha",), "ava": ("ava",),
+_RUNNER_PACKAGES = {"jest": ("jest",), "vitest": ("vitest",), "mocha": ("mocha",), "jasmine": ("jasmine",), "ava": ("ava",),
                     "tape": ("tape", "tap-spec", "faucet"), "node": ()}
 #: Config files that show a runner is used (vite.config.* alone is a bundler's, not vitest's).
 _DETECT_CONFIG = {"jest": ("jest.config.*",), "vitest": ("vitest.config.*", "vitest.workspace.*"),
-                  "mocha": (".mocharc*", "test/mocha.opts"), "ava": ("ava.config.*",)}
+                  "mocha": (".mocharc*", "test/mocha.opts"), "jasmine": ("spec/support/jasmine.json", "jasmine.json"),
+                  "ava": ("ava.config.*",)}
 _RUNNER_COMMAND = {
     "jest": re.compile(r"(?:^|[\s/;&|(])jest(?:\s|$|;|&)"),
     "vitest": re.compile(r"(?:^|[\s/;&|(])vitest(?:\s|$|;|&)"),
     "mocha": re.compile(r"(?:^|[\s/;&|(])_?mocha(?:\s|$|;|&)"),
+    "jasmine": re.compile(r"(?:^|[\s/;&|(])jasmine(?:\s|$|;|&)"),
     "ava": re.compile(r"(?:^|[\s/;&|(])ava(?:\s|$|;|&)"),
     "tape": re.compile(r"(?:^|[\s/;&|(])tape(?:\s|$|;|&)"),
     "node": re.compile(r"(?:^|[\s/;&|(])node\s+(?:[^&|;]*\s)?--test(?:\s|$|=)"),
@@ -195,6 +231,7 @@ _VALUE_OPTIONS: dict[str, frozenset[str]] = {
                         "--config", "--package", "-s", "--slow", "--retries", "--spec", "--ignore", "--exclude",
                         "-j", "--jobs", "--loader", "--import", "-n", "--node-option", "--opts",
                         "--compilers"}),
+    "jasmine": frozenset({"--reporter", "--filter", "--helper", "--require", "--seed"}),
     "ava": frozenset({"-m", "--match", "--config", "-c", "--concurrency", "-T", "--timeout", "--node-arguments",
                       "--tap-reporter"}),
     "tape": frozenset({"-r", "--require", "-i", "--ignore", "--ignore-pattern"}),
@@ -216,6 +253,8 @@ _DROPPED_OPTIONS: dict[str, frozenset[str]] = {
                         "--fgrep", "-w", "--watch", "-b", "--bail", "--spec", "-p", "--parallel", "-j", "--jobs",
                         "--forbid-only", "--forbid-pending", "-i", "--invert", "--recursive", "--watch-files",
                         "--dry-run", "-c", "--colors", "-C", "--no-colors"}),
+    "jasmine": frozenset({"--reporter", "--filter", "--parallel", "--fail-fast", "--stop-on-failure", "--color",
+                          "--no-color", "--verbose"}),
     "ava": frozenset({"-m", "--match", "--tap", "-t", "--verbose", "-v", "--watch", "-w", "--fail-fast",
                       "--update-snapshots", "-u", "--tap-reporter", "--reset-cache"}),
     "tape": frozenset(),
@@ -320,7 +359,7 @@ class Report:
     covers (None: every file of the run)."""
 
     path: str
-    format: str  # "jest-json", "mocha-json", "node-tap", "ava-tap", "tape-tap"
+    format: str  # "jest-json", "mocha-json", "jasmine-json", "node-tap", "ava-tap", "tape-tap"
     file: str | None = None
 
 
@@ -341,7 +380,8 @@ def js_regex_escape(text: str) -> str:
 
 def _name_pattern(full_names: Sequence[str], *, anchored_start: bool = True) -> str:
     alternatives = "|".join(js_regex_escape(name) for name in dict.fromkeys(full_names))
-    return f"^(?:{alternatives})$" if anchored_start else f"(?:^| )(?:{alternatives})$"
+    # " *": vitest 1 names a file's top-level tests after the file's unnamed suite (" title").
+    return f"^ *(?:{alternatives})$" if anchored_start else f"(?:^| )(?:{alternatives})$"
 
 
 def _group(test_ids: Sequence[str]) -> tuple[list[str], dict[str, list[tuple[str, ...]]]]:
@@ -360,7 +400,7 @@ def _group(test_ids: Sequence[str]) -> tuple[list[str], dict[str, list[tuple[str
 
 def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str = "/testbed",
              directory: str = "", invocation: Invocation | None = None,
-             mocha_reporter: str = MOCHA_REPORTER_PATH) -> RunPlan:
+             mocha_reporter: str = MOCHA_REPORTER_PATH, jasmine_reporter: str = JASMINE_REPORTER_PATH) -> RunPlan:
     """The command that runs exactly ``test_ids`` (repository-relative ids) under ``runner`` in the
     package ``directory`` (relative to ``root``), writing reports under ``report_dir``. The
     script's environment and kept options come from ``invocation``."""
@@ -397,8 +437,8 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
                 commands.append(f"jest --ci --json --outputFile={shlex.quote(report)} --coverage=false "
                                 f"--watchAll=false {options}{name_filter} --runTestsByPath {quoted(batch)}")
             else:
-                commands.append(f"vitest run --reporter=json --outputFile={shlex.quote(report)} --coverage.enabled=false "
-                                f"--watch=false {options}{name_filter} {quoted(batch)}")
+                commands.append(f"vitest run --reporter=json --outputFile={shlex.quote(report)} "
+                                f"{options}{name_filter} {quoted(batch)}")
             reports.append(Report(report, "jest-json"))
     else:
         for number, file in enumerate([*whole, *titled]):
@@ -406,13 +446,28 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
             if runner == "mocha":
                 report = f"{report_dir}/mocha-{number}.json"
                 grep = f" --grep {shlex.quote(_name_pattern([' '.join(t) for t in titles]))}" if titles else ""
-                commands.append(f"mocha --reporter {shlex.quote(mocha_reporter)} --reporter-option "
-                                f"output={shlex.quote(report)} {options}{grep} {quoted([file])}")
+                # --reporter-options (plural) is the spelling every mocha since 2 accepts; the
+                # variable serves mochas that pass reporters no options.
+                commands.append(f"REPO2ENV_MOCHA_REPORT={shlex.quote(report)} mocha --reporter "
+                                f"{shlex.quote(mocha_reporter)} --reporter-options output={shlex.quote(report)} "
+                                f"{options}{grep} {quoted([file])}")
                 reports.append(Report(report, "mocha-json", file))
+            elif runner == "jasmine":
+                report = f"{report_dir}/jasmine-{number}.json"
+                name_filter = (f" --filter={shlex.quote(_name_pattern([' '.join(t) for t in titles]))}"
+                               if titles else "")
+                commands.append(f"REPO2ENV_JASMINE_REPORT={shlex.quote(report)} jasmine {options} "
+                                f"--reporter={shlex.quote(jasmine_reporter)}{name_filter} {quoted([file])}")
+                reports.append(Report(report, "jasmine-json", file))
             elif runner == "ava":
                 report = f"{report_dir}/ava-{number}.tap"
                 match = "".join(f" --match {shlex.quote(_ava_match(t[-1]))}" for t in dict.fromkeys(titles or ()))
-                commands.append(f"ava --tap {options}{match} {quoted([file])} > {shlex.quote(report)} 2> {shlex.quote(report)}.stderr")
+                # ava ends a run after 10 s without news from its workers: a loaded machine's worker
+                # start-up alone can take that. Unless the project sets its own, a longer one.
+                timeout = "" if any(option.split("=")[0] in ("-T", "--timeout") for option in invocation.options) \
+                    else " --timeout=2m"
+                commands.append(f"ava --tap{timeout} {options}{match} {quoted([file])} > {shlex.quote(report)} "
+                                f"2> {shlex.quote(report)}.stderr")
                 reports.append(Report(report, "ava-tap", file))
             elif runner == "tape":
                 report = f"{report_dir}/tape-{number}.tap"
@@ -437,13 +492,14 @@ def _ava_match(title: str) -> str:
 
 
 _PARSERS: dict[str, Callable[..., dict[str, TestStatus]]] = {
-    "jest-json": parse_jest_json, "mocha-json": parse_mocha_json, "node-tap": parse_node_tap,
+    "jest-json": parse_jest_json, "mocha-json": parse_mocha_json, "jasmine-json": parse_jasmine_json,
+    "node-tap": parse_node_tap,
     "ava-tap": parse_ava_tap, "tape-tap": parse_tape_tap,
 }
 
 
 #: Formats of a report that covers one test file and does not name it (the parser is told which).
-_PER_FILE_FORMATS = frozenset({"node-tap", "ava-tap", "tape-tap"})
+_PER_FILE_FORMATS = frozenset({"node-tap", "ava-tap", "tape-tap", "jasmine-json"})
 
 
 def reported_outcomes(plan: RunPlan, read_report: Callable[[str], str | None], *,

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from repo2env.errors import InputError
+from repo2env.runtime.backend import Backend
 
 
 @dataclass
@@ -33,18 +34,18 @@ class DemoTrainResult:
     eval_rewards: list[float]
 
 
-def run_train_demo(out_dir: Path, *, steps: int = 4, eval_steps: int = 2, teach_steps: int = 200,
+def run_train_demo(out_dir: Path, *, backend: Backend, steps: int = 4, eval_steps: int = 2, teach_steps: int = 200,
                    progress: Callable[[str], None] = lambda message: None) -> DemoTrainResult:
-    """Run the demo loop under ``out_dir`` (source/, tasks/, dataset/, model/, run/)."""
+    """Run the demo loop under ``out_dir`` (source/, tasks/, dataset/, model/, run/), its images and
+    sandboxes (RepoEnv's too) on ``backend``."""
     from trl import GRPOConfig
 
     from repo2env.demo import build_demo
     from repo2env.envs import RepoEnvConfig
     from repo2env.mine.git import GitSource
     from repo2env.mine.miner import mine
-    from repo2env.pipeline.stages import build_tasks_dir, validate_dir
+    from repo2env.pipeline.stages import build_tasks_dir, folder_builder, validate_dir
     from repo2env.publish.dataset import PublishOptions, publish_to_folder
-    from repo2env.runtime.backends.docker import DockerRuntime
     from repo2env.runtime.build import BuildOptions
     from repo2env.train.run import grpo_trainer, prepare_dataset, run_training
     from repo2env.train.tiny import (
@@ -65,7 +66,7 @@ def run_train_demo(out_dir: Path, *, steps: int = 4, eval_steps: int = 2, teach_
         shutil.rmtree(source_dir)
     demo = build_demo(source_dir)
     mine(GitSource(demo.path, issues_path=demo.issues_path), tasks_dir)
-    runtime = DockerRuntime()
+    runtime = backend
     built = build_tasks_dir(tasks_dir, runtime=runtime, options=BuildOptions(jobs=2))
     if built.ok == 0:
         raise InputError("no demo task built", hint="run 'repo2env doctor' and 'make base-image'")
@@ -83,7 +84,7 @@ def run_train_demo(out_dir: Path, *, steps: int = 4, eval_steps: int = 2, teach_
     dataset_dir = out_dir / "dataset"
     published = publish_to_folder([tasks_dir], dataset_dir, PublishOptions(name="repo2env-demo", split_by_date=cutoff),
                                   overwrite=True)
-    prepared = prepare_dataset(str(dataset_dir), out_dir / "work")
+    prepared = prepare_dataset(str(dataset_dir), out_dir / "work", backend=backend, builder=folder_builder(backend))
     train_rows, test_rows = prepared.splits["train"], prepared.splits.get("test")
 
     progress("building the tiny policy and teaching it to call str_replace")
@@ -113,7 +114,7 @@ def run_train_demo(out_dir: Path, *, steps: int = 4, eval_steps: int = 2, teach_
                       temperature=0.7, learning_rate=1e-4, use_cpu=True, report_to=[], logging_steps=1,
                       save_strategy="no", eval_strategy="steps", eval_steps=eval_steps, seed=0)
     trainer = grpo_trainer(model, tokenizer, args, taught, test_rows,
-                           env_config=RepoEnvConfig(logs_dir=out_dir / "logs"))
+                           env_config=RepoEnvConfig(logs_dir=out_dir / "logs", backend=backend.name))
     result = run_training(trainer, run_dir)
     return DemoTrainResult(
         dataset=dataset_dir, model=model_dir, run=run_dir, figure=result.figure, splits=dict(published.splits),
