@@ -78,13 +78,15 @@ _XML_ILLEGAL = re.compile("[^\u0009\u000a\u000d\u0020-\u007e\u0080-\ud7ff\ue000-
 #: - no JUnit prefix: ``--junitprefix=NAME`` in addopts would put NAME before every classname.
 ID_OPTIONS = "--rootdir=/testbed --junitprefix="
 
-#: JUnit names as pytest 5+ writes them by default, from every pytest that has the ini option.
-JUNIT_FAMILY_OPTION = "-o junit_family=xunit2"
+#: JUnit names as pytest 5+ writes them by default, from every pytest that has the ini option. One
+#: word, ``=`` and all: pytest 3's ``-o`` takes any number of values and would swallow the test ids
+#: that follow it ("-o/--override-ini expects option=value style").
+JUNIT_FAMILY_OPTION = "--override-ini=junit_family=xunit2"
 
 #: The pytest release that brought each option repo2env passes (older pytest refuses it as an
 #: unrecognized argument: a 2016 commit's pinned pytest 2.8): ``--rootdir`` 3.5, ``-o``
 #: (``--override-ini``) and ``--continue-on-collection-errors`` 3.0.
-_OPTION_SINCE = {"--rootdir": (3, 5), "-o": (3, 0), "--continue-on-collection-errors": (3, 0)}
+_OPTION_SINCE = {"--rootdir": (3, 5), "-o": (3, 0), "--override-ini": (3, 0), "--continue-on-collection-errors": (3, 0)}
 
 
 def pytest_options(options: str | list[str], pytest_version: str | None) -> list[str]:
