@@ -163,11 +163,6 @@ def test_on_3_6_the_editable_install_is_pips_and_uv_compiles_nothing():
     assert "'.[tests]' six" in uv[0], "the project and its extras' dependencies still resolve as of the pin"
     assert pinned[pinned.index(uv[0]) + 1] == "python -m pip install --no-deps -e ."
     assert pinned[-1] == COMPILE_ALL
-    with_file = pinned_install(["python -m pip install -r dev-requirements.txt"], "2016-06-01", "3.6")
-    drop = with_file[1]
-    assert drop.startswith("sed -i -E ") and drop.endswith(" dev-requirements.txt"), with_file
-    assert with_file[2].startswith("uv pip install") and _unpinned(with_file) == ["python -m pip install -r dev-requirements.txt"]
-    assert pinned_install(with_file, "2016-06-01", "3.6") == with_file
     assert pinned_install(pinned, "2016-06-01", "3.6") == pinned, "applying it twice changes nothing more"
     assert _unpinned(pinned) == COMMANDS
     newer = pinned_install(COMMANDS, "2016-06-01", "3.7")
@@ -185,18 +180,31 @@ def test_on_3_6_the_dependencies_build_with_setuptools_of_their_time():
 
 
 @pytest.mark.parametrize(("line", "dropped"), [
-    ("-e .", True), ("-e .[tests]", True), ("--editable=.", True), ("  -e ./  # the project", True),
-    ("-e ./plugins/extra", False), ("-e git+https://example.org/x.git#egg=x", False), ("pytest", False),
+    ("-e .", True), ("-e .[tests]", True), ("--editable=.", True), ("  -e ./  # the project", True), ("-e '.'", True),
+    ('-e ".[dev]"', True), ("-e ./plugins/extra", False), ("-e git+https://example.org/x.git#egg=x", False),
+    ("pytest", False),
 ])
-def test_a_requirement_files_own_editable_line_goes_on_3_6(tmp_path, line, dropped):
+def test_a_requirement_files_own_editable_line_goes_from_the_env_layers_copy(tmp_path, line, dropped):
+    """The project's editable install is the spec's own: uv cannot take a requirement file's `-e .`
+    on 3.6 (no PEP 660 hook: packaging 2016) nor read it quoted on any Python (marshmallow 2018)."""
     import subprocess
+
+    from repo2env.models import EnvSpec
+    from repo2env.runtime.images import _env_dockerfile, drop_own_editable_lines
 
     requirements = tmp_path / "dev-requirements.txt"
     requirements.write_text(f"tox\n{line}\npretend\n")
-    command = pinned_install([f"python -m pip install -r {requirements}"], "2016-06-01", "3.6")[1]
-    subprocess.run(command, shell=True, check=True)
-    assert (line not in requirements.read_text().splitlines()) is dropped
-    assert requirements.read_text().splitlines()[0] == "tox" and requirements.read_text().splitlines()[-1] == "pretend"
+    for python in ("3.6", "3.9"):
+        install = pinned_install([f"python -m pip install -r {requirements}", "python -m pip install pytest"],
+                                 "2016-06-01", python)
+        subprocess.run(drop_own_editable_lines(install), shell=True, check=True)
+        lines = requirements.read_text().splitlines()
+        assert (line not in lines) is dropped and lines[0] == "tox" and lines[-1] == "pretend"
+    assert drop_own_editable_lines(["python -m pip install pytest"]) == ""
+    spec = EnvSpec(python="3.6", install=pinned_install(["python -m pip install -r dev-requirements.txt"], "2016-06-01", "3.6"))
+    dockerfile = _env_dockerfile(spec, PackageAccess(), OwnCode(distribution=None, import_names=(), declared=False,
+                                                               vcs_version=False), {})
+    assert "sed -i -E " in dockerfile and dockerfile.index("sed -i -E ") < dockerfile.index("uv pip install")
 
 
 def test_on_3_6_the_reinstall_of_the_project_is_pips_too():

@@ -33,7 +33,7 @@ from repo2env.models import EnvSpec, Task
 from repo2env.runtime.backend import Backend, ImageInfo
 from repo2env.runtime.backends.lifecycle import stopping
 from repo2env.runtime.bootstrap import AGENT_UID, base_image_tag, ensure_base_image
-from repo2env.runtime.own_code import PROBE_PATH, OwnCode, reinstall_command, scm_environment
+from repo2env.runtime.own_code import PROBE_PATH, OwnCode, install_parts, reinstall_command, scm_environment
 from repo2env.runtime.own_code_probe import MARKER as OWN_CODE_MARKER
 from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
 
@@ -343,6 +343,8 @@ def _env_dockerfile(spec: EnvSpec, access: PackageAccess, own: OwnCode, scm: dic
     lines.append(f"COPY tools/ {TOOLS_DIR}/")
     lines.append("COPY snapshot/ /testbed/")
     install = "; ".join(f"({command})" for command in spec.install) or "true"
+    if own_lines := drop_own_editable_lines(spec.install):
+        install = f"{own_lines}; {install}"
     editable = reinstall_command(spec.install, own.distribution) is not None
     check = shlex.quote(json.dumps(own.probe_arguments(editable=editable), separators=(",", ":")))
     dist = shlex.quote(own.distribution or "")
@@ -358,6 +360,26 @@ def _env_dockerfile(spec: EnvSpec, access: PackageAccess, own: OwnCode, scm: dic
                  f'rm -rf /root/.cache "$HOME" /testbed; mkdir /testbed; chown {AGENT_UID}:{AGENT_UID} /testbed')
     lines.append("WORKDIR /testbed")
     return "\n".join(lines) + "\n"
+
+
+#: Deletes a requirement file's line that installs the project itself editable (``-e .``, quoted or
+#: not, with extras or not): the spec's own editable install does that, and uv cannot take the line
+#: on 3.6 (no PEP 660 hook) nor read it quoted (marshmallow 2018's ``-e '.'``).
+_OWN_EDITABLE_LINE = r"""/^[[:space:]]*(-e|--editable)[[:space:]=]*["']?\.\/?(\[[^]]*\])?["']?[[:space:]]*(#.*)?$/d"""
+
+
+def drop_own_editable_lines(install: list[str]) -> str:
+    """The shell command that deletes the project's own editable line from every requirement file
+    ``install`` names (``-r FILE``), in the env layer's copy of the snapshot (the task layer brings
+    the files as they are); '' when it names none."""
+    files: list[str] = []
+    for command in install:
+        parts = install_parts(command)
+        if parts is not None:
+            files.extend(value for flag, value in parts[1] if flag in ("-r", "--requirement") and value)
+    if not files:
+        return ""
+    return shlex.join(["sed", "-i", "-E", _OWN_EDITABLE_LINE, *dict.fromkeys(files)]) + " 2>/dev/null || true"
 
 
 def task_dockerfile(env_tag: str, access: PackageAccess, scm: dict[str, str], *, reinstall: bool,

@@ -193,7 +193,7 @@ def editable_install(install: list[str]) -> tuple[int, list[str], list[tuple[str
     options, the editable path without extras), or None."""
     found = None
     for index, command in enumerate(install):
-        parsed = _install_parts(command)
+        parsed = install_parts(command)
         if parsed is None:
             continue
         prefix, options, _ = parsed
@@ -226,7 +226,7 @@ def protect_own_install(install: list[str], own: OwnCode) -> list[str]:
     A command left with nothing to install is dropped. Applying it twice changes nothing more."""
     protected: list[str] = []
     for command in install:
-        parsed = _install_parts(command)
+        parsed = install_parts(command)
         if parsed is None or own.distribution is None:
             protected.append(command)
             continue
@@ -240,7 +240,7 @@ def protect_own_install(install: list[str], own: OwnCode) -> list[str]:
     again = reinstall_command(protected, own.distribution)
     if found is None or again is None:
         return protected
-    later_installs = [command for command in protected[found[0] + 1:] if _install_parts(command) is not None]
+    later_installs = [command for command in protected[found[0] + 1:] if install_parts(command) is not None]
     if later_installs and later_installs[-1] != again:
         protected.append(again)
     return protected
@@ -255,7 +255,7 @@ def scm_environment(version: str) -> dict[str, str]:
             "POETRY_DYNAMIC_VERSIONING_BYPASS": version}
 
 
-def _install_parts(command: str) -> tuple[list[str], list[tuple[str, str | None]], list[str]] | None:
+def install_parts(command: str) -> tuple[list[str], list[tuple[str, str | None]], list[str]] | None:
     """(prefix tokens, options, targets) of a pip or ``uv pip`` install command, else None."""
     try:
         tokens = shlex.split(command)

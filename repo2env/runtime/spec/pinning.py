@@ -121,19 +121,6 @@ def _legacy_editable_command(path: str) -> str:
     return shlex.join(["python", "-m", "pip", "install", "--no-deps", "-e", path])
 
 
-_OWN_EDITABLE_LINE = r"/^[[:space:]]*(-e|--editable)[[:space:]=]*\.\/?(\[[^]]*\])?[[:space:]]*(#.*)?$/d"
-
-
-def _drop_own_editable_line(path: str) -> str:
-    """The command that deletes ``-e .`` (the project itself, editable) from a requirement file."""
-    return shlex.join(["sed", "-i", "-E", _OWN_EDITABLE_LINE, path])
-
-
-def _is_own_editable_drop(command: str) -> bool:
-    words = _words(command)
-    return len(words) == 5 and words[:4] == ["sed", "-i", "-E", _OWN_EDITABLE_LINE]
-
-
 def _is_legacy_editable(command: str) -> bool:
     """Whether ``command`` is the pip half of a legacy editable install (``pip install --no-deps -e PATH``)."""
     args = _pip_install_args(command)
@@ -244,8 +231,7 @@ def pinned_install(commands: list[str], date_pin: str, python: str | None = None
     (``pytest==4.6.11`` needs a pluggy released after a 2018 pin). On a Python of
     :data:`LEGACY_EDITABLE_BELOW`, an editable install becomes two commands: uv installs the same
     targets not in editable mode (the dependencies pinned), then ``python -m pip install --no-deps
-    -e PATH`` makes the project editable (:func:`_unpinned` joins them again), and a requirement
-    file's own ``-e .`` line is deleted from the env layer's copy before uv reads it. Applying it twice
+    -e PATH`` makes the project editable (:func:`_unpinned` joins them again). Applying it twice
     changes nothing more. Raises ``ValueError`` if ``date_pin`` is not an ISO date.
     """
     day = date.fromisoformat(date_pin).isoformat()
@@ -283,11 +269,6 @@ def pinned_install(commands: list[str], date_pin: str, python: str | None = None
             # egg2dist with a license_file: "expected str ... not NoneType").
             exclude.extend(("--exclude-newer-package", f"{name}={setuptools_floor}T00:00:00Z")
                            for name in ("setuptools", "wheel"))
-        if legacy:
-            # A requirement file's own `-e .` would need the hook too: the env layer's copy of the
-            # file loses it (pip makes the project editable anyway; the task layer has the original).
-            rewritten.extend(_drop_own_editable_line(path) for flag, path in translated
-                             if flag in ("-r", "--requirement") and path)
         rewritten.append(shlex.join([*prefix, *_join_args([*exclude, *translated], targets)]))
         rewritten.extend(_legacy_editable_command(re.sub(r"\[.*\]$", "", path)) for path in editable_paths)
     if prefix != _UV_PREFIX and any(uv_install_args(_words(command)) is not None for command in rewritten):
@@ -321,7 +302,7 @@ def _unpinned(commands: list[str]) -> list[str]:
     legacy editable install's two commands back to one."""
     restored: list[str] = []
     for command in commands:
-        if command in (UV_BOOTSTRAP, COMPILE_ALL) or _is_own_editable_drop(command):
+        if command in (UV_BOOTSTRAP, COMPILE_ALL):
             continue
         if _is_legacy_editable(command) and restored and _joined_editable(restored[-1], command) is not None:
             restored[-1] = _joined_editable(restored[-1], command)
