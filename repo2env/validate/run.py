@@ -5,7 +5,10 @@ grade with the hidden verifier the gold patch (must be 1.0 every time), the empt
 0), partial fixes (subsets of the gold hunks), near misses (libcst mutations of the gold
 patch) and stubs (the functions the gold patch changed reduced to ``return []`` and the like), plus K policy rollouts when a policy endpoint is given; the acceptance policy judges.
 FAIL_TO_PASS tests that every stub passes (they need only the new names) move to PASS_TO_PASS and
-every rollout is scored again (:func:`name_only_tests`).
+every rollout is scored again (:func:`name_only_tests`). Every rollout but gold is graded on its
+FAIL_TO_PASS tests first and stops there when they decide a reward of 0 (``policy.stop_early``);
+gradings, and the derivation's two states, run at once when cores are free (``policy.grading_jobs``).
+See docs/validation.md.
 The loop over a tasks folder is the stage runner's (:func:`repo2env.pipeline.stages.validate_dir`):
 ``validation.jsonl`` (one record per task, appended as each finishes, so a re-run resumes),
 ``tasks.jsonl`` updated with the tests and the verdict, ``summary.md`` and ``validation.png``.
