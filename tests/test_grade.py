@@ -41,6 +41,7 @@ def test_stop_early_grades_fail_to_pass_first_and_otherwise_changes_nothing(grad
     canaries = json.loads((Path(empty.log_dir) / "canaries.json").read_text())
     assert canaries["must_fail"] and canaries["must_pass"]
     assert Path(empty.log_dir).name == "early-empty-f2p"
+    assert json.loads((Path(empty.log_dir) / "result.json").read_text())["stopped_early"] is True
     for patch in (task.patch, pull.partial_fixes[0].patch):
         early = grader.grade(task, patch, stop_early=True)
         full = grader.grade(task, patch)

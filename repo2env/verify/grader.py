@@ -149,7 +149,10 @@ class Grader:
             return self._grade(task, patch, mode=mode, run_name=name)
         first = self._grade(task, patch, mode=mode, run_name=f"{name}-f2p", fail_to_pass_only=True)
         if first.error is not None or first.tampered or decided_by_fail_to_pass(first.f2p_rate, mode):
-            return first.model_copy(update={"stopped_early": True})
+            stopped = first.model_copy(update={"stopped_early": True})
+            if stopped.log_dir:
+                write_json(Path(stopped.log_dir) / "result.json", stopped)
+            return stopped
         full = self._grade(task, patch, mode=mode, run_name=name)
         return full.model_copy(update={"duration_s": round(full.duration_s + first.duration_s, 3),
                                        "tests_duration_s": round(full.tests_duration_s + first.tests_duration_s, 3)})
