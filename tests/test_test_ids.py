@@ -329,9 +329,11 @@ def test_a_tests_folder_with_its_own_ini_file_keeps_runnable_ids(docker_client, 
 def test_pytest_3_0_keeps_its_ids_from_the_junit_option(docker_client, tmp_path):
     """pytest 3.0's ``-o`` takes any number of values: ``-o junit_family=xunit2`` before the ids
     swallowed them ("-o/--override-ini expects option=value style", no report, gold scored 0 on
-    click 2016-2017). The option goes as one word; derivation and grading both run (Python 3.6, the
-    Python of the time, where pytest 3.0 imports)."""
-    task, runtime = _built_oddlib(docker_client, tmp_path, {}, {
+    click 2016-2017). The option goes as one word. And pytest < 3.5, named its configuration file
+    with -c, takes the tests' folder as its rootdir (ids ``test_shout.py::...``, none of derivation's:
+    marshmallow 2017, every test missing): it finds setup.cfg itself. Derivation and grading both run
+    (Python 3.6, the Python of the time, where pytest 3.0 imports)."""
+    task, runtime = _built_oddlib(docker_client, tmp_path, {"setup.cfg": "[tool:pytest]\naddopts = -rs\n"}, {
         "tests/test_shout.py": "from oddlib import shout\n\ndef test_shout():\n    assert shout('a') == 'A'\n\n"
                                "def test_same():\n    assert shout('') == ''\n"},
         pytest_install="pytest==3.0.7 py==1.4.34", python="3.6")

@@ -110,6 +110,15 @@ def pytest_options(options: str | list[str], pytest_version: str | None) -> list
     return kept
 
 
+def names_its_rootdir(pytest_version: str | None) -> bool:
+    """Whether this pytest keeps the rootdir it is given (``--rootdir``, 3.5+; an unknown version is
+    taken to). An older one, given its configuration file with ``-c``, takes the test files' common
+    folder as its rootdir instead (``tests/``), and its ids and JUnit names would no longer be the
+    ones derivation saw."""
+    version = _release(pytest_version)
+    return version is None or version >= _OPTION_SINCE["--rootdir"]
+
+
 def _release(version: str | None) -> tuple[int, int] | None:
     match = re.match(r"(\d+)\.(\d+)", version or "")
     return (int(match.group(1)), int(match.group(2))) if match else None

@@ -41,6 +41,7 @@ from repo2env.verify.filtering import RUNNER_PATTERN, protected_path_pattern, ru
 from repo2env.verify.junit import (
     ID_OPTIONS,
     JUNIT_FAMILY_OPTION,
+    names_its_rootdir,
     pytest_options,
     selection_args,
     split_node_id,
@@ -118,9 +119,13 @@ PYTEST_RUN_OPTIONS = ("-p", "no:cacheprovider", *shlex.split(ID_OPTIONS))
 def pytest_runner(test_command: str, test_ids: list[str], pytest_version: str | None = None) -> TestRunner:
     """The pytest part of a spec: the task's command, pytest's files and statuses; the options
     ``pytest_version`` lacks are left out (pytest 2.8 of a 2016 pin has no ``--rootdir`` or ``-o``)."""
+    # pytest < 3.5 cannot be told its rootdir, and given its configuration file it takes the tests'
+    # folder as one: it finds the snapshot's file itself, as in derivation (the filter keeps the
+    # patch from adding or changing one: it knows every name such a pytest reads).
+    config_dirs = config_search_dirs(test_ids) if names_its_rootdir(pytest_version) else []
     return TestRunner(command=test_command, options=pytest_options(list(PYTEST_RUN_OPTIONS), pytest_version),
                       report_options=pytest_options(shlex.split(JUNIT_FAMILY_OPTION), pytest_version),
-                      config_files=list(PYTEST_CONFIG_FILES), config_dirs=config_search_dirs(test_ids),
+                      config_files=list(PYTEST_CONFIG_FILES), config_dirs=config_dirs,
                       session_statuses=list(PYTEST_SESSION_STATUSES))
 
 
