@@ -323,3 +323,23 @@ def test_the_spec_is_derived_once_per_task_and_holds_what_a_grading_reads():
     assert "protected_pattern" not in settings
     assert spec.script_settings(run_ids, layout, host_filtered=False)["protected_pattern"] == spec.protected_pattern
     assert type(spec).model_validate_json(spec.model_dump_json()) == spec, "the spec travels as JSON (tests/spec.json)"
+
+
+@pytest.mark.parametrize(("version", "config_named", "options", "report"), [
+    (None, True, ["-p", "no:cacheprovider", "--rootdir=/testbed", "--junitprefix="], ["--override-ini=junit_family=xunit2"]),
+    ("8.3.3", True, ["-p", "no:cacheprovider", "--rootdir=/testbed", "--junitprefix="], ["--override-ini=junit_family=xunit2"]),
+    ("3.5.1", True, ["-p", "no:cacheprovider", "--rootdir=/testbed", "--junitprefix="], ["--override-ini=junit_family=xunit2"]),
+    ("3.0.7", False, ["-p", "no:cacheprovider", "--junitprefix="], ["--override-ini=junit_family=xunit2"]),
+    ("2.8.7", False, ["-p", "no:cacheprovider", "--junitprefix="], []),
+])
+def test_the_spec_follows_the_tasks_pytest(version, config_named, options, report):
+    """Old pytest (2016-2018 pins): no option it lacks; the JUnit-format option as one word (pytest
+    3's -o swallows the ids after it); no -c below 3.5, which would make the tests' folder its rootdir."""
+    from repo2env.models import EnvSpec
+    from repo2env.verify import spec as specs
+
+    task = _spec_task(env_spec=EnvSpec(python="3.6", pytest_version=version))
+    runner = specs.grading_spec(task).runner
+    assert runner.options == options and runner.report_options == report
+    assert (runner.config_dirs == ["/testbed/tests", "/testbed"]) is config_named
+    assert runner.config_dirs == [] or config_named
