@@ -52,6 +52,9 @@ from repo2env.mine.miner import MineOptions, mine
 from repo2env.models import Task
 
 PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT / "benchmarks"))
+from results import Figure, record  # noqa: E402
+
 YEARS = range(2018, 2026)  #: the default --years
 _MERGE_SUBJECT = re.compile(r"^Merge pull request #(\d+)\b")
 _SQUASH_SUBJECT = re.compile(r"\(#(\d+)\)\s*$")
@@ -329,11 +332,11 @@ def print_row(row: dict) -> None:
               f"rejections {row['rejections'] or 'none'}")
 
 
-def print_comparison(rows: list[dict]) -> None:
+def print_comparison(rows: list[dict]) -> list[Figure]:
     """Today's validation against validation as before, on the same tasks: verdicts and wall time."""
     compared = [entry for row in rows for entry in row.get("compared", [])]
     if not compared:
-        return
+        return []
     changed = [entry for entry in compared if (entry["verdict_before"], sorted(entry["reasons_before"]))
                != (entry["verdict_after"], sorted(entry["reasons_after"]))]
     before, after = sum(entry["wall_before_s"] for entry in compared), sum(entry["wall_after_s"] for entry in compared)
@@ -342,9 +345,13 @@ def print_comparison(rows: list[dict]) -> None:
     for entry in changed:
         print(f"[compare]   {entry['instance_id']}: {entry['verdict_before']} {entry['reasons_before']} -> "
               f"{entry['verdict_after']} {entry['reasons_after']}")
+    return [Figure(f"same verdicts as validation before ({len(compared) - len(changed)} of {len(compared)})",
+                   round((len(compared) - len(changed)) / len(compared) * 100), "%", "== 100"),
+            Figure("validation wall time against before", round(after / before * 100) if before else 0, "%")]
 
 
-def print_overall(rows: list[dict]) -> None:
+def print_overall(rows: list[dict]) -> list[Figure]:
+    """Print the figures over every repository; return them, with each repository's yield."""
     def total(key: str) -> int:
         return sum(row.get(key, 0) for row in rows)
 
@@ -359,6 +366,17 @@ def print_overall(rows: list[dict]) -> None:
         print(f"[overall] accepted {total('accepted')}/{validated} ({total('accepted') / validated:.0%}, "
               f"target >= 60%); rejections "
               f"{dict(sum((Counter(row.get('rejections', {})) for row in rows), Counter()))}")
+    figures = [Figure(f"merged PRs found in history ({found:,} of {truth:,})", round(found / truth * 100, 2), "%")] \
+        if truth else []
+    if sampled:
+        figures.append(Figure(f"env built ({total('env_built')} of {sampled})",
+                              round(total("env_built") / sampled * 100), "%", ">= 90"))
+    if validated:
+        figures.append(Figure(f"accepted ({total('accepted')} of {validated})",
+                              round(total("accepted") / validated * 100), "%", ">= 60"))
+        figures += [Figure(f"accepted, {row['repo']}", row["accepted"], f"of {len(row['sample'])}")
+                    for row in rows if "accepted" in row]
+    return figures
 
 
 def print_years(rows: list[dict]) -> None:
@@ -378,27 +396,33 @@ def print_years(rows: list[dict]) -> None:
                 print(f"[{year}]   {task['instance_id']}: {task['env']} ({(task['env_error'] or '')[:160]})")
 
 
-def print_throughput(rows: list[dict]) -> None:
+def print_throughput(rows: list[dict]) -> list[Figure]:
     """Where validation's time went, and its wall time against one run of the task's own tests."""
     timed = [task for row in rows for task in row.get("tasks", []) if task.get("one_run_s") and task.get("wall_s")]
     if not timed:
-        return
+        return []
     ratios = sorted(task["wall_s"] / task["one_run_s"] for task in timed)
     cores = os.cpu_count() or 1
     core_s = sum(task["wall_s"] * cores for task in timed)
     print(f"[throughput] {len(timed)} tasks validated: wall / one run of the task's tests, median "
           f"{statistics.median(ratios):.1f}x (target <= 4x); {3600 * len(timed) / core_s:.1f} tasks per core-hour")
+    figures = [Figure(f"validation wall time / one run of the task's tests, median of {len(timed)}",
+                      round(statistics.median(ratios), 1), "x", "<= 4"),
+               Figure("validated tasks per core-hour", round(3600 * len(timed) / core_s, 1), "tasks")]
     fast = [task for task in timed if task["one_run_s"] <= 10]
     if fast:
         fast_core_s = sum(task["wall_s"] * cores for task in fast)
         print(f"[throughput] {len(fast)} tasks whose tests run in <= 10 s: {3600 * len(fast) / fast_core_s:.1f} "
               f"tasks per core-hour (target >= 60)")
+        figures.append(Figure(f"validated tasks per core-hour, tests <= 10 s ({len(fast)} tasks)",
+                              round(3600 * len(fast) / fast_core_s, 1), "tasks", ">= 60"))
     phases: Counter[str] = Counter()
     for task in timed:
         phases.update(task.get("phases") or {})
     total = sum(phases.values()) or 1.0
     print("[throughput] time by phase (sum over tasks): "
           + ", ".join(f"{name} {seconds:.0f} s ({seconds / total:.0%})" for name, seconds in phases.most_common()))
+    return figures
 
 
 def main() -> None:
@@ -438,10 +462,11 @@ def main() -> None:
         sys.stdout.flush()
         rows.append(row)
         (args.out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
-    print_overall(rows)
+    figures = print_overall(rows)
     print_years(rows)
-    print_throughput(rows)
-    print_comparison(rows)
+    figures += print_throughput(rows)
+    figures += print_comparison(rows)
+    record("real_repos", figures, note=f"{len(rows)} repositories, {args.per_repo} PRs each")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from repo2env import defaults
 from repo2env.jsonl import append_jsonl, drop_rows, drop_torn_tail, read_tasks, update_tasks
 from repo2env.models import EnvSpec, Task, ValidationReport
 from repo2env.pipeline.executors import ThreadExecutor
@@ -22,7 +23,14 @@ from repo2env.pipeline.runner import Stage, run_stages
 from repo2env.runtime.backend import Backend
 from repo2env.runtime.backends import backend_name, open_backend
 from repo2env.runtime.bootstrap import local_base_pythons, makeable_pythons
-from repo2env.runtime.build import BuildOptions, BuildSummary, build_task, read_source_clone, still_built
+from repo2env.runtime.build import (
+    COLLECT_TIMEOUT_S,
+    BuildOptions,
+    BuildSummary,
+    build_task,
+    read_source_clone,
+    still_built,
+)
 from repo2env.runtime.images import STALL_IDLE_S, ImageStore
 from repo2env.runtime.local_pythons import version_key
 from repo2env.runtime.spec import AVAILABLE_PYTHONS
@@ -60,7 +68,7 @@ class BuildJob:
     logs_dir: Path
     override: EnvOverride | None = None
     collect_check: bool = True
-    collect_timeout_s: float = 300.0
+    collect_timeout_s: float = COLLECT_TIMEOUT_S
     available: tuple[str, ...] = tuple(AVAILABLE_PYTHONS)
     stall_idle_s: float = STALL_IDLE_S
     backend: str = ""  #: the backend a worker opens for it (default: REPO2ENV_BACKEND, else docker)
@@ -172,7 +180,7 @@ def validate_work(job: ValidateJob, runtime: Backend | None = None,
     return ValidateOutput(task, record)
 
 
-def validate_dir(tasks_dir: Path, runtime: Backend, policy: AcceptancePolicy, *, jobs: int = 1,
+def validate_dir(tasks_dir: Path, runtime: Backend, policy: AcceptancePolicy, *, jobs: int = defaults.VALIDATE_JOBS,
                  policy_runner: PolicyRunner | None = None, policy_k: int = 0, force: bool = False,
                  instance_ids: frozenset[str] = frozenset(),
                  progress: Callable[[ValidationReport], None] | None = None) -> ValidationSummary:

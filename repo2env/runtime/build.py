@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repo2env import defaults
 from repo2env.errors import BackendUnavailableError, BuildError, InputError, Repo2EnvError
 from repo2env.jsonl import read_repository_record
 from repo2env.mine.split import classify_path
@@ -77,7 +78,7 @@ _DEPENDENCY_FILE = re.compile(
 class BuildOptions:
     """How ``repo2env build`` runs."""
 
-    jobs: int = 2
+    jobs: int = defaults.BUILD_JOBS
     overrides: dict[str, EnvOverride] = field(default_factory=dict)
     instance_ids: frozenset[str] = frozenset()
     collect_check: bool = True

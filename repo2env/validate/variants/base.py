@@ -20,6 +20,8 @@ from typing import ClassVar, Literal, TypeVar
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from repo2env import pysyntax
+
 VariantKind = Literal["partial", "near_miss", "stub"]
 MutationKind = Literal["undo-statement", "flip-compare", "alter-return"]
 
@@ -106,7 +108,7 @@ def syntax_tree(text: str) -> str | None:
         with warnings.catch_warnings():
             # An invalid escape in the project's own strings is not our concern.
             warnings.simplefilter("ignore")
-            return ast.dump(ast.parse(text))
+            return ast.dump(pysyntax.parse(text))
     except (SyntaxError, ValueError, RecursionError):
         return None
 
