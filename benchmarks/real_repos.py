@@ -466,7 +466,9 @@ def main() -> None:
     print_years(rows)
     figures += print_throughput(rows)
     figures += print_comparison(rows)
-    record("real_repos", figures, note=f"{len(rows)} repositories, {args.per_repo} PRs each")
+    sample = f"{args.per_year} PRs a year" if args.per_year else f"{args.per_repo} PRs each"
+    record("real_repos", figures, note=f"{len(rows)} repositories, {sample}, {years.start}-{years.stop - 1}"
+           + ("" if runtime is not None and not args.no_validate else ", not validated"))
 
 
 if __name__ == "__main__":
