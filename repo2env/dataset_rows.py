@@ -36,6 +36,7 @@ def dataset_row(task: Task, dockerfiles: Mapping[str, str] | None = None, *, jso
     row: dict[str, Any] = {
         "prompt": agent_messages(task),
         **task.to_swebench_row(json_lists=json_lists),
+        "language": task.language,
         "pull_number": task.pull_number,
         "issue_numbers": list(task.issue_numbers),
         "merge_commit": task.merge_commit or "",
@@ -74,7 +75,7 @@ def task_from_row(row: Mapping[str, Any], *, where: str = "row") -> Task:
     except (ValueError, TypeError) as exc:
         raise TaskFormatError(f"{where}: a JSON column does not parse ({exc})") from None
     fields = {name: row[name] for name in (
-        "instance_id", "repo", "pull_number", "issue_numbers", "base_commit", "merge_commit", "patch", "test_patch",
+        "instance_id", "repo", "language", "pull_number", "issue_numbers", "base_commit", "merge_commit", "patch", "test_patch",
         "problem_statement", "hints_text", "created_at", "version", "scm_version", "environment_setup_commit",
         "FAIL_TO_PASS", "PASS_TO_PASS", "leak_score") if name in row and row[name] is not None}
     fields["merge_commit"] = fields.get("merge_commit") or None

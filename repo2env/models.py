@@ -43,8 +43,24 @@ class _Schema(BaseModel):
 class EnvSpec(_Schema):
     """How to build and test a repository at one commit; inferred, then overridable per repo."""
 
-    python: str = Field("3.11", description="Python X.Y of the base image.")
+    python: str = Field("3.11", description="Python X.Y of the base image (for other languages: the base's system "
+                        "Python, which the sandbox's tools run under).")
     python_reason: str | None = Field(None, description="Why this Python: the evidence inference used, or 'override'.")
+    base: str | None = Field(
+        None, description="The base image's flavour when it is not the Python one of `python` (repo2env/base:<base>, "
+        "e.g. 'node18' for a JavaScript task).")
+    node: str | None = Field(None, description="Node.js major of the base image (JavaScript tasks).")
+    node_reason: str | None = Field(None, description="Why this Node: the evidence inference used.")
+    package_manager: str | None = Field(
+        None, description="What installs a JavaScript project's dependencies: npm, yarn (classic), yarn-berry or pnpm.")
+    dependency_pin: str | None = Field(
+        None, description="How the dependencies were held at the base commit when `date_pin` does not say it alone: "
+        "'lockfile <file>' (the lock file at the commit), 'before <ISO time>' (npm --before) or 'none (<why>)'.")
+    test_runner: str | None = Field(
+        None, description="The test runner when it is not pytest (jest, vitest, mocha, ava, tape, node).")
+    package_dir: str | None = Field(
+        None, description="The workspace package (folder) whose tests the task runs, for a monorepo; '' or None: "
+        "the root.")
     system_packages: list[str] = Field(default_factory=list, description="Debian packages for the env layer.")
     install: list[str] = Field(default_factory=list, description="Shell commands run in the env layer, in order.")
     test_cmd: str = Field(DEFAULT_TEST_CMD, description="Test runner; test ids are appended.")
@@ -83,7 +99,15 @@ class EnvSpec(_Schema):
     def spec_hash(self) -> str:
         """A short hash of everything that decides the env image's content (not its tag or id)."""
         keyed = self.model_dump(include={"python", "system_packages", "install", "date_pin", "deps_fingerprint"})
+        # Fields only other languages set count when set, so that a Python spec's hash (and the
+        # env images built under it) stays what it was before they existed.
+        keyed.update({name: value for name, value in self.model_dump(include={"base", "node", "package_manager"}).items()
+                      if value is not None})
         return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
+
+    def base_flavour(self) -> str:
+        """The base image's flavour: ``base``, else ``py<python>`` (``repo2env/base:py3.11``)."""
+        return self.base or f"py{self.python}"
 
 
 class ExecResult(_Schema):
@@ -109,6 +133,9 @@ class GradeResult(_Schema):
     patch_applied: bool = True
     filtered_paths: list[str] = Field(default_factory=list, description="Test files the grader dropped from the patch.")
     error: str | None = None
+    failures: dict[str, str] = Field(
+        default_factory=dict, description="For each of the task's tests that did not pass (at most 20), the first line "
+        "of why: its failure, error or skip message, or that the report does not hold it.")
     tampered: bool = Field(False, description="The run's outcomes were forged: a canary lied or the channels disagreed.")
     pytest_exit: int | None = None
     log_dir: str | None = None
@@ -163,6 +190,13 @@ class ValidationReport(_Schema):
     declared_differences: dict[str, list[str]] = Field(
         default_factory=dict, description="For imported tasks: how the derived test lists differ from the declared "
         "ones (f2p_passes_before, f2p_flaky, f2p_missing, p2p_flaky, p2p_failing, f2p_not_declared).")
+    gold_differences: dict[str, str] = Field(
+        default_factory=dict, description="FAIL_TO_PASS / PASS_TO_PASS tests that passed in every after-run of "
+        "derivation but not when the gold patch was graded, each with the first line of its failure: the grading "
+        "does not run the tests as derivation does (the class is visible without opening logs).")
+    canary_free_modules: list[str] = Field(
+        default_factory=list, description="Test modules whose tests count their own module's tests (gold passed only "
+        "without canaries there): gradings place no canaries in them, so forgery there is not detected.")
     grading_timeout_s: float | None = Field(
         None, description="Seconds the hidden tests may run when this task is graded: set from the gold patch's "
         "gradings with a wide margin (a run cut short earns nothing); None: the grader's default.")
@@ -216,6 +250,10 @@ class Task(_Schema):
     schema_version: int = SCHEMA_VERSION
     instance_id: str = Field(description="owner__name-PR, as in SWE-bench.")
     repo: str = Field(description="owner/name.")
+    language: str = Field(
+        "python", pattern=r"^[a-z][a-z0-9_+#-]*$",
+        description="The language profile that mined the task and builds, tests and grades it "
+        "(repo2env.languages: 'python', 'javascript'); rows written before tasks had one are Python.")
     pull_number: int
     issue_numbers: list[int] = Field(default_factory=list)
     base_commit: str = Field(description="Commit on the base branch at which both patches apply.")
@@ -381,6 +419,9 @@ class Funnel(BaseModel):
     started_at: str = ""
     counts: dict[str, int] = Field(default_factory=dict)
     rejections: list[Rejection] = Field(default_factory=list)
+    languages: dict[str, int] = Field(
+        default_factory=dict, description="This run's changes by the language of the code they change (a PR whose "
+        "fix changes two languages counts for both), so a repository in a language no profile covers shows it.")
     previous_runs: list[FunnelRun] = Field(default_factory=list, description="Earlier runs, oldest first.")
     totals: dict[str, int] = Field(
         default_factory=dict, description="Over all runs: 'kept' (tasks written), and per 'rejected:<reason>' the "
@@ -401,6 +442,117 @@ class Funnel(BaseModel):
         for rejection in self.rejections:
             tally[rejection.reason] = tally.get(rejection.reason, 0) + 1
         return tally
+
+
+# --- agent episodes: what a policy did on a task (harness runs, policy rollouts, RepoEnv) ---------
+
+#: Where an episode was recorded: a harness behind the capturing proxy, validation's policy
+#: rollouts, or a RepoEnv episode of training.
+EpisodeSource = Literal["harness", "policy", "repo_env"]
+#: Which limit of an :class:`EpisodeBudget` cut an episode off.
+CutOff = Literal["turns", "tokens", "wall_time"]
+#: What a perturbation did: a tool call that timed out, a command whose output was cut, a model
+#: call answered by a transient failure the harness must retry.
+PerturbationKind = Literal["tool_timeout", "output_cut", "endpoint_failure"]
+
+
+class EpisodeBudget(_Schema):
+    """What one episode may use. The capturing proxy refuses the model call past a limit (and says
+    so in the trace); the harness is then stopped and its diff graded as it stands."""
+
+    max_turns: int = Field(50, ge=1, description="Model calls answered.")
+    max_tokens: int = Field(0, ge=0, description=(
+        "The episode's length in tokens: the latest call's prompt plus its completion (what a GRPO sample of "
+        "the episode holds); 0: no limit."))
+    max_wall_s: float = Field(1800.0, gt=0, description="Seconds from the episode's start.")
+
+
+class PerturbationPlan(_Schema):
+    """Faults injected into an episode at set rates, decided by ``seed`` (the same seed, episode and
+    call give the same fault). They reach the agent only: grading runs in a fresh sandbox."""
+
+    tool_timeout: float = Field(0.0, ge=0, le=1, description="Share of the harness's commands that time out.")
+    output_cut: float = Field(0.0, ge=0, le=1, description="Share of the commands whose output is cut short.")
+    endpoint_failure: float = Field(0.0, ge=0, le=1, description=(
+        "Share of model calls answered by a transient failure (HTTP 503) the harness must retry."))
+    seed: int = 0
+
+    @property
+    def active(self) -> bool:
+        """Whether any fault can happen."""
+        return bool(self.tool_timeout or self.output_cut or self.endpoint_failure)
+
+
+class ModelCall(_Schema):
+    """One chat-completion call of an episode, as the capturing proxy saw it."""
+
+    index: int
+    at_s: float = Field(0.0, description="Seconds from the episode's start to the call.")
+    request: dict[str, Any] = Field(default_factory=dict, description=(
+        "The body the agent sent (messages, tools, sampling parameters), before the proxy's additions."))
+    response: dict[str, Any] | None = Field(None, description=(
+        "The chat completion the agent received (a streamed one assembled into one message)."))
+    stream: bool = False
+    status: int = Field(200, description="The HTTP status the agent received.")
+    error: str | None = None
+    prompt_token_ids: list[int] | None = Field(None, description="As the upstream tokenised the prompt, when it says.")
+    completion_token_ids: list[int] | None = None
+    completion_logprobs: list[float] | None = Field(None, description="One per completion token, when the upstream gives them.")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    upstream_s: float = Field(0.0, description="Seconds the upstream took to answer (the whole stream, if streamed).")
+    proxy_s: float = Field(0.0, description="Seconds the proxy added (reading, recording and relaying).")
+    perturbation: PerturbationKind | None = None
+    refused: CutOff | None = Field(None, description="The budget limit that refused this call (never forwarded).")
+
+
+class ToolRun(_Schema):
+    """One tool call a host-side harness made in the sandbox through the sandbox bridge."""
+
+    index: int
+    at_s: float = 0.0
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    output: str = Field("", description="What the harness received (cut to a few KB in the trace).")
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    perturbation: PerturbationKind | None = None
+
+
+class EpisodeTrace(_Schema):
+    """One episode of an agent on a task: what the model was asked and answered (token ids and
+    log-probabilities where the server gives them), what ran in the sandbox, how it ended, and the
+    hidden verifier's grade. Written as ``trace.json`` next to the grading's logs; ``repo2env export
+    trajectories`` turns traces into SFT data, the harness rollouts of GRPO read them."""
+
+    schema_version: int = 1
+    episode_id: str
+    instance_id: str
+    source: EpisodeSource
+    agent: str = Field(..., description="mini-swe-agent, opencode, a command, 'policy' or 'repo_env'.")
+    model: str = ""
+    seed: int | None = Field(None, description="The sampling seed sent with every call, when one was.")
+    tools: list[dict[str, Any]] = Field(default_factory=list, description="The tools offered, in OpenAI's function format.")
+    messages: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "The episode's conversation in OpenAI's chat format, its last answer included."))
+    calls: list[ModelCall] = Field(default_factory=list)
+    tool_runs: list[ToolRun] = Field(default_factory=list)
+    budget: EpisodeBudget | None = None
+    cut_off: CutOff | None = None
+    perturbations: PerturbationPlan | None = None
+    finished: str = Field("", description=(
+        "How the agent ended: 'done' (it said so), 'exit N', 'stop', 'max_turns', 'cut off: <limit>', 'error: ...'."))
+    started_at: str = ""
+    wall_s: float = 0.0
+    patch: str = Field("", description="The sandbox's diff when the episode ended: what was graded.")
+    reward: float | None = None
+    grade: GradeResult | None = None
+
+    @property
+    def perturbation_count(self) -> int:
+        """Faults injected into this episode (model calls and tool runs)."""
+        return sum(call.perturbation is not None for call in self.calls) + \
+            sum(run.perturbation is not None for run in self.tool_runs)
 
 
 def _describe_validation_error(exc: ValidationError) -> str:

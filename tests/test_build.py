@@ -21,15 +21,16 @@ from repo2env.runtime.snapshot import GitRepoFiles
 pytestmark = pytest.mark.docker
 
 
-def test_every_demo_task_builds_and_they_share_one_env_image(built_demo):
-    from repo2env.runtime.bootstrap import makeable_pythons
+def test_every_demo_task_builds_and_they_share_one_env_image(built_demo, docker_client):
+    from repo2env.pipeline.stages import available_bases
 
     _, tasks = built_demo
     specs = [task.env_spec for task in tasks.values()]
     assert all(spec.status == "env_ok" and spec.image and spec.image_digest for spec in specs)
-    # January 2024, requires-python >= 3.9: the newest Python of its time that a base image can be
-    # made for here (3.12 from a local CPython where there is one; else Debian's 3.11).
-    assert {spec.python for spec in specs} == {"3.12" if "3.12" in makeable_pythons() else "3.11"}
+    # January 2024, requires-python >= 3.9: the newest Python of its time that the build may use
+    # here (3.12 where its base image exists or a local CPython can make one; else Debian's 3.11).
+    bases = available_bases(DockerBackend(docker_client))
+    assert {spec.python for spec in specs} == {"3.12" if "py3.12" in bases else "3.11"}
     assert len({spec.env_image for spec in specs}) == 1, "same dependencies, same month: one env image"
     assert all(spec.rung == "inferred" for spec in specs)
 
@@ -242,7 +243,7 @@ def test_a_collection_hang_gets_a_warmup_and_a_changed_override_rebuilds(docker_
     sandbox: the build retries the same rung once with a warm-up (network, as the agent), the data
     lands in the task image, the task says it needs the network and the work tree stays clean. An
     override then rebuilds the task; the same override again reuses it."""
-    from repo2env.runtime.spec.overrides import EnvOverride
+    from repo2env.languages.python.spec.overrides import EnvOverride
 
     repo = tmp_path / "datalib"
     _git(tmp_path, "init", "-q", "-b", "main", str(repo))
@@ -366,7 +367,7 @@ def test_a_collection_that_waits_on_a_silent_host_stops_soon_and_names_it(docker
     starts itself, so that it exists in the network-less sandbox too) makes no progress: the
     collection check stops after the idle limit, not its timeout; the warm-up with network waits the
     same way and is stopped too; the ladder ends there, and the reason names the host."""
-    from repo2env.runtime.spec.overrides import EnvOverride
+    from repo2env.languages.python.spec.overrides import EnvOverride
 
     repo = tmp_path / "silentlib"
     _git(tmp_path, "init", "-q", "-b", "main", str(repo))
@@ -409,7 +410,7 @@ def test_a_collection_that_waits_on_a_silent_host_stops_soon_and_names_it(docker
 def test_tests_that_collect_but_cannot_run_fail_the_rung(docker_client, tmp_path):
     """Collection passes, but every test run stops with an INTERNALERROR (a run-time hook breaks, as
     a filterwarnings naming a module the rung left out does): the rung fails and says why."""
-    from repo2env.runtime.spec.overrides import EnvOverride
+    from repo2env.languages.python.spec.overrides import EnvOverride
 
     repo = tmp_path / "hooklib"
     _git(tmp_path, "init", "-q", "-b", "main", str(repo))

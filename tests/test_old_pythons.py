@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from repo2env.errors import InputError
+from repo2env.languages.python.own_code import OwnCode, protect_own_install, reinstall_command
+from repo2env.languages.python.spec import DictRepoFiles, infer_env_spec, install_ladder, pinned_install
+from repo2env.languages.python.spec.pinning import COMPILE_ALL, _unpinned
 from repo2env.runtime.bootstrap import (
     _given_python,
     host_debian_suite,
@@ -21,10 +24,7 @@ from repo2env.runtime.bootstrap import (
     python_of,
 )
 from repo2env.runtime.local_pythons import LocalPython, discover, probe
-from repo2env.runtime.own_code import OwnCode, protect_own_install, reinstall_command
 from repo2env.runtime.package_access import PackageAccess
-from repo2env.runtime.spec import DictRepoFiles, infer_env_spec, install_ladder, pinned_install
-from repo2env.runtime.spec.pinning import COMPILE_ALL, _unpinned
 
 PYENV_VERSIONS = Path.home() / ".pyenv" / "versions"
 
@@ -189,8 +189,9 @@ def test_a_requirement_files_own_editable_line_goes_from_the_env_layers_copy(tmp
     on 3.6 (no PEP 660 hook: packaging 2016) nor read it quoted on any Python (marshmallow 2018)."""
     import subprocess
 
+    from repo2env.languages.python.build import PythonBuild, drop_own_editable_lines
     from repo2env.models import EnvSpec
-    from repo2env.runtime.images import _env_dockerfile, drop_own_editable_lines
+    from repo2env.runtime.images import env_dockerfile
 
     requirements = tmp_path / "dev-requirements.txt"
     requirements.write_text(f"tox\n{line}\npretend\n")
@@ -202,8 +203,8 @@ def test_a_requirement_files_own_editable_line_goes_from_the_env_layers_copy(tmp
         assert (line not in lines) is dropped and lines[0] == "tox" and lines[-1] == "pretend"
     assert drop_own_editable_lines(["python -m pip install pytest"]) == ""
     spec = EnvSpec(python="3.6", install=pinned_install(["python -m pip install -r dev-requirements.txt"], "2016-06-01", "3.6"))
-    dockerfile = _env_dockerfile(spec, PackageAccess(), OwnCode(distribution=None, import_names=(), declared=False,
-                                                               vcs_version=False), {})
+    own = OwnCode(distribution=None, import_names=(), declared=False, vcs_version=False)
+    dockerfile = env_dockerfile(spec, PackageAccess(), PythonBuild().env_layer(spec, own, "", agent_uid=1000))
     assert "sed -i -E " in dockerfile and dockerfile.index("sed -i -E ") < dockerfile.index("uv pip install")
 
 
@@ -238,7 +239,7 @@ UV_FILTERED_LOG = (
 
 
 def test_a_package_whose_old_releases_are_gone_may_reach_one_that_exists():
-    from repo2env.runtime.spec import exempt_from_pin, releases_gone_before_pin
+    from repo2env.languages.python.spec import exempt_from_pin, releases_gone_before_pin
 
     gone = releases_gone_before_pin(UV_FILTERED_LOG)
     assert gone == {"atomicwrites": "2022-07-09"}
@@ -260,8 +261,8 @@ def test_an_sdist_that_needs_old_setuptools_gets_its_own_build_floor():
     """markupsafe 1.0 (an sdist only) imports setuptools.Feature, gone in 46; the editable install of
     a 2018 project on 3.7 lets setuptools reach 2023 (PEP 660). Split, the dependencies build with the
     setuptools of their day and the project alone with the editable back-end."""
-    from repo2env.runtime.own_code import editable_install
-    from repo2env.runtime.spec import old_setuptools_needed, split_editable_build
+    from repo2env.languages.python.own_code import editable_install
+    from repo2env.languages.python.spec import old_setuptools_needed, split_editable_build
 
     log = ("\x1b[91merror: Failed to build `markupsafe==1.0`\n  cause: The build backend returned an error\n"
            "         ImportError: cannot import name 'Feature' from 'setuptools' (/tmp/x/setuptools/__init__.py)\n\x1b[0m")

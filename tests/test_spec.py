@@ -13,8 +13,7 @@ import pytest
 
 from repo2env.demo.library import PYPROJECT as TEXTKIT_PYPROJECT
 from repo2env.errors import InputError
-from repo2env.models import EnvSpec
-from repo2env.runtime.spec import (
+from repo2env.languages.python.spec import (
     AVAILABLE_PYTHONS,
     DEFAULT_TEST_CMD,
     LADDER_RUNGS,
@@ -33,7 +32,8 @@ from repo2env.runtime.spec import (
     pytest_for,
     pytest_pin_commands,
 )
-from repo2env.runtime.spec.overrides import EnvOverride, load_overrides, overrides_from_document
+from repo2env.languages.python.spec.overrides import EnvOverride, load_overrides, overrides_from_document
+from repo2env.models import EnvSpec
 
 
 def repo(paths: dict[str, str] | None = None, **files: str) -> DictRepoFiles:
@@ -775,7 +775,7 @@ def test_pinned_pytest_goes_before_the_users_extra_commands() -> None:
 
 
 def test_override_hash_changes_with_the_override() -> None:
-    from repo2env.runtime.spec.overrides import override_hash
+    from repo2env.languages.python.spec.overrides import override_hash
 
     assert override_hash(None) is None
     assert override_hash(EnvOverride()) is None
@@ -956,6 +956,6 @@ def test_install_failure_reason(log: str, expected: str | None) -> None:
     (UV_CONFLICT, []),
 ])
 def test_build_packages_a_source_build_asks_for(log: str, packages: list[str]) -> None:
-    from repo2env.runtime.spec import build_packages_needed
+    from repo2env.languages.python.spec import build_packages_needed
 
     assert build_packages_needed(log) == packages

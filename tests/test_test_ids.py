@@ -243,11 +243,11 @@ def _built_oddlib(docker_client, tmp_path: Path, base_files: dict[str, str], tes
     The tests import the package from the working directory, so pytest is all the environment
     installs. (task, runtime)"""
     from repo2env.jsonl import read_tasks, write_jsonl
+    from repo2env.languages.python.spec.overrides import EnvOverride
     from repo2env.models import Task
     from repo2env.pipeline.stages import build_tasks_dir
     from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.build import BuildOptions
-    from repo2env.runtime.spec.overrides import EnvOverride
 
     repo = tmp_path / "oddlib"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)

@@ -11,8 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from repo2env.languages.python.variants import (
+    MUTATION_KINDS,
+    STUB_BODIES,
+    Variant,
+    near_misses,
+    partial_fixes,
+    stubs,
+)
 from repo2env.mine.split import hunks, split_diff
-from repo2env.validate.variants import MUTATION_KINDS, STUB_BODIES, Variant, near_misses, partial_fixes, stubs
 
 PRICING_BEFORE = '''"""Prices, taxes and discounts."""
 

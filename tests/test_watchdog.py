@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from repo2env.runtime.build import watchdog_verdict
-from repo2env.runtime.watchdog import STALLED, TIMED_OUT
+from repo2env.languages.build import WATCHDOG_MARKER, watchdog_verdict
+from repo2env.runtime.watchdog import MARKER, STALLED, TIMED_OUT
 
 WATCHDOG = Path(__file__).resolve().parents[1] / "repo2env" / "runtime" / "watchdog.py"
 
@@ -69,3 +69,8 @@ def test_the_environments_own_sitecustomize_still_runs(tmp_path):
     result = watch(sys.executable, "-c", "import os; print(os.environ.get('THEIRS'))",
                    env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert result.returncode == 0 and result.stdout.strip() == "ran", result.stderr
+
+
+def test_the_build_reads_the_line_the_standalone_script_writes():
+    """The script is shipped alone into images, so it keeps its own copy of the marker."""
+    assert MARKER == WATCHDOG_MARKER
