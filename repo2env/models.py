@@ -86,11 +86,13 @@ class EnvSpec(_Schema):
     log_path: str | None = Field(None, description="Build log of the last attempt.")
     dockerfiles: dict[str, str] = Field(default_factory=dict, description="The Dockerfile of each layer as built "
                                         "(base: its tag; env; task), published with the dataset.")
+    pytest_version: str | None = Field(None, description="The pytest the task image runs (read by the build): "
+                                       "derivation and grading leave out the options an older pytest lacks.")
 
     @field_validator("python")
     @classmethod
     def _python_is_x_y(cls, value: str) -> str:
-        if not re.fullmatch(r"3\.\d{1,2}", value):
+        if not re.fullmatch(r"[23]\.\d{1,2}", value):
             raise ValueError(f"python must look like '3.11', got {value!r}")
         return value
 
@@ -139,6 +141,9 @@ class GradeResult(_Schema):
     log_dir: str | None = None
     duration_s: float = 0.0
     tests_duration_s: float = Field(0.0, description="Wall time of the grading script in the sandbox (tests included).")
+    stopped_early: bool = Field(False, description="Only FAIL_TO_PASS ran (Grader.grade's stop_early): their outcomes "
+                                "decided the reward, so PASS_TO_PASS did not run: `tests` holds F2P tests only, "
+                                "and p2p_rate is not measured.")
 
 
 RolloutKind = Literal["gold", "null", "partial", "near_miss", "stub", "policy"]
@@ -278,6 +283,10 @@ class ValidationReport(_Schema):
         "gradings with a wide margin (a run cut short earns nothing); None: the grader's default.")
     wall_s: float = 0.0
     tests_s: float = Field(0.0, description="Time inside test runs (derivation and gradings).")
+    phases: dict[str, float] = Field(default_factory=dict, description="Wall seconds by phase: derive, then each "
+                                     "rollout kind's gradings (gold, null, partial, near_miss, stub, policy).")
+    one_run_s: float | None = Field(None, description="One run of the task's tests in a started sandbox (the median "
+                                    "of derivation's runs after the fix): the unit validation's cost is measured in.")
     error: str | None = None
 
     @model_validator(mode="before")
