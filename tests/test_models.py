@@ -226,7 +226,7 @@ def test_validation_lines_and_published_rows_written_before_the_merge_still_read
 
 
 def test_one_default_test_command():
-    from repo2env.runtime.spec import DEFAULT_TEST_CMD as INFERRED
+    from repo2env.languages.python.spec import DEFAULT_TEST_CMD as INFERRED
 
     assert EnvSpec().test_cmd == DEFAULT_TEST_CMD == "python -m pytest -rA"
     assert INFERRED.startswith(DEFAULT_TEST_CMD + " ")

@@ -6,14 +6,14 @@ import json
 import subprocess
 import sys
 
-from repo2env.runtime.own_code import (
+from repo2env.languages.python.own_code import (
     PROBE_PATH,
     protect_own_install,
     read_own_code,
     reinstall_command,
     scm_environment,
 )
-from repo2env.runtime.spec import DictRepoFiles, pinned_install
+from repo2env.languages.python.spec import DictRepoFiles, pinned_install
 
 PLUGGY_LIKE = DictRepoFiles({
     "pyproject.toml": """

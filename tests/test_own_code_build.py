@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from repo2env.jsonl import read_tasks, write_jsonl
+from repo2env.languages.python.spec.overrides import EnvOverride
 from repo2env.models import Task
 from repo2env.pipeline.stages import build_tasks_dir
 from repo2env.runtime.backends.docker import DockerBackend
 from repo2env.runtime.build import BuildOptions
 from repo2env.runtime.images import image_namespace
-from repo2env.runtime.spec.overrides import EnvOverride
 
 pytestmark = pytest.mark.docker
 

@@ -13,8 +13,7 @@ import pytest
 
 from repo2env.demo.library import PYPROJECT as TEXTKIT_PYPROJECT
 from repo2env.errors import InputError
-from repo2env.models import EnvSpec
-from repo2env.runtime.spec import (
+from repo2env.languages.python.spec import (
     AVAILABLE_PYTHONS,
     DEFAULT_TEST_CMD,
     LADDER_RUNGS,
@@ -33,7 +32,8 @@ from repo2env.runtime.spec import (
     pytest_for,
     pytest_pin_commands,
 )
-from repo2env.runtime.spec.overrides import EnvOverride, load_overrides, overrides_from_document
+from repo2env.languages.python.spec.overrides import EnvOverride, load_overrides, overrides_from_document
+from repo2env.models import EnvSpec
 
 
 def repo(paths: dict[str, str] | None = None, **files: str) -> DictRepoFiles:
@@ -627,7 +627,7 @@ def test_load_overrides_shapes(tmp_path: Path, text: str, expected: dict[str, En
 
 @pytest.mark.parametrize(("text", "message"), [
     pytest.param("repos:\n  a/b: {pyhton: '3.9'}\n", "repos.a/b.pyhton: unknown field", id="unknown-field"),
-    pytest.param("repos:\n  - repo: a/b\n    env: {python: '3.5'}\n", "repos[0].env.python: '3.5' is not",
+    pytest.param("repos:\n  - repo: a/b\n    env: {python: '3.3'}\n", "repos[0].env.python: '3.3' is not",
                  id="bad-python"),
     pytest.param("repos:\n  a/b: {python: 3.100}\n", "'3.100' is not an available Python", id="3.100-as-written"),
     pytest.param("repos:\n  a/b: {date_pin: 'March'}\n", "repos.a/b.date_pin: expected an ISO date", id="bad-date"),
@@ -723,7 +723,7 @@ def test_fewer_extras_keeps_the_overrides_own_commands() -> None:
     spec = infer_env_spec(OLD_REPO, day("2019-06-01"), override)
     fewer = dict(install_ladder(spec, OLD_REPO, override))["fewer-extras"].install
     assert (f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2019-09-01T00:00:00Z "
-            "'setuptools<58'") in fewer
+            "--exclude-newer-package wheel=2019-09-01T00:00:00Z 'setuptools<58'") in fewer
     assert "python -m pip install --user legacy" in fewer
     assert not any("mock" in command for command in fewer)
 
@@ -770,11 +770,12 @@ def test_pinned_pytest_goes_before_the_users_extra_commands() -> None:
     assert install[-2:] == [
         f"{UV} --exclude-newer-package=pytest-mock=2020-06-06T00:00:00Z --reinstall-package=pytest-mock "
         "pytest==4.6.11 pytest-mock",
-        f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2019-09-01T00:00:00Z 'attrs<20'"]
+        f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2019-09-01T00:00:00Z "
+        "--exclude-newer-package wheel=2019-09-01T00:00:00Z 'attrs<20'"]
 
 
 def test_override_hash_changes_with_the_override() -> None:
-    from repo2env.runtime.spec.overrides import override_hash
+    from repo2env.languages.python.spec.overrides import override_hash
 
     assert override_hash(None) is None
     assert override_hash(EnvOverride()) is None
@@ -955,6 +956,6 @@ def test_install_failure_reason(log: str, expected: str | None) -> None:
     (UV_CONFLICT, []),
 ])
 def test_build_packages_a_source_build_asks_for(log: str, packages: list[str]) -> None:
-    from repo2env.runtime.spec import build_packages_needed
+    from repo2env.languages.python.spec import build_packages_needed
 
     assert build_packages_needed(log) == packages

@@ -203,7 +203,7 @@ def test_split_lists_each_kind_in_diff_order(pr_repo: Path) -> None:
     assert parts.test_files == ("tests/data/expected.json", "tests/test_core.py")
     assert parts.aux_files == ("CHANGELOG.md", "changelog.d/12.bugfix", "docs/index.rst")
     assert parts.binary_files == ("tests/data/logo.png",)
-    assert parts.touches_python
+    assert parts.touches_code
     # Counted over the fix alone: core.py +4 -2, gone.py -1, new_module.py +2, new_name.py +1 -1,
     # noeol.py +1 -1.
     assert (parts.added_lines, parts.removed_lines) == (8, 5)
@@ -249,7 +249,7 @@ def test_empty_parts_are_empty_strings() -> None:
     assert parts.patch == parts.test_patch == ""
     assert parts.aux_patch == diff + "\n"
     assert parts.source_files == parts.test_files == ()
-    assert not parts.touches_python and parts.added_lines == parts.removed_lines == 0
+    assert not parts.touches_code and parts.added_lines == parts.removed_lines == 0
     assert split_diff("") == split_diff("\n")
     assert split_diff("").patch == ""
 
@@ -267,7 +267,7 @@ def test_non_python_fix_does_not_touch_python() -> None:
     )
     parts = split_diff(diff)
     assert parts.source_files == ("setup.cfg",)
-    assert not parts.touches_python
+    assert not parts.touches_code
     assert (parts.added_lines, parts.removed_lines) == (1, 0)
 
 

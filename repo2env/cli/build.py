@@ -19,15 +19,18 @@ from repo2env.cli.root import cli, console, from_option, open_selected_backend
 @click.option("--task", "instance_ids", multiple=True, help="Only this task id (repeatable).")
 @click.option("--overrides", type=click.Path(dir_okay=False, path_type=Path),
               help="YAML of per-repo environment overrides ({repos: {owner/name: {python: '3.9', ...}}}).")
-@click.option("--no-collect-check", is_flag=True, help="Skip the pytest collection check of each built image.")
+@click.option("--no-collect-check", is_flag=True, help="Skip the check that the PR's tests load in each built image (pytest's "
+              "collection; a JavaScript runner's run of the PR's test files).")
 def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...], overrides: Path | None,
           no_collect_check: bool) -> None:
     """Build a runtime image per task: env image (dependencies, shared) + task image (the snapshot).
 
-    Marks each task env_ok or env_failed (with the reason and the build log) in its tasks.jsonl;
-    one failure never stops the batch, and re-runs reuse every cached image. An install whose
-    project code does not import from /testbed (e.g. a released package installed over the
-    editable checkout) fails, and the images of failed attempts are removed. Ctrl-C or SIGTERM
+    Each task is built by its language's profile (Python: pip/uv, editable install; JavaScript:
+    node_modules from npm, yarn or pnpm on a Node base image). Marks each task env_ok or env_failed
+    (with the reason and the build log) in its tasks.jsonl; one failure never stops the batch, and
+    re-runs reuse every cached image. An install whose project code does not import from /testbed
+    (e.g. a released package installed over the editable checkout) fails, and the images of failed
+    attempts are removed. Ctrl-C or SIGTERM
     stops at once: queued tasks are cancelled, running containers removed, finished tasks kept.
     """
     from repo2env.pipeline import compose

@@ -34,7 +34,7 @@ from typing import Any
 from repo2env import install_hint
 from repo2env.envs.catalog import TaskCatalog
 from repo2env.envs.repo_env import RepoEnv, RepoEnvConfig
-from repo2env.envs.tools import Refusal
+from repo2env.envs.tools import TOOL_NAMES, Refusal
 from repo2env.errors import InputError, Repo2EnvError
 from repo2env.instruction import instruction_text
 
@@ -57,8 +57,8 @@ except ImportError as exc:  # the optional extra is missing: one line saying how
     raise InputError(f"OpenEnv support is not installed ({exc.name} is missing)",
                      hint=install_hint("openenv")) from None
 
-#: The tools a step may call besides ``submit``: RepoEnv's public tool methods.
-TOOLS = ("bash", "read_file", "write_file", "str_replace", "run_tests")
+#: The tools a step may call besides ``submit``: the agent's one tool set (RepoEnv's tool methods).
+TOOLS = TOOL_NAMES
 SUBMIT = "submit"
 #: How long a tool call may take over MCP beyond RepoEnv's own limits (OpenEnv's default is 30 s).
 TOOL_CALL_MARGIN_S = 60.0

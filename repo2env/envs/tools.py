@@ -1,9 +1,13 @@
-"""The agent's tool set over one sandbox: a shell, file reading and editing, the visible tests.
+"""The agent's ONE tool set over one sandbox: a shell, file reading and editing, the visible tests.
 
-:class:`AgentTools` is what a policy acts through, in validation's policy rollouts (through
-:meth:`AgentTools.call` and :func:`tool_schemas`, the OpenAI function-calling view) and in TRL's
-``environment_factory`` (which turns public methods with type hints and a Google-style docstring
-into tools, so the docstrings below are what the model reads).
+:class:`AgentTools` is what every policy acts through, under one set of names and docstrings:
+policy rollouts (:mod:`repo2env.envs.policy`, through :meth:`AgentTools.call` and
+:func:`tool_schemas`, the OpenAI function-calling view), RepoEnv in TRL's ``environment_factory``
+(which turns public methods with type hints and a Google-style docstring into tools: RepoEnv's
+methods take their docstrings from here, :func:`same_tool`), the OpenEnv server's actions, and the
+sandbox bridge that host-side harnesses drive (:mod:`repo2env.harness`). The docstrings below are
+what the model reads, wherever it meets the task: the learnability gate measures the surface that
+training uses.
 
 Every tool returns text and never raises for the agent's mistakes (a bad path, a failing command,
 an ambiguous replacement): the error is the tool's answer, so the episode goes on. A refused call's
@@ -24,15 +28,19 @@ import posixpath
 import re
 import shlex
 import typing
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from repo2env.models import ExecResult
+from repo2env.models import ExecResult, Task
 from repo2env.runtime.sandbox import Sandbox
+
+_Method = TypeVar("_Method", bound=Callable[..., str])
 
 WORKDIR = "/testbed"
 #: The tools, in the order their schemas are listed.
-TOOL_NAMES = ("bash", "read_file", "write_file", "replace_in_file", "run_tests")
-VISIBLE_TESTS_COMMAND = "python -m pytest -q -x -p no:cacheprovider"
+TOOL_NAMES = ("bash", "read_file", "write_file", "str_replace", "run_tests")
+#: The visible tests of a Python task (pytest, stopping at the first failure, writing no cache).
+PYTEST_VISIBLE_TESTS = "python -m pytest -q -x -p no:cacheprovider"
 
 _ERROR = "error: "
 
@@ -70,12 +78,22 @@ class AgentTools:
     """The tools of one episode, acting in ``sandbox`` (the repository at /testbed)."""
 
     def __init__(self, sandbox: Sandbox, *, command_timeout_s: float = 120.0, test_timeout_s: float = 300.0,
-                 output_cap_chars: int = 20_000) -> None:
-        """``output_cap_chars`` bounds every answer, so one tool result cannot flood the context."""
+                 output_cap_chars: int = 20_000, test_command: str = PYTEST_VISIBLE_TESTS) -> None:
+        """``output_cap_chars`` bounds every answer, so one tool result cannot flood the context;
+        ``test_command`` is what ``run_tests`` runs, its targets appended (:func:`visible_tests_command`
+        gives a task's)."""
         self._sandbox = sandbox
+        self._test_command = test_command
+        self.last_exit_code: int | None = None
+        """The exit status of the last command a tool ran (bash, run_tests); None after the others."""
         self._command_timeout_s = command_timeout_s
         self._test_timeout_s = test_timeout_s
         self._output_cap_chars = output_cap_chars
+
+    @property
+    def command_timeout_s(self) -> float:
+        """The wall-clock limit of one command."""
+        return self._command_timeout_s
 
     def bash(self, command: str) -> str:
         """Run a shell command in the repository at /testbed and return its output.
@@ -163,7 +181,7 @@ cat > "$target" 2>/dev/null || exit {_UNWRITABLE}
             return self._path_error(path, result)
         return f"wrote {len(content)} characters ({len(content.splitlines())} lines) to {path}"
 
-    def replace_in_file(self, path: str, old: str, new: str) -> str:
+    def str_replace(self, path: str, old: str, new: str) -> str:
         """Replace one exact piece of text in a file of the repository.
 
         The old text must occur exactly once in the file; include surrounding lines to make it unique.
@@ -183,7 +201,7 @@ cat > "$target" 2>/dev/null || exit {_UNWRITABLE}
             return read
         text, cut_short = read
         if cut_short:
-            return refusal(f"{path} is too large to edit with replace_in_file; use bash")
+            return refusal(f"{path} is too large to edit with str_replace; use bash")
         if "\ufffd" in text:
             # The text came back with undecodable bytes replaced: writing it back would corrupt them.
             return refusal(f"{path} is not UTF-8 text; edit it with bash")
@@ -200,20 +218,20 @@ cat > "$target" 2>/dev/null || exit {_UNWRITABLE}
         last = first + max(new.count("\n") - (1 if new.endswith("\n") else 0), 0)
         return f"replaced 1 occurrence in {path} (now lines {first}-{last})"
 
-    def run_tests(self, path: str = "") -> str:
-        """Run the repository's tests with pytest, stopping at the first failure.
+    def run_tests(self, paths: str = "") -> str:
+        """Run the repository's visible tests, stopping at the first failure.
 
         Args:
-            path: Test files, folders or test ids relative to /testbed, separated by spaces (quote an id
+            paths: Test files, folders or test ids relative to /testbed, separated by spaces (quote an id
                 that has spaces), e.g. "tests/test_slug.py" or "tests/test_slug.py::test_max_length";
-                empty runs the whole suite.
+                empty runs the whole visible suite.
 
         Returns:
-            pytest's output, then "[exit N]".
+            The test runner's output, then "[exit N]".
         """
-        command = VISIBLE_TESTS_COMMAND
+        command = self._test_command
         try:
-            targets = shlex.split(path)
+            targets = shlex.split(paths)
         except ValueError as exc:
             return refusal(f"cannot read the test list ({exc})")
         for one in targets:
@@ -251,6 +269,7 @@ cat > "$target" 2>/dev/null || exit {_UNWRITABLE}
             if fitted is None:
                 return refusal(f"argument {argument} of {name} must be of JSON type {properties[argument]['type']}")
             converted[argument] = fitted
+        self.last_exit_code = None
         tool = getattr(self, name)
         return tool(**converted)
 
@@ -285,6 +304,7 @@ exec cat -- "$target"
         return refusal(reason)
 
     def _report(self, result: ExecResult, timeout_s: float) -> str:
+        self.last_exit_code = result.exit_code
         output = _cap(result.output, self._output_cap_chars)
         notes = []
         if result.truncated:
@@ -294,6 +314,41 @@ exec cat -- "$target"
         notes.append(f"[exit {result.exit_code}]")
         separator = "" if not output or output.endswith("\n") else "\n"
         return output + separator + "\n".join(notes)
+
+
+def visible_tests_command(task: Task | None = None) -> str:
+    """The command ``run_tests`` runs for ``task`` (its targets appended as absolute paths).
+
+    The one place that knows it: the task's language profile answers here once profiles carry a
+    visible-tests command (today every built task runs pytest)."""
+    return PYTEST_VISIBLE_TESTS
+
+
+def same_tool(name: str) -> Callable[[_Method], _Method]:
+    """Mark a method of another class (RepoEnv) as the tool ``name`` of :class:`AgentTools`: it gets
+    AgentTools' docstring, which TRL turns into the tool's description, and its signature must be
+    AgentTools' own (a TypeError at import otherwise). One tool set, one set of docstrings."""
+    source = getattr(AgentTools, name)
+
+    def mark(method: _Method) -> _Method:
+        if method.__name__ != name or inspect.signature(method) != inspect.signature(source):
+            raise TypeError(f"{method.__qualname__} must be AgentTools.{name}{inspect.signature(source)}")
+        method.__doc__ = source.__doc__
+        return method
+
+    return mark
+
+
+def tool_signatures() -> str:
+    """The tools' calls as a line of text (``bash(command), read_file(path, start_line=1, ...)``),
+    for descriptions of servers whose actions name a tool and its arguments."""
+    calls = []
+    for schema in tool_schemas():
+        function = schema["function"]
+        arguments = [name if name in function["parameters"]["required"] else f"{name}={spec['default']!r}"
+                     for name, spec in function["parameters"]["properties"].items()]
+        calls.append(f"{function['name']}({', '.join(arguments)})")
+    return ", ".join(calls)
 
 
 def tool_schemas() -> list[dict[str, Any]]:
@@ -378,7 +433,7 @@ def _parse_docstring(docstring: str) -> tuple[str, dict[str, str]]:
             section, current = header.group(1), None
             continue
         if section is None:
-            summary.append(line.strip())
+            summary.append(line.rstrip())
         elif section in ("Args", "Arguments") and line.strip():
             entry = re.match(r"^ {4}(\w+)(?: \([^)]*\))?: (.*)$", line)
             if entry:
@@ -386,8 +441,9 @@ def _parse_docstring(docstring: str) -> tuple[str, dict[str, str]]:
                 descriptions[current] = entry.group(2).strip()
             elif current is not None:
                 descriptions[current] += " " + line.strip()
-    paragraphs = " ".join(summary).strip()
-    return re.sub(r"\s+", " ", paragraphs), descriptions
+    # The description keeps its line breaks, as transformers' get_json_schema (TRL's view) keeps them:
+    # a policy rollout's model reads the very text a trained model read.
+    return "\n".join(summary).strip(), descriptions
 
 
 def _cap(text: str, limit: int) -> str:

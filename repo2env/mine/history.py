@@ -16,11 +16,12 @@ from pathlib import Path
 import git
 
 from repo2env.errors import SourceError
+from repo2env.languages import VersionSources
 from repo2env.mine.graph import CommitGraph, CommitInfo
 from repo2env.mine.objects import GitObjects
-from repo2env.mine.versions import scm_versions, static_versions
+from repo2env.mine.versions import describe, static_versions
 
-__all__ = ["CommitInfo", "GitHistory"]
+__all__ = ["CommitFiles", "CommitInfo", "GitHistory"]
 
 _FIELD = "\x1f"
 _RECORD = "\x1e"
@@ -100,11 +101,53 @@ class GitHistory(CommitGraph):
         first error (see :meth:`repo2env.mine.objects.GitObjects.apply_checks`)."""
         return self.objects.apply_checks(jobs, workers)
 
-    def versions_at(self, commits: Sequence[str]) -> dict[str, str]:
-        """The package's static version (X.Y, '' when none) at each commit, in a few batch reads."""
-        return static_versions(self.objects, commits)
+    def versions_at(self, commits: Sequence[str], sources: VersionSources) -> dict[str, str]:
+        """The project's static version (X.Y, '' when none) at each commit, where ``sources`` (a
+        language profile's) say it is written, in a few batch reads."""
+        return static_versions(self.objects, commits, sources)
 
-    def scm_versions(self, commits: Sequence[str]) -> dict[str, str]:
-        """The version setuptools-scm would compute at each commit from the whole history, '' where
-        no version tag is reachable; one ``git describe`` for the batch."""
-        return scm_versions(self.objects, [commit for commit in dict.fromkeys(commits) if commit in self.commits])
+    def describe(self, commits: Sequence[str]) -> dict[str, str]:
+        """``git describe --tags --long --always`` of each commit, '' for all when the clone has no
+        tag; one ``git describe`` for the batch. A language profile reads the versions from it
+        (:meth:`~repo2env.languages.LanguageProfile.scm_version`)."""
+        return describe(self.objects, [commit for commit in dict.fromkeys(commits) if commit in self.commits])
+
+    # --- files at a commit ---------------------------------------------------------------------
+
+    def files_at(self, commit: str) -> CommitFiles:
+        """The files of ``commit``, read on demand (a language profile's view of the repository)."""
+        return CommitFiles(self, commit)
+
+
+class CommitFiles:
+    """The :class:`~repo2env.languages.RepoFiles` of one commit of a :class:`GitHistory`: a file is
+    read when asked for (through GitPython's persistent ``cat-file``, not a git process per file),
+    the listing on first use."""
+
+    def __init__(self, history: GitHistory, commit: str) -> None:
+        self.history = history
+        self.commit = commit
+        self._read: dict[str, str | None] = {}
+        self._listing: list[str] | None = None
+
+    def read(self, path: str) -> str | None:
+        """The file's text at the commit, or None (missing, or a folder)."""
+        if path not in self._read:
+            self._read[path] = self._read_blob(path)
+        return self._read[path]
+
+    def _read_blob(self, path: str) -> str | None:
+        try:
+            blob = self.history.repo.commit(self.commit).tree / path
+        except (KeyError, ValueError, git.BadName):
+            return None
+        if blob.type != "blob":  # a folder
+            return None
+        return blob.data_stream.read().decode("utf-8", errors="replace")
+
+    def listing(self) -> list[str]:
+        """Every file path at the commit."""
+        if self._listing is None:
+            self._listing = [name for name in self.history.objects.git("ls-tree", "-r", "-z", "--name-only", self.commit)
+                             .split("\0") if name]
+        return list(self._listing)

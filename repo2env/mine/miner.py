@@ -17,13 +17,16 @@ from pathlib import Path
 from repo2env import defaults
 from repo2env.errors import PatchError
 from repo2env.jsonl import append_jsonl, drop_torn_tail, read_task_ids, write_json, write_repository_record
+from repo2env.languages import LanguageProfile
+from repo2env.languages.choice import ProfileChoice, choose_profile
 from repo2env.mine.history import GitHistory
 from repo2env.mine.leaks import strip_leaks
 from repo2env.mine.linking import pr_closing_refs
 from repo2env.mine.source import Issue, PullRequest, Source
-from repo2env.mine.split import TEST_CONFIG_FILES, SplitDiff, split_diff
+from repo2env.mine.split import SplitDiff, split_files
 from repo2env.mine.versions import major_minor
 from repo2env.models import Funnel, FunnelRun, RepositoryRecord, Task
+from repo2env.patches import parse
 
 STAGE = "mine"
 #: Written next to tasks.jsonl: the repository and where its clone lives.
@@ -225,33 +228,47 @@ def _locate_and_diff(batch: Sequence[tuple[PullRequest, list[Issue]]], history: 
 def _finish_batch(located: Sequence[Located], history: GitHistory, funnel: Funnel,
                   options: MineOptions, repo: str) -> list[Task]:
     """Splits, limits and apply checks for a located batch; returns the kept tasks."""
-    screened = []
+    screened: list[tuple[PullRequest, list[Issue], str, SplitDiff, LanguageProfile]] = []
     for pull, issues, base, head, diff in located:
         if base is None or head is None:
             funnel.reject(pull.number, STAGE, "commits_missing", f"merge commit {pull.merge_commit} not in the clone")
             continue
         try:
-            parts = split_diff(diff)
+            files = parse(diff).files
         except PatchError as exc:
             funnel.reject(pull.number, STAGE, "unparseable_diff", exc.message)
             continue
-        reason = _diff_rejection(parts, options, funnel)
-        if reason:
-            funnel.reject(pull.number, STAGE, *reason)
+        # The language is the profile's whose code the fix changes; it also says which paths are tests.
+        choice = choose_profile([path for file in files if not file.is_binary for path in file.paths],
+                                history.files_at(base))
+        for language in choice.languages:
+            funnel.languages[language] = funnel.languages.get(language, 0) + 1
+        parts = split_files(files, choice.rules)
+        reason = _diff_rejection(parts, choice, options, funnel)
+        if reason or choice.profile is None:
+            funnel.reject(pull.number, STAGE, *(reason or ("no_source_change", "no profile takes the change")))
             continue
-        screened.append((pull, issues, base, parts))
-    checks = history.apply_checks([(base, (parts.patch, parts.test_patch)) for _, _, base, parts in screened],
+        screened.append((pull, issues, base, parts, choice.profile))
+    checks = history.apply_checks([(base, (parts.patch, parts.test_patch)) for _, _, base, parts, _ in screened],
                                   workers=options.apply_workers)
-    applying = [base for (_, _, base, _), error in zip(screened, checks, strict=True) if not error]
-    versions, scm_versions = history.versions_at(applying), history.scm_versions(applying)
+    applying: dict[str, tuple[LanguageProfile, list[str]]] = {}
+    for (_, _, base, _, profile), error in zip(screened, checks, strict=True):
+        if not error:
+            applying.setdefault(profile.name, (profile, []))[1].append(base)
+    versions: dict[tuple[str, str], str] = {}
+    described = history.describe([base for _, bases in applying.values() for base in bases])
+    for name, (profile, bases) in applying.items():
+        versions.update({(name, base): version for base, version in
+                         history.versions_at(bases, profile.version_sources).items()})
     kept = []
-    for (pull, issues, base, parts), error in zip(screened, checks, strict=True):
+    for (pull, issues, base, parts, profile), error in zip(screened, checks, strict=True):
         if error:
             funnel.reject(pull.number, STAGE, "patch_does_not_apply", error)
             continue
         funnel.count("applies")
-        task = _make_task(pull, issues, base, parts, repo, version=versions[base] or major_minor(scm_versions[base]),
-                          scm_version=scm_versions[base])
+        version = versions[(profile.name, base)] or major_minor(profile.release_version(described[base]))
+        task = _make_task(pull, issues, base, parts, repo, language=profile.name, version=version,
+                          scm_version=profile.scm_version(described[base]))
         if not task.problem_statement.strip():
             funnel.reject(pull.number, STAGE, "empty_problem_statement",
                           "neither the linked issues nor the PR's title, body or commit messages say anything")
@@ -279,19 +296,22 @@ def _base_and_head(pull: PullRequest, history: GitHistory) -> tuple[str | None, 
     return base, merge.sha
 
 
-def _diff_rejection(parts: SplitDiff, options: MineOptions, funnel: Funnel) -> tuple[str, str] | None:
+def _diff_rejection(parts: SplitDiff, choice: ProfileChoice, options: MineOptions,
+                    funnel: Funnel) -> tuple[str, str] | None:
     """The first reason to drop this diff, counting each step it passes."""
     if parts.binary_files:
         return "binary_diff", ", ".join(parts.binary_files[:5])
     funnel.count("diff_ok")
+    if choice.rejection:
+        return choice.rejection
     if not parts.source_files:
         return "no_source_change", "only " + ", ".join((parts.aux_files + parts.test_files)[:5])
-    if not parts.touches_python:
-        return "no_source_change", "the source change touches no Python file"
+    if not parts.touches_code:
+        return "no_source_change", "the source change touches no code file: " + ", ".join(parts.source_files[:5])
     funnel.count("has_source_change")
     if not parts.test_files:
         return "no_test_changes", ", ".join(parts.source_files[:5])
-    if all(path.rpartition("/")[2] in TEST_CONFIG_FILES for path in parts.test_files):
+    if all(choice.rules.is_test_config(path) for path in parts.test_files):
         # A tox.ini/pytest.ini edit alone (a CI matrix, a lint pin) changes no test: every test
         # passes before the fix as after it, and the task could only end as no_f2p.
         return "no_test_changes", "only test configuration: " + ", ".join(parts.test_files[:5])
@@ -304,8 +324,8 @@ def _diff_rejection(parts: SplitDiff, options: MineOptions, funnel: Funnel) -> t
     return None
 
 
-def _make_task(pull: PullRequest, issues: list[Issue], base: str, parts: SplitDiff, repo: str, *, version: str,
-               scm_version: str) -> Task:
+def _make_task(pull: PullRequest, issues: list[Issue], base: str, parts: SplitDiff, repo: str, *, language: str,
+               version: str, scm_version: str) -> Task:
     shas = [pull.merge_commit or "", pull.head_sha or ""]
     statement_parts, hints, leak_score = [], [], 0.0
     cutoff = _parse_time(pull.first_commit_at or pull.created_at)
@@ -330,6 +350,7 @@ def _make_task(pull: PullRequest, issues: list[Issue], base: str, parts: SplitDi
     return Task(
         instance_id=Task.make_instance_id(repo, pull.number),
         repo=repo,
+        language=language,
         pull_number=pull.number,
         issue_numbers=[issue.number for issue in issues],
         base_commit=base,

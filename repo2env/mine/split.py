@@ -5,61 +5,22 @@ The diff is in git format, as ``git diff`` and GitHub's ``.diff`` produce it. It
 back exactly, so every header git needs (``new file mode``, ``deleted file mode``, renames, mode changes, ``\\ No newline at end of
 file``) survives byte for byte and each part applies with ``git apply`` on its own.
 
-How a path is classified (:func:`classify_path`), first rule that matches wins:
-
-1. **test** -- anything under a test tree: a directory at any depth named (any case) ``test``, ``tests``,
-   ``testing``, ``testsuite``, ``__tests__``, ``test_*``/``tests-*`` or ``*_test(s)``/``*-test(s)``
-   (``unit_tests/``, ``test_data/``), data and config files included (``tests/pytest.ini``,
-   ``tests/data/x.json``); a file named ``test_*.py``, ``*_test.py``, ``*_tests.py``, ``tests.py``
-   (Django's convention) or ``conftest.py`` anywhere, or ``test.py`` at the top level (inside a
-   package, ``test.py`` is an API such as ``werkzeug.test``, the test client the package ships); ``pytest.ini`` and ``tox.ini``
-   anywhere, because the grader resets those test-config files before adding the PR's tests, so a
-   change to them must travel with the tests. A bare substring is never enough: ``src/_pytest/main.py``,
-   ``latest/foo.py``, ``src/attestation.py``, ``contest.py``, ``pytest_plugin.py`` and a top-level
-   ``testing_utils.py`` (a helper module the package ships) are all source. The price of "any
-   depth": a package's own ``django/test/`` or ``numpy/testing/`` counts as test.
-2. **aux** -- never a ``.py``/``.pyi`` file (code can be imported by tests, so it stays in the fix,
-   even ``docs/conf.py``); otherwise prose (``*.md``, ``*.rst``, ``*.markdown``, ``*.adoc``) at any
-   level, anything under ``docs/``, ``doc/``, ``changelog.d/``, ``changelog/``, ``changes/``,
-   ``newsfragments/``, ``news/`` or ``release(-)notes/`` (towncrier and reno fragments), and files
-   named ``CHANGES*``, ``CHANGELOG*``, ``HISTORY*``, ``NEWS*``, ``AUTHORS*``, ``CONTRIBUTORS*``,
-   ``README*`` or ``RELEASE*NOTES*`` (any case) when they carry no extension or a text one
-   (``.txt``, ``.md``, ``.rst`` ...), so a package's ``news.json`` stays source.
-3. **source** -- everything else, including ``setup.cfg`` and ``pyproject.toml`` (mixed content).
+Which file goes where is the language's to say: a language profile's
+:class:`~repo2env.languages.PathRules` classify each path as test, aux or source (the Python
+profile's rules by default; see :mod:`repo2env.languages.python.paths`).
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-from repo2env.patches import parse
+from repo2env.languages import DEFAULT_LANGUAGE, PathKind, PathRules, get_profile
+from repo2env.patches import FilePatch, parse
 
-PathKind = Literal["test", "source", "aux"]
 
-_TEST_DIR = re.compile(
-    r"(?:^|/)(?:tests?|testing|testsuite|__tests__|tests?[_-][\w.-]*|[\w.-]*[_-]tests?)/",
-    re.IGNORECASE,
-)
-# Case-sensitive on purpose: pytest's and unittest's discovery patterns are.
-_TEST_FILE = re.compile(r"test_[^/]*\.py|[^/]*_tests?\.py|tests\.py|conftest\.py")
-_TEST_CONFIG_FILES = frozenset({"pytest.ini", "tox.ini"})
-#: Test files that configure the test run and hold no test: a diff whose test part is only these
-#: changes how tests run, not what they check (the miner does not count it as a test change).
-TEST_CONFIG_FILES = _TEST_CONFIG_FILES
-
-_AUX_DIR = re.compile(
-    r"(?:^|/)(?:docs?|changelog\.d|changelog|changes|newsfragments|news|release[-_]?notes)/",
-    re.IGNORECASE,
-)
-_AUX_NAME = re.compile(
-    r"(?:changes|changelog|history|news|authors|contributors|readme|release[-_ ]?notes)(?:[._-][^/]*)?",
-    re.IGNORECASE,
-)
-_PROSE_EXTENSIONS = frozenset({".md", ".rst", ".markdown", ".adoc"})
-_TEXT_EXTENSIONS = _PROSE_EXTENSIONS | {"", ".txt"}
-_PYTHON_EXTENSIONS = (".py", ".pyi")
+def _default_rules() -> PathRules:
+    return get_profile(DEFAULT_LANGUAGE).path_rules()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +30,9 @@ class SplitDiff:
     ``source_files``/``test_files``/``aux_files`` are the paths each text patch touches (the new
     path of a rename, the old path of a deletion), in the diff's order. Binary files are in no text
     patch and listed only in ``binary_files``; :func:`classify_path` tells their kind.
-    ``added_lines``/``removed_lines`` count the fix (``patch``) alone, like ``touches_python``,
-    which says whether the fix changes at least one ``.py``/``.pyi`` file.
+    ``added_lines``/``removed_lines`` count the fix (``patch``) alone, like ``touches_code``,
+    which says whether the fix changes at least one code file of the rules' language (``.py``/``.pyi``
+    for Python).
     """
 
     patch: str
@@ -82,61 +44,51 @@ class SplitDiff:
     binary_files: tuple[str, ...]
     added_lines: int
     removed_lines: int
-    touches_python: bool
+    touches_code: bool
 
 
-def classify_path(path: str) -> PathKind:
-    """Say whether a repository path is a test, a source or an auxiliary file (rules: module doc)."""
-    if path.startswith("./"):
-        path = path[2:]
-    slash = path.rfind("/")
-    directory, name = path[: slash + 1], path[slash + 1 :]
-    if _TEST_DIR.search(directory) or _TEST_FILE.fullmatch(name) or name in _TEST_CONFIG_FILES \
-            or (not directory and name == "test.py"):
-        return "test"
-    dot = name.rfind(".")
-    extension = name[dot:].lower() if dot > 0 else ""
-    if extension in _PYTHON_EXTENSIONS:
-        return "source"
-    if (
-        extension in _PROSE_EXTENSIONS
-        or _AUX_DIR.search(directory)
-        or (extension in _TEXT_EXTENSIONS and _AUX_NAME.fullmatch(name))
-    ):
-        return "aux"
-    return "source"
+def classify_path(path: str, rules: PathRules | None = None) -> PathKind:
+    """Whether a repository path is a test, a source or an auxiliary file, by ``rules`` (default:
+    the Python profile's)."""
+    return (rules or _default_rules()).classify(path)
 
 
-def test_path_pattern() -> str:
+def test_path_pattern(rules: PathRules | None = None) -> str:
     """A regular expression that a whole path matches (``re.search``) exactly when
     :func:`classify_path` calls it a test file (for code that cannot import this module)."""
-    names = "|".join(re.escape(name) for name in sorted(_TEST_CONFIG_FILES))
-    return rf"(?i:{_TEST_DIR.pattern})|(?:^|/)(?:{_TEST_FILE.pattern}|{names})\Z"
+    return (rules or _default_rules()).test_pattern()
 
 
-def split_diff(diff_text: str) -> SplitDiff:
-    """Cut a git-format diff into ``patch`` (source), ``test_patch`` and ``aux_patch``.
+def split_diff(diff_text: str, rules: PathRules | None = None) -> SplitDiff:
+    """Cut a git-format diff into ``patch`` (source), ``test_patch`` and ``aux_patch`` by ``rules``
+    (default: the Python profile's).
 
     Files keep the diff's order inside each part; a non-empty part ends with a newline and an
     empty part is ``""``. Binary files go to ``binary_files`` only. Text before the first file
     (a ``format-patch`` mail header) is dropped. Raises :class:`PatchError` on a malformed diff.
     """
+    return split_files(parse(diff_text).files, rules)
+
+
+def split_files(files: Sequence[FilePatch], rules: PathRules | None = None) -> SplitDiff:
+    """:func:`split_diff` of a diff already read (:func:`repo2env.patches.parse`)."""
+    rules = rules or _default_rules()
     parts: dict[PathKind, list[str]] = {"source": [], "test": [], "aux": []}
     paths: dict[PathKind, list[str]] = {"source": [], "test": [], "aux": []}
     binary_files: list[str] = []
     added = removed = 0
-    touches_python = False
-    for file in parse(diff_text).files:
+    touches_code = False
+    for file in files:
         if file.is_binary:
             binary_files.append(file.path)
             continue
-        kind = classify_path(file.path)
+        kind = rules.classify(file.path)
         parts[kind].append(file.render())
         paths[kind].append(file.path)
         if kind == "source":
             added += file.added
             removed += file.removed
-            touches_python = touches_python or any(path.endswith(_PYTHON_EXTENSIONS) for path in file.paths)
+            touches_code = touches_code or any(rules.is_code(path) for path in file.paths)
     return SplitDiff(
         patch=_joined(parts["source"]),
         test_patch=_joined(parts["test"]),
@@ -147,7 +99,7 @@ def split_diff(diff_text: str) -> SplitDiff:
         binary_files=tuple(binary_files),
         added_lines=added,
         removed_lines=removed,
-        touches_python=touches_python,
+        touches_code=touches_code,
     )
 
 

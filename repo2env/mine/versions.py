@@ -1,50 +1,50 @@
-"""A package's version at many commits of one repository, read in batches.
+"""A project's version at many commits of one repository, read in batches.
 
-``version`` is X.Y of the static version in the packaging files (pyproject, setup.cfg, setup.py) or
-a package's ``__version__`` file at the commit; ``scm_version`` is what setuptools-scm would compute
-there from the whole history (``git describe``, one process for a batch).
+``version`` is X.Y of the static version the language profile's files state at the commit
+(:class:`~repo2env.languages.VersionSources`: Python's pyproject, setup.cfg, setup.py or a package's
+``__version__`` file; JavaScript's package.json); the profile also reads its build tools' version
+from ``git describe`` output (one process for a batch), such as what setuptools-scm would compute.
 """
 
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Sequence
 
 from repo2env.errors import SourceError
+from repo2env.languages import VersionSources
 from repo2env.mine.objects import GitObjects
 
-_VERSION_PATTERN = re.compile(r"""^\s*(?:__version__|version|VERSION)\s*[:=]\s*['"]([^'"]+)['"]""", re.MULTILINE)
-_VERSION_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
-_PACKAGE_VERSION_FILES = ("__init__.py", "_version.py", "version.py", "__about__.py")
 
-
-def static_versions(objects: GitObjects, commits: Sequence[str]) -> dict[str, str]:
-    """The static version (X.Y, '' when none) at each commit: the packaging files of all of them
-    come from one ``git cat-file --batch``; only commits whose version lives in a package's files
-    search those (:func:`_package_versions`)."""
+def static_versions(objects: GitObjects, commits: Sequence[str], sources: VersionSources) -> dict[str, str]:
+    """The static version (X.Y, '' when none) at each commit, as ``sources`` (a language
+    profile's) say where it is written: the root files of all commits come from one ``git cat-file
+    --batch``; only commits whose version lives in a package's files search those
+    (:func:`_package_versions`)."""
     unique = list(dict.fromkeys(commits))
-    queries = [f"{commit}:{name}" for commit in unique for name in _VERSION_FILES]
+    queries = [f"{commit}:{name}" for commit in unique for name in sources.files]
     contents = objects.blobs(queries)
     versions = {}
     for commit in unique:
-        for name in _VERSION_FILES:
+        for name in sources.files:
             text = contents.get(f"{commit}:{name}")
-            version = _version_from_text(name, text) if text else None
+            version = sources.parse(name, text) if text else None
             if version:
                 versions[commit] = major_minor(version)
                 break
     rest = [commit for commit in unique if commit not in versions]
-    versions.update(_package_versions(objects, rest))
+    versions.update(_package_versions(objects, rest, sources))
     return versions
 
 
-def _package_versions(objects: GitObjects, commits: Sequence[str]) -> dict[str, str]:
-    """The version in a package's files (``__init__.py``, ``_version.py`` ...) of the top-level or
-    ``src/`` folders, for many commits in four ``git cat-file --batch`` processes (root trees, their
-    folders, ``src/``'s folders, files)."""
+def _package_versions(objects: GitObjects, commits: Sequence[str], sources: VersionSources) -> dict[str, str]:
+    """The version in a package's files (``sources.package_files``: Python's ``__init__.py``,
+    ``_version.py`` ...) of the top-level or ``src/`` folders, for many commits in four ``git
+    cat-file --batch`` processes (root trees, their folders, ``src/``'s folders, files)."""
     if not commits:
         return {}
+    if not sources.package_files:
+        return dict.fromkeys(commits, "")
     roots = objects.objects([f"{commit}^{{tree}}" for commit in commits], "tree")
     folders: dict[str, list[str]] = {}
     for commit in commits:
@@ -61,14 +61,14 @@ def _package_versions(objects: GitObjects, commits: Sequence[str]) -> dict[str, 
     candidates = {
         commit: [f"{folder}/{name}" for folder in folders[commit]
                  for name, is_tree in _tree_entries(listed.get(f"{commit}:{folder}", b""))
-                 if not is_tree and name in _PACKAGE_VERSION_FILES]
+                 if not is_tree and name in sources.package_files]
         for commit in commits
     }
     texts = objects.blobs([f"{commit}:{path}" for commit in commits for path in candidates[commit]])
     versions = {}
     for commit in commits:
         for path in candidates[commit]:
-            version = _version_from_text(path, texts.get(f"{commit}:{path}", ""))
+            version = sources.parse(path, texts.get(f"{commit}:{path}", ""))
             if version:
                 versions[commit] = major_minor(version)
                 break
@@ -77,10 +77,11 @@ def _package_versions(objects: GitObjects, commits: Sequence[str]) -> dict[str, 
     return versions
 
 
-def scm_versions(objects: GitObjects, commits: Sequence[str]) -> dict[str, str]:
-    """The version setuptools-scm would compute at each of ``commits`` (distinct commits of the
-    repository) from the whole history (see :func:`scm_version_from_describe`), '' where no version
-    tag is reachable; one ``git describe`` process for the whole batch."""
+def describe(objects: GitObjects, commits: Sequence[str]) -> dict[str, str]:
+    """``git describe --tags --long --always`` of each of ``commits`` (distinct commits of the
+    repository): the whole history's nearest version tag, as setuptools-scm asks for it; '' for all
+    when the clone has no tag; one ``git describe`` process for the whole batch. A language profile
+    reads the versions from it (:meth:`~repo2env.languages.LanguageProfile.scm_version`)."""
     if not commits or not objects.has_tags():
         return dict.fromkeys(commits, "")
     # setuptools-scm's own command (--dirty aside); --always keeps one untagged commit from
@@ -88,7 +89,7 @@ def scm_versions(objects: GitObjects, commits: Sequence[str]) -> dict[str, str]:
     output = objects.git("describe", "--tags", "--long", "--always", "--match", "*[0-9]*", *commits).split()
     if len(output) != len(commits):
         raise SourceError(f"git describe returned {len(output)} answers for {len(commits)} commits in {objects.path}")
-    return {commit: scm_version_from_describe(line) for commit, line in zip(commits, output, strict=True)}
+    return dict(zip(commits, output, strict=True))
 
 
 def _tree_entries(raw: bytes) -> list[tuple[str, bool]]:
@@ -100,58 +101,6 @@ def _tree_entries(raw: bytes) -> list[tuple[str, bool]]:
         entries.append((raw[space + 1:nul].decode("utf-8", errors="replace"), raw[position:space] == b"40000"))
         position = nul + 21
     return entries
-
-
-
-
-def _version_from_text(path: str, text: str) -> str | None:
-    if path.endswith("pyproject.toml"):
-        try:
-            project = tomllib.loads(text).get("project", {})
-        except tomllib.TOMLDecodeError:
-            return None
-        version = project.get("version")
-    else:
-        match = _VERSION_PATTERN.search(text)
-        version = match.group(1) if match else None
-    # A fallback such as `__version__ = "unknown"` (when setuptools-scm's file is missing) is no version.
-    return version if isinstance(version, str) and re.match(r"v?\d", version) else None
-
-
-_DESCRIBE = re.compile(r"^(?P<tag>.+)-(?P<distance>\d+)-(?P<node>g[0-9a-f]+)$")
-# setuptools-scm's default tag_regex: an optional "name-" prefix, an optional v, the version.
-_TAG_VERSION = re.compile(r"^(?:[\w-]+-)?(?P<version>[vV]?\d+(?:\.\d+){0,2}[^+]*)(?:\+.*)?$")
-
-
-def scm_version_from_describe(described: str) -> str:
-    """The PEP 440 version setuptools-scm's defaults (guess-next-dev, node-and-date) derive from
-    ``git describe --tags --long`` output: ``v1.2.3-0-gabc`` -> ``1.2.3``, ``v1.2.3-5-gabc`` ->
-    ``1.2.4.dev5+gabc``; '' for a bare SHA (no tag) or a tag that is no version."""
-    from packaging.version import InvalidVersion, Version
-
-    match = _DESCRIBE.match(described.strip())
-    tag = _TAG_VERSION.match(match.group("tag")) if match else None
-    if match is None or tag is None:
-        return ""
-    try:
-        version = Version(tag.group("version"))
-    except InvalidVersion:
-        return ""
-    distance = int(match.group("distance"))
-    if distance == 0:
-        return str(version)
-    public = version.public
-    if ".dev" in public:  # a dev tag is the next release's: 1.0.dev0 + 3 -> 1.0.dev3
-        prefix, _, tail = public.rpartition(".dev")
-        if tail != "0":
-            return ""  # setuptools-scm refuses these too
-        guessed = prefix
-    else:  # bump the last number: 1.2.3 -> 1.2.4, 1.0rc1 -> 1.0rc2
-        last = re.match(r"(.*?)(\d+)$", public)
-        if last is None:
-            return ""
-        guessed = f"{last.group(1)}{int(last.group(2)) + 1}"
-    return f"{guessed}.dev{distance}+{match.group('node')}"
 
 
 def major_minor(version: str) -> str:

@@ -30,7 +30,7 @@ from repo2env.pipeline.stages import (
     BuildOutput,
     ValidateJob,
     ValidateOutput,
-    available_pythons,
+    available_bases,
     build_job,
     build_work,
     safe_name,
@@ -312,7 +312,7 @@ def _task_stages(spec: PipelineSpec, state: StateStore, folders: dict[str, tuple
     stages: list[Stage] = []
     if "build" in spec.stages:
         clones: dict[str, Path] = {}
-        available = available_pythons(worker_backend(backend))
+        bases = available_bases(worker_backend(backend))
 
         def prepare_build(task: Task):
             if not _to_do(state, task.instance_id, "build", retry_failed):
@@ -321,7 +321,7 @@ def _task_stages(spec: PipelineSpec, state: StateStore, folders: dict[str, tuple
             if task.repo not in clones:
                 clones[task.repo] = read_source_clone(folder)
             options = BuildOptions(overrides={task.repo: entry.env} if entry.env else {})
-            return build_job(task, clones[task.repo], logs_of[task.instance_id] / "build", options, available, backend)
+            return build_job(task, clones[task.repo], logs_of[task.instance_id] / "build", options, bases, backend)
 
         def record_build(task: Task, job, output: BuildOutput) -> Task:
             built = task.model_copy(update={"env_spec": output.env_spec})

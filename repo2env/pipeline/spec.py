@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from repo2env import defaults
 from repo2env.errors import InputError
-from repo2env.runtime.spec.overrides import EnvOverride
+from repo2env.languages.python.spec.overrides import EnvOverride
 from repo2env.settings import find_settings_file, read_yaml_file_with_lines, validate_settings
 from repo2env.validate.acceptance import AcceptancePolicy, load_acceptance_policy
 

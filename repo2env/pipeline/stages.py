@@ -17,25 +17,25 @@ from pathlib import Path
 
 from repo2env import defaults
 from repo2env.jsonl import append_jsonl, drop_rows, drop_torn_tail, read_tasks, update_tasks
+from repo2env.languages.python.spec.overrides import EnvOverride
 from repo2env.models import EnvSpec, Task, ValidationReport
 from repo2env.pipeline.executors import ThreadExecutor
 from repo2env.pipeline.runner import Stage, run_stages
 from repo2env.runtime.backend import Backend
 from repo2env.runtime.backends import backend_name, open_backend
-from repo2env.runtime.bootstrap import local_base_pythons
+from repo2env.runtime.bootstrap import makeable_pythons
 from repo2env.runtime.build import (
     COLLECT_TIMEOUT_S,
+    STALL_IDLE_S,
     BuildOptions,
     BuildSummary,
     build_task,
     read_source_clone,
     still_built,
 )
-from repo2env.runtime.images import ImageStore
-from repo2env.runtime.spec import AVAILABLE_PYTHONS
-from repo2env.runtime.spec.overrides import EnvOverride
+from repo2env.runtime.images import ImageStore, local_base_flavours
 from repo2env.validate.acceptance import AcceptancePolicy
-from repo2env.validate.report import write_figure, write_summary
+from repo2env.validate.report import write_figure, write_quality_figure, write_summary
 from repo2env.validate.run import PolicyRunner, ValidationSummary, read_records, validate_task
 
 
@@ -68,7 +68,8 @@ class BuildJob:
     override: EnvOverride | None = None
     collect_check: bool = True
     collect_timeout_s: float = COLLECT_TIMEOUT_S
-    available: tuple[str, ...] = tuple(AVAILABLE_PYTHONS)
+    bases: tuple[str, ...] | None = None  #: base-image flavours a build may use (None: the bootstrappable ones)
+    stall_idle_s: float = STALL_IDLE_S
     backend: str = ""  #: the backend a worker opens for it (default: REPO2ENV_BACKEND, else docker)
 
 
@@ -87,23 +88,25 @@ def build_work(job: BuildJob, runtime: Backend | None = None) -> BuildOutput:
     if still_built(job.task, store, job.override):
         return BuildOutput(job.task.env_spec, reused=True)
     spec = build_task(job.task, job.clone, store=store, runtime=runtime, logs_dir=job.logs_dir,
-                      override=job.override, collect_check=job.collect_check, available=job.available,
-                      collect_timeout_s=job.collect_timeout_s)
+                      override=job.override, collect_check=job.collect_check, bases=job.bases,
+                      collect_timeout_s=job.collect_timeout_s, stall_idle_s=job.stall_idle_s)
     return BuildOutput(spec, reused=False)
 
 
-def available_pythons(runtime: Backend) -> tuple[str, ...]:
-    """Pythons with a pulled base image (3.8, 3.10 ...) joined to the ones every machine can bootstrap."""
-    return tuple(sorted(set(AVAILABLE_PYTHONS) | set(local_base_pythons(runtime)),
-                        key=lambda python: int(python.split(".")[1])))
+def available_bases(runtime: Backend) -> tuple[str, ...]:
+    """The base-image flavours a build may use: those on the backend (``py3.8``, ``node20`` ...:
+    pulled, or made before), and the ``py<X.Y>`` of every Python a local CPython can make one for
+    (the build makes it when a task needs it); they widen what a language's recipe may choose
+    beyond the ones every machine can bootstrap."""
+    return tuple(sorted({*local_base_flavours(runtime), *(f"py{python}" for python in makeable_pythons())}))
 
 
-def build_job(task: Task, clone: Path, logs_dir: Path, options: BuildOptions, available: tuple[str, ...],
+def build_job(task: Task, clone: Path, logs_dir: Path, options: BuildOptions, bases: tuple[str, ...] | None,
               backend: str = "") -> BuildJob:
     """The build job of ``task`` under ``options``, for backend ``backend``."""
     return BuildJob(task=task, clone=clone, logs_dir=logs_dir, override=options.overrides.get(task.repo),
                     collect_check=options.collect_check, collect_timeout_s=options.collect_timeout_s,
-                    available=available, backend=backend)
+                    bases=bases, stall_idle_s=options.stall_idle_s, backend=backend)
 
 
 def build_tasks_dir(tasks_dir: Path, *, runtime: Backend, options: BuildOptions | None = None,
@@ -116,7 +119,7 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: Backend, options: BuildOptions 
     clone = read_source_clone(tasks_dir)
     summary = BuildSummary(tasks_path=tasks_path)
     selected = [task for task in tasks if not options.instance_ids or task.instance_id in options.instance_ids]
-    available = available_pythons(runtime)
+    bases = available_bases(runtime)
     logs_dir = tasks_dir / "logs" / "build"
 
     def record(task: Task, job: BuildJob, output: BuildOutput) -> Task:
@@ -129,7 +132,7 @@ def build_tasks_dir(tasks_dir: Path, *, runtime: Backend, options: BuildOptions 
             progress(task, output.env_spec)
         return built
 
-    stage = Stage("build", build_work, prepare=lambda task: build_job(task, clone, logs_dir, options, available),
+    stage = Stage("build", build_work, prepare=lambda task: build_job(task, clone, logs_dir, options, bases),
                   record=record, work_options={"runtime": runtime})
     executor = ThreadExecutor(options.jobs, name="repo2env-build")
     run_stages(selected, [stage], executor=executor, key=lambda task: task.instance_id)
@@ -217,8 +220,9 @@ def validate_dir(tasks_dir: Path, runtime: Backend, policy: AcceptancePolicy, *,
 
 
 def write_validation_reports(tasks_dir: Path, policy: AcceptancePolicy, *, total_tasks: int) -> None:
-    """summary.md and validation.png of a tasks folder, from every record in its validation.jsonl."""
+    """summary.md, validation.png and quality.png of a tasks folder, from every record in its validation.jsonl."""
     all_records = read_records(tasks_dir / "validation.jsonl")
     write_summary(tasks_dir / "summary.md", all_records, policy=policy, funnel_path=tasks_dir / "funnel.json",
                   total_tasks=total_tasks)
     write_figure(tasks_dir / "validation.png", all_records)
+    write_quality_figure(tasks_dir / "quality.png", all_records)

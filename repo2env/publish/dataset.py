@@ -7,6 +7,7 @@ The tree is the same whether it lands in a folder or on the Hugging Face Hub::
     figures/validation.png    reward distributions of the reference rollouts (all published tasks)
     tasks/<instance_id>/      a Harbor task folder per published task (see repo2env.publish.harbor),
                               the same folders 'repo2env export harbor' writes
+    figures/quality.png       task quality: adequacy, specification, interface (docs/quality.md)
     manifest.json             every other file with its size and sha256
 
 A folder target is written next to itself and renamed into place (:func:`write_folder`), so after an
@@ -128,7 +129,7 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
     from repo2env.publish.harbor import image_snapshots, write_task_folders
     from repo2env.publish.swebench import harness_fields
     from repo2env.runtime.images import layer_dockerfiles
-    from repo2env.validate.report import write_figure
+    from repo2env.validate.report import quality_summary, write_figure, write_quality_figure
     from repo2env.validate.run import read_records
 
     disable_progress_bar()  # the CLI shows its own progress; datasets' bars would interleave with it
@@ -160,12 +161,14 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
         figures.append("figures/validation.png")
     summary.harbor_tasks = write_task_folders(tasks, root / HARBOR_FOLDER, dataset=options.name,
                                               snapshots=image_snapshots(tasks, images))
+    quality_figure = "figures/quality.png" if records and write_quality_figure(root / "figures" / "quality.png",
+                                                                               records) else None
     for writer in extra_writers:
         writer(tasks, root)
     (root / "README.md").write_text(dataset_card(
         name=options.name, splits=summary.splits, repos={repo: dict(counts) for repo, counts in per_repo.items()},
         license_id=options.license_id, figures=figures, harbor_tasks=summary.harbor_tasks,
-        json_lists=options.json_lists))
+        json_lists=options.json_lists, quality_lines=quality_summary(records), quality_figure=quality_figure))
     summary.files = write_manifest(root, tasks=len(tasks))
     return summary
 

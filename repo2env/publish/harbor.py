@@ -9,8 +9,8 @@ One folder per task, in Harbor's task format (``task.toml`` schema 1.4)::
                              --push-images ran); task.toml's docker_image names the same image
     solution/solve.sh        applies solution/gold.diff, the pull request's own fix, to /testbed
     tests/test.sh            the verifier: tests/verify.py grades the agent's diff with the hidden
-                             tests through the grading script repo2env's grader runs (tests/grade.sh
-                             and tests/restore.py, the package's own files) and writes
+                             tests through the grading script repo2env's grader runs (tests/grade.sh,
+                             tests/run_tests.sh and tests/restore.py, the package's own files) and writes
                              /logs/verifier/reward.txt and reward.json (reward, f2p_rate, p2p_rate,
                              resolved, tampered)
 
@@ -32,6 +32,7 @@ alone before the tests run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 from collections.abc import Iterable, Mapping
@@ -110,8 +111,8 @@ def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None, 
     verifier = {
         "agent_uid": AGENT_UID, "snapshot": snapshot, "agent_diff": AGENT_DIFF_ARTIFACT, "mode": "graded",
         "run_ids": run_ids,
-        "canaries": [{"test_id": canary.test_id, "path": canary.path, "must_pass": canary.must_pass}
-                     for canary in plan.canaries],
+        "canaries": [dataclasses.asdict(canary) for canary in plan.canaries],
+        "exclusive": [list(group) for group in plan.exclusive],
     }
     text = {
         "instruction.md": instruction_text(task) + "\n",

@@ -1,17 +1,17 @@
-"""Layered images: base (OS + Python) -> env (dependencies, shared) -> task (the snapshot).
+"""Layered images: base (OS + Python, + Node ...) -> env (dependencies, shared) -> task (the snapshot).
 
-An env image is keyed by the hash of its spec (Python, install commands, date pin, dependency
-files), so every task whose dependencies did not change shares it; its ``/testbed`` is emptied
-after installing, leaving only site-packages and an editable hook pointing at ``/testbed``. Before
-emptying it, the build proves the project's own code is what got installed (``own_code_probe.py
-check``: import names resolve to ``/testbed``, the distribution is the editable install) and lists
-the files the install generated inside ``/testbed`` (``/opt/repo2env/generated``).
+An env image is keyed by the hash of its spec (base, install commands, date pin, dependency
+files), so every task whose dependencies did not change shares it. What its layer runs is the task
+language's recipe's (:class:`~repo2env.languages.build.EnvLayer`): for Python, the install, the
+proof that the project's own code is what got installed (``own_code_probe.py check``), the list of
+files the install generated, and ``/testbed`` emptied (site-packages and an editable hook pointing
+at it stay); for JavaScript, the install of ``node_modules`` with the tracked files removed after.
 
-A task image adds the snapshot (files + one-commit git repo) owned by the agent, with the real
-version in its environment (``SETUPTOOLS_SCM_PRETEND_VERSION`` ...); when the install generated
-files, or the version comes from version control, it re-runs the project's editable install with
-``--no-deps`` (``/opt/repo2env/reinstall``) so generated files exist at the base commit. Every
-image carries labels (kind, repo, commit, spec hash, repo2env version) for ``images ls`` / ``images gc``.
+A task image adds the snapshot (files + one-commit git repo) owned by the agent, then what the
+recipe's :class:`~repo2env.languages.build.TaskLayer` sets and runs (for Python, the real version in
+its environment, ``SETUPTOOLS_SCM_PRETEND_VERSION`` ..., and the editable install again when it
+generated files). Every image carries labels (kind, repo, commit, spec hash, repo2env version) for
+``images ls`` / ``images gc``.
 """
 
 from __future__ import annotations
@@ -29,21 +29,23 @@ from pathlib import Path
 
 from repo2env import __version__
 from repo2env.errors import BuildError, InputError, StoppingError
+from repo2env.languages.build import OWN_CODE_MARKER, STALL_IDLE_S, TOOLS_DIR, EnvLayer, TaskLayer, watched
 from repo2env.models import EnvSpec, Task
 from repo2env.runtime.backend import Backend, ImageInfo
 from repo2env.runtime.backends.lifecycle import stopping
-from repo2env.runtime.bootstrap import AGENT_UID, base_image_tag
-from repo2env.runtime.own_code import PROBE_PATH, OwnCode, reinstall_command, scm_environment
-from repo2env.runtime.own_code_probe import MARKER as OWN_CODE_MARKER
+from repo2env.runtime.bootstrap import AGENT_UID, BASE_REPOSITORY, ensure_base_image
 from repo2env.runtime.package_access import PackageAccess
 
 KIND_LABEL = "repo2env.kind"
 NAMESPACE_LABEL = "repo2env.namespace"
-#: A hash of the env image's /opt/repo2env tools (own-code probe, reinstall script).
+#: A hash of the env image's /opt/repo2env tools (own-code probe, reinstall script, watchdog).
 ENV_TOOLS_LABEL = "repo2env.env_tools"
-#: Where env images keep the own-code probe, the list of generated files and the reinstall script.
-TOOLS_DIR = "/opt/repo2env"
-PROBE = f"{TOOLS_DIR}/own_code_probe.py"
+#: The watchdog every env image carries (:func:`repo2env.languages.build.watched` runs it).
+WATCHDOG_SOURCE = Path(__file__).with_name("watchdog.py")
+
+
+#: A task layer that only adds the snapshot.
+NO_TASK_STEPS = TaskLayer()
 
 
 def image_namespace() -> str:
@@ -72,8 +74,20 @@ class BuiltImage:
 
 
 def env_image_tag(spec: EnvSpec) -> str:
-    """``repo2env/env:py3.11-<spec hash>``."""
-    return f"{image_namespace()}/env:py{spec.python}-{spec.spec_hash()}"
+    """``repo2env/env:py3.11-<spec hash>`` (``env:node18-...`` on a Node base)."""
+    return f"{image_namespace()}/env:{spec.base_flavour()}-{spec.spec_hash()}"
+
+
+def local_base_flavours(backend: Backend) -> tuple[str, ...]:
+    """The flavours (``py3.11``, ``node18``) of every finished base image on ``backend``, sorted."""
+    prefix = f"{BASE_REPOSITORY}:"
+    return tuple(sorted({tag.removeprefix(prefix) for image in backend.images.list(repository=BASE_REPOSITORY)
+                         for tag in image.tags if tag.startswith(prefix)}))
+
+
+def base_image(spec: EnvSpec) -> str:
+    """The base image ``spec``'s env layer starts from: ``repo2env/base:<flavour>`` (``py3.11``)."""
+    return f"{BASE_REPOSITORY}:{spec.base_flavour()}"
 
 
 def task_image_tag(task: Task) -> str:
@@ -96,47 +110,43 @@ class ImageStore:
         return self.images.get(tag)
 
     def ensure_env(self, spec: EnvSpec, snapshot_dir: Path, *, repo: str, log_path: Path,
-                   own: OwnCode | None = None, scm_version: str = "") -> BuiltImage:
+                   layer: EnvLayer) -> BuiltImage:
         """The env image for ``spec``, built from the repository files in ``snapshot_dir`` if missing.
 
-        ``own`` (the project's distribution and import names) is checked after the install: a
-        name that imports from anywhere but ``/testbed`` fails the build. ``scm_version`` reaches
-        the build back-ends as ``SETUPTOOLS_SCM_PRETEND_VERSION`` (and its equivalents).
+        ``layer`` (the task's language recipe's) says what the layer runs: its install, and the check
+        that the project's own code is what got installed, which fails the build otherwise; its
+        ``build_args`` reach the build (the version the snapshot cannot tell).
         Concurrent callers with the same spec wait for one build. Raises BuildError (with the log)
         when an install command or the check fails."""
         tag = env_image_tag(spec)
         with _env_locks_guard:
             lock = _env_locks.setdefault(tag, threading.Lock())
         with lock:
-            own = own or OwnCode(distribution=None, import_names=(), declared=False, vcs_version=False)
-            tools = _env_tools(spec, own)
+            tools = {**layer.tools, "watchdog.py": WATCHDOG_SOURCE.read_text()}
             tools_hash = hashlib.sha256(json.dumps(tools, sort_keys=True).encode()).hexdigest()[:16]
-            scm = scm_environment(scm_version)
-            dockerfile = _env_dockerfile(spec, self.access, own, scm)
+            dockerfile = env_dockerfile(spec, self.access, layer)
             existing = self.find(tag)
             # An env image whose /opt/repo2env tools differ (an older repo2env) is built again.
             if existing is not None and existing.labels.get(ENV_TOOLS_LABEL) == tools_hash:
                 return BuiltImage(tag, existing.id, built=False, size_bytes=existing.size_bytes, dockerfile=dockerfile)
-            if self.find(base_image_tag(spec.python)) is None:
-                raise BuildError(f"base image {base_image_tag(spec.python)} is missing",
-                                 hint=f"run 'repo2env runtime bootstrap --python {spec.python}'")
-            labels = {KIND_LABEL: "env", NAMESPACE_LABEL: image_namespace(), "repo2env.repo": repo, "repo2env.spec_hash": spec.spec_hash(),
-                      "repo2env.python": spec.python, "repo2env.version": __version__, ENV_TOOLS_LABEL: tools_hash}
+            if self.find(base_image(spec)) is None:
+                self._make_base_image(spec, layer, log_path)
+            labels = {KIND_LABEL: "env", NAMESPACE_LABEL: image_namespace(), "repo2env.repo": repo,
+                      "repo2env.spec_hash": spec.spec_hash(), **layer.labels, "repo2env.version": __version__,
+                      ENV_TOOLS_LABEL: tools_hash}
             image = self._build(dockerfile, snapshot_dir, tag, labels, log_path,
-                                buildargs={**self._index_args(), **scm}, tools=tools)
+                                buildargs={**self._index_args(), **layer.build_args}, tools=tools)
             return BuiltImage(tag, image.id, built=True, size_bytes=image.size_bytes, dockerfile=dockerfile)
 
     def ensure_task(self, task: Task, env_tag: str, snapshot_dir: Path, snapshot_sha: str, *,
-                    log_path: Path, vcs_version: bool = False, warmup: str | None = None) -> BuiltImage:
-        """The task image: ``env_tag`` plus the snapshot, with ``task.scm_version`` in its environment.
-        When the env's install generated files in ``/testbed``, or ``vcs_version`` (the project's
-        version comes from version control) and the task has a version, it re-runs the project's
-        editable install so they exist at the base commit; then the ``warmup`` command (see
-        :func:`warmup_dockerfile_lines`). Reused when it exists for the same env, snapshot and
-        Dockerfile."""
+                    log_path: Path, layer: TaskLayer = NO_TASK_STEPS, warmup: str | None = None,
+                    stall_idle_s: float = STALL_IDLE_S) -> BuiltImage:
+        """The task image: ``env_tag`` plus the snapshot, then what ``layer`` (the task's language
+        recipe's) runs, then the ``warmup`` command (see :func:`warmup_dockerfile_lines`; stopped
+        after ``stall_idle_s`` without progress). Reused when it exists for the same env, snapshot
+        and Dockerfile."""
         tag = task_image_tag(task)
-        scm = scm_environment(task.scm_version)
-        dockerfile = task_dockerfile(env_tag, self.access, scm, reinstall=vcs_version and bool(scm), warmup=warmup)
+        dockerfile = task_dockerfile(env_tag, self.access, layer, warmup=warmup, stall_idle_s=stall_idle_s)
         recipe = hashlib.sha256(dockerfile.encode()).hexdigest()[:16]
         existing = self.find(tag)
         env = self.find(env_tag)
@@ -152,6 +162,26 @@ class ImageStore:
                   "repo2env.recipe": recipe}
         image = self._build(dockerfile, snapshot_dir, tag, labels, log_path, buildargs=self._index_args())
         return BuiltImage(tag, image.id, built=True, size_bytes=image.size_bytes, dockerfile=dockerfile)
+
+    def _make_base_image(self, spec: EnvSpec, layer: EnvLayer, log_path: Path) -> None:
+        """Make the missing Python base image of ``spec`` now (the first task that needs it waits;
+        the others wait on the bootstrap lock), or raise BuildError saying why it cannot be made.
+        Another flavour (``node20``) is the recipe's ``base_hint`` to make."""
+        if spec.base is not None:
+            raise BuildError(f"base image {base_image(spec)} is missing",
+                             hint=layer.base_hint or "run 'repo2env runtime bootstrap'")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("a") as log:
+            log.write(f"base image {base_image(spec)} is missing: making it\n")
+            try:
+                made = ensure_base_image(self.backend, spec.python, access=self.access,
+                                         progress=lambda message: (log.write(message + "\n"), log.flush()))
+            except BuildError as exc:
+                log.write(f"{exc.message}\n")
+                raise BuildError(f"base image {base_image(spec)} is missing and cannot be made: {exc.message}",
+                                 hint=exc.hint or layer.base_hint or f"run 'repo2env runtime bootstrap --python {spec.python}'",
+                                 log_path=exc.log_path or str(log_path)) from None
+            log.write(f"{made.tag} made ({made.origin})\n")
 
     def used_by_task_images(self, env_tag: str) -> bool:
         """Whether a tagged task image of this namespace is built on ``env_tag``."""
@@ -212,7 +242,8 @@ class ImageStore:
 
     def gc(self, *, keep_tags: set[str], dry_run: bool = False) -> list[str]:
         """Remove task and env images whose tags are not in ``keep_tags`` (and env images no kept task
-        uses), plus dangling leftovers of earlier builds; base images stay. Returns what was removed."""
+        uses, and harness agent layers on task images not kept), plus dangling leftovers of earlier
+        builds; base images stay. Returns what was removed."""
         # Only this namespace's env and task images: another checkout's are not ours to remove.
         images = [(image.id, list(image.tags), dict(image.labels)) for image in self.images.list(labels=[KIND_LABEL])]
         images = [image for image in images
@@ -223,6 +254,9 @@ class ImageStore:
                   if image[2].get(KIND_LABEL) == "task" and not set(image[1]) & keep_tags]
         doomed += [image for image in images
                    if image[2].get(KIND_LABEL) == "env" and not set(image[1]) & (keep_tags | kept_envs)]
+        # A harness's agent layer (OpenCode's binary on a task image) goes with its task image.
+        doomed = [image for image in images if image[2].get(KIND_LABEL) == "agent"
+                  and image[2].get("repo2env.task_image") not in keep_tags] + doomed
         removed = []
         for image_id, tags, _ in doomed:
             name = tags[0] if tags and tags[0] != "<none>:<none>" else image_id.removeprefix("sha256:")[:12]
@@ -250,20 +284,23 @@ WARMUP_FETCHED_PATH = "/etc/repo2env/warmup-fetched"
 WARMUP_TIMEOUT_S = 900
 
 
-def warmup_dockerfile_lines(command: str) -> list[str]:
+def warmup_dockerfile_lines(command: str, stall_idle_s: float = STALL_IDLE_S) -> list[str]:
     """Dockerfile lines that run ``command`` once in /testbed as the agent, with the build's network.
 
     Whatever it downloads (into the agent's home, /tmp or the work tree) stays in the image, so the
-    network-less sandbox finds it. Its failure does not fail the build (the collection check judges
-    the result); the files it wrote are listed in :data:`WARMUP_FETCHED_PATH`, and the new files in
-    /testbed are added to ``.git/info/exclude`` so that they never show up in the agent's diff.
+    network-less sandbox finds it. It runs under the watchdog: stopped after :data:`WARMUP_TIMEOUT_S`,
+    or ``stall_idle_s`` without progress (a host that does not answer), the build log then saying
+    what it waited on. Its failure does not fail the build (the build reads that log, and the
+    collection check judges the result); the files it wrote are listed in :data:`WARMUP_FETCHED_PATH`,
+    and the new files in /testbed are added to ``.git/info/exclude`` so that they never show up in
+    the agent's diff.
     """
     marker = "/tmp/.repo2env-warmup-start"
     found = (f"find \"$HOME\" /tmp /testbed -newer {marker} -type f ! -path '*/__pycache__/*' ! -name '*.pyc' "
              f"! -path '/testbed/.git/*' ! -name '.repo2env-warmup-*' > /tmp/.repo2env-warmup-fetched")
     return [
         f"USER {AGENT_UID}",
-        f"RUN touch {marker}; timeout {WARMUP_TIMEOUT_S} sh -c {shlex.quote(command)}; "
+        f"RUN touch {marker}; {watched(command, idle_s=stall_idle_s, timeout_s=WARMUP_TIMEOUT_S)}; "
         f"echo \"warm-up exit $?\"; {found}; head -50 /tmp/.repo2env-warmup-fetched; "
         "mkdir -p .git/info && git ls-files --others --exclude-standard --directory >> .git/info/exclude",
         "USER root",
@@ -276,76 +313,40 @@ def _arg_lines(access: PackageAccess, scm: dict[str, str]) -> list[str]:
     return [f"ARG {name}" for name in sorted([*access.container_env(), *scm])]
 
 
-def _env_tools(spec: EnvSpec, own: OwnCode) -> dict[str, str]:
-    """The files of ``/opt/repo2env``: the probe, and the task layer's reinstall script when the
-    project is installed in editable mode."""
-    tools = {"own_code_probe.py": PROBE_PATH.read_text()}
-    again = reinstall_command(spec.install, own.distribution)
-    if again is not None:
-        dist = shlex.quote(own.distribution or "")
-        # Generated files belong to the agent like the rest of /testbed, and git ignores them, so
-        # they never show up in the agent's diff.
-        tools["reinstall"] = "\n".join([
-            "#!/bin/sh",
-            "# The project's editable install again (no dependencies), for files it generates in /testbed.",
-            "set -e", "cd /testbed",
-            # The snapshot belongs to the agent: git (run by setuptools-scm) needs root to trust it.
-            'export HOME="$(mktemp -d)"', "printf '[safe]\\n\\tdirectory = *\\n' > \"$HOME/.gitconfig\"",
-            again,
-            f"python {PROBE} generated {dist} > {TOOLS_DIR}/generated.task",
-            f"python {PROBE} leftovers {dist} | while IFS= read -r path; do rm -rf \"$path\"; done",
-            "mkdir -p .git/info",
-            f'while IFS= read -r path; do chown -R {AGENT_UID}:{AGENT_UID} "$path"; '
-            "printf '/%s\\n' \"$path\" >> .git/info/exclude; done < " + f"{TOOLS_DIR}/generated.task",
-            f"chown -R {AGENT_UID}:{AGENT_UID} .git/info", 'rm -rf /root/.cache "$HOME"', "",
-        ])
-    return tools
-
-
-def _env_dockerfile(spec: EnvSpec, access: PackageAccess, own: OwnCode, scm: dict[str, str]) -> str:
-    lines = [f"FROM {base_image_tag(spec.python)}", "USER root"]
+def env_dockerfile(spec: EnvSpec, access: PackageAccess, layer: EnvLayer) -> str:
+    """The env layer: the base image, the spec's Debian packages, the recipe's tools in
+    :data:`TOOLS_DIR`, the repository's files (the build context's ``snapshot/``) in ``/testbed``,
+    then what ``layer`` runs there."""
+    lines = [f"FROM {base_image(spec)}", "USER root"]
     if spec.system_packages:
         packages = " ".join(shlex.quote(name) for name in spec.system_packages)
         lines.append("RUN apt-get update && apt-get install -y --no-install-recommends "
                      f"{packages} && rm -rf /var/lib/apt/lists/*")
-    lines.extend(_arg_lines(access, scm))
+    lines.extend(_arg_lines(access, dict(layer.build_args)))
     lines.append(f"COPY tools/ {TOOLS_DIR}/")
     lines.append("COPY snapshot/ /testbed/")
-    install = "; ".join(f"({command})" for command in spec.install) or "true"
-    editable = reinstall_command(spec.install, own.distribution) is not None
-    check = shlex.quote(json.dumps(own.probe_arguments(editable=editable), separators=(",", ":")))
-    dist = shlex.quote(own.distribution or "")
-    # The source goes away after installing: the task layer brings its own commit's files, and
-    # the editable install keeps pointing at /testbed. Before it goes: prove the install is the
-    # project's own code, and record what the install generated in it (the task layer re-creates
-    # those). `set -e`: any failing command fails the build.
-    # Git (run by setuptools-scm and its file finder) refuses a repository it deems not owned by
-    # the caller ("dubious ownership"); a throw-away HOME trusts /testbed for this step only.
-    trust = 'export HOME="$(mktemp -d)"; printf \'[safe]\\n\\tdirectory = *\\n\' > "$HOME/.gitconfig"'
-    lines.append(f"RUN set -e; {trust}; cd /testbed; {install}; python {PROBE} check {check}; "
-                 f"python {PROBE} generated {dist} > {TOOLS_DIR}/generated; "
-                 f'rm -rf /root/.cache "$HOME" /testbed; mkdir /testbed; chown {AGENT_UID}:{AGENT_UID} /testbed')
+    lines.append(f"RUN {layer.run}")
     lines.append("WORKDIR /testbed")
     return "\n".join(lines) + "\n"
 
 
-def task_dockerfile(env_tag: str, access: PackageAccess, scm: dict[str, str], *, reinstall: bool,
-                    warmup: str | None = None) -> str:
-    """The task layer: the env image plus the snapshot (the build context's ``snapshot/``), the
-    project's generated files re-created when needed, then the ``warmup`` command if any."""
+def task_dockerfile(env_tag: str, access: PackageAccess, layer: TaskLayer = NO_TASK_STEPS, *,
+                    warmup: str | None = None, stall_idle_s: float = STALL_IDLE_S) -> str:
+    """The task layer: the env image plus the snapshot (the build context's ``snapshot/``) owned by
+    the agent, then what ``layer`` sets and runs, then the ``warmup`` command if any (under the
+    watchdog, ``stall_idle_s``)."""
     lines = [f"FROM {env_tag}", f"COPY --chown={AGENT_UID}:{AGENT_UID} snapshot/ /testbed/", "USER root"]
-    if scm:
-        # Runtime calls to setuptools-scm (a package reading its version from git) agree with the build.
-        lines.append("ENV " + " ".join(f"{name}={shlex.quote(value)}" for name, value in sorted(scm.items())))
+    if layer.environment:
+        lines.append("ENV " + " ".join(f"{name}={shlex.quote(value)}" for name, value in sorted(layer.environment.items())))
     lines.extend(_arg_lines(access, {}))
-    wanted = "true" if reinstall else f"[ -s {TOOLS_DIR}/generated ]"
     # /testbed belongs to the agent; git run there by anyone else (root in a harness's container, a
     # SWE-bench-style harness's submission step) refuses it ("dubious ownership") unless trusted.
-    lines.append(f"RUN git config --system --add safe.directory /testbed && "
-                 f"if [ -f {TOOLS_DIR}/reinstall ] && {wanted}; then sh {TOOLS_DIR}/reinstall; fi")
+    lines.append("RUN git config --system --add safe.directory /testbed")
+    if layer.run:
+        lines.append(f"RUN {layer.run}")
     lines.append("WORKDIR /testbed")
     if warmup:
-        lines.extend(warmup_dockerfile_lines(warmup))
+        lines.extend(warmup_dockerfile_lines(warmup, stall_idle_s))
     return "\n".join(lines) + "\n"
 
 

@@ -27,7 +27,7 @@ _ISOLATED = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_T
 
 
 class GitRepoFiles:
-    """The files of ``repo_path`` at ``commit`` (the RepoFiles protocol of :mod:`repo2env.runtime.spec`)."""
+    """The files of ``repo_path`` at ``commit`` (the RepoFiles protocol of :mod:`repo2env.languages.python.spec`)."""
 
     def __init__(self, repo_path: Path, commit: str) -> None:
         self.repo_path = Path(repo_path)

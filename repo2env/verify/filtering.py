@@ -24,26 +24,18 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from repo2env.errors import PatchError
-from repo2env.mine.split import classify_path, test_path_pattern
+from repo2env.languages.python.paths import PYTHON_PATHS
+from repo2env.languages.python.runner import (
+    IMPORTABLE_SUFFIXES,
+    METADATA_SUFFIXES,
+    RUNNER_PATTERN,
+    STARTUP_MODULES,
+    TEST_CONFIG_NAMES,
+)
 from repo2env.patches import SUBMODULE_MODE, FilePatch, Patch, parse, relative_symlink_target
 
-# pytest reads `pytest.toml`, `.pytest.toml` (pytest 9) and `.pytest.ini` before pyproject.toml, so
-# they would override the restored pytest sections. Compared in lower case.
-_TEST_CONFIG_NAMES = frozenset({"conftest.py", "pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "tox.ini",
-                                "setup.cfg", "noxfile.py"})
-# Imported by `site` at start-up, as a module or a package of any suffix (.py, .pyc, .so, a folder).
-_STARTUP_MODULES = frozenset({"sitecustomize", "usercustomize"})
-# Any `*.dist-info`/`*.egg-info` on sys.path (the repository's root, an editable install's src/) is
-# package metadata to importlib, whose lookup ignores case, and pytest loads the plugins its
-# entry_points.txt declares; an `*.egg` folder on sys.path holds metadata too.
-_METADATA_SUFFIXES = (".dist-info", ".egg-info", ".egg")
-# Files Python imports or executes: a binary patch of one hides its text from every check.
-_IMPORTABLE_SUFFIXES = (".py", ".pyw", ".pyi", ".pth", ".pyc", ".pyo", ".so", ".pyd", ".toml", ".ini", ".cfg", ".txt")
-RUNNER_PATTERN = (
-    r"_pytest|pytest_(?:runtest|collect|report|configure|sessionfinish|sessionstart|unconfigure|plugin)"
-    r"|junit|PYTEST_|sys\.modules\[\s*['\"]pytest|os\._exit|atexit|faulthandler|sys\.settrace|sys\.setprofile"
-    r"|builtins\.__import__|__builtins__\["
-)
+# What pytest or Python itself load for configuration is the Python profile's to say (the grader
+# grades Python tasks only for now).
 _RUNNER_TAMPERING = re.compile(RUNNER_PATTERN)
 
 
@@ -67,20 +59,20 @@ def is_protected_path(path: str) -> bool:
     parts = PurePosixPath(path).parts
     lowered = tuple(part.lower() for part in parts)
     name = lowered[-1] if lowered else ""
-    return (classify_path(path) == "test" or name in _TEST_CONFIG_NAMES or name.endswith((".pth", ".pyc", ".pyo"))
+    return (PYTHON_PATHS.classify(path) == "test" or name in TEST_CONFIG_NAMES or name.endswith((".pth", ".pyc", ".pyo"))
             or "__pycache__" in lowered or ".git" in lowered or path.startswith("/") or ".." in parts
-            or any(part.split(".", 1)[0] in _STARTUP_MODULES for part in lowered)
-            or any(part.endswith(_METADATA_SUFFIXES) for part in lowered))
+            or any(part.split(".", 1)[0] in STARTUP_MODULES for part in lowered)
+            or any(part.endswith(METADATA_SUFFIXES) for part in lowered))
 
 
 def protected_path_pattern() -> str:
     """:func:`is_protected_path` as one regular expression (``re.search`` on the whole path), for the
     grading script where no filter ran on the host (a Harbor task's verifier has no repo2env)."""
-    configs = "|".join(re.escape(name) for name in sorted(_TEST_CONFIG_NAMES))
-    startup = "|".join(sorted(_STARTUP_MODULES))
-    metadata = "|".join(re.escape(suffix) for suffix in _METADATA_SUFFIXES)
+    configs = "|".join(re.escape(name) for name in sorted(TEST_CONFIG_NAMES))
+    startup = "|".join(sorted(STARTUP_MODULES))
+    metadata = "|".join(re.escape(suffix) for suffix in METADATA_SUFFIXES)
     return "|".join([
-        test_path_pattern(),
+        PYTHON_PATHS.test_pattern(),
         rf"(?i:(?:^|/)(?:{configs})\Z)", r"(?i:\.(?:pth|pyc|pyo)\Z)", r"(?i:(?:^|/)(?:__pycache__|\.git)(?:/|\Z))",
         r"\A/", r"(?:^|/)\.\.(?:/|\Z)", rf"(?i:(?:^|/)(?:{startup})(?:\.[^/]*)?(?:/|\Z))",
         rf"(?i:(?:{metadata})(?:/|\Z))",
@@ -124,7 +116,7 @@ def _refused(file: FilePatch) -> bool:
     if _protected_names(file):
         return True
     # Binary data no text check can read, in a file Python imports or executes.
-    if file.is_binary and any(name.lower().endswith(_IMPORTABLE_SUFFIXES) for name in (*file.paths, *file.names)):
+    if file.is_binary and any(name.lower().endswith(IMPORTABLE_SUFFIXES) for name in (*file.paths, *file.names)):
         return True
     if file.result_mode == SUBMODULE_MODE:
         return True

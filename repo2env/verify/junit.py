@@ -11,6 +11,7 @@ passed; so is every test when the XML cannot be read.
 from __future__ import annotations
 
 import re
+import shlex
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable
 
@@ -77,6 +78,51 @@ _XML_ILLEGAL = re.compile("[^\u0009\u000a\u000d\u0020-\u007e\u0080-\ud7ff\ue000-
 #: - no JUnit prefix: ``--junitprefix=NAME`` in addopts would put NAME before every classname.
 ID_OPTIONS = "--rootdir=/testbed --junitprefix="
 
+#: JUnit names as pytest 5+ writes them by default, from every pytest that has the ini option. One
+#: word, ``=`` and all: pytest 3's ``-o`` takes any number of values and would swallow the test ids
+#: that follow it ("-o/--override-ini expects option=value style").
+JUNIT_FAMILY_OPTION = "--override-ini=junit_family=xunit2"
+
+#: The pytest release that brought each option repo2env passes (older pytest refuses it as an
+#: unrecognized argument: a 2016 commit's pinned pytest 2.8): ``--rootdir`` 3.5, ``-o``
+#: (``--override-ini``) and ``--continue-on-collection-errors`` 3.0.
+_OPTION_SINCE = {"--rootdir": (3, 5), "-o": (3, 0), "--override-ini": (3, 0), "--continue-on-collection-errors": (3, 0)}
+
+
+def pytest_options(options: str | list[str], pytest_version: str | None) -> list[str]:
+    """``options`` (shell words) without the ones ``pytest_version`` lacks (an option's value goes
+    with it); all of them when the version is unknown. Without ``--rootdir`` pytest < 3.5 takes the
+    folder of the repository's ini file or setup.py as its rootdir: ``/testbed`` for nearly every
+    project of that time."""
+    words = shlex.split(options) if isinstance(options, str) else list(options)
+    version = _release(pytest_version)
+    kept: list[str] = []
+    skip_value = False
+    for word in words:
+        if skip_value:
+            skip_value = False
+            continue
+        since = _OPTION_SINCE.get(word.split("=", 1)[0])
+        if version is not None and since is not None and version < since:
+            skip_value = word == "-o"
+            continue
+        kept.append(word)
+    return kept
+
+
+def names_its_rootdir(pytest_version: str | None) -> bool:
+    """Whether this pytest keeps the rootdir it is given (``--rootdir``, 3.5+; an unknown version is
+    taken to). An older one, given its configuration file with ``-c``, takes the test files' common
+    folder as its rootdir instead (``tests/``), and its ids and JUnit names would no longer be the
+    ones derivation saw."""
+    version = _release(pytest_version)
+    return version is None or version >= _OPTION_SINCE["--rootdir"]
+
+
+def _release(version: str | None) -> tuple[int, int] | None:
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
 #: Most bytes of ids one pytest command line gets; the kernel allows 2 MiB of arguments and
 #: environment together, and the grading script's environment and options take some of it.
 SELECTION_MAX_BYTES = 1_500_000
@@ -129,6 +175,27 @@ def parse_junit(xml_text: str) -> dict[tuple[str, str], TestStatus]:
         previous = outcomes.get(key)
         outcomes[key] = status if previous is None else max(previous, status, key=_RANK.__getitem__)
     return outcomes
+
+
+def failure_lines(test_ids: Iterable[str], xml_text: str | None, *, limit: int = 20) -> dict[str, str]:
+    """For each of ``test_ids`` (at most ``limit``), the first line of why the report says it did
+    not pass (its failure, error or skip message), or that the report does not hold it."""
+    try:
+        root = ElementTree.fromstring(xml_text) if xml_text and xml_text.strip() else None
+    except ElementTree.ParseError:
+        root = None
+    reasons: dict[tuple[str, str], str] = {}
+    for case in root.iter("testcase") if root is not None else ():
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                text = (child.get("message") or child.text or child.tag).strip()
+                first = next((line.strip() for line in text.splitlines() if line.strip()), child.tag)
+                reasons.setdefault((case.get("classname", ""), case.get("name", "")), f"{child.tag}: {first[:200]}")
+    lines: dict[str, str] = {}
+    for test_id in list(test_ids)[:limit]:
+        found = next((reasons[key] for key in junit_keys(test_id) if key in reasons), None)
+        lines[test_id] = found or "not in the report (not collected, or not run)"
+    return lines
 
 
 #: Why a run's outcomes are all missing when pytest wrote no report.

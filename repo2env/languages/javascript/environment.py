@@ -438,7 +438,8 @@ def install_ladder(environment: JsEnvironment) -> list[tuple[str, tuple[str, ...
 
 def install_failure_reason(log: str) -> str:
     """A short class for a failed install's log: what the next rung should change."""
-    if "ENOVERSIONS" in log or "No versions available" in log:
+    # npm 7+ says ETARGET "No matching version found for x@1.2.3 with a date before ..." for an exact pin.
+    if "ENOVERSIONS" in log or "No versions available" in log or "with a date before" in log:
         return "registry_dates"  # --before against a registry whose `time` map is not publication dates
     if "npm ci` can only install packages when your package.json and package-lock.json" in log or \
             "EUSAGE" in log and "lock" in log:

@@ -1,0 +1,53 @@
+"""What grading needs of a language's test runner: :class:`TestRunnerFacts`.
+
+The grader's promise (hidden tests never in the sandbox; the runner's configuration restored or
+refused; outcomes from a machine-readable report, cross-checked; anything missing counts as failed)
+is the same for every language; what differs is in these facts, which a profile gives for a
+task's spec (:meth:`~repo2env.languages.LanguageProfile.test_runner`):
+
+- how test ids are written and split back to their file (``split_id``);
+- the command that runs a list of ids with a report, and the reports it leaves (``plan``);
+- how a report is read into per-test outcomes (``read``), missing and unreadable counting as failed;
+- every file the runner, the module loader or the package manager reads for configuration
+  (``config_patterns``: restore them before the hidden tests run, or refuse a patch that changes
+  them), and the manifest fields they read (``config_fields``: ``package.json``'s ``jest`` ...);
+- the added code that reaches into the runner itself (``runner_pattern``).
+
+Python's pytest path predates the seam: its reading, selection and configuration files are the
+grader's own modules (:mod:`repo2env.verify.junit`, :mod:`repo2env.verify.spec`), which the
+Python facts name rather than wrap (``plan``/``read``/``split_id`` left None), because those
+modules also run inside a Harbor task's verifier, with nothing of repo2env but them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from repo2env.outcomes import TestStatus
+
+#: ``plan(test_ids, report_dir)`` -> an object with ``command`` (``sh -c``) and ``reports``.
+PlanRun = Callable[[Sequence[str], str], Any]
+#: ``read(plan, read_report)`` -> each planned id's outcome; ``read_report(path)`` gives a report's
+#: text, None when it was not written.
+ReadOutcomes = Callable[[Any, Callable[[str], str | None]], Mapping[str, TestStatus]]
+
+
+@dataclass(frozen=True)
+class TestRunnerFacts:
+    """One task's test runner, as grading and validation need it (module docstring)."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    name: str
+    report_format: str
+    id_format: str
+    config_patterns: tuple[str, ...] = ()
+    config_fields: tuple[str, ...] = ()
+    runner_pattern: str = ""
+    directory: str = ""
+    split_id: Callable[[str], tuple[str, tuple[str, ...]]] | None = None
+    plan: PlanRun | None = None
+    read: ReadOutcomes | None = None
+    notes: Mapping[str, str] = field(default_factory=dict)

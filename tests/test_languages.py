@@ -1,0 +1,368 @@
+"""The language seam: the registry, each profile's path rules, the per-change choice of a profile,
+and mining a real git repository in each language (JavaScript beside Python, Go for a language no
+profile covers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from repo2env.errors import InputError
+from repo2env.jsonl import read_tasks
+from repo2env.languages import (
+    DEFAULT_LANGUAGE,
+    PROFILES,
+    DictRepoFiles,
+    get_profile,
+    language_names,
+    profiles,
+)
+from repo2env.languages.choice import choose_profile, code_language
+from repo2env.languages.javascript.paths import javascript_paths
+from repo2env.mine.git import GitSource
+from repo2env.mine.miner import MineOptions, mine
+from repo2env.mine.split import classify_path, split_diff
+from repo2env.models import Funnel, Task
+
+# --- the registry ---------------------------------------------------------------------------
+
+
+def test_the_registry_names_each_profile_once_and_makes_one_instance():
+    assert language_names() == ("python", "javascript") and DEFAULT_LANGUAGE == "python"
+    assert [profile.name for profile in profiles()] == list(PROFILES)
+    assert get_profile("javascript") is get_profile("javascript")
+    assert get_profile().name == "python"
+    with pytest.raises(InputError, match="no language profile 'cobol'") as raised:
+        get_profile("cobol")
+    assert "python, javascript" in (raised.value.hint or "")
+
+
+def test_a_row_without_a_language_is_python_and_a_language_is_carried_through_rows():
+    from repo2env.dataset_rows import dataset_row, task_from_row
+
+    row = {"instance_id": "a__b-1", "repo": "a/b", "pull_number": 1, "base_commit": "0" * 40, "patch": "",
+           "test_patch": "", "problem_statement": "x", "created_at": "2024-01-01T00:00:00Z"}
+    assert Task.from_row(row).language == "python"
+    task = Task.from_row({**row, "language": "javascript"})
+    published = dataset_row(task)
+    assert published["language"] == "javascript"
+    assert task_from_row(published).language == "javascript"
+    assert task_from_row({key: value for key, value in published.items() if key != "language"}).language == "python"
+    with pytest.raises(Exception, match="language"):
+        Task.from_row({**row, "language": "Java Script"})
+
+
+# --- path rules -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["tests/test_a.py", "src/pkg/core.py", "docs/conf.py", "CHANGES.rst", "tox.ini",
+                                  "src/_pytest/main.py", "pyproject.toml", "docs/usage.md", "test.py"])
+def test_the_python_profile_is_the_split_s_default(path):
+    rules = get_profile("python").path_rules()
+    assert classify_path(path) == rules.classify(path) == classify_path(path, rules)
+
+
+@pytest.mark.parametrize(("path", "kind"), [
+    ("test/format.test.js", "test"), ("tests/unit/a.js", "test"), ("src/__tests__/pad.ts", "test"),
+    ("src/pad.test.ts", "test"), ("src/pad.spec.tsx", "test"), ("lib/pad.test.mjs", "test"),
+    ("index.test-d.ts", "test"), ("test.js", "test"), ("spec/pad_spec.js", "test"),
+    ("src/__mocks__/fs.js", "test"), ("src/__snapshots__/pad.test.ts.snap", "test"),
+    ("jest.config.js", "test"), ("packages/core/vitest.config.ts", "test"), (".mocharc.yml", "test"),
+    ("ava.config.cjs", "test"), ("test/mocha.opts", "test"), ("src/setupTests.ts", "test"),
+    ("src/index.js", "source"), ("src/test.js", "source"), ("lib/attest.js", "source"), ("package.json", "source"),
+    ("package-lock.json", "source"), ("tsconfig.json", "source"), ("news/feed.js", "source"),
+    ("packages/core/src/pad.ts", "source"), ("types/index.d.ts", "source"), ("webpack.config.js", "source"),
+    ("CHANGELOG.md", "aux"), ("docs/api.md", "aux"), ("docs/.vitepress/theme/index.ts", "aux"),
+    ("README", "aux"), ("docs/logo.svg", "aux"),
+])
+def test_javascript_paths(path, kind):
+    assert get_profile("javascript").path_rules().classify(path) == kind
+    assert bool(re.search(get_profile("javascript").path_rules().test_pattern(), path)) == (kind == "test")
+
+
+def test_javascript_test_folders_named_by_the_runner_configuration():
+    files = DictRepoFiles({
+        "package.json": json.dumps({"scripts": {"test": "nyc mocha --require checks/setup.js checks/",
+                                                "test:types": "tsd"},
+                                    "jest": {"roots": ["<rootDir>/unit-checks"]},
+                                    "ava": {"files": ["src/**"]}}),
+        ".mocharc.yml": "spec: 'acceptance/**/*.spec.js'\n",
+        "jest.config.js": "module.exports = {\n  testMatch: ['<rootDir>/verify/**/*.js', '**/*.unit.js'],\n};\n",
+    })
+    rules = javascript_paths(files)
+    assert {"checks", "unit-checks", "verify"} <= set(rules.test_dirs)
+    assert "src" not in rules.test_dirs and "acceptance" not in rules.test_dirs  # a source root; a file pattern
+    for path in ("checks/pad.js", "unit-checks/a.js", "verify/x/y.js"):
+        assert rules.classify(path) == "test" and re.search(rules.test_pattern(), path)
+    assert rules.classify("src/pad.js") == "source" and not re.search(rules.test_pattern(), "src/pad.js")
+    assert javascript_paths(DictRepoFiles({"package.json": "{not json"})).test_dirs == ()
+
+
+def test_test_configuration_alone_is_no_test_change():
+    assert get_profile("python").path_rules().is_test_config("a/tox.ini")
+    javascript = get_profile("javascript").path_rules()
+    assert javascript.is_test_config("jest.config.ts") and javascript.is_test_config("packages/a/.mocharc.json")
+    assert not javascript.is_test_config("test/pad.test.js")
+
+
+# --- choosing a profile per change ----------------------------------------------------------------
+
+_JS_REPO = DictRepoFiles({"package.json": "{}", "src/a.js": "", "setup.py": ""})
+_WORKSPACE = DictRepoFiles({"packages/core/package.json": "{}", "packages/core/src/a.ts": ""})
+
+
+@pytest.mark.parametrize(("paths", "files", "language", "reason"), [
+    (["src/pkg/a.py", "tests/test_a.py"], DictRepoFiles(), "python", None),
+    (["src/a.js", "test/a.test.js"], _JS_REPO, "javascript", None),
+    (["packages/core/src/a.ts"], _WORKSPACE, "javascript", None),  # a workspace package, no root package.json
+    (["src/a.js", "test/a.test.js"], DictRepoFiles({"setup.py": ""}), None, "unsupported_language"),
+    (["src/a.py", "web/app.js", "tests/test_a.py"], _JS_REPO, None, "mixed_languages"),
+    (["src/a.py", "web/app.js"], DictRepoFiles({"setup.py": ""}), "python", None),  # the JS part cannot be built
+    (["src/a.py", "docs/_static/custom.js"], _JS_REPO, "python", None),  # docs code is no code change
+    (["cmd/main.go", "cmd/main_test.go"], DictRepoFiles({"go.mod": ""}), None, "unsupported_language"),
+    (["README.md", "docs/a.md"], _JS_REPO, None, None),
+    (["ext/_speedups.c", "tests/test_speedups.py"], DictRepoFiles(), None, "unsupported_language"),
+])
+def test_a_change_belongs_to_the_profile_whose_code_its_fix_changes(paths, files, language, reason):
+    choice = choose_profile(paths, files)
+    assert (choice.profile.name if choice.profile else None) == language
+    assert (choice.rejection[0] if choice.rejection else None) == reason
+    if reason == "mixed_languages":
+        assert "Python (src/a.py) and JavaScript (web/app.js)" in choice.rejection[1]
+        assert choice.languages == ("python", "javascript")
+    if reason == "unsupported_language":
+        assert choice.languages and all(name in choice.rejection[1] for name in choice.languages)
+
+
+def test_code_languages_are_named_by_suffix():
+    assert code_language("cmd/main.go") == "go" and code_language("src/lib.RS") == "rust"
+    assert code_language("Makefile") is None and code_language("setup.cfg") is None
+
+
+def test_a_javascript_split_uses_the_repository_s_test_folders():
+    diff = ("diff --git a/checks/pad.js b/checks/pad.js\n--- a/checks/pad.js\n+++ b/checks/pad.js\n"
+            "@@ -1 +1 @@\n-a\n+b\n"
+            "diff --git a/lib/pad.js b/lib/pad.js\n--- a/lib/pad.js\n+++ b/lib/pad.js\n@@ -1 +1 @@\n-a\n+b\n")
+    files = DictRepoFiles({"package.json": json.dumps({"scripts": {"test": "mocha checks"}})})
+    parts = split_diff(diff, get_profile("javascript").path_rules(files))
+    assert parts.test_files == ("checks/pad.js",) and parts.source_files == ("lib/pad.js",) and parts.touches_code
+    python = split_diff(diff)
+    assert python.source_files == ("checks/pad.js", "lib/pad.js") and not python.touches_code
+
+
+# --- building: the JavaScript recipe's inference (tests/test_javascript_build.py builds images) ---
+
+
+def test_the_inferred_javascript_spec_without_docker():
+    files = DictRepoFiles({
+        "package.json": json.dumps({"name": "@acme/monorepo", "private": True, "workspaces": ["packages/*"],
+                                    "devDependencies": {"jest": "^29.0.0"}}),
+        "yarn.lock": "# THIS IS AN AUTOGENERATED FILE.\n# yarn lockfile v1\n",
+        ".nvmrc": "18\n",
+        "packages/core/package.json": json.dumps({"name": "@acme/core", "scripts": {"test": "jest --runInBand"}}),
+        "packages/core/src/a.js": "", "packages/web/package.json": json.dumps({"name": "@acme/web"}),
+    })
+    recipe = get_profile("javascript").build_recipe()
+    spec = recipe.infer_env_spec(files, datetime(2024, 1, 2, tzinfo=UTC),
+                                 touched=["packages/core/src/a.js", "packages/core/__tests__/a.test.js"])
+    assert (spec.node, spec.base, spec.package_manager, spec.test_runner) == ("18", "node18", "yarn", "jest")
+    assert spec.package_dir == "packages/core" and spec.dependency_pin == "lockfile yarn.lock"
+    assert spec.test_cmd == "jest --runInBand"
+    assert recipe.own_code(files).names == ("@acme/monorepo", "@acme/core", "@acme/web")
+    ladder = recipe.install_ladder(spec, files)
+    assert [name for name, _ in ladder][0] == "inferred" and len(ladder) >= 2
+    assert ladder[1][1].install[0].endswith("--ignore-scripts")
+    # The dependencies' fingerprint ignores the version and the code, not a dependency change.
+    fingerprint = recipe.dependency_fingerprint(files)
+    assert recipe.dependency_fingerprint(DictRepoFiles({**files, "packages/core/src/a.js": "x"})) == fingerprint
+    bumped = json.dumps({"name": "@acme/core", "version": "2.0.0", "scripts": {"test": "jest --runInBand"}})
+    assert recipe.dependency_fingerprint(DictRepoFiles({**files, "packages/core/package.json": bumped})) == fingerprint
+    assert recipe.dependency_fingerprint(DictRepoFiles({**files, "yarn.lock": "# changed\n"})) != fingerprint
+
+
+# --- mining real repositories ---------------------------------------------------------------------
+
+
+class _Repo:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.clock = 0
+        path.mkdir()
+        self.git("init", "-q", "-b", "main")
+
+    def git(self, *args: str) -> str:
+        self.clock += 1
+        stamp = f"2023-05-{1 + self.clock // 24:02d}T{self.clock % 24:02d}:00:00+00:00"
+        env = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com",
+               "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.com", "GIT_AUTHOR_DATE": stamp,
+               "GIT_COMMITTER_DATE": stamp, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+        done = subprocess.run(["git", "-C", str(self.path), *args], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def commit(self, message: str, files: dict[str, str]) -> None:
+        for name, text in files.items():
+            (self.path / name).parent.mkdir(parents=True, exist_ok=True)
+            (self.path / name).write_text(text)
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+
+
+def _pad(body: str) -> str:
+    return f"'use strict';\n\nfunction pad(text, width) {{\n{body}}}\n\nmodule.exports = {{ pad }};\n"
+
+
+@pytest.fixture(scope="module")
+def padkit(tmp_path_factory) -> Path:
+    """A JavaScript library whose history lands squashed PRs of every kind the miner must tell apart."""
+    repo = _Repo(tmp_path_factory.mktemp("js") / "padkit")
+    repo.commit("Initial commit", {
+        "package.json": json.dumps({"name": "padkit", "version": "2.3.1", "main": "lib/pad.js",
+                                    "scripts": {"test": "mocha checks/"}, "devDependencies": {"mocha": "^10.2.0"}},
+                                   indent=2) + "\n",
+        "lib/pad.js": _pad("  return text;\n"),
+        "checks/pad.js": "const { pad } = require('../lib/pad');\n",
+        "README.md": "# padkit\n",
+        "tools/gen.go": "package main\n",
+        "scripts/release.py": "print('release')\n",
+    })
+    repo.commit("Pad to the width (#1)\n\nPadding was ignored.", {
+        "lib/pad.js": _pad("  return text.padStart(width);\n"),
+        "checks/pad.js": "const { pad } = require('../lib/pad');\nit('pads', () => pad('a', 2));\n",
+        "CHANGELOG.md": "## 2.3.2\n",
+    })
+    repo.commit("Generate the tables in Go (#2)", {"tools/gen.go": "package main\n\nfunc main() {}\n",
+                                                   "tools/gen_test.go": "package main\n"})
+    repo.commit("Release from the build script (#3)", {
+        "scripts/release.py": "print('release', 2)\n", "lib/pad.js": _pad("  return String(text).padStart(width);\n"),
+        "checks/pad.js": "const { pad } = require('../lib/pad');\nit('pads numbers', () => pad(1, 2));\n",
+    })
+    repo.commit("Document padding (#4)", {"README.md": "# padkit\n\npad(text, width)\n"})
+    repo.commit("Add a core package (#5)", {
+        "package.json": json.dumps({"name": "padkit", "version": "2.4.0", "workspaces": ["packages/*"],
+                                    "scripts": {"test": "mocha checks/"}}, indent=2) + "\n",
+        "packages/core/package.json": '{"name": "@padkit/core", "version": "0.1.0"}\n',
+        "packages/core/src/width.ts": "export const width = (text: string) => text.length;\n",
+    })
+    repo.commit("Count wide characters (#6)", {
+        "packages/core/src/width.ts": "export const width = (text: string) => [...text].length;\n",
+        "packages/core/__tests__/width.test.ts": "import { width } from '../src/width';\n",
+    })
+    return repo.path
+
+
+def test_mining_a_javascript_repository(padkit, tmp_path):
+    result = mine(GitSource(padkit, repo="acme/padkit"), tmp_path, MineOptions(allow_no_issue=True))
+    tasks = {task.pull_number: task for task in read_tasks(tmp_path / "tasks.jsonl")}
+    assert sorted(tasks) == [1, 6]
+    assert {task.language for task in tasks.values()} == {"javascript"}
+    first = tasks[1]
+    assert "lib/pad.js" in first.patch and "checks/pad.js" in first.test_patch and "CHANGELOG.md" in first.aux_patch
+    assert first.version == "2.3" and first.scm_version == ""
+    assert "packages/core/__tests__/width.test.ts" in tasks[6].test_patch and tasks[6].version == "2.4"
+    funnel = Funnel.model_validate_json((tmp_path / "funnel.json").read_text())
+    reasons = {rejection.pull_number: (rejection.reason, rejection.detail) for rejection in funnel.rejections}
+    assert reasons[2][0] == "unsupported_language" and "go (tools/gen.go, tools/gen_test.go)" in reasons[2][1]
+    assert reasons[3][0] == "mixed_languages" and "Python (scripts/release.py)" in reasons[3][1]
+    assert reasons[4][0] == "no_source_change"
+    assert reasons[5][0] == "no_test_changes"
+    assert funnel.languages == {"javascript": 4, "go": 1, "python": 1}
+    assert result.funnel.counts["kept"] == 2
+
+
+# --- what grading and validation ask of a profile ---------------------------------------------------
+
+
+def test_the_runner_facts_grading_reads():
+    from repo2env.languages.python.runner import RUNNER_PATTERN
+    from repo2env.models import EnvSpec
+    from repo2env.verify.filtering import is_protected_path
+
+    python = get_profile("python").test_runner()
+    assert (python.name, python.report_format, python.runner_pattern) == ("pytest", "junit-xml", RUNNER_PATTERN)
+    assert all(is_protected_path(name) for name in python.config_patterns if "*" not in name)
+    files = DictRepoFiles({"package.json": json.dumps({"scripts": {"test": "mocha --require test/setup.js --check-leaks"},
+                                                       "mocha": {"timeout": 5000}}),
+                           "test/setup.js": "", ".mocharc.yml": "", "lib/a.js": ""})
+    facts = get_profile("javascript").test_runner(EnvSpec(test_runner="mocha", package_dir=""), files)
+    assert (facts.name, facts.report_format) == ("mocha", "mocha-json")
+    assert {"package.json", ".mocharc*", "test/setup.js", ".mocharc.yml"} <= set(facts.config_patterns)
+    assert "lib/a.js" not in facts.config_patterns and {"mocha", "scripts"} <= set(facts.config_fields)
+    plan = facts.plan(["test/a.test.js::pad > pads numbers"], "/tmp/reports")
+    assert "--require test/setup.js" in plan.command and "--check-leaks" in plan.command
+    assert "--grep" in plan.command and "pad pads numbers" in plan.command
+    assert [report.file for report in plan.reports] == ["test/a.test.js"]
+    assert facts.split_id("test/a.test.js::pad > pads numbers") == ("test/a.test.js", ("pad", "pads numbers"))
+    with pytest.raises(ValueError):
+        get_profile("javascript").test_runner()
+
+
+def test_variants_are_the_profile_s():
+    from repo2env.languages.python.variants import PythonVariants
+
+    before = {"src/pad.py": "def pad(text, width):\n    return text\n"}
+    after = {"src/pad.py": "def pad(text, width):\n    if width > len(text):\n        return ' ' * (width - len(text)) + text\n"
+                           "    return text\n"}
+    python = get_profile("python").variants()
+    assert isinstance(python, PythonVariants)
+    assert python.near_misses(before, after, limit=3) and python.stubs(before, after, limit=2)
+    javascript = get_profile("javascript").variants()
+    diff = ("diff --git a/lib/a.js b/lib/a.js\n--- a/lib/a.js\n+++ b/lib/a.js\n@@ -1,3 +1,3 @@\n-a\n+b\n c\n d\n"
+            "@@ -10,3 +10,3 @@\n-e\n+f\n g\n h\n")
+    assert [variant.name for variant in javascript.partial_fixes(diff, limit=2)] == ["hunks-1of2", "hunks-2of2"]
+    assert javascript.near_misses({"lib/a.js": "a"}, {"lib/a.js": "b"}) == []
+
+
+def test_facts_stated_twice_agree():
+    from repo2env.languages.build import OWN_CODE_MARKER
+    from repo2env.languages.javascript.build import NODE_BASE_PYTHONS
+    from repo2env.languages.python.own_code_probe import MARKER
+    from repo2env.runtime.node_bootstrap import DEBIAN_NODE
+
+    assert MARKER == OWN_CODE_MARKER  # the probe is a standalone script: it cannot import the constant
+    assert (Path(__file__).parents[1] / "repo2env/languages/javascript/own_code_probe.js").read_text().count(
+        f"const MARKER = '{OWN_CODE_MARKER}';") == 1
+    assert NODE_BASE_PYTHONS == {node: python for node, (_, python) in DEBIAN_NODE.items()}
+
+
+def test_the_javascript_ladder_follows_what_an_install_log_says():
+    recipe = get_profile("javascript").build_recipe()
+    files = DictRepoFiles({"package.json": json.dumps({"scripts": {"test": "mocha"}, "devDependencies": {"mocha": "^6"},
+                                                       "engines": {"node": ">= 0.10.0"}})})
+    bases = ("node12", "node18", "node20", "py3.11")
+    spec = recipe.infer_env_spec(files, datetime(2019, 6, 1, tzinfo=UTC), bases=bases)
+    assert (spec.node, spec.dependency_pin) == ("12", "before 2019-06-01T00:00:00Z")
+    ladder = recipe.install_ladder(spec, files, bases=bases)
+    assert [name for name, _ in ladder] == ["inferred", "no-scripts", "unpinned", "unpinned+newer-node"]
+    newer = dict(ladder)["unpinned+newer-node"]
+    assert (newer.node, newer.base, newer.python, newer.date_pin) == ("20", "node20", "3.13", None)
+    # A registry whose dates are its own (npm's ETARGET "... with a date before ...") skips every
+    # rung that keeps the pin; npm's ERESOLVE brings the failed rung back with --legacy-peer-deps.
+    dates = "npm ERR! notarget No matching version found for mocha@6.2.3 with a date before 6/1/2019."
+    assert [name for name, _ in recipe.rungs_after_failure(dates, ladder[0], ladder[1:])] == [
+        "unpinned", "unpinned+newer-node"]
+    after = recipe.rungs_after_failure("npm ERR! code ERESOLVE", ladder[2], ladder[3:])
+    assert [name for name, _ in after] == ["unpinned+legacy-peer-deps", "unpinned+newer-node"]
+    assert all(spec.install[-1].endswith("--legacy-peer-deps") for _, spec in after)
+    # Python's recipe leaves the ladder to its own rungs.
+    python = get_profile("python").build_recipe()
+    assert python.rungs_after_failure("npm ERR! code ERESOLVE", ladder[0], ladder[1:]) == ladder[1:]
+
+
+def test_validation_does_not_grade_a_language_the_grader_cannot(tmp_path):
+    from repo2env.models import EnvSpec
+    from repo2env.validate.acceptance import load_acceptance_policy
+    from repo2env.validate.run import validate_task
+
+    task = Task(instance_id="acme__padkit-1", repo="acme/padkit", language="javascript", pull_number=1,
+                base_commit="0" * 40, patch="", test_patch="", problem_statement="x", created_at="2024-01-01T00:00:00Z",
+                env_spec=EnvSpec(status="env_ok", base="node18", node="18", test_runner="mocha"))
+    validated, record = validate_task(task, runtime=None, policy=load_acceptance_policy("default"), logs_dir=tmp_path)
+    assert (record.verdict, record.reasons) == ("rejected", ["ungradable_language"])
+    assert "JavaScript" in record.error and validated.validation.verdict == "rejected"
