@@ -101,7 +101,10 @@ def test_the_dockerfile_keeps_every_guarantee_of_a_base_image():
     text = local_python_dockerfile("repo2env/base-raw:py3.11", _local("3.7", "/root/.pyenv/versions/3.7.1"),
                                    ["libssl3", "libffi8"], access)
     assert text.startswith("FROM repo2env/base-raw:py3.11\n")
-    assert "COPY python/ /" in text and "ENV PIP_CERT=/etc/ssl/certs/repo2env-host-ca.crt" in text
+    # The CA's variables serve the build's installs as build arguments; the image's environment (every
+    # sandbox's) never holds the build host's settings.
+    assert "COPY python/ /" in text and "ARG PIP_CERT=/etc/ssl/certs/repo2env-host-ca.crt" in text
+    assert "ENV PIP_CERT" not in text
     assert "ARG PIP_INDEX_URL" in text and "mirror.example" not in text, "index URLs are build arguments"
     # The prefix sits under /root: the agent must reach it (traverse, not list).
     assert "chmod a+x /root /root/.pyenv /root/.pyenv/versions" in text

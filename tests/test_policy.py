@@ -209,7 +209,11 @@ def test_scripted_server_answers_like_openai_and_rejects_malformed_requests():
         url = llm.url + "/chat/completions"
         assert requests.post(url, json={"messages": [user]}, timeout=10).status_code == 400
         assert requests.post(url, json={"model": MODEL, "messages": []}, timeout=10).status_code == 400
-        first = requests.post(url, json={"model": MODEL, "messages": [user]}, timeout=10)
+        # A request that offers no tools gets a plain answer (a harness's side call: a title, a summary).
+        side = requests.post(url, json={"model": MODEL, "messages": [user]}, timeout=10).json()
+        assert side["choices"][0]["finish_reason"] == "stop"
+        tools = tool_schemas()
+        first = requests.post(url, json={"model": MODEL, "messages": [user], "tools": tools}, timeout=10)
         assert first.status_code == 200
         answer = first.json()
         assert answer["object"] == "chat.completion" and answer["model"] == MODEL
@@ -218,15 +222,15 @@ def test_scripted_server_answers_like_openai_and_rejects_malformed_requests():
         call = choice["message"]["tool_calls"][0]
         assert call["type"] == "function" and json.loads(call["function"]["arguments"]) == {"path": "README.md"}
         assistant = choice["message"]
-        unanswered = requests.post(url, json={"model": MODEL, "messages": [user, assistant]}, timeout=10)
+        unanswered = requests.post(url, json={"model": MODEL, "messages": [user, assistant], "tools": tools}, timeout=10)
         assert unanswered.status_code == 400 and "not answered" in unanswered.json()["error"]["message"]
         wrong_id = {"role": "tool", "tool_call_id": "call_other", "content": "text"}
-        wrong = requests.post(url, json={"model": MODEL, "messages": [user, assistant, wrong_id]}, timeout=10)
+        wrong = requests.post(url, json={"model": MODEL, "messages": [user, assistant, wrong_id], "tools": tools}, timeout=10)
         assert wrong.status_code == 400 and "tool_call_id" in wrong.json()["error"]["message"]
         answered = {"role": "tool", "tool_call_id": call["id"], "content": "text"}
-        last = requests.post(url, json={"model": MODEL, "messages": [user, assistant, answered]}, timeout=10).json()
+        last = requests.post(url, json={"model": MODEL, "messages": [user, assistant, answered], "tools": tools}, timeout=10).json()
         assert last["choices"][0]["finish_reason"] == "stop" and last["choices"][0]["message"]["content"] == "done"
-        assert [request.status for request in llm.requests] == [400, 400, 200, 400, 400, 200]
+        assert [request.status for request in llm.requests] == [400, 400, 200, 200, 400, 400, 200]
 
 
 # --- policy episodes and rollouts ----------------------------------------------------------------

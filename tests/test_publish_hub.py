@@ -24,7 +24,7 @@ SHA = "89abcdef0123456789abcdef0123456789abcdef"
 HARBOR_FILES = ("instruction.md", "task.toml", "environment/Dockerfile", "solution/solve.sh", "solution/gold.diff",
                 "tests/spec.json", "tests/grade.json", "tests/task.json", "tests/test.diff", "tests/canaries.json",
                 "tests/plugin/PLUGIN.py",
-                "tests/grade.sh", "tests/restore.py", "tests/test.sh", "tests/verify.py",
+                "tests/grade.sh", "tests/restore.py", "tests/run_tests.sh", "tests/test.sh", "tests/verify.py",
                 *(f"tests/lib/repo2env/{name}" for name in VERIFIER_LIBRARY))
 TREE = {".gitattributes", "README.md", "data/train-00000-of-00001.parquet", "figures/validation.png",
         "manifest.json", *(f"tasks/acme__gears-{number}/{name}" for number in (2, 3) for name in HARBOR_FILES)}
