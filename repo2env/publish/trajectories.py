@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +34,7 @@ from pydantic import ValidationError
 
 from repo2env.errors import InputError
 from repo2env.models import EpisodeTrace
+from repo2env.publish.staging import write_folder
 
 TRACE_FILE = "trace.json"
 #: Roles kept in an exported conversation (a harness's own bookkeeping turns are not the model's).
@@ -158,17 +156,13 @@ def export_trajectories(roots: Sequence[Path], out_dir: Path, *, min_reward: flo
     # export of a folder of the same name from the cache.
     digest = hashlib.sha256("\n".join(sorted(row["episode_id"] for row in rows)).encode()).hexdigest()[:12]
     data_file = f"data/train-{digest}.parquet"
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
-    try:
-        (staging / "data").mkdir()
-        dataset.to_parquet(str(staging / data_file))
-        (staging / "README.md").write_text(_card(summary, len(rows), min_reward, data_file))
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(staging, out_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+    def write(folder: Path) -> None:
+        (folder / "data").mkdir()
+        dataset.to_parquet(str(folder / data_file))
+        (folder / "README.md").write_text(_card(summary, len(rows), min_reward, data_file))
+
+    write_folder(out_dir, write, overwrite=overwrite)
     summary.rows = len(rows)
     return summary
 
