@@ -33,6 +33,7 @@ import tarfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from repo2env.errors import InputError
@@ -43,7 +44,7 @@ from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
 from repo2env.verify.filtering import filter_patch
 from repo2env.verify.junit import outcomes_for
 from repo2env.verify.logs import JUNIT_CAP_BYTES, write_capped_log
-from repo2env.verify.reading import read_run
+from repo2env.verify.reading import read_run, read_script_run
 from repo2env.verify.reward import RewardMode, score
 from repo2env.verify.spec import (
     DEFAULT_TIMEOUT_S,
@@ -140,7 +141,7 @@ class Grader:
         run_dir = self.logs_root / task.instance_id / (run_name or time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3))
         run_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        filtered = filter_patch(patch)
+        filtered = filter_patch(patch, spec.runner.config_patterns)
         write_capped_log(run_dir / "submitted.diff", patch)
         write_capped_log(run_dir / "applied.diff", filtered.patch)
         base = GradeResult(instance_id=task.instance_id, mode=mode, filtered_paths=list(filtered.dropped_paths),
@@ -182,9 +183,15 @@ class Grader:
             raise
         sandbox.close(wait=False)  # the result does not wait for the container's removal
         stream_text = stream_result.output if stream_result is not None and not stream_result.truncated else None
-        reading = read_run(exit_code=result.exit_code, truncated=result.truncated, timed_out=result.timed_out,
-                           output=result.output, stream_text=stream_text, test_ids=test_ids, run_ids=run_ids,
-                           plan=plan, timeout_s=spec.timeout_s)
+        if not spec.runner.is_pytest:
+            reading = read_script_run(
+                exit_code=result.exit_code, truncated=result.truncated, timed_out=result.timed_out,
+                output=result.output, test_ids=test_ids, run_ids=run_ids, plan=plan, timeout_s=spec.timeout_s,
+                read_reports=partial(_runner_outcomes, spec.runner.plan(run_ids, layout.report_dir)))
+        else:
+            reading = read_run(exit_code=result.exit_code, truncated=result.truncated, timed_out=result.timed_out,
+                               output=result.output, stream_text=stream_text, test_ids=test_ids, run_ids=run_ids,
+                               plan=plan, timeout_s=spec.timeout_s)
         write_capped_log(run_dir / "test_output.txt", reading.test_output)
         if reading.xml_text is not None:
             write_capped_log(run_dir / "junit.xml", reading.xml_text, cap=JUNIT_CAP_BYTES)
@@ -221,9 +228,16 @@ def rescore(run_dir: Path, task: Task, mode: RewardMode) -> GradeResult:
     stored = GradeResult.model_validate_json(result_path.read_text())
     junit = Path(run_dir) / "junit.xml"
     tests = stored.tests
-    if junit.is_file() and stored.error is None:
+    if junit.is_file() and stored.error is None and task.language == "python":  # a runner's reports: as stored
         tests, _ = outcomes_for(list(stored.tests), junit.read_text())
     return scored(stored.model_copy(update={"mode": mode, "tests": tests}), task)
+
+
+def _runner_outcomes(run_plan, texts: dict[str, str | None]) -> dict[str, TestStatus]:
+    """Every outcome a language runner's reports (``texts`` by path) name, by its plan."""
+    from repo2env.languages.javascript.runners import reported_outcomes
+
+    return reported_outcomes(run_plan, texts.get)
 
 
 def _collected(collector: Future):

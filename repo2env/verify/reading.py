@@ -89,6 +89,57 @@ def read_run(*, exit_code: int, truncated: bool, timed_out: bool, output: str, s
                       test_output=test_output, xml_text=xml_text, stream=stream, all_outcomes=all_outcomes)
 
 
+def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output: str, test_ids: list[str],
+                    run_ids: list[str], plan: CanaryPlan, timeout_s: float, read_reports) -> RunReading:
+    """:func:`read_run` for a language runner's run (``script_runner`` in the settings): the one report
+    is the runner's reports, each on a line ``REPO2ENV-REPORT <path> <text>`` (base64; ``-``: not
+    written), and ``read_reports(texts)`` reads them into every outcome they name (a runner plan's
+    reading). Failed closed: a run cut short (a timeout) earns nothing; a report that is missing,
+    incomplete or unreadable fails its tests; a canary that did not come out as it must (a
+    forged report) makes every test an error."""
+    import base64
+
+    missing = {test_id: TestStatus.MISSING for test_id in test_ids}
+    parsed = parse_trailer(output) if exit_code == 0 and not truncated else None
+    if parsed is None:
+        message, applied = SCRIPT_FAILURES.get(exit_code, (
+            f"the grading script did not finish (exit {exit_code}{', timed out' if timed_out else ''}"
+            f"{', output over the cap' if truncated else ''})", True))
+        if exit_code == RUNNER_REFERENCED:
+            message = message.format(references=runner_references_of(output))
+        return RunReading(tests=missing, error=message, script_finished=False, tampered=False, patch_applied=applied,
+                          test_status=exit_code, test_output=output, xml_text=None, stream=None, all_outcomes={})
+    test_status, bundle, test_output = parsed
+    texts: dict[str, str | None] = {}
+    for line in (bundle or "").splitlines():
+        fields = line.split(" ")
+        if len(fields) != 3 or fields[0] != "REPO2ENV-REPORT":
+            continue
+        try:
+            path = base64.b64decode(fields[1]).decode("utf-8")
+            texts[path] = None if fields[2] == "-" else base64.b64decode(fields[2]).decode("utf-8", "replace")
+        except ValueError:
+            continue
+    if test_status in TIMEOUT_STATUSES:
+        return RunReading(tests=missing, error=f"the tests timed out after {timeout_s:.0f} s", script_finished=True,
+                          tampered=False, patch_applied=True, test_status=test_status, test_output=test_output,
+                          xml_text=bundle, stream=None, all_outcomes={})
+    reported = read_reports(texts)
+    all_outcomes = {test_id: reported.get(test_id, TestStatus.MISSING) for test_id in run_ids}
+    outcomes = {test_id: all_outcomes[test_id] for test_id in test_ids}
+    error, tampered = None, False
+    lie = next((f"a canary that must fail passed ({test_id})" for test_id in plan.must_fail
+                if all_outcomes.get(test_id) == TestStatus.PASSED), None) or next(
+        (f"a canary that must pass did not ({test_id})" for test_id in plan.must_pass
+         if all_outcomes.get(test_id) != TestStatus.PASSED), None)
+    if lie is not None:
+        tampered, error = True, f"tampered: {lie}"
+        outcomes = {test_id: TestStatus.ERROR for test_id in test_ids}
+    return RunReading(tests=outcomes, error=error, script_finished=True, tampered=tampered, patch_applied=True,
+                      test_status=test_status, test_output=test_output, xml_text=bundle, stream=None,
+                      all_outcomes=all_outcomes)
+
+
 def runner_references_of(output: str) -> str:
     """The runner references restore.py printed before it refused the patch (status 92)."""
     found = re.search(r"^REPO2ENV-RUNNER-REFERENCES (.*)$", output, re.MULTILINE)

@@ -52,10 +52,10 @@ from repo2env.languages.javascript.environment import (
 from repo2env.languages.javascript.paths import javascript_paths
 from repo2env.languages.javascript.project import ProjectFiles
 from repo2env.languages.javascript.runners import (
-    MOCHA_REPORTER_PATH,
     detect_runner,
     plan_run,
     reported_outcomes,
+    reporter_sources,
     script_invocation,
 )
 from repo2env.languages.javascript.test_ids import split_test_id
@@ -204,7 +204,7 @@ class JavaScriptBuild(BuildRecipe):
                f"rm -rf /root/.npm /root/.cache /root/.yarn /root/.local/share/pnpm /usr/local/share/.cache; "
                f"chown {agent_uid}:{agent_uid} /testbed")
         tools = {"own_code_probe.js": (_HERE / "own_code_probe.js").read_text(),
-                 Path(MOCHA_REPORTER_PATH).name: (_HERE / "mocha_reporter.js").read_text()}
+                 **{Path(path).name: text for path, text in reporter_sources().items()}}
         return EnvLayer(run=run, tools=tools, labels={"repo2env.node": spec.node or "",
                                                        "repo2env.package_manager": spec.package_manager or ""},
                         base_hint=f"run 'repo2env runtime bootstrap --node {spec.node}'")

@@ -38,6 +38,7 @@ class JavaScriptProfile(LanguageProfile):
 
     name = "javascript"
     title = "JavaScript"
+    gradable = True
     version_sources = JAVASCRIPT_VERSION_SOURCES
     project_files = "package.json at the root or above the changed files"
 

@@ -14,6 +14,7 @@ from repo2env.languages.javascript.runners import (
     COMMON_CONFIG_PATTERNS,
     COMMON_PACKAGE_JSON_FIELDS,
     PACKAGE_JSON_FIELDS,
+    REPORT_FORMATS,
     RUNNER_CONFIG_PATTERNS,
     RunPlan,
     config_files,
@@ -24,10 +25,6 @@ from repo2env.languages.javascript.runners import (
 from repo2env.languages.javascript.test_ids import split_test_id
 from repo2env.languages.runner import TestRunnerFacts
 from repo2env.models import EnvSpec
-
-#: The report format each runner's plan writes (:class:`.runners.Report`).
-REPORT_FORMATS = {"jest": "jest-json", "vitest": "jest-json", "mocha": "mocha-json", "ava": "ava-tap",
-                  "tape": "tape-tap", "node": "node-tap"}
 
 
 def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunnerFacts:
@@ -57,5 +54,6 @@ def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunne
     )
 
 
-def _plan(runner: str, directory: str, invocation, test_ids: Sequence[str], report_dir: str) -> RunPlan:
-    return plan_run(runner, test_ids, report_dir, directory=directory, invocation=invocation)
+def _plan(runner: str, directory: str, invocation, test_ids: Sequence[str], report_dir: str, *,
+          random_seed: int | None = None) -> RunPlan:
+    return plan_run(runner, test_ids, report_dir, directory=directory, invocation=invocation, random_seed=random_seed)

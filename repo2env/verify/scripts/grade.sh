@@ -22,8 +22,9 @@ sys.stdout.reconfigure(errors="surrogateescape")  # a patch path or an id may be
 settings = json.load(open(sys.argv[1], encoding="utf-8"))
 for name in ("inputs", "private", "junit", "timeout_s", "test_cmd", "python_path", "plugin", "fifo"):
     print(name + "=" + shlex.quote(str(settings[name])))
-for name in ("test_ids", "config_dirs", "config_names", "config_sections", "run_options", "report_options"):
-    print(name + "=(" + " ".join(shlex.quote(item) for item in settings[name]) + ")")'
+print("script_runner=" + shlex.quote(str(settings.get("script_runner", ""))))
+for name in ("test_ids", "config_dirs", "config_names", "config_sections", "run_options", "report_options", "reports"):
+    print(name + "=(" + " ".join(shlex.quote(item) for item in settings.get(name, [])) + ")")'
 assignments=$(/usr/bin/python3 -I -S -c "$read_settings" "$settings") || exit 93
 eval "$assignments"
 cd /testbed
@@ -59,11 +60,19 @@ for dir in "${config_dirs[@]}"; do
   done
 done
 output=$junit.out
+if [ -n "$script_runner" ]; then
+  # A runner of another language (script_runner names it): test_cmd is the profile's whole plan
+  # (one sh -c program that runs exactly the ids and writes the settings' reports, see
+  # repo2env.languages.javascript.runners.plan_run); its reports become the one report below.
+  timeout -k 5 "$timeout_s" /bin/sh -c "$test_cmd" >"$output" 2>&1 </dev/null
+  status=$?
+else
 # test_cmd is shell words (an override's command line; the launcher's quoted -c program): eval
 # parses it as a shell would; every other argument is passed as it is.
 eval "timeout -k 5 $timeout_s $test_cmd"' "${run_options[@]}" "${config[@]}" "${report_options[@]}" "${test_ids[@]}"' \
   >"$output" 2>&1 </dev/null
 status=$?
+fi
 # Nothing the tests started may outlive them and touch the report or this script's output: stop
 # every other process of this user at once (kill -1 cannot race a fork), kill all of them but this
 # shell's ancestors (the exec's wrappers, which must see this script end well: the grader trusts
@@ -75,5 +84,17 @@ while [ "$pid" -gt 0 ] && read -r stat </proc/$pid/stat; do spare+="$pid "; stat
 for dir in /proc/[0-9]*; do case "$spare" in *" ${dir#/proc/} "*) ;; *) kill -9 "${dir#/proc/}" 2>/dev/null;; esac; done
 for pid in $spare; do kill -CONT "$pid" 2>/dev/null; done
 tail -c 200000 "$output"
+if [ -n "$script_runner" ]; then
+  # Every process of the tests is dead by now: the reports are what they left. One line per report
+  # the plan names, its text in base64 ("-" when it was not written), as the one report read back.
+  rm -f "$junit"
+  for report in "${reports[@]}"; do
+    if [ -f "$report" ] && [ ! -L "$report" ]; then
+      printf 'REPO2ENV-REPORT %s %s\n' "$(printf %s "$report" | base64 -w0)" "$(base64 -w0 <"$report")" >>"$junit"
+    else
+      printf 'REPO2ENV-REPORT %s -\n' "$(printf %s "$report" | base64 -w0)" >>"$junit"
+    fi
+  done
+fi
 if [ -f "$junit" ]; then size=$(stat -c %s "$junit"); cat "$junit"; else size=-1; fi
 printf '\nREPO2ENV-GRADE-TRAILER %03d %012d\n' "$status" "$size"

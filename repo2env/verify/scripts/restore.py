@@ -172,6 +172,12 @@ os.remove(canaries)
 if applied:
     sys.exit(91)
 rng = random.SystemRandom()
+if grading.get("script_runner"):
+    # A language runner's canaries are whole describe/it blocks: appended to their test file.
+    for path, blocks in plan.items():
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write("\n" + "\n".join(blocks) + "\n")
+    plan = {}
 for path, blocks in plan.items():
     lines = open(path, encoding="utf-8").read().splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
@@ -229,3 +235,26 @@ if os.path.exists("pyproject.toml"):
     elif text != current_text:
         open("pyproject.toml", "w", encoding="utf-8").write(text)
         print("restored pytest sections of pyproject.toml")
+
+# package.json fields a language runner (or Node's loader, or the package manager) reads come back
+# as the snapshot has them; the patch's other changes (a new export, a dependency) stay.
+for path in [path for path in changed if path == "package.json" or path.endswith("/package.json")]:
+    if not grading.get("config_fields") or not os.path.isfile(path):
+        continue
+    original = snapshot_blobs([path]).get(path)
+    try:
+        before = json.loads(original.decode("utf-8")) if original is not None else {}
+        after = json.load(open(path, encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        revert(path, " (not JSON)")
+        continue
+    if not isinstance(after, dict) or not isinstance(before, dict):
+        revert(path, " (not a JSON object)")
+        continue
+    for field in grading["config_fields"]:
+        if field in before:
+            after[field] = before[field]
+        else:
+            after.pop(field, None)
+    open(path, "w", encoding="utf-8").write(json.dumps(after, indent=2) + "\n")
+    print("restored the runner's fields of " + path)
