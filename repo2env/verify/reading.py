@@ -124,14 +124,17 @@ def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output:
         return RunReading(tests=missing, error=f"the tests timed out after {timeout_s:.0f} s", script_finished=True,
                           tampered=False, patch_applied=True, test_status=test_status, test_output=test_output,
                           xml_text=bundle, stream=None, all_outcomes={})
-    reported = read_reports(texts)
-    all_outcomes = {test_id: reported.get(test_id, TestStatus.MISSING) for test_id in run_ids}
+    from repo2env.languages.javascript.reports import requested_outcomes
+
+    all_outcomes = requested_outcomes(run_ids, read_reports(texts))
     outcomes = {test_id: all_outcomes[test_id] for test_id in test_ids}
     error, tampered = None, False
+    # A must-pass canary whose file did not load (ERROR: a fix that breaks the module) is no lie;
+    # one that ran and failed, or that the report leaves out while its file ran, is.
     lie = next((f"a canary that must fail passed ({test_id})" for test_id in plan.must_fail
                 if all_outcomes.get(test_id) == TestStatus.PASSED), None) or next(
         (f"a canary that must pass did not ({test_id})" for test_id in plan.must_pass
-         if all_outcomes.get(test_id) != TestStatus.PASSED), None)
+         if all_outcomes.get(test_id) not in (TestStatus.PASSED, TestStatus.ERROR)), None)
     if lie is not None:
         tampered, error = True, f"tampered: {lie}"
         outcomes = {test_id: TestStatus.ERROR for test_id in test_ids}
