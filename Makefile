@@ -7,14 +7,14 @@ STAMP := $(VENV)/.repo2env-installed
 TRAIN_STAMP := $(VENV)/.repo2env-train-installed
 PYTEST_ARGS ?=
 
-.PHONY: install train-extra engine podman registry base-image demo train-demo test validate bench lint clean
+.PHONY: install train-extra engine podman registry base-image demo train-demo test validate bench docs lint clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,openenv,ray]'
+	$(BIN)/python -m pip install -q -e '.[dev,docs,openenv,ray]'
 	@touch $@
 
 ## The train extra (trl, transformers, torch==2.13.0 CPU: a local wheel here, pinned so CUDA builds are never pulled).
@@ -60,13 +60,19 @@ validate: base-image
 	$(BIN)/repo2env validate generated
 	@for summary in $$(find generated -name summary.md); do echo; cat $$summary; done
 
-## Every benchmark script (the ones with a __main__ guard; the others are their shared modules).
+## Every benchmark script (the ones with a main guard; the others are their shared modules). Each adds its
+## figures to benchmarks/results/<name>.json, which 'make docs' turns into tables.
 bench: base-image
-	@for script in $$(grep -l '__main__' benchmarks/*.py); do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+	@for script in $$(grep -l '^if __name__ == .__main__.:' benchmarks/*.py); do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+## The documentation site from docs/ into site/ (offline): guides, the CLI reference from the click commands, the
+## Python API from the docstrings, and the benchmark tables from benchmarks/results/*.json.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: install
 	$(BIN)/ruff check repo2env tests benchmarks
 
 clean:
 	find generated -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
-	rm -rf .pytest_cache build *.egg-info
+	rm -rf .pytest_cache build *.egg-info site

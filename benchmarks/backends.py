@@ -12,12 +12,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 import time
+from pathlib import Path
 
 from repo2env.errors import BackendUnavailableError
 from repo2env.runtime.backends import BACKENDS, open_backend
 from repo2env.runtime.bootstrap import base_image_tag
 from repo2env.runtime.sandbox import SandboxLimits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import Figure, record  # noqa: E402
 
 IMAGE = base_image_tag("3.11")
 
@@ -83,6 +88,11 @@ def main() -> None:
     for name, figures in rows.items():
         if figures:
             print(f"| {name} | " + " | ".join(f"{figures[column]:.3f}" for column in columns) + " |")
+    targets = {("docker", "start"): "<= 300", ("docker", "exec"): "<= 60"}
+    record("backends", [Figure(f"{name}: {column}{'' if 'p90' in column else ' p50'}", round(figures[column] * 1000, 1),
+                               "ms", targets.get((name, column)))
+                        for name, figures in rows.items() if figures for column in columns],
+           note=", ".join(f"{name} not measured" for name, figures in rows.items() if not figures))
 
 
 if __name__ == "__main__":

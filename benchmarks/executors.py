@@ -21,6 +21,7 @@ from repo2env.runtime.backends.docker import DockerBackend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from executor_tasks import docker_exec_true, noop  # noqa: E402
+from results import Figure, record  # noqa: E402
 
 BASE = "repo2env/base:py3.11"
 SEQUENTIAL = 50
@@ -86,6 +87,15 @@ def main() -> None:
               f"{row['added_p50_ms']:>6.1f}ms")
     print("no-op: submit -> result one at a time; batch: 200 no-ops submitted at once; exec: a task running "
           "`docker exec true`; added: p50 of its round trip minus the exec's own time inside the task")
+    figures = [Figure("docker exec true inline, p50", round(inline_p50, 1), "ms")]
+    for name, row in results.items():
+        figures += [Figure(f"{name}: start-up", round(row["startup_s"], 2), "s"),
+                    Figure(f"{name}: first task", round(row["first_task_s"], 2), "s"),
+                    Figure(f"{name}: no-op round trip p50", round(row["noop_p50_ms"], 1), "ms"),
+                    Figure(f"{name}: no-op round trip p95", round(row["noop_p95_ms"], 1), "ms"),
+                    Figure(f"{name}: batch throughput", round(row["batch_tasks_per_s"]), "tasks/s"),
+                    Figure(f"{name}: added to a docker exec task, p50", round(row["added_p50_ms"], 1), "ms")]
+    record("executors", figures)
 
 
 if __name__ == "__main__":

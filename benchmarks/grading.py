@@ -20,6 +20,7 @@ from repo2env.verify.grader import Grader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from demo_tasks import built_demo_tasks  # noqa: E402
+from results import Figure, record  # noqa: E402
 
 REPEATS = 3
 
@@ -66,6 +67,11 @@ def main() -> None:
         overhead = statistics.median(grade - bare for _, bare, grade, _ in rows)
         print(f"grading (cold): median overhead over bare tests {overhead:.2f} s; {len(rows) - over}/{len(rows)} "
               f"tasks within 1.3 x bare + 0.5 s")
+        record("grading", [Figure("median grading overhead over the bare tests (cold)", round(overhead, 2), "s"),
+                           Figure("tasks graded within 1.3 x bare + 0.5 s (cold)", len(rows) - over, f"of {len(rows)}",
+                                  f">= {len(rows)}"),
+                           *[Figure(f"{instance_id}: grading (cold)", round(grade, 2), "s", f"<= {budget:.2f}")
+                             for instance_id, _, grade, budget in rows]])
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import Figure, record  # noqa: E402
+
 from repo2env.languages.javascript.environment import (
     infer_environment,
     typescript_support,
@@ -72,6 +75,7 @@ def main() -> int:
     root = Path(os.environ.get("REPO2ENV_REAL_REPOS_DIR", PROJECT.parent / ".mirror"))
     wanted = {name.strip() for name in options.only.split(",") if name.strip()}
     rows, started = [], time.monotonic()
+    figures: list[Figure] = []
     for repository in REPOSITORIES:
         if wanted and repository.split("/")[1] not in wanted:
             continue
@@ -103,6 +107,7 @@ def main() -> int:
                   f"pm={row['package_manager']:10} pin={row['pin']:8} ts={row['typescript'] or '-':7} "
                   f"ws={row['workspaces']}  ({row['runner_reason'] or 'no runner of ours'}; {row['node_reason']})")
         print(f"-- {repository}: a covered runner at {covered}/{len(samples)} commits")
+        figures.append(Figure(f"{repository}: sampled commits with a covered runner", covered, f"of {len(samples)}"))
     if rows:
         total = sum(row["runner"] is not None for row in rows)
         print(f"\noverall: a covered runner at {total}/{len(rows)} sampled commits; "
@@ -112,6 +117,10 @@ def main() -> int:
         print("no JavaScript repository found: set REPO2ENV_REAL_REPOS_DIR")
     if options.json:
         options.json.write_text(json.dumps(rows, indent=2))
+    if rows:
+        figures += [Figure("sampled commits with a covered runner", round(total / len(rows) * 100), "%"),
+                    Figure("pinned from a lock file", sum(row["pin"] == "lockfile" for row in rows), f"of {len(rows)}")]
+        record("javascript_inference", figures)
     return 0
 
 

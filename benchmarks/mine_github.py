@@ -16,6 +16,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 from fake_github import FakeGitHub, rest_issue, rest_pull  # noqa: E402
+from results import Figure, record  # noqa: E402
 from synthetic_history import REPO, build_history  # noqa: E402
 
 from repo2env.mine.github import GitHubSource  # noqa: E402
@@ -40,6 +41,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="repo2env-bench-gh-") as scratch:
         scratch_path = Path(scratch)
         repo, simple = build_history(scratch_path / "repo", pulls=count)
+        figures = []
         with FakeGitHub(rest_payload(simple), tokens={"bench-token"}, git_path=repo) as server:
             for run in ("first run", "second run"):
                 source = GitHubSource(REPO, token="bench-token", api_url=server.url, workdir=scratch_path / "gh")
@@ -50,6 +52,10 @@ def main() -> None:
                 print(f"mine_github ({run}, {source.mode}): {scanned} PRs scanned, {result.funnel.counts['kept']} kept "
                       f"in {elapsed:.1f} s; {source.api_calls} API calls ({source.api_calls_charged} charged) = "
                       f"{source.api_calls / max(scanned, 1):.3f} calls/PR (target <= 0.1)")
+                figures += [Figure(f"API calls per PR scanned, {run} ({source.mode})",
+                                   round(source.api_calls / max(scanned, 1), 4), "calls/PR", "<= 0.1"),
+                            Figure(f"API calls charged, {run}", source.api_calls_charged, "calls")]
+        record("mine_github", figures)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import Figure, record  # noqa: E402
 from synthetic_history import build_history, write_issues  # noqa: E402
 
 CHILD = """
@@ -52,6 +53,10 @@ def main() -> None:
     print(f"scanned {counts['scanned']} PRs, kept {counts['kept']}, in {figures['seconds']:.2f} s")
     print(f"mine_local: {rate:.0f} PRs/s (target >= 1000); peak RSS {peak_mb:.0f} MB (target < 500)")
     print("funnel:", json.dumps({k: v for k, v in counts.items() if v}))
+    record("mine_local", [Figure("PRs scanned per second", round(rate), "PRs/s", ">= 1000"),
+                          Figure("peak memory (RSS)", round(peak_mb), "MB", "< 500"),
+                          Figure("PRs scanned", counts["scanned"], "PRs"),
+                          Figure("share through a maintenance branch", round(maintenance * 100), "%")])
 
 
 if __name__ == "__main__":

@@ -47,6 +47,9 @@ from repo2env.mine.miner import MineOptions, mine
 from repo2env.models import Task
 
 PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT / "benchmarks"))
+from results import Figure, record  # noqa: E402
+
 YEARS = range(2018, 2026)
 _MERGE_SUBJECT = re.compile(r"^Merge pull request #(\d+)\b")
 _SQUASH_SUBJECT = re.compile(r"\(#(\d+)\)\s*$")
@@ -246,7 +249,8 @@ def print_row(row: dict) -> None:
               f"rejections {row['rejections'] or 'none'}")
 
 
-def print_overall(rows: list[dict]) -> None:
+def print_overall(rows: list[dict]) -> list[Figure]:
+    """Print the figures over every repository; return them, with each repository's yield."""
     def total(key: str) -> int:
         return sum(row.get(key, 0) for row in rows)
 
@@ -261,6 +265,17 @@ def print_overall(rows: list[dict]) -> None:
         print(f"[overall] accepted {total('accepted')}/{validated} ({total('accepted') / validated:.0%}, "
               f"target >= 60%); rejections "
               f"{dict(sum((Counter(row.get('rejections', {})) for row in rows), Counter()))}")
+    figures = [Figure(f"merged PRs found in history ({found:,} of {truth:,})", round(found / truth * 100, 2), "%")] \
+        if truth else []
+    if sampled:
+        figures.append(Figure(f"env built ({total('env_built')} of {sampled})",
+                              round(total("env_built") / sampled * 100), "%", ">= 90"))
+    if validated:
+        figures.append(Figure(f"accepted ({total('accepted')} of {validated})",
+                              round(total("accepted") / validated * 100), "%", ">= 60"))
+        figures += [Figure(f"accepted, {row['repo']}", row["accepted"], f"of {len(row['sample'])}")
+                    for row in rows if "accepted" in row]
+    return figures
 
 
 def main() -> None:
@@ -291,7 +306,7 @@ def main() -> None:
         sys.stdout.flush()
         rows.append(row)
         (args.out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
-    print_overall(rows)
+    record("real_repos", print_overall(rows), note=f"{len(rows)} repositories, {args.per_repo} PRs each")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from repo2env.runtime.snapshot import make_snapshot
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from demo_tasks import built_demo_tasks  # noqa: E402
+from results import Figure, record  # noqa: E402
 
 STARTS = 30
 EXECS = 100
@@ -73,7 +74,8 @@ def engine_floor(runtime: DockerBackend, image: str) -> tuple[float, float]:
     return statistics.median(starts), statistics.median(execs)
 
 
-def measure(label: str, folder: Path, runtime: DockerBackend) -> None:
+def measure(label: str, folder: Path, runtime: DockerBackend) -> list[Figure]:
+    """Print and return the figures of the built tasks of ``folder``."""
     tasks = [task for task in read_tasks(folder / "tasks.jsonl") if task.env_spec and task.env_spec.status == "env_ok"]
     clone = Path(__import__("json").loads((folder / "source.json").read_text())["clone_path"])
     starts, execs = [], []
@@ -127,6 +129,16 @@ def measure(label: str, folder: Path, runtime: DockerBackend) -> None:
         sandbox.close()
     print(f"[{label}] alternative, copy the snapshot at start: p50 {statistics.median(copies):.3f} s "
           f"vs per-task image {statistics.median(starts):.3f} s")
+    return [Figure(f"{label}: engine floor, container create+start p50", round(floor_start * 1000), "ms"),
+            Figure(f"{label}: engine floor, exec p50", round(floor_exec * 1000, 1), "ms"),
+            Figure(f"{label}: sandbox start to first command p50", round(statistics.median(starts) * 1000), "ms",
+                   "<= 300"),
+            Figure(f"{label}: exec round trip p50", round(statistics.median(execs) * 1000, 1), "ms", "<= 60"),
+            Figure(f"{label}: disk per task beyond source tree (worst)", round((worst[0] - worst[1]) / 1e6, 2), "MB",
+                   "<= 10"),
+            Figure(f"{label}: env images for {len(tasks)} tasks", len(sharing), "images"),
+            Figure(f"{label}: alternative, snapshot copied at start, p50", round(statistics.median(copies) * 1000),
+                   "ms")]
 
 
 def _owned_by_agent(info: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -142,7 +154,7 @@ def main() -> None:
         began = time.perf_counter()
         _, tasks_dir, summary = built_demo_tasks(root, runtime)
         print(f"[demo] built {summary.ok} tasks ({summary.reused} reused) in {time.perf_counter() - began:.1f} s")
-        measure("demo", tasks_dir, runtime)
+        figures = measure("demo", tasks_dir, runtime)
         clone = os.environ.get("REPO2ENV_BENCH_CLONE")
         if clone:
             name = Path(clone).name
@@ -152,9 +164,10 @@ def main() -> None:
             print(f"[{name}] built {summary.ok} tasks, {summary.failed} failed in {time.perf_counter() - began:.1f} s "
                   f"{summary.failures or ''}")
             if summary.ok:
-                measure(name, root / name, runtime)
+                figures += measure(name, root / name, runtime)
         else:
             print("(set REPO2ENV_BENCH_CLONE=/path/to/clone to add a real repository)")
+    record("runtime", figures)
 
 
 if __name__ == "__main__":

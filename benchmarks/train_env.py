@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from demo_tasks import built_demo_tasks  # noqa: E402
+from results import Figure, record  # noqa: E402
 
 from repo2env.envs import RepoEnv, RepoEnvConfig  # noqa: E402
 from repo2env.envs.repo_env import release_shared_sandboxes  # noqa: E402
@@ -149,6 +150,10 @@ def main() -> None:
         tasks = [task for task in read_tasks(tasks_dir / "tasks.jsonl")
                  if task.validation and task.validation.verdict == "accepted"]
         start_s, exec_s, channel_s = engine_floors(runtime, tasks[0].env_spec.image)
+        recorded = [Figure("container create+start (engine floor)", round(start_s * 1000), "ms"),
+                    Figure("docker exec true (engine floor)", round(exec_s * 1000), "ms"),
+                    Figure("true through the command channel", round(channel_s * 1000, 1), "ms")]
+        reset_target = f"<= {1.5 * exec_s * 1000:.1f}"  # 1.5x the exec floor of this run
         print(f"engine floors: container create+start p50 {start_s * 1000:.0f} ms, exec of `true` p50 "
               f"{exec_s * 1000:.0f} ms, `true` through the command channel p50 {channel_s * 1000:.1f} ms")
         # REPO2ENV_BENCH_NO_CHANNEL=1 adds, per N, a run with one docker exec per tool call (the
@@ -167,12 +172,23 @@ def main() -> None:
                   f"{figures['gold_rewards_ok']:.0%}; machine load (1-min average) {load_before:.1f} before, "
                   f"{os.getloadavg()[0]:.1f} after on {os.cpu_count()} cores")
             sys.stdout.flush()
+            how = "" if channel else " (docker exec per tool call)"
+            recorded += [Figure(f"tool call p50, N={n}{how}", round(figures["tool_p50"] * 1000, 1), "ms", "<= 10"),
+                         Figure(f"tool call p95, N={n}{how}", round(figures["tool_p95"] * 1000, 1), "ms"),
+                         Figure(f"reset p50, N={n}{how}", round(figures["reset_p50"] * 1000), "ms", reset_target),
+                         Figure(f"grading p50, N={n}{how}", round(figures["grade_p50"], 2), "s"),
+                         Figure(f"episodes per minute, N={n}{how}", round(figures["episodes_per_min"], 1), "/min"),
+                         Figure(f"gold episodes scoring 1.0, N={n}{how}", round(figures["gold_rewards_ok"] * 100), "%",
+                                "== 100")]
         waits = {}
         for jobs in (1, 2):
             waits[jobs], rewards = group_rewards(tasks, root / f"group-{jobs}", jobs=jobs)
             print(f"group of 4 finished episodes, rewards asked in turn with grading_jobs={jobs}: the trainer waits "
                   f"{waits[jobs]:.2f} s (rewards {rewards})")
         print(f"grading the group at once: the trainer waits {waits[2] / waits[1]:.0%} of the one-by-one time")
+        recorded += [Figure("a group's rewards (4 episodes), one grading at a time", round(waits[1], 2), "s"),
+                     Figure("a group's rewards (4 episodes), grading_jobs=2", round(waits[2], 2), "s")]
+        record("train_env", recorded, note=f"think {THINK_S} s" if THINK_S else "")
 
 
 if __name__ == "__main__":

@@ -25,16 +25,18 @@ from repo2env.validate.acceptance import load_acceptance_policy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from demo_tasks import built_demo_tasks  # noqa: E402
+from results import Figure, record  # noqa: E402
 
 
-def report(label: str, folder: Path, runtime: DockerBackend, mined: int) -> None:
+def report(label: str, folder: Path, runtime: DockerBackend, mined: int) -> list[Figure]:
+    """Validate ``folder``; print and return its figures."""
     began = time.perf_counter()
     summary = validate_dir(folder, runtime, load_acceptance_policy("default"), jobs=1)
     elapsed = time.perf_counter() - began
     records = summary.records
     if not records:
         print(f"[{label}] nothing to validate")
-        return
+        return []
     walls = [record.wall_s for record in records]
     outside = [1 - record.tests_s / record.wall_s for record in records if record.wall_s]
     print(f"[{label}] {len(records)} tasks in {elapsed:.0f} s: wall per task median {statistics.median(walls):.1f} s "
@@ -42,6 +44,10 @@ def report(label: str, folder: Path, runtime: DockerBackend, mined: int) -> None
           f"overall {1 - sum(r.tests_s for r in records) / sum(walls):.0%} (target <= 25%)")
     reasons = Counter(reason for record in records for reason in record.reasons)
     print(f"[{label}] yield: {summary.accepted} accepted / {mined} mined; rejections: {dict(reasons) or 'none'}")
+    overall = 1 - sum(r.tests_s for r in records) / sum(walls)
+    return [Figure(f"{label}: wall per task, median", round(statistics.median(walls), 1), "s"),
+            Figure(f"{label}: time outside test runs, overall", round(overall * 100), "%", "<= 25"),
+            Figure(f"{label}: accepted", summary.accepted, f"of {mined} mined")]
 
 
 def main() -> None:
@@ -49,7 +55,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="repo2env-bench-validate-") as scratch:
         root = Path(scratch)
         _, tasks_dir, built = built_demo_tasks(root, runtime)
-        report("demo", tasks_dir, runtime, built.ok + built.failed)
+        figures = report("demo", tasks_dir, runtime, built.ok + built.failed)
         limit = int(os.environ.get("REPO2ENV_BENCH_LIMIT", "8"))
         for clone in filter(None, os.environ.get("REPO2ENV_BENCH_CLONES", "").split(":")):
             name = Path(clone).parent.name if Path(clone).name == "repo" else Path(clone).name
@@ -59,9 +65,10 @@ def main() -> None:
             built = build_tasks_dir(folder, runtime=runtime, options=BuildOptions(jobs=2))
             print(f"[{name}] mined {len(mined.new_tasks)}, built {built.ok} ({built.failed} failed: "
                   f"{sorted(set(built.failures.values()))[:3]})")
-            report(name, folder, runtime, len(mined.new_tasks))
+            figures += report(name, folder, runtime, len(mined.new_tasks))
         if not os.environ.get("REPO2ENV_BENCH_CLONES"):
             print("(set REPO2ENV_BENCH_CLONES=/path/click:/path/marshmallow to add real repositories)")
+    record("validation", figures)
 
 
 if __name__ == "__main__":

@@ -159,6 +159,20 @@ def demo_backend(request, built_demo):
 
 
 @pytest.fixture(scope="session")
+def demo_run(docker_client, tmp_path_factory):
+    """``repo2env demo run --out generated/demo`` (what ``make demo`` runs, relative folder and all),
+    once per session in a fresh folder: (the folder it ran in, the finished process). Later runs
+    there resume; treat the demo's output as read-only."""
+    import subprocess
+    import sys
+
+    folder = tmp_path_factory.mktemp("demo-run")
+    done = subprocess.run([sys.executable, "-m", "repo2env", "demo", "run", "--out", "generated/demo"], cwd=folder,
+                          capture_output=True, text=True, timeout=3600)
+    return folder, done
+
+
+@pytest.fixture(scope="session")
 def graded_demo(built_demo, demo_repo):
     """Built demo tasks with FAIL_TO_PASS / PASS_TO_PASS set from the demo's declared ground truth
     (what validation derives), ready for the grader: {pull number: Task}."""
@@ -225,3 +239,42 @@ def installed_wheel(tmp_path_factory):
     unpacked = root / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
     return set(zipfile.ZipFile(wheel).namelist()), unpacked
+
+
+@pytest.fixture
+def local_registry(tmp_path):
+    """A registry (plain HTTP on 127.0.0.1, which dockerd trusts without insecure-registries, and
+    the podman backend reaches without TLS): its address."""
+    import shutil
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    binary = shutil.which("docker-registry") or shutil.which("registry")
+    if binary is None:
+        message = "no registry binary: 'apt-get install docker-registry' (make registry)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "registry.yml"
+    config.write_text(f"version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'store'}\n"
+                      f"http:\n  addr: 127.0.0.1:{port}\n")
+    server = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    address = f"127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://{address}/v2/", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail(f"the registry did not start: {server.stderr.read1().decode() if server.poll() is not None else ''}")
+        yield address
+    finally:
+        server.terminate()
+        server.wait(10)

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from repo2env.errors import BackendUnavailableError, InputError
+from repo2env.errors import BackendUnavailableError, InputError, Repo2EnvError
 from repo2env.runtime.backend import Backend, BackendSettings, Images
 from repo2env.runtime.backends import BACKENDS, backend_name, open_backend, preflight
 
@@ -164,19 +164,67 @@ def test_images_move_between_backends_with_their_ids(docker_runtime, podman_back
 def test_a_root_filesystem_imports_as_an_image(any_backend, tmp_path):
     """What bootstrap does with debootstrap's tree, here with the base image's own files."""
     tag = f"repo2env-test/{any_backend.name}-rootfs:{os.getpid()}"
-    archive = io.BytesIO()
-    with tarfile.open(fileobj=archive, mode="w") as tar:
-        for name, payload in (("etc/os-release", b"ID=repo2env-test\n"), ("opt/marker", b"imported\n")):
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime = len(payload), int(time.time())
-            tar.addfile(info, io.BytesIO(payload))
-    (tmp_path / "rootfs.tar").write_bytes(archive.getvalue())
+    (tmp_path / "rootfs.tar").write_bytes(_rootfs_tar({"etc/os-release": b"ID=repo2env-test\n",
+                                                       "opt/marker": b"imported\n"}))
     try:
         any_backend.images.import_rootfs(tmp_path / "rootfs.tar", tag)
         image = any_backend.images.get(tag)
         assert image is not None and tag in image.tags and image.size_bytes < 2**20
     finally:
         any_backend.images.remove(tag, force=True)
+
+
+@pytest.mark.docker
+def test_images_push_to_a_registry_and_pull_back_by_digest(any_backend, local_registry, tmp_path):
+    """What publish --push-images and pull do, on each backend: the digest pins the very image."""
+    tag = f"repo2env-test/{any_backend.name}-pushed:{os.getpid()}"
+    (tmp_path / "rootfs.tar").write_bytes(_rootfs_tar({"etc/pushed": f"{time.time()}\n".encode()}))
+    any_backend.images.import_rootfs(tmp_path / "rootfs.tar", tag)
+    original = any_backend.images.get(tag)
+    target = f"{local_registry}/repo2env-test/pushed:{any_backend.name}"
+    pulled_ref = ""
+    try:
+        any_backend.images.tag(tag, target)
+        digest = any_backend.images.push(target)
+        assert digest.startswith("sha256:") and len(digest) == 71
+        any_backend.images.remove(target)
+        any_backend.images.remove(tag)
+        pulled_ref = f"{target.rpartition(':')[0]}@{digest}"
+        pulled = any_backend.images.pull(pulled_ref)
+        assert pulled.id == original.id, "the same content, so a recorded image id holds after a pull"
+        with pytest.raises(Repo2EnvError, match="no registry serves"):
+            any_backend.images.pull(f"{local_registry}/repo2env-test/never-pushed:1")
+    finally:
+        for ref in (tag, target):
+            any_backend.images.remove(ref, force=True)
+        if pulled_ref and any_backend.images.get(original.id) is not None:
+            any_backend.images.remove(original.id, force=True)
+
+
+def _rootfs_tar(files: dict[str, bytes]) -> bytes:
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for name, payload in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(payload), int(time.time())
+            tar.addfile(info, io.BytesIO(payload))
+    return archive.getvalue()
+
+
+@pytest.mark.docker
+def test_a_sandbox_closed_without_waiting_at_exit_is_still_removed(any_backend):
+    """A program's own exit hook (a server's, a trainer's) closing a sandbox with wait=False runs
+    after the interpreter's thread pools stopped taking work: the removal happens all the same."""
+    program = ("import atexit\n"
+               "from repo2env.runtime.backends import open_backend\n"
+               f"sandbox = open_backend().start_image({BASE!r}, labels={{'repo2env.test': 'exit-close'}})\n"
+               "atexit.register(lambda: sandbox.close(wait=False))\n"
+               "print(sandbox.id, flush=True)\n")
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "REPO2ENV_BACKEND": any_backend.name})
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    started = result.stdout.strip()
+    assert started and started not in {record.id for record in any_backend.sandboxes(labels=["repo2env.test=exit-close"])}
 
 
 # --- the demo on every backend ----------------------------------------------------------------------

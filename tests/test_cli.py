@@ -80,9 +80,10 @@ def test_doctor_reports_engine_base_image_and_package_access(docker_client):
     assert "ca_bundle" not in checks and checks["CA bundle for builds"]["detail"]
 
 
-def test_demo_run_with_a_relative_output_folder(tmp_path):
+@pytest.mark.timeout(3600)  # the demo run is the session fixture's, made for the first test that asks
+def test_demo_run_with_a_relative_output_folder(demo_run):
     """What `make demo` runs: a relative --out, twice (the second run reuses and resumes)."""
-    first = repo2env("demo", "run", "--out", "generated/demo", cwd=tmp_path)
+    tmp_path, first = demo_run
     assert first.returncode == 0, first.stderr
     assert "make train-demo" in first.stderr
     assert (tmp_path / "generated" / "demo" / "dataset" / "manifest.json").is_file(), "the demo publishes"

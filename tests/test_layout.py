@@ -1,5 +1,6 @@
 """The package's import graph is one-way: no cycles between its folders or between its modules,
-nothing imports the CLI, and the base modules (errors, models, outcomes, settings) import no stage."""
+nothing imports the CLI, the base modules (defaults, errors, models, outcomes, settings) import no
+stage, and the CLI reaches the stages through the composition layer only."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from collections import defaultdict
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "repo2env"
-BASE = {"repo2env.errors", "repo2env.models", "repo2env.outcomes", "repo2env.settings"}
+BASE = {"repo2env.defaults", "repo2env.errors", "repo2env.models", "repo2env.outcomes", "repo2env.settings"}
 
 
 def _unit(module: str) -> str:
-    """repo2env.languages.python.spec -> repo2env.runtime (a folder); repo2env.jsonl stays itself."""
+    """repo2env.languages.python -> repo2env.languages (a folder); repo2env.jsonl stays itself."""
     parts = module.split(".")
     return ".".join(parts[:2]) if len(parts) > 1 else module
 
@@ -154,7 +155,8 @@ LAYERS: tuple[tuple[frozenset[str], bool], ...] = (
     (frozenset({"repo2env.runtime", "repo2env.demo"}), False),
     (frozenset({"repo2env.languages"}), False),
     (frozenset({"repo2env.patches", "repo2env.jsonl", "repo2env.instruction", "repo2env.dataset_rows"}), True),
-    (frozenset({"repo2env", "repo2env.models", "repo2env.errors", "repo2env.outcomes", "repo2env.settings"}), True),
+    (frozenset({"repo2env", "repo2env.models", "repo2env.errors", "repo2env.outcomes", "repo2env.settings",
+                "repo2env.defaults", "repo2env.pysyntax"}), True),
 )
 
 #: Imports that point up or sideways today, each with the helper removing it (issue 21). Nothing
@@ -249,3 +251,27 @@ def test_nothing_outside_the_backends_imports_docker():
     offenders = {path: names for path, names in offenders.items() if names}
     assert not offenders, f"talk to the engine through repo2env.runtime.backends (open_backend): {offenders}"
     assert any(name.split(".")[0] == "docker" for name in _file_imports(backends / "docker.py")), "the check sees imports"
+
+
+#: What a command module may import of the package: the composition layer (repo2env.pipeline's
+#: compose, batch, demo and train_demo), the defaults it shows and the errors it raises. The
+#: exceptions are commands that are their own composition: ``demo init`` builds the demo repository,
+#: ``serve`` serves a catalog, ``train`` first checks its extra; the backend registry, which opens
+#: the backend ``--backend`` names for the stages; and the machine's commands (cli/runtime.py:
+#: doctor, runtime, images) talk to the runtime itself.
+CLI_MAY_IMPORT = {"repo2env", "repo2env.defaults", "repo2env.errors", "repo2env.pipeline", "repo2env.pipeline.compose",
+                  "repo2env.pipeline.batch", "repo2env.pipeline.demo", "repo2env.pipeline.train_demo",
+                  "repo2env.runtime.backends"}
+CLI_OWN_COMPOSITION = {"repo2env.demo", "repo2env.envs.catalog", "repo2env.envs.openenv_server", "repo2env.train.run"}
+
+
+def test_the_cli_calls_the_composition_layer_not_the_stages():
+    offenders = {}
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        if path.name == "runtime.py":
+            continue
+        stages = {name for name in _file_imports(path) if name.startswith("repo2env")
+                  and not name.startswith("repo2env.cli")} - CLI_MAY_IMPORT - CLI_OWN_COMPOSITION
+        if stages:
+            offenders[path.name] = sorted(stages)
+    assert not offenders, f"CLI modules importing stages instead of repo2env.pipeline.compose: {offenders}"

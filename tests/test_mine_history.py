@@ -356,9 +356,9 @@ def test_batch_object_readers_agree_with_git(history_repo):
     merge10 = history_repo.marks["merge10"]
     queries = [f"{merge10}:pyproject.toml", f"{merge10}:src/widget", f"{merge10}:no/such/file", "main:CHANGES.rst",
                f"{history_repo.marks['stable_fix']}:src/widget/compat.py", "main:README.md"]
-    ids = history._blob_ids(queries)
-    blobs = history._blobs(queries)
-    trees = history._objects(queries, "tree")
+    ids = history.objects.blob_ids(queries)
+    blobs = history.objects.blobs(queries)
+    trees = history.objects.objects(queries, "tree")
     for query in queries:
         kind = subprocess.run(["git", "-C", str(history_repo.path), "cat-file", "-t", query],
                               capture_output=True, text=True).stdout.strip()

@@ -274,6 +274,15 @@ def _stable(value):
     return value
 
 
+def _tree(folder: Path) -> set[str]:
+    """The files of a published tree, by path inside it (a Harbor folder's outcome plugin under its
+    random module name as ``repo2env_outcomes_*``: each folder draws its own)."""
+    import re
+
+    return {re.sub(r"repo2env_outcomes_[0-9a-f]+", "repo2env_outcomes_*", path.relative_to(folder).as_posix())
+            for path in folder.rglob("*") if path.is_file()}
+
+
 @pytest.mark.docker
 def test_pipeline_runs_the_demo_resumes_without_redoing_and_isolates_a_failing_repository(docker_client, tmp_path):
     not_a_repo = tmp_path / "not-a-repo"
@@ -296,6 +305,12 @@ def test_pipeline_runs_the_demo_resumes_without_redoing_and_isolates_a_failing_r
     assert len((folder / "validation.jsonl").read_text().splitlines()) == 2
     rows = dataset_rows(out / "dataset")
     assert [row["instance_id"] for row in rows] == ["repo2env-demo__textkit-2", "repo2env-demo__textkit-4"]
+    # The batch publishes what 'repo2env publish' publishes: the same tree, Harbor task folders included.
+    published = repo2env("publish", "--from", str(folder), "--to", str(tmp_path / "published"), "--name", "quick")
+    assert published.returncode == 0, published.stderr
+    assert _tree(out / "dataset") == _tree(tmp_path / "published")
+    assert {"tasks/repo2env-demo__textkit-2/task.toml", "tasks/repo2env-demo__textkit-4/tests/test.sh"} <= \
+        _tree(out / "dataset")
 
     # A re-run starts nothing that is done, and (without --retry-failed) not the failed repository.
     again = repo2env("pipeline", "run", str(spec), "--out", str(out))

@@ -188,3 +188,37 @@ def read_tasks_of(folder):
     from repo2env.jsonl import read_tasks
 
     return read_tasks(folder / "tasks.jsonl")
+
+
+def test_publish_and_every_export_select_the_same_tasks(tmp_path):
+    """One rule for what leaves repo2env (publish, export swebench, export harbor): built and
+    accepted; --include-rejected lets rejected and unvalidated tasks out, never an unbuilt one."""
+    from repo2env.publish.harbor import export_harbor
+    from repo2env.publish.selection import select_from_folders
+    from repo2env.publish.swebench import export_swebench
+
+    folder = tmp_path / "tasks"
+    write_jsonl(folder / "tasks.jsonl", [
+        validated_task(2, "2023-03-01T10:00:00Z"),
+        validated_task(4, "2024-06-01T10:00:00Z", verdict="rejected"),
+        validated_task(6, "2024-07-01T10:00:00Z", built=False),  # accepted once, its image since failed
+        validated_task(8, "2024-08-01T10:00:00Z", verdict="pending"),
+    ])
+    chosen = select_from_folders([folder])
+    assert [task.instance_id for task in chosen.tasks] == ["acme__widgets-2"]
+    assert chosen.left_out == {"rejected": 1, "env_failed": 1, "pending": 1}
+    anyway = select_from_folders([folder], include_rejected=True)
+    assert [task.instance_id for task in anyway.tasks] == ["acme__widgets-2", "acme__widgets-4", "acme__widgets-8"]
+
+    def exported(path):
+        return [json.loads(line)["instance_id"] for line in path.read_text().splitlines()]
+
+    assert export_swebench([folder], tmp_path / "accepted.jsonl") == 1
+    assert exported(tmp_path / "accepted.jsonl") == ["acme__widgets-2"]
+    export_swebench([folder], tmp_path / "all.jsonl", accepted_only=False)
+    assert exported(tmp_path / "all.jsonl") == [task.instance_id for task in anyway.tasks]
+    harbor = export_harbor([folder], tmp_path / "harbor", accepted_only=False)
+    assert sorted(path.name for path in harbor.root.iterdir()) == [
+        task.instance_id for task in anyway.tasks if task.FAIL_TO_PASS]
+    summary = publish_to_folder([folder], tmp_path / "ds", PublishOptions(include_rejected=True))
+    assert summary.rows == len(anyway.tasks) and summary.left_out == {"env_failed": 1}

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import shutil
-import socket
-import subprocess
 import sys
 import tarfile
 import time
@@ -27,38 +23,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_publish import validated_task  # noqa: E402 - the publish tests' task rows
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture
-def local_registry(tmp_path):
-    """A registry (plain HTTP on 127.0.0.1, which dockerd trusts without insecure-registries)."""
-    binary = shutil.which("docker-registry") or shutil.which("registry")
-    if binary is None:
-        message = "no registry binary: 'apt-get install docker-registry' (make registry)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = tmp_path / "registry.yml"
-    config.write_text(f"version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'store'}\n"
-                      f"http:\n  addr: 127.0.0.1:{port}\n")
-    server = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    address = f"127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"http://{address}/v2/", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            pytest.fail(f"the registry did not start: {server.stderr.read1().decode() if server.poll() is not None else ''}")
-        yield address
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 @pytest.fixture
@@ -91,7 +55,7 @@ def test_push_records_the_reference_and_pull_uses_it(local_registry, small_image
     write_jsonl(tmp_path / "tasks" / "tasks.jsonl", [task])
     registry = f"{local_registry}/envs"
     publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(push_registry=registry),
-                      extra_writers=[harbor_writer("acme/envs")])
+                      extra_writers=[harbor_writer("acme/envs")], images=DockerBackend(docker_client))
 
     # Read with pyarrow, not datasets.load_dataset: its cache is keyed on the folder, not the content.
     row = pq.read_table(tmp_path / "ds" / "data" / "train-00000-of-00001.parquet").to_pylist()[0]
@@ -114,13 +78,18 @@ def test_push_records_the_reference_and_pull_uses_it(local_registry, small_image
     assert docker_client.images.get(image).id == image_id, "the very image that was published"
 
 
-def test_bad_and_unreachable_registries_are_one_line_errors(small_image, tmp_path):
+def test_bad_and_unreachable_registries_are_one_line_errors(small_image, docker_client, tmp_path):
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    backend = DockerBackend(docker_client)
     image, image_id = small_image
     task = validated_task(4, "2024-06-01T10:00:00Z")
     task = task.model_copy(update={"env_spec": task.env_spec.model_copy(update={"image": image, "image_digest": image_id})})
     write_jsonl(tmp_path / "tasks" / "tasks.jsonl", [task])
     with pytest.raises(InputError, match="not a registry address"):
-        publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(push_registry="http://127.0.0.1:5000"))
+        publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(push_registry="http://127.0.0.1:5000"),
+                          images=backend)
     with pytest.raises(Repo2EnvError, match="pushing .* failed") as failure:
-        publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(push_registry="127.0.0.1:9"))
+        publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(push_registry="127.0.0.1:9"),
+                          images=backend)
     assert "\n" not in failure.value.message and not (tmp_path / "ds").exists()

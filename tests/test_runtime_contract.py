@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import io
 import os
+import subprocess
 import tarfile
 import threading
 import time
@@ -27,6 +28,7 @@ from repo2env.runtime.ownership import (
     OWNER_PID_LABEL,
     OWNER_STARTED_LABEL,
     host_id,
+    process_start_time,
     reap_orphans,
 )
 from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
@@ -157,10 +159,10 @@ def test_files_read_write_and_archives(sandbox):
         sandbox.put_archive("/no/such/folder", _tar(("x", 0, 0o644, b"x")))
     # A tar writer pads to 10 KiB records: here the zeros after the end of the archive reach past
     # 32 KiB (podman 4.3's cp fails on that padding unless the backend trims it).
-    padded = _tar(("padded.txt", 1000, 0o644, b"p" * 29_000))
-    assert len(padded) == 40_960
+    padded = _tar(("padded.txt", 1000, 0o644, b"p" * 30_000))
+    assert len(padded) == 40_960 and not padded[31_744:].strip(b"\0"), "the archive ends at 31 KiB, zeros after"
     sandbox.put_archive("/tmp", padded)
-    assert sandbox.exec("wc -c < /tmp/padded.txt").output.strip() == "29000"
+    assert sandbox.exec("wc -c < /tmp/padded.txt").output.strip() == "30000"
 
 
 def test_diff_shows_every_kind_of_change_against_the_snapshot(sandbox):
@@ -245,14 +247,20 @@ def _listed(runtime: Backend, test_label: str) -> set[str]:
 def test_owners_are_labelled_and_orphans_reaped(runtime):
     """kill -9 skips every cleanup hook: a sandbox whose owner is provably dead (here: a start time
     that is not its pid's) is removed by the next reap; a live owner's stays."""
+    # The ghost's owner is a process of this test, alive until the test kills it: on a shared engine,
+    # any repo2env process reaps what is provably orphaned, so the ghost must not be one before.
+    owner = subprocess.Popen(["sleep", "600"])
     with _start(runtime) as mine:
         record = next(record for record in runtime.sandboxes(labels=["repo2env.test=contract"]) if record.id == mine.id)
         assert record.labels[OWNER_PID_LABEL] == str(os.getpid()) and record.labels[OWNER_HOST_LABEL] == host_id()
-        ghost = runtime.start_image(BASE, labels={"repo2env.test": "contract-ghost", OWNER_STARTED_LABEL: "1"})
+        ghost = runtime.start_image(BASE, labels={"repo2env.test": "contract-ghost", OWNER_PID_LABEL: str(owner.pid),
+                                                  OWNER_STARTED_LABEL: process_start_time(owner.pid)})
         name = next(record.name for record in runtime.sandboxes(labels=["repo2env.test=contract-ghost"])
                     if record.id == ghost.id)
-        assert name in reap_orphans(runtime, dry_run=True) and ghost.id in _listed(runtime, "contract-ghost")
-        assert name in reap_orphans(runtime)
+        assert name not in reap_orphans(runtime, dry_run=True), "a live owner's sandbox is no orphan"
+        owner.kill()
+        owner.wait()
+        assert name in reap_orphans(runtime), "its owner died: the next reap removes it"
         assert ghost.id not in _listed(runtime, "contract-ghost") and not ghost.alive
         assert mine.id in _listed(runtime, "contract") and mine.exec("echo here").output == "here\n"
         ghost.close()

@@ -7,13 +7,15 @@ from pathlib import Path
 
 import click
 
+from repo2env import defaults
 from repo2env.cli.progress import progress
-from repo2env.cli.root import cli, console, from_option, open_selected_backend, tasks_dirs
+from repo2env.cli.root import cli, console, from_option, open_selected_backend
 
 
 @cli.command()
 @from_option
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=2, show_default=True, help="Builds in parallel.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=defaults.BUILD_JOBS, show_default=True,
+              help="Builds in parallel.")
 @click.option("--task", "instance_ids", multiple=True, help="Only this task id (repeatable).")
 @click.option("--overrides", type=click.Path(dir_okay=False, path_type=Path),
               help="YAML of per-repo environment overrides ({repos: {owner/name: {python: '3.9', ...}}}).")
@@ -31,22 +33,18 @@ def build(from_dirs: tuple[Path, ...], jobs: int, instance_ids: tuple[str, ...],
     attempts are removed. Ctrl-C or SIGTERM
     stops at once: queued tasks are cancelled, running containers removed, finished tasks kept.
     """
-    from repo2env.jsonl import read_task_ids
-    from repo2env.languages.python.spec.overrides import load_overrides
-    from repo2env.pipeline.stages import build_tasks_dir
-    from repo2env.runtime.build import BuildOptions
+    from repo2env.pipeline import compose
 
-    options = BuildOptions(jobs=jobs, overrides=load_overrides(overrides) if overrides else {},
-                           instance_ids=frozenset(instance_ids), collect_check=not no_collect_check)
-    runtime = open_selected_backend()
+    options = compose.BuildOptions(jobs=jobs, overrides=compose.load_overrides(overrides) if overrides else {},
+                                   instance_ids=frozenset(instance_ids), collect_check=not no_collect_check)
+    backend = open_selected_backend()
     failed_total = 0
-    for folder in tasks_dirs(from_dirs):
-        total = len(read_task_ids(folder / "tasks.jsonl") & set(instance_ids)) if instance_ids else \
-            len(read_task_ids(folder / "tasks.jsonl"))
+    for folder in compose.task_folders(from_dirs):
+        total = compose.task_count(folder, options.instance_ids)  # a tasks file that cannot be read fails first
         with progress() as bars:
             bar = bars.bar("build", folder.name, total=total)
-            summary = build_tasks_dir(folder, runtime=runtime, options=options,
-                                      progress=lambda task, spec, bar=bar: bar.advance(f"{task.instance_id}: {spec.status}"))
+            summary = compose.build(folder, backend=backend, options=options,
+                                    progress=lambda task, spec, bar=bar: bar.advance(f"{task.instance_id}: {spec.status}"))
         failed_total += summary.failed
         console.print(f"{folder}: [green]{summary.ok} env_ok[/] ({summary.reused} reused), "
                       f"[red]{summary.failed} env_failed[/]; {len(summary.env_images)} env images for {summary.ok} tasks")

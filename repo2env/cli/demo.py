@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from repo2env import defaults
 from repo2env.cli.root import Group, cli, console, open_selected_backend
 
 
@@ -40,7 +41,7 @@ def demo_run(out_dir: Path | None, language: str) -> None:
     """Run every pipeline stage that exists on a demo repository (what `make demo` does)."""
     from repo2env.pipeline.demo import run_demo
 
-    out_dir = out_dir or Path("generated/demo" if language == "python" else f"generated/demo-{language}")
+    out_dir = out_dir or (defaults.DEMO_OUTPUT if language == "python" else defaults.GENERATED / f"demo-{language}")
     report = run_demo(out_dir, backend=open_selected_backend(), language=language,
                       progress=lambda message: console.print(f"[dim]{message}[/]"))
     table = Table(title=f"repo2env demo -> {out_dir}")

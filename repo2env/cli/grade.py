@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from repo2env.cli.root import SECONDS, cli, console, from_option, open_selected_backend, stdout, tasks_dirs
+from repo2env import defaults
+from repo2env.cli.root import SECONDS, cli, console, from_option, stdout
 from repo2env.errors import InputError
 
 
@@ -21,7 +22,8 @@ from repo2env.errors import InputError
 @from_option
 @click.option("--mode", type=click.Choice(["graded", "binary", "f2p"]), default="graded", show_default=True,
               help="graded = f2p_rate x p2p_rate; binary = resolved; f2p = f2p_rate.")
-@click.option("--timeout", type=SECONDS, default=900, show_default=True, help="Seconds for the hidden tests.")
+@click.option("--timeout", type=SECONDS, default=defaults.GRADE_TIMEOUT_S, show_default=True,
+              help="Seconds for the hidden tests.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every GradeResult as JSONL here [default: grades.jsonl in the task folder].")
 @click.option("--json", "as_json", is_flag=True, help="Print the result(s) as JSON on stdout.")
@@ -29,34 +31,25 @@ def grade(instance_id: str | None, patch_path: Path | None, predictions: Path | 
           mode: str, timeout: float, out_path: Path | None, as_json: bool) -> None:
     """Grade a patch (or SWE-bench predictions) with the hidden verifier: the PR's tests, run in a
     fresh sandbox the agent never saw, after dropping the patch's changes to tests and test config."""
-    from repo2env.jsonl import append_jsonl, find_task
-    from repo2env.verify.grader import Grader, load_predictions
+    from repo2env.pipeline import compose
 
     if bool(predictions) == bool(instance_id or patch_path):
         raise InputError("give either --task with --patch, or --predictions")
     if instance_id and not patch_path:
         raise InputError("--task needs --patch FILE (use '-' for stdin)")
     if predictions:
-        jobs = [(row["instance_id"], row.get("model_patch") or "") for row in load_predictions(predictions)]
+        jobs = compose.predictions(predictions)
     else:
         if str(patch_path) != "-" and not patch_path.is_file():
             raise InputError(f"no patch file at {patch_path}")
         # A patch is bytes (a Latin-1 file, a binary hunk): carried as surrogate escapes, written back as read.
         raw = sys.stdin.buffer.read() if str(patch_path) == "-" else patch_path.read_bytes()
         jobs = [(instance_id, raw.decode("utf-8", errors="surrogateescape"))]
-    tasks_files = [folder / "tasks.jsonl" for folder in tasks_dirs(from_dirs)]
-    if out_path:
-        # A folder that cannot take the results fails now, not after the gradings it would lose.
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        out_path.open("a").close()
-    runtime = open_selected_backend()
+    folders = compose.task_folders(from_dirs)
     results = []
-    for job_id, patch in jobs:
-        task, tasks_path = find_task(tasks_files, job_id)
-        grader = Grader(runtime, tasks_path.parent / "logs" / "grades", timeout_s=timeout)
-        result = grader.grade(task, patch, mode=mode)
+    for (job_id, _), result in zip(jobs, compose.grade(jobs, folders, mode=mode, timeout_s=timeout, out_path=out_path),
+                                   strict=False):
         results.append(result)
-        append_jsonl(out_path or tasks_path.parent / "grades.jsonl", [result])
         flag = "[green]resolved[/]" if result.resolved else ("[red]error[/]" if result.error else "")
         console.print(f"{job_id}: reward {result.reward:.3f} (f2p {result.f2p_rate:.2f}, p2p {result.p2p_rate:.2f}) "
                       f"{flag} {result.error or ''}", highlight=False)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from repo2env import defaults
 from repo2env.cli.progress import progress
 from repo2env.cli.root import cli, console, stdout
 
@@ -32,9 +33,9 @@ from repo2env.cli.root import cli, console, stdout
 @click.option("--until", type=click.DateTime(), help="Only PRs merged on or before this date.")
 @click.option("--pr", "pull_numbers", type=int, multiple=True, help="Only this PR (repeatable).")
 @click.option("--limit", type=click.IntRange(min=1), help="Stop after this many new tasks.")
-@click.option("--max-files", type=click.IntRange(min=1), default=50, show_default=True,
+@click.option("--max-files", type=click.IntRange(min=1), default=defaults.MINE_MAX_FILES, show_default=True,
               help="Reject PRs changing more source+test files.")
-@click.option("--max-lines", type=click.IntRange(min=1), default=3000, show_default=True,
+@click.option("--max-lines", type=click.IntRange(min=1), default=defaults.MINE_MAX_CHANGED_LINES, show_default=True,
               help="Reject PRs whose fix (source part) changes more lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print the funnel as JSON on stdout.")
 def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_no_issue: bool, branch: str | None,
@@ -45,15 +46,12 @@ def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_
     Writes OUT/tasks.jsonl (one task per line; re-runs skip ids already there) and OUT/funnel.json
     (how many PRs reached each step; every rejection with its reason; earlier runs and totals kept).
     """
-    from repo2env.mine.miner import MineOptions, default_out_dir
-    from repo2env.mine.miner import mine as run_mine
-    from repo2env.mine.open import open_source
+    from repo2env.pipeline import compose
 
-    source = open_source(repo_spec, issues_path=issues_path, token=token, api_url=api_url, name=repo_name,
-                         on_wait=lambda message: console.print(f"[yellow]{message}[/]"), branch=branch)
-    out_dir = out_dir or default_out_dir(Path("generated"), source.repo)
+    source = compose.open_repository(repo_spec, issues_path=issues_path, name=repo_name, branch=branch, token=token,
+                                     api_url=api_url, on_wait=lambda message: console.print(f"[yellow]{message}[/]"))
     local_zone = datetime.now().astimezone().tzinfo
-    options = MineOptions(
+    options = compose.MineOptions(
         allow_no_issue=allow_no_issue,
         since=since.replace(tzinfo=since.tzinfo or local_zone) if since else None,
         until=until.replace(tzinfo=until.tzinfo or local_zone) if until else None,
@@ -61,8 +59,8 @@ def mine(repo_spec: str, repo_name: str | None, issues_path: Path | None, allow_
     )
     with progress(off_terminal=False) as bars:
         bar = bars.bar("mine", source.repo)
-        result = run_mine(source, out_dir, options,
-                          progress=lambda scanned, kept: bar.set(f"{scanned} PRs scanned, {kept} kept"))
+        result = compose.mine(source, out_dir, options,
+                              progress=lambda scanned, kept: bar.set(f"{scanned} PRs scanned, {kept} kept"))
     if result.torn_bytes:
         click.echo(f"warning: cut a torn last line ({result.torn_bytes} bytes) off {result.tasks_path}: an earlier "
                    "run was stopped while writing it; the rows before it are kept", err=True)

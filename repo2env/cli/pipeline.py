@@ -11,7 +11,6 @@ from rich.table import Table
 
 from repo2env.cli.progress import Bar, Bars, progress
 from repo2env.cli.root import Group, cli, console, explicit_backend, stdout
-from repo2env.errors import InputError
 
 
 @cli.group(cls=Group)
@@ -73,36 +72,20 @@ def pipeline_run(spec_name: str, jobs: int | None, executor_name: str | None, ad
     Writes OUT/funnel.json and OUT/funnel.md (per repository and stage). Exits 1 while any
     (task, stage) is failed.
     """
-    from repo2env.pipeline.batch import run_pipeline
-    from repo2env.pipeline.executors import make_executor
-    from repo2env.pipeline.spec import load_pipeline_spec
+    from repo2env.pipeline import batch
 
-    spec = load_pipeline_spec(spec_name)
-    if out_dir is not None:
-        spec = spec.model_copy(update={"output": str(out_dir)})
-    unknown = sorted(set(only) - {entry.label for entry in spec.repos} - {entry.repo for entry in spec.repos})
-    if unknown:
-        raise InputError(f"--only {', '.join(unknown)}: not a repository of the spec",
-                         hint=f"the spec lists: {', '.join(entry.label for entry in spec.repos)}")
-    kind = executor_name or spec.executor.name
-    if kind == "ray":
-        # No address anywhere: a Ray head started here for this run.
-        executor = make_executor("ray", address=address or spec.executor.address)
-    else:
-        executor = make_executor(kind, jobs=jobs or spec.executor.jobs)
+    spec, executor = batch.open_run(spec_name, out_dir=out_dir, only=only, executor_name=executor_name, jobs=jobs,
+                                    address=address)
     with progress() as bars:
-        result = run_pipeline(spec, executor=executor, only=only, retry_failed=retry_failed,
-                              events=_PipelineProgress(bars), backend=explicit_backend())
+        result = batch.run_pipeline(spec, executor=executor, only=only, retry_failed=retry_failed,
+                                    events=_PipelineProgress(bars), backend=explicit_backend())
     executor.shutdown()
     if as_json:
         stdout.print_json(json.dumps(result.funnel))
-    _print_status(result.out_dir)
+    _print_status(batch.batch_status(result.out_dir))
     console.print(f"funnel: {result.out_dir / 'funnel.md'} (and funnel.json); state: {result.out_dir / 'state.sqlite'}",
                   highlight=False)
-    # Non-zero while anything is failed, in this run or left failed by an earlier one (see --retry-failed).
-    left_failed = any(counts.get("failed") for entry in result.funnel["repos"].values()
-                      for counts in entry["stages"].values()) or result.funnel.get("publish", {}).get("failed")
-    sys.exit(1 if result.failed or left_failed else 0)
+    sys.exit(1 if result.left_failed else 0)
 
 
 @pipeline.command("status")
@@ -110,32 +93,19 @@ def pipeline_run(spec_name: str, jobs: int | None, executor_name: str | None, ad
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def pipeline_status(target: str, as_json: bool) -> None:
     """Counts per repository and stage of a pipeline's output folder (or of a spec's)."""
-    from repo2env.pipeline.spec import load_pipeline_spec
-    from repo2env.pipeline.state import STATE_FILE
+    from repo2env.pipeline.batch import batch_status
 
-    folder = Path(target)
-    if not (folder.is_dir() and (folder / STATE_FILE).is_file()):
-        folder = load_pipeline_spec(target).output_dir()
-    if not (folder / STATE_FILE).is_file():
-        raise InputError(f"no pipeline state in {folder}", hint="run 'repo2env pipeline run SPEC' first")
+    status = batch_status(target)
     if as_json:
-        from repo2env.pipeline.batch import funnel_of
-        from repo2env.pipeline.state import StateStore
-
-        with StateStore(folder) as state:
-            stdout.print_json(json.dumps(funnel_of(state)))
+        stdout.print_json(json.dumps(status.funnel))
         return
-    _print_status(folder)
+    _print_status(status)
 
 
-def _print_status(folder: Path) -> None:
-    from repo2env.pipeline.batch import funnel_of
-    from repo2env.pipeline.state import StateStore
-
-    with StateStore(folder) as state:
-        funnel = funnel_of(state)
-        runs = state.runs()
-    table = Table(title=f"pipeline {folder} ({runs} run{'s' if runs != 1 else ''})")
+def _print_status(status) -> None:
+    """A pipeline's counts as a table: a row per repository, a column per stage."""
+    funnel, runs = status.funnel, status.runs
+    table = Table(title=f"pipeline {status.folder} ({runs} run{'s' if runs != 1 else ''})")
     for column in ("repository", "PRs", "tasks", "mine", "build", "validate"):
         table.add_column(column)
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 
 import click
 
+from repo2env import defaults
 from repo2env.cli.root import (
     Group,
     cli,
@@ -17,7 +19,6 @@ from repo2env.cli.root import (
     open_selected_backend,
     selected_backend_if_any,
     stdout,
-    tasks_dirs,
 )
 
 
@@ -54,28 +55,19 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
     Only accepted tasks are published; tasks never validated are refused unless --include-rejected.
     A folder target is complete or absent after an interruption.
     """
-    from repo2env.publish.dataset import PublishOptions, publish_to_folder
-    from repo2env.publish.harbor import harbor_writer
-    from repo2env.publish.hub import HubTarget, parse_target, publish_to_hub
-    from repo2env.publish.images import image_saver
+    from repo2env.pipeline import compose
 
-    destination = parse_target(target)
-    folders = tasks_dirs(from_dirs)
-    default_name = destination.repo_id if isinstance(destination, HubTarget) else Path(destination).name
+    default_name = compose.dataset_name(target)  # a malformed hf:// target is refused first
+    folders = compose.task_folders(from_dirs)
     # The images' backend is needed to save or push them; otherwise only read (snapshot labels) if it runs.
     backend = open_selected_backend() if save_images or push_registry else selected_backend_if_any()
-    writers = [harbor_writer(name or default_name, backend), *([image_saver(backend)] if save_images else [])]
-    options = PublishOptions(name=name or default_name, split_by_date=split_by_date.date() if split_by_date else None,
-                             include_rejected=include_rejected, json_lists=json_lists, license_id=license_id,
-                             push_registry=push_registry)
+    options = compose.PublishOptions(
+        name=name or default_name, split_by_date=split_by_date.date() if split_by_date else None,
+        include_rejected=include_rejected, json_lists=json_lists, license_id=license_id, push_registry=push_registry)
+    hub = compose.HubOptions(token=token, endpoint=hub_url, private=private, revision=revision, create_pr=create_pr)
     with console.status("pushing the images and writing the dataset" if push_registry else "writing the dataset"):
-        if isinstance(destination, HubTarget):
-            summary = publish_to_hub(folders, destination.repo_id, options, token=token, endpoint=hub_url,
-                                     private=private, revision=revision, create_pr=create_pr, overwrite=overwrite,
-                                     extra_writers=writers, images=backend)
-        else:
-            summary = publish_to_folder(folders, destination, options, overwrite=overwrite, extra_writers=writers,
-                                        images=backend)
+        summary = compose.publish(folders, target, options, backend=backend, save_images=save_images,
+                                  overwrite=overwrite, hub=hub)
     if as_json:
         stdout.print_json(json.dumps({"target": summary.target, "splits": summary.splits, "rows": summary.rows,
                                       "left_out": dict(summary.left_out), "files": summary.files,
@@ -90,7 +82,7 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
 
 @cli.command()
 @click.argument("source", metavar="hf://ORG/NAME|DIR")
-@click.option("--out", "out_root", type=click.Path(file_okay=False, path_type=Path), default=Path("generated"),
+@click.option("--out", "out_root", type=click.Path(file_okay=False, path_type=Path), default=defaults.GENERATED,
               show_default=True, help="Root of the task folders (one per repository: OUT/owner__name/).")
 @click.option("--clone", "clones", multiple=True, metavar="OWNER/NAME=PATH",
               help="A local clone of a repository, to rebuild images the dataset does not carry; repeatable.")
@@ -106,21 +98,13 @@ def pull(source: str, out_root: Path, clones: tuple[str, ...], no_build: bool, r
     image is found here, loaded from the dataset's images/images.tar, pulled from the registry
     'publish --push-images' pushed it to, or rebuilt from --clone.
     """
-    from repo2env.pipeline.stages import folder_builder
-    from repo2env.publish.hub import HubTarget, download_from_hub, parse_target
-    from repo2env.publish.pull import pull_dataset
+    from repo2env.pipeline import compose
 
-    origin = parse_target(source)
-    if isinstance(origin, HubTarget):
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()
-        destination = out_root / "datasets" / origin.repo_id.replace("/", "__")
-        with console.status(f"downloading {origin.repo_id}"):
-            origin = download_from_hub(origin.repo_id, destination, token=token, endpoint=hub_url, revision=revision)
-    runtime = None if no_build else open_selected_backend()
-    summary = pull_dataset(origin, out_root, runtime=runtime, clones=clone_mapping(clones), build=not no_build,
-                           builder=folder_builder(runtime) if runtime else None)
+    hub = compose.HubOptions(token=token, endpoint=hub_url, revision=revision)
+    with console.status(f"downloading {source.removeprefix('hf://')}") if source.startswith("hf://") else nullcontext():
+        tree = compose.fetch_dataset(source, out_root, hub=hub)
+    summary = compose.pull(tree, out_root, clones=clone_mapping(clones), build=not no_build,
+                           backend=None if no_build else open_selected_backend())
     for repo, folder in summary.folders.items():
         console.print(f"{repo}: {folder / 'tasks.jsonl'}", highlight=False)
     console.print(f"{summary.tasks} tasks; runnable here: {summary.runnable} ({summary.loaded_images} images loaded, "
@@ -136,7 +120,7 @@ def import_group() -> None:
 
 @import_group.command("swebench")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", "out_root", type=click.Path(file_okay=False, path_type=Path), default=Path("generated"),
+@click.option("--out", "out_root", type=click.Path(file_okay=False, path_type=Path), default=defaults.GENERATED,
               show_default=True, help="Root of the task folders (one per repository: OUT/owner__name/).")
 @click.option("--clone", "clones", multiple=True, metavar="OWNER/NAME=PATH",
               help="A local clone (full history) of a repository the rows name; repeatable. Needed by build.")
@@ -146,9 +130,9 @@ def import_swebench_command(path: Path, out_root: Path, clones: tuple[str, ...])
     Their FAIL_TO_PASS / PASS_TO_PASS are kept as declared; 'repo2env validate' re-derives them with
     our runtime and reports the difference in validation.jsonl (declared_differences).
     """
-    from repo2env.publish.swebench import import_swebench
+    from repo2env.pipeline import compose
 
-    summary = import_swebench(path, out_root, clone_mapping(clones))
+    summary = compose.import_swebench(path, out_root, clone_mapping(clones))
     for repo, folder in summary.folders.items():
         console.print(f"{repo}: {summary.tasks[repo]} tasks -> {folder / 'tasks.jsonl'}", highlight=False)
     if summary.missing_clones:
@@ -168,16 +152,17 @@ def export_group() -> None:
 @click.option("--include-rejected", is_flag=True, help="Export tasks that were not accepted too.")
 def export_swebench_command(from_dirs: tuple[Path, ...], out_path: Path, lists: bool, include_rejected: bool) -> None:
     """Write accepted tasks as SWE-bench instances (JSONL) to OUT_PATH."""
-    from repo2env.publish.swebench import export_swebench
+    from repo2env.pipeline import compose
 
-    count = export_swebench(tasks_dirs(from_dirs), out_path, json_lists=not lists, accepted_only=not include_rejected)
+    count = compose.export_swebench(compose.task_folders(from_dirs), out_path, json_lists=not lists,
+                                    include_rejected=include_rejected)
     console.print(f"{count} SWE-bench instances -> {out_path}", highlight=False)
 
 
 @export_group.command("harbor")
 @from_option
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--name", default="repo2env", show_default=True,
+@click.option("--name", default=defaults.EXPORT_NAME, show_default=True,
               help="The dataset's name; task.toml names each task OWNER/INSTANCE_ID with its first part.")
 @click.option("--include-rejected", is_flag=True, help="Export built tasks that were not accepted too.")
 @click.option("--overwrite", is_flag=True, help="Replace an OUT_DIR that already has content.")
@@ -186,10 +171,11 @@ def export_harbor_command(from_dirs: tuple[Path, ...], out_dir: Path, name: str,
     """Write accepted tasks as Harbor task folders to OUT_DIR/<instance_id>/: instruction.md, task.toml,
     environment/Dockerfile, tests/test.sh (the hidden verifier, writing /logs/verifier/reward.txt and
     reward.json) and solution/solve.sh (the gold patch)."""
-    from repo2env.publish.harbor import export_harbor
+    from repo2env.pipeline import compose
 
-    written = export_harbor(tasks_dirs(from_dirs), out_dir, dataset=name, accepted_only=not include_rejected,
-                            overwrite=overwrite, backend=selected_backend_if_any())
+    written = compose.export_harbor(compose.task_folders(from_dirs), out_dir, name=name,
+                                    include_rejected=include_rejected, overwrite=overwrite,
+                                    backend=selected_backend_if_any())
     console.print(f"{written.tasks} Harbor tasks -> {written.root}; run one with: harbor run -p "
                   f"{written.root}/INSTANCE_ID", highlight=False)
 
@@ -198,15 +184,15 @@ def export_harbor_command(from_dirs: tuple[Path, ...], out_dir: Path, name: str,
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--dataset", "dataset_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="A folder 'repo2env publish --to DIR' wrote; it is copied into the package.")
-@click.option("--name", default="repo2env", show_default=True, help="The environment's name in openenv.yaml.")
+@click.option("--name", default=defaults.EXPORT_NAME, show_default=True, help="The environment's name in openenv.yaml.")
 @click.option("--wheel", "wheels", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A wheel the image installs from (e.g. repo2env's own, when the index has no repo2env); repeatable.")
 @click.option("--overwrite", is_flag=True, help="Replace an OUT_DIR that already has content.")
 def export_openenv_command(out_dir: Path, dataset_dir: Path, name: str, wheels: tuple[Path, ...], overwrite: bool) -> None:
     """Write a deployable OpenEnv package to OUT_DIR: openenv.yaml, server/app.py, a Dockerfile that
     installs repo2env[openenv] and serves the dataset, and a README (the server needs a Docker engine)."""
-    from repo2env.publish.openenv import export_openenv
+    from repo2env.pipeline import compose
 
-    written = export_openenv(dataset_dir, out_dir, name=name, wheels=wheels, overwrite=overwrite)
+    written = compose.export_openenv(dataset_dir, out_dir, name=name, wheels=wheels, overwrite=overwrite)
     console.print(f"OpenEnv package ({written.tasks} tasks) -> {written.root}; "
                   f"build it with: docker build -t {name} {written.root}", highlight=False)

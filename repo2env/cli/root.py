@@ -1,6 +1,5 @@
 """The root ``repo2env`` group and what every command group shares: the two consoles, the ordered
-group, the backend (``--backend``), durations, the ``--from`` option with its task folders, and
-``--clone`` pairs."""
+group, the backend (``--backend``), durations, the ``--from`` option and ``--clone`` pairs."""
 
 from __future__ import annotations
 
@@ -92,13 +91,6 @@ def explicit_backend() -> str | None:
     ctx = click.get_current_context(silent=True)
     root = ctx.find_root() if ctx else None
     return (root.obj or {}).get("backend") if root else None
-
-
-def tasks_dirs(from_dirs: tuple[Path, ...]) -> list[Path]:
-    """The task folders of ``--from`` (every one under generated/ when none is given)."""
-    from repo2env.runtime.build import tasks_dirs as find_tasks_dirs
-
-    return find_tasks_dirs(Path("generated"), list(from_dirs))
 
 
 from_option = click.option("--from", "from_dirs", type=click.Path(file_okay=False, path_type=Path), multiple=True,

@@ -11,16 +11,8 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from repo2env.cli.root import (
-    SECONDS,
-    Group,
-    cli,
-    console,
-    from_option,
-    open_selected_backend,
-    stdout,
-    tasks_dirs,
-)
+from repo2env import defaults
+from repo2env.cli.root import SECONDS, Group, cli, console, from_option, open_selected_backend, stdout
 from repo2env.errors import Repo2EnvError
 
 
@@ -94,20 +86,20 @@ def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bo
 @cli.command(context_settings={"allow_interspersed_args": False})
 @click.option("--task", "instance_id", required=True, help="Task id (owner__name-PR).")
 @from_option
-@click.option("--timeout", type=SECONDS, default=600, show_default=True, help="Seconds before the command is killed.")
+@click.option("--timeout", type=SECONDS, default=defaults.RUN_TIMEOUT_S, show_default=True,
+              help="Seconds before the command is killed.")
 @click.argument("command", nargs=-1, required=True)
 def run(instance_id: str, from_dirs: tuple[Path, ...], timeout: float, command: tuple[str, ...]) -> None:
     """Run COMMAND in the task's sandbox as the agent would; print its output and the resulting diff.
 
     Example: repo2env run --task repo2env-demo__textkit-2 -- python -m pytest -q
     """
-    from repo2env.jsonl import find_task
+    from repo2env.pipeline import compose
 
-    task, _ = find_task([folder / "tasks.jsonl" for folder in tasks_dirs(from_dirs)], instance_id)
-    with open_selected_backend().start(task) as sandbox:
-        result = sandbox.exec(" ".join(command) if len(command) == 1 else shlex.join(command), timeout=timeout)
-        stdout.out(result.output, end="", highlight=False)
-        patch = sandbox.diff()
+    result, patch = compose.run_in_sandbox(instance_id, compose.task_folders(from_dirs),
+                                           " ".join(command) if len(command) == 1 else shlex.join(command),
+                                           timeout_s=timeout)
+    stdout.out(result.output, end="", highlight=False)
     console.print(f"[dim]exit {result.exit_code}{' (timed out)' if result.timed_out else ''}"
                   f"{' (output truncated)' if result.truncated else ''} in {result.duration_s:.2f} s[/]")
     console.rule("diff against the snapshot")
@@ -148,12 +140,13 @@ def images_gc(from_dirs: tuple[Path, ...], dry_run: bool, remove_all: bool) -> N
     """Remove task images no tasks.jsonl refers to, env images no kept task uses, and build leftovers;
     first, sandboxes whose repo2env process died (kill -9) without removing them."""
     from repo2env.jsonl import iter_tasks
+    from repo2env.pipeline.compose import task_folders
     from repo2env.runtime.images import ImageStore
 
     keep: set[str] = set()
     if not remove_all:
         try:
-            folders = tasks_dirs(from_dirs)
+            folders = task_folders(from_dirs)
         except Repo2EnvError:
             folders = []
         for folder in folders:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from repo2env import defaults
 from repo2env.cli.root import cli, clone_mapping, console, open_selected_backend
 from repo2env.errors import InputError
 
@@ -37,7 +38,7 @@ def train(ctx: click.Context, source: str | None, model_path: str | None, output
     if demo:
         from repo2env.pipeline.train_demo import run_train_demo
 
-        result = run_train_demo(output_dir or Path("generated/train-demo"), backend=open_selected_backend(),
+        result = run_train_demo(output_dir or defaults.TRAIN_DEMO_OUTPUT, backend=open_selected_backend(),
                                 progress=lambda message: console.print(f"[dim]{message}[/]"))
         console.print(f"dataset {result.dataset} ({', '.join(f'{k} {v}' for k, v in result.splits.items())}); "
                       f"tiny model {result.model} (teaching loss {result.teach_loss[0]:.2f} -> {result.teach_loss[1]:.3f})",
@@ -48,23 +49,17 @@ def train(ctx: click.Context, source: str | None, model_path: str | None, output
         return
     if not (source and model_path and output_dir):
         raise InputError("train needs --dataset, --model and --output (or --demo)")
-    from transformers import AutoModelForCausalLM, AutoTokenizer, HfArgumentParser
+    from transformers import HfArgumentParser
     from trl import GRPOConfig
 
-    from repo2env.pipeline.stages import folder_builder
-    from repo2env.train.run import grpo_trainer, prepare_dataset, run_training
+    from repo2env.pipeline import compose
 
     (args,) = HfArgumentParser(GRPOConfig).parse_args_into_dataclasses(
         ["--output_dir", str(output_dir), "--logging_steps", "1", "--eval_strategy", "steps", "--eval_steps", str(eval_steps), *ctx.args])
     with console.status("loading the dataset and its images"):
-        backend = open_selected_backend()
-        prepared = prepare_dataset(source, output_dir / "work", backend=backend, builder=folder_builder(backend),
-                                   clones=clone_mapping(clones))
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModelForCausalLM.from_pretrained(model_path)
-    trainer = grpo_trainer(model, tokenizer, args, prepared.splits["train"], prepared.splits.get("test"))
-    result = run_training(trainer, output_dir)
-    trainer.save_model(str(output_dir / "final"))
+        training = compose.training_dataset(source, output_dir / "work", backend=open_selected_backend(),
+                                            clones=clone_mapping(clones))
+    result, final = compose.train(training, model_path, args, output_dir)
     console.print(f"{len(result.log_history)} log entries -> {result.metrics_path}; figure: {result.figure}; "
-                  f"model: {output_dir / 'final'}", highlight=False)
+                  f"model: {final}", highlight=False)
 

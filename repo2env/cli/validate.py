@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from repo2env import defaults
 from repo2env.cli.progress import progress
 from repo2env.cli.root import cli, console, from_option, open_selected_backend
 from repo2env.errors import InputError
@@ -14,9 +15,10 @@ from repo2env.errors import InputError
 @cli.command()
 @click.argument("roots", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
 @from_option
-@click.option("--policy-file", default="default", show_default=True,
+@click.option("--policy-file", default=defaults.ACCEPTANCE_POLICY, show_default=True,
               help="Acceptance policy: a name in validators/ (default, strict) or a YAML path.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Tasks in parallel.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=defaults.VALIDATE_JOBS, show_default=True,
+              help="Tasks in parallel.")
 @click.option("--task", "instance_ids", multiple=True, help="Only this task id (repeatable).")
 @click.option("--force", is_flag=True, help="Validate again tasks that already have a record.")
 @click.option("--policy", "policy_url", metavar="URL",
@@ -36,33 +38,20 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     (default: generated/). Re-runs resume. Ctrl-C or SIGTERM stops at once: queued tasks are
     cancelled, running sandboxes removed, finished records kept.
     """
-    from repo2env.jsonl import read_task_ids
-    from repo2env.pipeline.stages import validate_dir
-    from repo2env.runtime.build import tasks_dirs
-    from repo2env.validate.acceptance import load_acceptance_policy
+    from repo2env.pipeline import compose
 
-    policy = load_acceptance_policy(policy_file)
-    if whole_suite:
-        policy = policy.model_copy(update={"whole_suite_p2p": True})
+    policy = compose.acceptance_policy(policy_file, whole_suite=whole_suite)
     if bool(policy_url) != bool(model):
         raise InputError("--policy and --model go together")
-    runner = None
-    if policy_url:
-        from repo2env.validate.policy import PolicyClient
-
-        client = PolicyClient(policy_url, model)
-        runner = client.rollouts
-    folders = list(from_dirs)
-    for root in roots:
-        folders += tasks_dirs(root, [])
-    folders = folders or tasks_dirs(Path("generated"), [])
-    runtime = open_selected_backend()
-    for folder in dict.fromkeys(folders):
-        total = len(read_task_ids(folder / "tasks.jsonl"))
+    runner = compose.policy_rollouts(policy_url, model) if policy_url else None
+    folders = compose.task_folders(from_dirs, roots)
+    backend = open_selected_backend()
+    for folder in folders:
+        total = compose.task_count(folder)  # a tasks file that cannot be read fails before the bars
         with progress() as bars:
             bar = bars.bar("validate", str(folder), total=total)
-            summary = validate_dir(
-                folder, runtime, policy, jobs=jobs, policy_runner=runner, policy_k=policy_k, force=force,
+            summary = compose.validate(
+                folder, backend=backend, policy=policy, jobs=jobs, policy_runner=runner, policy_k=policy_k, force=force,
                 instance_ids=frozenset(instance_ids),
                 progress=lambda record, bar=bar: bar.advance(
                     f"{record.instance_id}: {record.verdict} {' '.join(record.reasons)}"),

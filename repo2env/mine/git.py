@@ -22,7 +22,8 @@ from typing import Any
 
 from repo2env.errors import InputError, SourceError
 from repo2env.mine.clone import MIRROR_REFSPECS, clone_or_fetch, without_credentials
-from repo2env.mine.history import CommitInfo, GitHistory
+from repo2env.mine.graph import CommitInfo
+from repo2env.mine.history import GitHistory
 from repo2env.mine.source import Comment, Issue, PullRequest
 
 _MERGE_SUBJECT = re.compile(r"^Merge pull request #(\d+) from (\S+)")

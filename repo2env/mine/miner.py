@@ -14,15 +14,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from repo2env import defaults
 from repo2env.errors import PatchError
 from repo2env.jsonl import append_jsonl, drop_torn_tail, read_task_ids, write_json, write_repository_record
 from repo2env.languages import LanguageProfile
 from repo2env.languages.choice import ProfileChoice, choose_profile
-from repo2env.mine.history import GitHistory, major_minor
+from repo2env.mine.history import GitHistory
 from repo2env.mine.leaks import strip_leaks
 from repo2env.mine.linking import pr_closing_refs
 from repo2env.mine.source import Issue, PullRequest, Source
 from repo2env.mine.split import SplitDiff, split_files
+from repo2env.mine.versions import major_minor
 from repo2env.models import Funnel, FunnelRun, RepositoryRecord, Task
 from repo2env.patches import parse
 
@@ -44,8 +46,8 @@ class MineOptions:
     until: datetime | None = None
     pull_numbers: frozenset[int] = frozenset()
     limit: int | None = None
-    max_files: int = 50
-    max_changed_lines: int = 3000
+    max_files: int = defaults.MINE_MAX_FILES
+    max_changed_lines: int = defaults.MINE_MAX_CHANGED_LINES
     apply_workers: int = 4
 
 

@@ -10,7 +10,6 @@ item: the error goes to the state store and to the task's log folder, and every 
 from __future__ import annotations
 
 import os
-import shutil
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,12 +17,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from repo2env.errors import InputError
 from repo2env.jsonl import read_tasks, update_tasks, upsert_jsonl, write_json
+from repo2env.mine.miner import default_out_dir
 from repo2env.models import Task
-from repo2env.pipeline.executors import Executor
+from repo2env.pipeline import compose
+from repo2env.pipeline.executors import Executor, make_executor
 from repo2env.pipeline.executors import Resources as ExecutorResources
 from repo2env.pipeline.runner import NoEvents, RunStats, Stage, StageEvents, run_stages
-from repo2env.pipeline.spec import DEMO_SOURCE, Filters, PipelineSpec, RepoEntry
+from repo2env.pipeline.spec import DEMO_SOURCE, Filters, PipelineSpec, RepoEntry, load_pipeline_spec
 from repo2env.pipeline.stages import (
     BuildOutput,
     ValidateJob,
@@ -36,7 +38,7 @@ from repo2env.pipeline.stages import (
     worker_backend,
     write_validation_reports,
 )
-from repo2env.pipeline.state import BATCH_ITEM, StateStore
+from repo2env.pipeline.state import BATCH_ITEM, STATE_FILE, StateStore
 from repo2env.runtime.build import BuildOptions, read_source_clone
 
 FUNNEL_JSON, FUNNEL_MD = "funnel.json", "funnel.md"
@@ -66,40 +68,23 @@ class MineOutput:
 
 def mine_work(job: MineJob) -> MineOutput:
     """The mine stage: the repository's merged PRs -> ``OUT/<owner>__<name>/tasks.jsonl``."""
-    from repo2env.mine.miner import MineOptions, default_out_dir, mine
-    from repo2env.mine.open import open_source
-
     entry, filters = job.entry, job.entry.filters or job.filters
     spec, issues = entry.repo, Path(entry.issues) if entry.issues else None
     if entry.repo == DEMO_SOURCE:
-        repo_path, issues = _demo_repository(job.out_root / "sources" / "demo")
-        spec = str(repo_path)
-    source = open_source(spec, issues_path=issues, token=os.environ.get("GITHUB_TOKEN"), name=entry.name,
-                         branch=entry.branch)
+        demo = compose.demo_repository(job.out_root / "sources" / "demo")
+        spec, issues = str(demo.repo_path), demo.issues_path
+    source = compose.open_repository(spec, issues_path=issues, name=entry.name, branch=entry.branch,
+                                     token=os.environ.get("GITHUB_TOKEN"))
     day = lambda text: datetime.fromisoformat(text).replace(tzinfo=UTC) if text else None  # noqa: E731
     until = day(filters.until)
-    options = MineOptions(allow_no_issue=filters.allow_no_issue, since=day(filters.since),
-                          until=until.replace(hour=23, minute=59, second=59) if until else None,
-                          pull_numbers=frozenset(entry.pulls), limit=filters.limit, max_files=filters.max_files,
-                          max_changed_lines=filters.max_lines)
+    options = compose.MineOptions(allow_no_issue=filters.allow_no_issue, since=day(filters.since),
+                                  until=until.replace(hour=23, minute=59, second=59) if until else None,
+                                  pull_numbers=frozenset(entry.pulls), limit=filters.limit,
+                                  max_files=filters.max_files, max_changed_lines=filters.max_lines)
     folder = default_out_dir(job.out_root, source.repo)
-    result = mine(source, folder, options)
+    result = compose.mine(source, folder, options)
     return MineOutput(repo=source.repo, folder=folder, new_tasks=len(result.new_tasks),
                       scanned=result.funnel.counts.get("scanned", 0))
-
-
-def _demo_repository(folder: Path) -> tuple[Path, Path]:
-    """The embedded demo repository under ``folder`` (built once; a build cut short is redone)."""
-    from repo2env.demo import build_demo
-
-    repo_path, issues = folder / "repo", folder / "issues.json"
-    if not ((repo_path / ".git").exists() and issues.is_file()):
-        scratch = folder.with_name(folder.name + ".partial")
-        shutil.rmtree(scratch, ignore_errors=True)
-        shutil.rmtree(folder, ignore_errors=True)
-        build_demo(scratch)
-        scratch.rename(folder)  # whole or absent: a kill during the build leaves only the scratch folder
-    return repo_path, issues
 
 
 @dataclass(frozen=True)
@@ -110,6 +95,7 @@ class PublishJob:
     to: str
     name: str
     include_rejected: bool
+    backend: str = ""  #: the backend whose images the Harbor folders' snapshot labels are read from
 
 
 def publish_target(to: str, out_dir: Path) -> str:
@@ -120,23 +106,15 @@ def publish_target(to: str, out_dir: Path) -> str:
 
 
 def publish_work(job: PublishJob) -> int:
-    """The publish stage: every accepted task of the batch -> a dataset (folder or Hub); its rows
-    (0, and nothing written, when no task is built and accepted)."""
-    from repo2env.publish.dataset import PublishOptions, publish_to_folder
-    from repo2env.publish.hub import HubTarget, parse_target, publish_to_hub
-
+    """The publish stage: every built and accepted task of the batch -> the dataset ``repo2env
+    publish`` writes (folder or Hub, Harbor task folders included); its rows (0, and nothing
+    written, when no task is built and accepted)."""
     # A batch where nothing was accepted publishes nothing: an outcome of the batch, not a failure.
-    if not any(task.env_spec and task.env_spec.status == "env_ok"
-               and (job.include_rejected or (task.validation and task.validation.verdict == "accepted"))
-               for folder in job.folders for task in read_tasks(folder / "tasks.jsonl")):
+    if not compose.publishable(job.folders, include_rejected=job.include_rejected):
         return 0
-    options = PublishOptions(name=job.name, include_rejected=job.include_rejected)
-    destination = parse_target(job.to)
-    if isinstance(destination, HubTarget):
-        summary = publish_to_hub(list(job.folders), destination.repo_id, options, overwrite=True)
-    else:
-        summary = publish_to_folder(list(job.folders), Path(destination), options, overwrite=True)
-    return summary.rows
+    options = compose.PublishOptions(name=job.name, include_rejected=job.include_rejected)
+    return compose.publish(job.folders, job.to, options, backend=compose.backend_if_any(job.backend),
+                           overwrite=True).rows
 
 
 # --- the run ------------------------------------------------------------------------------------------
@@ -158,6 +136,14 @@ class PipelineResult:
     @property
     def bookkeeping_s(self) -> float:
         return sum(stats.bookkeeping_s for stats in self.stats)
+
+    @property
+    def left_failed(self) -> bool:
+        """Whether any (item, stage) is failed: in this run, or left failed by an earlier one (until
+        a run with ``retry_failed`` does it again)."""
+        return bool(self.failed or any(counts.get("failed") for entry in self.funnel.get("repos", {}).values()
+                                       for counts in entry["stages"].values())
+                    or self.funnel.get("publish", {}).get("failed"))
 
 
 class PipelineEvents(StageEvents, Protocol):
@@ -207,6 +193,26 @@ def outcome_of(output: Any) -> str | None:
     if isinstance(output, int):
         return "published" if output else "nothing_accepted"
     return None
+
+
+def open_run(spec_name: str | Path, *, out_dir: Path | None = None, only: Iterable[str] = (),
+             executor_name: str | None = None, jobs: int | None = None,
+             address: str | None = None) -> tuple[PipelineSpec, Executor]:
+    """The spec ``spec_name`` (a YAML path or a shipped name) with the caller's changes, and the
+    executor to run it on (the spec's, unless ``executor_name`` / ``jobs`` / ``address`` say
+    otherwise; Ray with no address anywhere starts a head for this run). ``only`` must name
+    repositories of the spec."""
+    spec = load_pipeline_spec(spec_name)
+    if out_dir is not None:
+        spec = spec.model_copy(update={"output": str(out_dir)})
+    unknown = sorted(set(only) - {entry.label for entry in spec.repos} - {entry.repo for entry in spec.repos})
+    if unknown:
+        raise InputError(f"--only {', '.join(unknown)}: not a repository of the spec",
+                         hint=f"the spec lists: {', '.join(entry.label for entry in spec.repos)}")
+    kind = executor_name or spec.executor.name
+    if kind == "ray":
+        return spec, make_executor("ray", address=address or spec.executor.address)
+    return spec, make_executor(kind, jobs=jobs or spec.executor.jobs)
 
 
 def _to_do(state: StateStore, item: str, stage: str, retry_failed: bool) -> bool:
@@ -285,7 +291,7 @@ def run_pipeline(spec: PipelineSpec, *, executor: Executor, only: Iterable[str] 
                                              or (status == "failed" and retry_failed))
                 publish_job = PublishJob(folders=all_folders, to=publish_target(spec.publish.to, out_dir),
                                          name=spec.publish.name or spec.name,
-                                         include_rejected=spec.publish.include_rejected)
+                                         include_rejected=spec.publish.include_rejected, backend=backend)
                 publish_stage = Stage("publish", publish_work, record=lambda item, job, rows: item, resources=resources,
                                       prepare=lambda item: publish_job if due else None)
                 events.planned("publish", 1)
@@ -367,6 +373,26 @@ def funnel_of(state: StateStore) -> dict[str, Any]:
         entry["stages"] = counts.get(label, {})
         funnel["repos"][label] = entry
     return funnel
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    """A pipeline output folder's counts (:func:`funnel_of`) and how many runs it has seen."""
+
+    folder: Path
+    funnel: dict[str, Any]
+    runs: int
+
+
+def batch_status(target: str | Path) -> BatchStatus:
+    """The status of a pipeline output folder, or of a spec's (by path or shipped name)."""
+    folder = Path(target)
+    if not (folder.is_dir() and (folder / STATE_FILE).is_file()):
+        folder = load_pipeline_spec(target).output_dir()
+    if not (folder / STATE_FILE).is_file():
+        raise InputError(f"no pipeline state in {folder}", hint="run 'repo2env pipeline run SPEC' first")
+    with StateStore(folder) as state:
+        return BatchStatus(folder, funnel_of(state), state.runs())
 
 
 def _task_count(path: Path) -> int:

@@ -8,21 +8,13 @@ says how.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repo2env.demo import build_demo, demo_history
-from repo2env.errors import InputError
 from repo2env.jsonl import read_tasks
-from repo2env.mine.git import GitSource
-from repo2env.mine.miner import MineOptions, mine
-from repo2env.pipeline.stages import build_tasks_dir, validate_dir
-from repo2env.publish.dataset import PublishOptions, publish_to_folder
+from repo2env.pipeline import compose
 from repo2env.runtime.backend import Backend
-from repo2env.runtime.build import BuildOptions
-from repo2env.validate.acceptance import load_acceptance_policy
 from repo2env.validate.run import read_records
 
 
@@ -50,22 +42,17 @@ def run_demo(out_dir: Path, *, backend: Backend, language: str = "python",
     language's demo is refused."""
     report = DemoReport(out_dir=out_dir)
     source_dir = out_dir / "source"
-    repo_path, issues_path = source_dir / "repo", source_dir / "issues.json"
-    if (repo_path / ".git").exists() and issues_path.is_file():
-        expected, found = demo_history(language).repo, _issues_repository(issues_path)
-        if found != expected:
-            raise InputError(f"{out_dir} holds the demo of {found}, not the {language} demo ({expected})",
-                             hint="give each demo its own --out folder")
-        report.stages.append(StageReport("demo repository", "done", f"reused {repo_path}"))
+    demo = compose.demo_repository(source_dir, language, progress=progress)
+    if demo.reused:
+        report.stages.append(StageReport("demo repository", "done", f"reused {demo.repo_path}"))
     else:
-        progress(f"building the demo repository in {source_dir}")
-        built = build_demo(source_dir, language)
-        merged = sum(1 for pull in built.pulls if pull.merge_style != "unmerged")
-        report.stages.append(StageReport("demo repository", "done", f"{built.repo}: {merged} merged PRs at {built.path}"))
+        merged = sum(1 for pull in demo.built.pulls if pull.merge_style != "unmerged")
+        report.stages.append(StageReport("demo repository", "done",
+                                         f"{demo.built.repo}: {merged} merged PRs at {demo.repo_path}"))
 
     progress("mining merged PRs from local history")
-    source = GitSource(repo_path, issues_path=issues_path)
-    result = mine(source, out_dir / "tasks", MineOptions())
+    tasks_dir = out_dir / "tasks"
+    result = compose.mine(compose.open_repository(str(demo.repo_path), issues_path=demo.issues_path), tasks_dir)
     funnel = result.funnel
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(funnel.reasons().items()))
     report.stages.append(StageReport(
@@ -74,20 +61,18 @@ def run_demo(out_dir: Path, *, backend: Backend, language: str = "python",
         f"({funnel.counts.get('already_mined', 0)} already mined); rejected: {reasons or 'none'}; "
         f"-> {result.tasks_path}",
     ))
-    tasks_dir = out_dir / "tasks"
     if not (tasks_dir / "tasks.jsonl").is_file() or not read_tasks(tasks_dir / "tasks.jsonl"):
         for stage in ("build", "validate", "publish", "train"):
             report.stages.append(StageReport(stage, "not run here", f"mining kept no {language} task to {stage}"))
         return report
-    runtime = backend
     progress(f"building environments (env image + task images) on {backend.name}")
-    built = build_tasks_dir(tasks_dir, runtime=runtime, options=BuildOptions(jobs=2))
+    built = compose.build(tasks_dir, backend=backend)
     report.stages.append(StageReport(
         "build", "done" if built.ok else "failed",
         f"{built.ok} env_ok ({built.reused} reused), {built.failed} env_failed; "
         f"{len(built.env_images)} env image(s) shared by {built.ok} tasks"))
     progress("validating with reference rollouts (default policy)")
-    validated = validate_dir(tasks_dir, runtime, load_acceptance_policy("default"), jobs=1)
+    validated = compose.validate(tasks_dir, policy=compose.acceptance_policy(), backend=backend)
     records = read_records(tasks_dir / "validation.jsonl")
     accepted = sum(record.verdict == "accepted" for record in records)
     reasons = ", ".join(sorted({f"{record.instance_id.rsplit('-', 1)[1]}: {'+'.join(record.reasons)}"
@@ -98,21 +83,14 @@ def run_demo(out_dir: Path, *, backend: Backend, language: str = "python",
         f"{'; rejected PR ' + reasons if reasons else ''}; -> {tasks_dir / 'summary.md'}"))
     progress("publishing the accepted environments as a dataset folder")
     dataset_dir = out_dir / "dataset"
-    published = publish_to_folder([tasks_dir], dataset_dir, PublishOptions(name="repo2env/demo" if language == "python" else f"repo2env/demo-{language}"), overwrite=True)
+    name = "repo2env/demo" if language == "python" else f"repo2env/demo-{language}"
+    published = compose.publish([tasks_dir], str(dataset_dir), compose.PublishOptions(name=name), backend=backend,
+                                overwrite=True)
     splits = ", ".join(f"{split} {count}" for split, count in published.splits.items())
     report.stages.append(StageReport(
-        "publish", "done", f"{published.rows} environments ({splits}), {published.files} files -> {dataset_dir} "
-        "(datasets.load_dataset loads it)"))
+        "publish", "done", f"{published.rows} environments ({splits}), {published.harbor_tasks} Harbor tasks, "
+        f"{published.files} files -> {dataset_dir} (datasets.load_dataset loads it)"))
     report.stages.append(StageReport(
         "train", "not run here", f"'make train-demo' (or 'repo2env train --dataset {dataset_dir} ...') runs GRPO with "
         "RepoEnv on this dataset"))
     return report
-
-
-
-def _issues_repository(issues_path: Path) -> str | None:
-    """The ``repository`` an issues.json document names (None when it cannot be read)."""
-    try:
-        return json.loads(issues_path.read_text(encoding="utf-8")).get("repository")
-    except (OSError, ValueError, AttributeError):
-        return None

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from repo2env import defaults
 from repo2env.errors import InputError
 from repo2env.languages.python.spec.overrides import EnvOverride
 from repo2env.settings import find_settings_file, read_yaml_file_with_lines, validate_settings
@@ -37,8 +38,8 @@ class Filters(_Strict):
     allow_no_issue: bool = Field(False, description="Keep PRs without a linked issue (the PR's text is the task).")
     since: str | None = Field(None, description="Only PRs merged on or after this day (YYYY-MM-DD).")
     until: str | None = Field(None, description="Only PRs merged on or before this day (YYYY-MM-DD).")
-    max_files: int = Field(50, ge=1, description="Reject PRs changing more source + test files.")
-    max_lines: int = Field(3000, ge=1, description="Reject PRs whose fix changes more lines.")
+    max_files: int = Field(defaults.MINE_MAX_FILES, ge=1, description="Reject PRs changing more source + test files.")
+    max_lines: int = Field(defaults.MINE_MAX_CHANGED_LINES, ge=1, description="Reject PRs whose fix changes more lines.")
     limit: int | None = Field(None, ge=1, description="At most this many new tasks per repository and run.")
 
     @field_validator("since", "until")
@@ -105,7 +106,7 @@ class PipelineSpec(_Strict):
     repos: list[RepoEntry] = Field(min_length=1)
     filters: Filters = Field(default_factory=Filters)
     stages: list[StageName] = Field(default_factory=lambda: list(STAGES), min_length=1)
-    validators: str = Field("default", description="Acceptance policy: a name in validators/ or a YAML path.")
+    validators: str = Field(defaults.ACCEPTANCE_POLICY, description="Acceptance policy: a name in validators/ or a YAML path.")
     policy: dict[str, Any] = Field(default_factory=dict, description="Fields of the acceptance policy to change.")
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
     output: str | None = Field(None, description="The output folder [default: generated/pipelines/NAME].")
@@ -151,7 +152,7 @@ class PipelineSpec(_Strict):
 
     def output_dir(self) -> Path:
         """The output folder (state.sqlite, one folder per repository, funnel, dataset)."""
-        return Path(self.output) if self.output else Path("generated") / "pipelines" / self.name
+        return Path(self.output) if self.output else defaults.PIPELINES_OUTPUT / self.name
 
     def acceptance_policy(self) -> AcceptancePolicy:
         """The acceptance policy with the spec's changes."""

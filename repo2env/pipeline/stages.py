@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from repo2env import defaults
 from repo2env.jsonl import append_jsonl, drop_rows, drop_torn_tail, read_tasks, update_tasks
 from repo2env.languages.python.spec.overrides import EnvOverride
 from repo2env.models import EnvSpec, Task, ValidationReport
@@ -22,7 +23,14 @@ from repo2env.pipeline.executors import ThreadExecutor
 from repo2env.pipeline.runner import Stage, run_stages
 from repo2env.runtime.backend import Backend
 from repo2env.runtime.backends import backend_name, open_backend
-from repo2env.runtime.build import BuildOptions, BuildSummary, build_task, read_source_clone, still_built
+from repo2env.runtime.build import (
+    COLLECT_TIMEOUT_S,
+    BuildOptions,
+    BuildSummary,
+    build_task,
+    read_source_clone,
+    still_built,
+)
 from repo2env.runtime.images import ImageStore, local_base_flavours
 from repo2env.validate.acceptance import AcceptancePolicy
 from repo2env.validate.report import write_figure, write_summary
@@ -57,7 +65,7 @@ class BuildJob:
     logs_dir: Path
     override: EnvOverride | None = None
     collect_check: bool = True
-    collect_timeout_s: float = 300.0
+    collect_timeout_s: float = COLLECT_TIMEOUT_S
     bases: tuple[str, ...] | None = None  #: base-image flavours on the engine (None: the bootstrappable ones)
     backend: str = ""  #: the backend a worker opens for it (default: REPO2ENV_BACKEND, else docker)
 
@@ -167,7 +175,7 @@ def validate_work(job: ValidateJob, runtime: Backend | None = None,
     return ValidateOutput(task, record)
 
 
-def validate_dir(tasks_dir: Path, runtime: Backend, policy: AcceptancePolicy, *, jobs: int = 1,
+def validate_dir(tasks_dir: Path, runtime: Backend, policy: AcceptancePolicy, *, jobs: int = defaults.VALIDATE_JOBS,
                  policy_runner: PolicyRunner | None = None, policy_k: int = 0, force: bool = False,
                  instance_ids: frozenset[str] = frozenset(),
                  progress: Callable[[ValidationReport], None] | None = None) -> ValidationSummary:

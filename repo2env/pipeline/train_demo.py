@@ -10,13 +10,13 @@ solve issues: the point is every stage running for real, with real rewards from 
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from repo2env.errors import InputError
+from repo2env.pipeline import compose
 from repo2env.runtime.backend import Backend
 
 
@@ -40,14 +40,9 @@ def run_train_demo(out_dir: Path, *, backend: Backend, steps: int = 4, eval_step
     sandboxes (RepoEnv's too) on ``backend``."""
     from trl import GRPOConfig
 
-    from repo2env.demo import build_demo
+    from repo2env.demo import DEMO_PULLS
     from repo2env.envs import RepoEnvConfig
-    from repo2env.mine.git import GitSource
-    from repo2env.mine.miner import mine
-    from repo2env.pipeline.stages import build_tasks_dir, folder_builder, validate_dir
-    from repo2env.publish.dataset import PublishOptions, publish_to_folder
-    from repo2env.runtime.build import BuildOptions
-    from repo2env.train.run import grpo_trainer, prepare_dataset, run_training
+    from repo2env.train.run import grpo_trainer, run_training
     from repo2env.train.tiny import (
         build_model,
         build_tokenizer,
@@ -57,38 +52,32 @@ def run_train_demo(out_dir: Path, *, backend: Backend, steps: int = 4, eval_step
         teach,
         tool_call_turn,
     )
-    from repo2env.validate.acceptance import load_acceptance_policy
 
     out_dir = out_dir.absolute()
-    source_dir, tasks_dir = out_dir / "source", out_dir / "tasks"
+    tasks_dir = out_dir / "tasks"
     progress("building, mining, building images and validating the demo repository")
-    if source_dir.exists():  # the demo repository is rebuilt identically (fixed dates and authors)
-        shutil.rmtree(source_dir)
-    demo = build_demo(source_dir)
-    mine(GitSource(demo.path, issues_path=demo.issues_path), tasks_dir)
-    runtime = backend
-    built = build_tasks_dir(tasks_dir, runtime=runtime, options=BuildOptions(jobs=2))
+    demo = compose.demo_repository(out_dir / "source")
+    compose.mine(compose.open_repository(str(demo.repo_path), issues_path=demo.issues_path), tasks_dir)
+    built = compose.build(tasks_dir, backend=backend)
     if built.ok == 0:
         raise InputError("no demo task built", hint="run 'repo2env doctor' and 'make base-image'")
-    policy = load_acceptance_policy("default").model_copy(update={"gold_runs": 1, "partial_limit": 2, "near_miss_limit": 2})
-    validate_dir(tasks_dir, runtime, policy, jobs=2)
+    # Fewer reference reruns than the default policy: the loop, not the verdicts, is what this demo shows.
+    policy = compose.acceptance_policy().model_copy(update={"gold_runs": 1, "partial_limit": 2, "near_miss_limit": 2})
+    compose.validate(tasks_dir, policy=policy, jobs=2, backend=backend)
 
-    from repo2env.jsonl import read_tasks
-
-    accepted = sorted((task for task in read_tasks(tasks_dir / "tasks.jsonl")
-                       if task.validation and task.validation.verdict == "accepted"), key=lambda task: task.created_at)
+    accepted = sorted(compose.publishable([tasks_dir]), key=lambda task: task.created_at)
     if len(accepted) < 2:
         raise InputError("the demo needs two accepted tasks to hold one out")
     cutoff = datetime.fromisoformat(accepted[-1].created_at.replace("Z", "+00:00")).astimezone(UTC).date()
     progress(f"publishing {len(accepted)} tasks to a folder, tasks from {cutoff} on held out")
     dataset_dir = out_dir / "dataset"
-    published = publish_to_folder([tasks_dir], dataset_dir, PublishOptions(name="repo2env-demo", split_by_date=cutoff),
-                                  overwrite=True)
-    prepared = prepare_dataset(str(dataset_dir), out_dir / "work", backend=backend, builder=folder_builder(backend))
+    published = compose.publish([tasks_dir], str(dataset_dir), compose.PublishOptions(name="repo2env-demo", split_by_date=cutoff),
+                                backend=backend, overwrite=True)
+    prepared = compose.training_dataset(str(dataset_dir), out_dir / "work", backend=backend)
     train_rows, test_rows = prepared.splits["train"], prepared.splits.get("test")
 
     progress("building the tiny policy and teaching it to call str_replace")
-    truth = {pull.number: pull for pull in demo.pulls}
+    truth = {pull.number: pull for pull in DEMO_PULLS}
     tools = repo_env_tools()
     examples = []
     for row in train_rows:

@@ -30,6 +30,7 @@ from repo2env.errors import InputError
 from repo2env.jsonl import read_tasks
 from repo2env.models import Task, ValidationReport
 from repo2env.publish.card import dataset_card
+from repo2env.publish.selection import left_out_because
 from repo2env.runtime.backend import Backend
 
 MANIFEST = "manifest.json"
@@ -67,7 +68,8 @@ class PublishSummary:
 
 
 def select_tasks(folders: Sequence[Path], *, include_rejected: bool) -> tuple[list[Task], Counter, dict[str, Counter]]:
-    """The tasks to publish from these task folders, what was left out and why, and per-repo counts.
+    """The tasks to publish from these task folders (:func:`repo2env.publish.selection.left_out_because`),
+    what was left out and why, and per-repo counts.
 
     Tasks never validated are refused (an InputError naming them) unless ``include_rejected``:
     publishing them would ship environments nobody checked.
@@ -80,20 +82,18 @@ def select_tasks(folders: Sequence[Path], *, include_rejected: bool) -> tuple[li
         for task in read_tasks(folder / "tasks.jsonl"):
             counts = per_repo.setdefault(task.repo, Counter())
             counts["mined"] += 1
-            built = bool(task.env_spec and task.env_spec.status == "env_ok")
-            counts["built"] += built
+            counts["built"] += bool(task.env_spec and task.env_spec.status == "env_ok")
             verdict = task.validation.verdict if task.validation else "pending"
             counts["validated"] += verdict != "pending"
             counts["accepted"] += verdict == "accepted"
             if verdict == "pending":
                 unvalidated.append(task.instance_id)
-            if not built:
-                left_out["env_failed" if task.env_spec else "not_built"] += 1
-            elif verdict == "accepted" or include_rejected:
+            reason = left_out_because(task, include_rejected=include_rejected)
+            if reason is None:
                 chosen.append(task)
                 counts["published"] += 1
             else:
-                left_out[verdict if verdict == "pending" else "rejected"] += 1
+                left_out[reason] += 1
     if unvalidated and not include_rejected:
         shown = ", ".join(unvalidated[:5]) + (f" and {len(unvalidated) - 5} more" if len(unvalidated) > 5 else "")
         raise InputError(f"{len(unvalidated)} task(s) were never validated: {shown}",

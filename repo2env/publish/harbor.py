@@ -33,8 +33,8 @@ from pathlib import Path
 
 from repo2env.errors import InputError
 from repo2env.instruction import instruction_text
-from repo2env.jsonl import read_tasks
 from repo2env.models import Task
+from repo2env.publish.selection import select_from_folders
 from repo2env.runtime.backend import Backend
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.verify.spec import GradingLayout, grading_scripts, grading_spec
@@ -191,9 +191,7 @@ def export_harbor(folders: Iterable[Path], out_dir: Path, *, dataset: str = "rep
     """Write the Harbor folders of the tasks in ``folders`` (accepted ones unless not
     ``accepted_only``; built ones always) to ``out_dir``: complete or absent (the snapshot commits
     read from ``backend``'s images when given)."""
-    tasks = [task for folder in folders for task in read_tasks(folder / "tasks.jsonl")
-             if task.env_spec and task.env_spec.status == "env_ok"
-             and (not accepted_only or (task.validation and task.validation.verdict == "accepted"))]
+    tasks = select_from_folders(list(folders), include_rejected=not accepted_only).tasks
     if not tasks:
         raise InputError("no task to export (none is built and accepted)",
                          hint="run 'repo2env build' and 'repo2env validate', or pass --include-rejected")

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from repo2env.errors import InputError, TaskFormatError
-from repo2env.jsonl import read_tasks, update_tasks, write_json_lines, write_repository_record
+from repo2env.jsonl import update_tasks, write_json_lines, write_repository_record
 from repo2env.models import RepositoryRecord, Task
+from repo2env.publish.selection import select_from_folders
 
 #: Fields we take from a SWE-bench-style row (others, dataset-specific, are ignored).
 SWEBENCH_FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement", "hints_text",
@@ -112,12 +113,9 @@ def import_swebench(path: Path, out_root: Path, clones: Mapping[str, str]) -> Im
 
 def export_swebench(folders: Iterable[Path], out_path: Path, *, json_lists: bool = True,
                     accepted_only: bool = True) -> int:
-    """Write the tasks of ``folders`` as SWE-bench instances (JSONL); returns how many."""
-    rows = []
-    for folder in folders:
-        for task in read_tasks(folder / "tasks.jsonl"):
-            if accepted_only and not (task.validation and task.validation.verdict == "accepted"):
-                continue
-            rows.append(task.to_swebench_row(json_lists=json_lists))
+    """Write the tasks of ``folders`` as SWE-bench instances (JSONL); returns how many. Like every
+    export, only built tasks (an image that runs), accepted ones unless not ``accepted_only``."""
+    selected = select_from_folders(list(folders), include_rejected=not accepted_only)
+    rows = [task.to_swebench_row(json_lists=json_lists) for task in selected.tasks]
     write_json_lines(out_path, rows)
     return len(rows)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repo2env import defaults
 from repo2env.errors import BackendUnavailableError, BuildError, InputError, Repo2EnvError
 from repo2env.jsonl import read_repository_record
 from repo2env.languages import get_profile
@@ -43,7 +44,7 @@ COLLECT_TIMEOUT_S = 300.0
 class BuildOptions:
     """How ``repo2env build`` runs."""
 
-    jobs: int = 2
+    jobs: int = defaults.BUILD_JOBS
     overrides: dict[str, EnvOverride] = field(default_factory=dict)
     instance_ids: frozenset[str] = frozenset()
     collect_check: bool = True

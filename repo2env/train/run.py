@@ -1,8 +1,8 @@
 """``repo2env train``: GRPO with TRL on a published repo2env dataset, RepoEnv as the environment.
 
-A thin wrapper over ``GRPOTrainer(environment_factory=RepoEnv)``: load the published dataset (a
-folder or hf://org/name), make every task's image exist here (found, loaded from the dataset's
-tarball, or rebuilt), train on the ``train`` split and evaluate on the held-out ``test`` split (the
+A thin wrapper over ``GRPOTrainer(environment_factory=RepoEnv)``: given a published dataset's
+splits (loaded, its images made runnable, by :func:`repo2env.pipeline.compose.training_dataset`),
+train on the ``train`` split and evaluate on the held-out ``test`` split (the
 publish date split) every ``eval_steps`` steps (logged as ``eval_reward``, ``eval/reward`` in
 TensorBoard or W&B). A zero-weight reward function logs per-episode signs of reward hacking: tool
 calls by tool, repeated identical calls, gradings that found tampering, timeouts and the diff size.
@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from repo2env.errors import InputError, PatchError
-
-if TYPE_CHECKING:
-    from repo2env.publish.pull import Builder
-    from repo2env.runtime.backend import Backend
 
 TOOL_NAMES = ("bash", "read_file", "write_file", "str_replace", "run_tests")
 
@@ -94,47 +90,6 @@ def episode_metrics(environments: Sequence[Any] | None = None, log_metric=None, 
 
 
 # --- data --------------------------------------------------------------------------------------
-
-
-@dataclass
-class PreparedDataset:
-    """A published dataset here, its images runnable."""
-
-    tree: Path
-    splits: dict[str, Any] = field(default_factory=dict)  # split name -> datasets.Dataset
-    loaded_images: int = 0
-    rebuilt: int = 0
-
-
-def prepare_dataset(source: str, work_dir: Path, *, backend: Backend | None = None, builder: Builder | None = None,
-                    clones: dict[str, str] | None = None, token: str | None = None,
-                    hub_url: str | None = None) -> PreparedDataset:
-    """Load a published dataset (folder or hf://org/name) and, given a ``backend``, make each task's
-    image exist on it (rebuilding the missing ones from ``clones`` with ``builder``: the stage
-    runner's build, :func:`repo2env.pipeline.stages.folder_builder`)."""
-    from datasets import load_dataset
-
-    from repo2env.publish.hub import HubTarget, download_from_hub, parse_target
-    from repo2env.publish.pull import pull_dataset
-
-    origin = parse_target(source)
-    if isinstance(origin, HubTarget):
-        origin = download_from_hub(origin.repo_id, work_dir / "datasets" / origin.repo_id.replace("/", "__"),
-                                   token=token, endpoint=hub_url)
-    tree = Path(origin)
-    prepared = PreparedDataset(tree=tree)
-    if backend is not None:
-        pulled = pull_dataset(tree, work_dir / "tasks", runtime=backend, clones=clones, builder=builder)
-        if pulled.not_runnable:
-            shown = "; ".join(f"{task}: {why}" for task, why in list(pulled.not_runnable.items())[:3])
-            raise InputError(f"{len(pulled.not_runnable)} task(s) of {source} cannot run here: {shown}",
-                             hint="publish with --save-images, or pass the repository's clone to rebuild")
-        prepared.loaded_images, prepared.rebuilt = pulled.loaded_images, pulled.rebuilt
-    loaded = load_dataset(str(tree))
-    prepared.splits = {name: loaded[name] for name in loaded}
-    if "train" not in prepared.splits:
-        raise InputError(f"{source} has no 'train' split", hint="publish it with repo2env publish")
-    return prepared
 
 
 # --- the run -------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from repo2env import defaults
 from repo2env.models import PYTEST_MODULE_CMD, Task
 from repo2env.patches import parse
 from repo2env.verify.canaries import CanaryPlan
@@ -42,7 +43,7 @@ from repo2env.verify.junit import ID_OPTIONS, selection_args, split_node_id
 
 #: The hidden tests' timeout when validation measured none for the task (it sets one from the gold
 #: patch's gradings, see :data:`repo2env.models.ValidationReport.grading_timeout_s`).
-DEFAULT_TIMEOUT_S = 900.0
+DEFAULT_TIMEOUT_S = float(defaults.GRADE_TIMEOUT_S)
 
 #: The files of the grading script, run as ``bash grade.sh grade.json`` (see grade.sh).
 GRADING_SCRIPT_FILES = ("grade.sh", "restore.py")

@@ -23,7 +23,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from repo2env.errors import InputError
 from repo2env.languages.build import (
@@ -203,8 +203,9 @@ class JavaScriptBuild(BuildRecipe):
         run = (f"set -e; cd /testbed; export {environment}; {install}; {clear}; {cache}; "
                f"rm -rf /root/.npm /root/.cache /root/.yarn /root/.local/share/pnpm /usr/local/share/.cache; "
                f"chown {agent_uid}:{agent_uid} /testbed")
+        # Our reporters (mocha's, jasmine's) go where the runner plans expect them, in TOOLS_DIR.
         tools = {"own_code_probe.js": (_HERE / "own_code_probe.js").read_text(),
-                 **{Path(path).name: text for path, text in reporter_sources().items()}}
+                 **{str(PurePosixPath(path).relative_to(TOOLS_DIR)): text for path, text in reporter_sources().items()}}
         return EnvLayer(run=run, tools=tools, labels={"repo2env.node": spec.node or "",
                                                        "repo2env.package_manager": spec.package_manager or ""},
                         base_hint=f"run 'repo2env runtime bootstrap --node {spec.node}'")

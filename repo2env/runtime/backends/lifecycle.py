@@ -67,9 +67,13 @@ def starting() -> Iterator[None]:
 
 
 def remove_later(removal: Callable[[], None]) -> None:
-    """Run ``removal`` on a background thread; interpreter exit (and a stop) still waits for it."""
+    """Run ``removal`` on a background thread; interpreter exit (and a stop) still waits for it.
+    Once the interpreter is shutting down (its thread pools take no new work) it runs here and now."""
     _pending_removals[:] = [future for future in _pending_removals if not future.done()]
-    _pending_removals.append(_removal_pool.submit(removal))
+    try:
+        _pending_removals.append(_removal_pool.submit(removal))
+    except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
+        removal()
 
 
 def stop_all_sandboxes(*, wait_s: float = 30.0) -> int:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 
+from repo2env import pysyntax
 from repo2env.languages.files import DictRepoFiles, RepoFiles  # noqa: F401 - DictRepoFiles re-exported
 from repo2env.settings import load_yaml_text
 
@@ -123,7 +124,7 @@ def _setup_py_keywords(text: str) -> dict[str, Any]:
     if not text:
         return {}
     try:
-        tree = ast.parse(text)
+        tree = pysyntax.parse(text)
     except (SyntaxError, ValueError):
         return _setup_py_keywords_by_pattern(text)
     names: dict[str, ast.expr] = {}

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from repo2env import pysyntax
 from repo2env.languages.python.spec.files import (
     RepoFiles,
     _ini_get,
@@ -234,7 +235,7 @@ def _nox_test_sessions(project: _Project) -> list[str]:
     that does not parse is cut into functions by their ``def`` lines."""
     text = project.files.read("noxfile.py") or ""
     try:
-        functions = [(node.name, ast.get_source_segment(text, node) or "") for node in ast.parse(text).body
+        functions = [(node.name, ast.get_source_segment(text, node) or "") for node in pysyntax.parse(text).body
                      if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
     except (SyntaxError, ValueError):
         functions = re.findall(r"^def\s+(\w+)\s*\([^)]*\)[^:]*:\n((?:[ \t]+.*\n|\n)*)", text, flags=re.MULTILINE)
@@ -256,7 +257,7 @@ def _nox_test_requirements(project: _Project) -> list[str]:
     found: list[str] = []
     for source in _nox_test_sessions(project):
         try:
-            function = ast.parse(textwrap.dedent(source))
+            function = pysyntax.parse(textwrap.dedent(source))
         except (SyntaxError, ValueError):
             continue
         for node in ast.walk(function):

@@ -21,8 +21,14 @@ from typing import ClassVar, Literal, TypeVar
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-# Re-exported for the variant modules.
-from repo2env.languages.variants import Variant, VariantKind, diff_files, file_diff, text_lines  # noqa: F401
+from repo2env import pysyntax
+from repo2env.languages.variants import (  # noqa: F401 - re-exported for the variant modules
+    Variant,
+    VariantKind,
+    diff_files,
+    file_diff,
+    text_lines,
+)
 
 MutationKind = Literal["undo-statement", "flip-compare", "alter-return"]
 
@@ -91,7 +97,7 @@ def syntax_tree(text: str) -> str | None:
         with warnings.catch_warnings():
             # An invalid escape in the project's own strings is not our concern.
             warnings.simplefilter("ignore")
-            return ast.dump(ast.parse(text))
+            return ast.dump(pysyntax.parse(text))
     except (SyntaxError, ValueError, RecursionError):
         return None
 

@@ -1,0 +1,22 @@
+"""Python source parsed on the host, safely from many threads.
+
+Some CPython releases (3.11.7 on these machines; gh-106905) keep the AST converter's
+recursion depth in state that every thread shares, so two threads inside ``ast.parse`` at
+once can fail with ``SystemError: AST constructor recursion depth mismatch``. The pipeline
+parses in worker threads (validation's variants, the environment spec), so every parse on
+the host goes through :func:`parse`, one at a time. Scripts that run inside a sandbox are
+single-threaded and keep calling :mod:`ast` themselves.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+
+_LOCK = threading.Lock()
+
+
+def parse(text: str) -> ast.Module:
+    """``ast.parse(text)`` under the process's one parse lock."""
+    with _LOCK:
+        return ast.parse(text)
