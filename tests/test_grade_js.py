@@ -92,14 +92,18 @@ def test_the_spec_takes_its_runner_from_the_profile():
 def test_runner_configuration_is_refused_by_the_filter():
     spec = grading_spec(_task())
     patch = "".join(f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x\n"
-                    for path in (".mocharc.yml", "node_modules/mocha/index.js", ".npmrc", "lib/pad.js", "package.json"))
-    filtered = filter_patch(patch, spec.runner.config_patterns)
-    assert set(filtered.dropped_paths) == {".mocharc.yml", "node_modules/mocha/index.js", ".npmrc"}
+                    for path in (".mocharc.yml", "node_modules/mocha/index.js", ".npmrc", "lib/pad.js", "package.json",
+                                 "lib/pad.test.js", "src/__tests__/pad.js", "lib/pad.spec.ts"))
+    filtered = filter_patch(patch, spec.runner.protected_paths)
+    # Configuration, and tests beside the code (JavaScript's conventions, which Python's rules do not know).
+    assert set(filtered.dropped_paths) == {".mocharc.yml", "node_modules/mocha/index.js", ".npmrc", "lib/pad.test.js",
+                                           "src/__tests__/pad.js", "lib/pad.spec.ts"}
     assert set(filtered.kept_paths) == {"lib/pad.js", "package.json"}  # package.json: its runner fields are restored
     import re
 
-    protected = re.compile(protected_path_pattern(spec.runner.config_patterns))
+    protected = re.compile(protected_path_pattern(spec.runner.protected_paths))
     assert protected.search(".mocharc.json") and protected.search("node_modules/x.js") and not protected.search("lib/pad.js")
+    assert protected.search("lib/pad.test.js") and protected.search("jest.config.js")
 
 
 def _honest(test_id, plan):

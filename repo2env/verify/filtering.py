@@ -66,11 +66,11 @@ def is_protected_path(path: str) -> bool:
             or any(part.endswith(METADATA_SUFFIXES) for part in lowered))
 
 
-def protected_path_pattern(config_patterns: tuple[str, ...] | list[str] = ()) -> str:
+def protected_path_pattern(extra: str = "") -> str:
     """:func:`is_protected_path` as one regular expression (``re.search`` on the whole path), for the
     grading script where no filter ran on the host (a Harbor task's verifier has no repo2env); with
-    a language runner's ``config_patterns`` (:func:`config_pattern`) protected too."""
-    extra = config_pattern(config_patterns)
+    ``extra`` (a regular expression: a language's test paths and its runner's configuration files,
+    :attr:`repo2env.verify.spec.TestRunner.protected_paths`) protected too."""
     configs = "|".join(re.escape(name) for name in sorted(TEST_CONFIG_NAMES))
     startup = "|".join(sorted(STARTUP_MODULES))
     metadata = "|".join(re.escape(suffix) for suffix in METADATA_SUFFIXES)
@@ -93,7 +93,7 @@ def config_pattern(config_patterns: tuple[str, ...] | list[str]) -> str:
                     for pattern in kept)
 
 
-def filter_patch(patch: str, config_patterns: tuple[str, ...] | list[str] = ()) -> FilteredPatch:
+def filter_patch(patch: str, extra_protected: str = "") -> FilteredPatch:
     """Keep the agent's changes to non-test files; see the module docstring for the rules.
 
     The patch is read with :mod:`repo2env.patches`, as ``git apply`` reads it, and what is kept is
@@ -107,9 +107,9 @@ def filter_patch(patch: str, config_patterns: tuple[str, ...] | list[str] = ()) 
         return FilteredPatch("", (), (), (), error=error.message)
     kept: list[FilePatch] = []
     dropped: list[str] = []
-    config = re.compile(config_pattern(config_patterns)) if config_pattern(config_patterns) else None
+    extra = re.compile(extra_protected) if extra_protected else None
     for file in files:
-        if _refused(file) or (config is not None and any(config.search(name) for name in (*file.paths, *file.names))):
+        if _refused(file) or (extra is not None and any(extra.search(name) for name in (*file.paths, *file.names))):
             dropped.extend(path for path in file.paths if path not in dropped)
         else:
             kept.append(file)

@@ -141,7 +141,7 @@ class Grader:
         run_dir = self.logs_root / task.instance_id / (run_name or time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3))
         run_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        filtered = filter_patch(patch, spec.runner.config_patterns)
+        filtered = filter_patch(patch, spec.runner.protected_paths)
         write_capped_log(run_dir / "submitted.diff", patch)
         write_capped_log(run_dir / "applied.diff", filtered.patch)
         base = GradeResult(instance_id=task.instance_id, mode=mode, filtered_paths=list(filtered.dropped_paths),

@@ -38,7 +38,12 @@ from repo2env.models import PYTEST_MODULE_CMD, Task
 from repo2env.patches import parse
 from repo2env.verify.canaries import CanaryPlan
 from repo2env.verify.canary_maker import CanaryModule, canary_modules, plan_canaries, script_canary_modules
-from repo2env.verify.filtering import RUNNER_PATTERN, protected_path_pattern, runner_references
+from repo2env.verify.filtering import (
+    RUNNER_PATTERN,
+    config_pattern,
+    protected_path_pattern,
+    runner_references,
+)
 from repo2env.verify.junit import ID_OPTIONS, selection_args, split_node_id
 
 #: The hidden tests' timeout when validation measured none for the task (it sets one from the gold
@@ -108,6 +113,9 @@ class TestRunner(_Spec):
                                        "not change them (package.json files aside: their config_fields are restored).")
     config_fields: list[str] = Field(default_factory=list, description="package.json fields the runner reads, "
                                                                        "restored to the snapshot's.")
+    protected_paths: str = Field("", description="Paths an agent's patch may not change besides the grader's own "
+                                                 "rules, as one regular expression: the language's test paths and "
+                                                 "the runner's configuration files ('' for pytest: the rules are its).")
 
     @property
     def is_pytest(self) -> bool:
@@ -138,11 +146,14 @@ def profile_runner(task: Task) -> TestRunner:
     """The runner part of a spec from the task's language profile (a built task's runner, e.g. mocha)."""
     from repo2env.languages import get_profile
 
-    facts = get_profile(task.language).test_runner(task.env_spec)
+    profile = get_profile(task.language)
+    facts = profile.test_runner(task.env_spec)
+    protected = "|".join(part for part in (profile.path_rules().test_pattern(), config_pattern(facts.config_patterns))
+                         if part)
     return TestRunner(name=facts.name, command="", options=[], config_files=[], config_dirs=[], report_option="",
                       report_options=[], report_format=facts.report_format, session_statuses=[],
                       directory=facts.directory, config_patterns=list(facts.config_patterns),
-                      config_fields=list(facts.config_fields))
+                      config_fields=list(facts.config_fields), protected_paths=protected)
 
 
 def config_search_dirs(test_ids: list[str]) -> list[str]:
@@ -313,7 +324,7 @@ def _derive(task: Task, timeout_s: float) -> GradingSpec:
             instance_id=task.instance_id, fail_to_pass=list(task.FAIL_TO_PASS), pass_to_pass=list(task.PASS_TO_PASS),
             hidden_tests=task.test_patch, hidden_test_files=hidden.paths, gold_paths=gold.paths,
             gold_runner_references=sorted(runner_references(gold)),
-            protected_pattern=protected_path_pattern(runner.config_patterns), runner=runner, timeout_s=timeout_s,
+            protected_pattern=protected_path_pattern(runner.protected_paths), runner=runner, timeout_s=timeout_s,
             canary_modules=script_canary_modules(hidden, task.FAIL_TO_PASS, runner.name))
     return GradingSpec(
         instance_id=task.instance_id, fail_to_pass=list(task.FAIL_TO_PASS), pass_to_pass=list(task.PASS_TO_PASS),
