@@ -143,3 +143,11 @@ def test_a_run_cut_short_earns_nothing():
     # A script that did not end (its trailer unread) earns nothing either.
     reading, _ = _graded(_task(), _honest, exit_code=137)
     assert not reading.script_finished and set(reading.tests.values()) == {TestStatus.MISSING}
+
+
+def test_outcomes_turned_around_are_caught():
+    reading, _ = _graded(_task(), lambda test_id, plan: "passed" if test_id in plan.must_fail else "failed")
+    assert reading.tampered and set(reading.tests.values()) == {TestStatus.ERROR}
+    # A must-pass canary that fails while the must-fail ones fail too: the report is not the tests'.
+    reading, _ = _graded(_task(), lambda test_id, plan: "failed")
+    assert reading.tampered and "must pass failed" in reading.error

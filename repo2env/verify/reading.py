@@ -129,12 +129,12 @@ def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output:
     all_outcomes = requested_outcomes(run_ids, read_reports(texts))
     outcomes = {test_id: all_outcomes[test_id] for test_id in test_ids}
     error, tampered = None, False
-    # A must-pass canary whose file did not load (ERROR: a fix that breaks the module) is no lie;
-    # one that ran and failed, or that the report leaves out while its file ran, is.
+    # A must-pass canary that did not run (its file did not load, a hook of its describe failed: a
+    # fix that breaks the module) is no lie; one reported as run and failed is.
     lie = next((f"a canary that must fail passed ({test_id})" for test_id in plan.must_fail
                 if all_outcomes.get(test_id) == TestStatus.PASSED), None) or next(
-        (f"a canary that must pass did not ({test_id})" for test_id in plan.must_pass
-         if all_outcomes.get(test_id) not in (TestStatus.PASSED, TestStatus.ERROR)), None)
+        (f"a canary that must pass failed ({test_id})" for test_id in plan.must_pass
+         if all_outcomes.get(test_id) == TestStatus.FAILED), None)
     if lie is not None:
         tampered, error = True, f"tampered: {lie}"
         outcomes = {test_id: TestStatus.ERROR for test_id in test_ids}
