@@ -151,3 +151,13 @@ def test_outcomes_turned_around_are_caught():
     # A must-pass canary that fails while the must-fail ones fail too: the report is not the tests'.
     reading, _ = _graded(_task(), lambda test_id, plan: "failed")
     assert reading.tampered and "must pass failed" in reading.error
+
+
+def test_a_harbor_verifier_is_refused_not_faked():
+    import pytest
+
+    from repo2env.errors import InputError
+    from repo2env.publish.harbor import harbor_task_files
+
+    with pytest.raises(InputError, match="Harbor verifier for mocha tasks is not built yet"):
+        harbor_task_files(_task(), dataset="acme")
