@@ -115,22 +115,32 @@ def built_demo(docker_client, demo_repo, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def validated_js_demo(docker_client, js_demo_repo, tmp_path_factory):
-    """fmtkit mined, built and validated (default policy) once per session: (tasks folder, {pull: Task})."""
+def built_js_demo(docker_client, js_demo_repo, tmp_path_factory):
+    """fmtkit mined and built (env + task images) once per session: (tasks folder, {pull: Task})."""
     from repo2env.jsonl import read_tasks
     from repo2env.mine.git import GitSource
     from repo2env.mine.miner import mine
-    from repo2env.pipeline.stages import build_tasks_dir, validate_dir
+    from repo2env.pipeline.stages import build_tasks_dir
     from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.build import BuildOptions
+
+    folder = tmp_path_factory.mktemp("built-js-demo")
+    mine(GitSource(js_demo_repo.path, issues_path=js_demo_repo.issues_path), folder)
+    summary = build_tasks_dir(folder, runtime=DockerBackend(docker_client), options=BuildOptions(jobs=2))
+    assert summary.failed == 0, summary.failures
+    return folder, {task.pull_number: task for task in read_tasks(folder / "tasks.jsonl")}
+
+
+@pytest.fixture(scope="session")
+def validated_js_demo(docker_client, built_js_demo):
+    """The built fmtkit tasks validated (default policy) once per session: (tasks folder, {pull: Task})."""
+    from repo2env.jsonl import read_tasks
+    from repo2env.pipeline.stages import validate_dir
+    from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.validate.acceptance import load_acceptance_policy
 
-    folder = tmp_path_factory.mktemp("validated-js-demo")
-    mine(GitSource(js_demo_repo.path, issues_path=js_demo_repo.issues_path), folder)
-    backend = DockerBackend(docker_client)
-    summary = build_tasks_dir(folder, runtime=backend, options=BuildOptions(jobs=2))
-    assert summary.failed == 0, summary.failures
-    validate_dir(folder, backend, load_acceptance_policy("default"), jobs=2)
+    folder, _ = built_js_demo
+    validate_dir(folder, DockerBackend(docker_client), load_acceptance_policy("default"), jobs=2)
     return folder, {task.pull_number: task for task in read_tasks(folder / "tasks.jsonl")}
 
 

@@ -5,7 +5,8 @@ The channels: the report file the tests' own process writes (rewritten at exit, 
 events turned around from the code under test), the run itself (an early ``process.exit(0)``, a hang),
 the runner's configuration (``.mocharc``, package.json's ``mocha`` field and test script) and what
 Node loads by itself (``node_modules``, ``.npmrc``). The patches are made with git in a clone of the
-demo at the task's base commit, as an agent's diff would be.
+demo at the task's base commit, as an agent's diff would be. Measured: each earns 0.0, as the empty
+patch does, and the gold patch 1.0.
 """
 
 from __future__ import annotations
@@ -74,12 +75,15 @@ def diff_at_base(repo: Path, task, tmp_path: Path, *, prepend: dict[str, str] | 
 
 
 @pytest.fixture(scope="module")
-def probed(validated_js_demo):
-    """An accepted fmtkit task whose gold patch changes lib/ (the code its tests require)."""
-    _, tasks = validated_js_demo
-    accepted = [task for task in tasks.values() if task.validation and task.validation.verdict == "accepted"]
-    assert accepted
-    return sorted(accepted, key=lambda task: task.pull_number)[0]
+def probed(built_js_demo):
+    """A built fmtkit task (#10: one test file, its gold patch in lib/) with its ground truth's
+    FAIL_TO_PASS and PASS_TO_PASS (which validation derives: tests/test_demo_js.py)."""
+    from repo2env.demo import JS_DEMO_PULLS
+
+    _, tasks = built_js_demo
+    (pull,) = [pull for pull in JS_DEMO_PULLS if pull.number == 10]
+    return tasks[10].model_copy(update={"FAIL_TO_PASS": list(pull.fail_to_pass),
+                                        "PASS_TO_PASS": list(pull.pass_to_pass)})
 
 
 @pytest.fixture(scope="module")
