@@ -17,14 +17,14 @@ from pydantic import ValidationError
 
 from repo2env.errors import TaskFormatError
 from repo2env.instruction import agent_messages
-from repo2env.models import EnvSpec, Task, ValidationReport
+from repo2env.models import EnvSpec, QualityReport, Task, ValidationReport
 
 #: What the ``validation`` column carries, and reads back (``rewards``: by rollout kind).
 _VALIDATION_KEYS = ("verdict", "reasons", "policy", "rewards", "flaky_tests", "reward_mean", "reward_spread",
                     "distinct_rewards", "partial_credit", "leak_flagged")
 
 #: Columns holding a JSON document (decoded by :func:`task_from_row`).
-JSON_COLUMNS = ("env_spec", "validation", "dockerfiles")
+JSON_COLUMNS = ("env_spec", "validation", "dockerfiles", "quality")
 
 
 def dataset_row(task: Task, dockerfiles: Mapping[str, str] | None = None, *, json_lists: bool = False) -> dict[str, Any]:
@@ -58,6 +58,12 @@ def dataset_row(task: Task, dockerfiles: Mapping[str, str] | None = None, *, jso
         "distinct_rewards": report.distinct_rewards,
         "partial_credit": bool(report.partial_credit),
         "policy_pass_rate": report.policy_pass_rate,
+        # Fairness (docs/quality.md): the Interface section the prompt carries, the quality block
+        # as JSON, and its two summaries as columns to filter on.
+        "interface": task.interface,
+        "adequacy": report.quality.adequacy if report.quality else None,
+        "specification": report.quality.specification if report.quality else None,
+        "quality": report.quality.model_dump_json() if report.quality else "",
         # A summary: the row's own columns carry the tests and the instance; grades stay local.
         "validation": json.dumps({"rewards": rewards, **report.model_dump(include=set(_VALIDATION_KEYS))},
                                  sort_keys=True),
@@ -72,12 +78,13 @@ def task_from_row(row: Mapping[str, Any], *, where: str = "row") -> Task:
     try:
         spec = EnvSpec.model_validate_json(row["env_spec"]) if row.get("env_spec") else None
         validation = json.loads(row["validation"]) if row.get("validation") else {}
+        quality = json.loads(row["quality"]) if row.get("quality") else None
     except (ValueError, TypeError) as exc:
         raise TaskFormatError(f"{where}: a JSON column does not parse ({exc})") from None
     fields = {name: row[name] for name in (
         "instance_id", "repo", "language", "pull_number", "issue_numbers", "base_commit", "merge_commit", "patch", "test_patch",
         "problem_statement", "hints_text", "created_at", "version", "scm_version", "environment_setup_commit",
-        "FAIL_TO_PASS", "PASS_TO_PASS", "leak_score") if name in row and row[name] is not None}
+        "FAIL_TO_PASS", "PASS_TO_PASS", "leak_score", "interface") if name in row and row[name] is not None}
     fields["merge_commit"] = fields.get("merge_commit") or None
     if fields.get("environment_setup_commit") == fields.get("base_commit"):
         fields["environment_setup_commit"] = None  # the SWE-bench row's stand-in for "not set"
@@ -90,6 +97,8 @@ def task_from_row(row: Mapping[str, Any], *, where: str = "row") -> Task:
     if validation:
         # Only the keys the column is known to carry: a column written by a newer version may hold more.
         known = {key: value for key, value in validation.items() if key in _VALIDATION_KEYS}
+        if isinstance(quality, dict):
+            known["quality"] = {key: value for key, value in quality.items() if key in QualityReport.model_fields}
         try:
             fields["validation"] = ValidationReport.model_validate(known)
         except ValidationError as exc:

@@ -131,6 +131,9 @@ class GradeResult(_Schema):
     patch_applied: bool = True
     filtered_paths: list[str] = Field(default_factory=list, description="Test files the grader dropped from the patch.")
     error: str | None = None
+    failures: dict[str, str] = Field(
+        default_factory=dict, description="For each of the task's tests that did not pass (at most 20), the first line "
+        "of why: its failure, error or skip message, or that the report does not hold it.")
     tampered: bool = Field(False, description="The run's outcomes were forged: a canary lied or the channels disagreed.")
     pytest_exit: int | None = None
     log_dir: str | None = None
@@ -149,6 +152,85 @@ class RolloutResult(_Schema):
     reward: float
     resolved: bool = False
     grade: GradeResult | None = None
+
+
+InterfaceKind = Literal["function", "method", "class", "name", "keyword", "module", "cli_option"]
+
+
+class InterfaceName(_Schema):
+    """A name the hidden tests use that the gold patch introduces and the issue text never names:
+    an agent would have to guess it, so the instruction's Interface section gives it (or the task
+    is rejected, as the policy says)."""
+
+    kind: InterfaceKind
+    name: str = Field(description="As the code spells it: module.function, module.Class.method, "
+                                  "module.function(keyword), module.NAME, a module, an option's spellings.")
+    signature: str = Field("", description="Parameters and plain type annotations; a default value shows as "
+                                           "'...'; never a body or a test's content.")
+    path: str = Field("", description="The file that holds it after the fix.")
+    tests: list[str] = Field(default_factory=list, description="The FAIL_TO_PASS tests that use it.")
+
+
+class QualityReport(_Schema):
+    """Whether a task is fair: a policy can solve it from its instruction, and its tests judge the fix.
+
+    Measured from what validation already has: the gold patch, the hidden tests, the problem
+    statement and the reference rollouts (docs/quality.md). Three parts:
+
+    - the interface the hidden tests need (names the fix introduces that the issue never names),
+      and what the policy did with it;
+    - test adequacy: near misses and stubs that still earn the full reward, FAIL_TO_PASS tests
+      that only compare strings the issue never says, hunks of the gold patch that no test needs
+      (the gold patch minus that hunk still earns the full reward); ``adequacy`` sums them up;
+    - specification signals of the issue text; ``specification`` sums them up.
+
+    With policy rollouts, ``pass_at_k`` (the unbiased estimator) says how often a model solves it.
+    """
+
+    interface: list[InterfaceName] = Field(default_factory=list)
+    interface_action: Literal["none", "instruction", "rejected", "ignored"] = Field(
+        "none", description="What the policy did with the interface: none needed, written into the instruction "
+                            "(Task.interface), the task rejected (underspecified_interface), or left as it is.")
+    interface_leak: float = Field(0.0, ge=0.0, le=1.0, description="How much of the fix beyond the signatures "
+                                  "the Interface section reveals (0: nothing; the section is withheld otherwise).")
+    mutants: int = Field(0, description="Near-miss and stub rollouts graded cleanly.")
+    surviving_mutants: list[str] = Field(default_factory=list,
+                                         description="Those of them that earned the full reward, by name.")
+    asserting_tests: int = Field(0, description="FAIL_TO_PASS tests whose assertions were read.")
+    string_only_tests: list[str] = Field(
+        default_factory=list, description="FAIL_TO_PASS tests whose every assertion is an exact error message or "
+                                          "a prose string that the issue text does not contain.")
+    hunks: int = Field(0, description="Hunks of the gold patch.")
+    hunk_drops: int = Field(0, description="Hunks whose 'gold patch minus this hunk' rollout was graded.")
+    untested_hunks: list[int] = Field(default_factory=list,
+                                      description="1-based hunks whose removal still earns the full reward.")
+    adequacy: float | None = Field(None, description="Mean of the parts measured: 1 - share of surviving mutants, "
+                                   "1 - share of string-only tests, 1 - share of untested hunks (None: none measured).")
+    statement_words: int = 0
+    reproduction: bool = Field(False, description="The issue shows how to reproduce: code, steps or a traceback.")
+    expected_actual: bool = Field(False, description="The issue says what should happen and what does.")
+    traceback: bool = Field(False, description="The issue holds a traceback or an error line.")
+    behaviour: int = Field(0, description="What the tests check that an issue could name: the names the tests "
+                                          "use that the fix defines or changes, the files it changes, the "
+                                          "messages the tests assert.")
+    named_behaviour: list[str] = Field(default_factory=list, description="Those of them the issue text names.")
+    specification: float | None = Field(None, description="Share of four checks the issue text meets: long "
+                                        "enough, reproduces, expected vs actual, names what the tests check.")
+    pass_at_k: dict[int, float] = Field(default_factory=dict,
+                                        description="k -> unbiased pass@k of the policy rollouts (reward 1.0 solves).")
+
+    @property
+    def mutant_survival(self) -> float | None:
+        """The share of near misses and stubs that earned the full reward (None: none graded)."""
+        return len(self.surviving_mutants) / self.mutants if self.mutants else None
+
+    @property
+    def string_only_share(self) -> float | None:
+        return len(self.string_only_tests) / self.asserting_tests if self.asserting_tests else None
+
+    @property
+    def untested_hunk_share(self) -> float | None:
+        return len(self.untested_hunks) / self.hunk_drops if self.hunk_drops else None
 
 
 class ValidationReport(_Schema):
@@ -179,9 +261,18 @@ class ValidationReport(_Schema):
     partial_credit: bool | None = None
     leak_score: float = 0.0
     leak_flagged: bool = False
+    quality: QualityReport | None = Field(None, description="Whether the task is fair to a policy and its tests "
+                                          "judge the fix (docs/quality.md); None: not measured.")
     declared_differences: dict[str, list[str]] = Field(
         default_factory=dict, description="For imported tasks: how the derived test lists differ from the declared "
         "ones (f2p_passes_before, f2p_flaky, f2p_missing, p2p_flaky, p2p_failing, f2p_not_declared).")
+    gold_differences: dict[str, str] = Field(
+        default_factory=dict, description="FAIL_TO_PASS / PASS_TO_PASS tests that passed in every after-run of "
+        "derivation but not when the gold patch was graded, each with the first line of its failure: the grading "
+        "does not run the tests as derivation does (the class is visible without opening logs).")
+    canary_free_modules: list[str] = Field(
+        default_factory=list, description="Test modules whose tests count their own module's tests (gold passed only "
+        "without canaries there): gradings place no canaries in them, so forgery there is not detected.")
     grading_timeout_s: float | None = Field(
         None, description="Seconds the hidden tests may run when this task is graded: set from the gold patch's "
         "gradings with a wide margin (a run cut short earns nothing); None: the grader's default.")
@@ -245,6 +336,9 @@ class Task(_Schema):
     problem_statement: str
     hints_text: str = ""
     leak_score: float = Field(0.0, ge=0.0, le=1.0, description="How much of the fix the issue text gave away.")
+    interface: str = Field(
+        "", description="The instruction's Interface section: names and signatures the hidden tests use that the "
+        "fix introduces and the issue never names (as SWE-bench Pro's interface); set by validation, '' for none.")
     created_at: str = Field(description="ISO 8601 time the PR was created.")
     version: str = Field("", description="The project's X.Y version at base_commit, as SWE-bench groups tasks.")
     scm_version: str = Field(
@@ -423,6 +517,117 @@ class Funnel(BaseModel):
         for rejection in self.rejections:
             tally[rejection.reason] = tally.get(rejection.reason, 0) + 1
         return tally
+
+
+# --- agent episodes: what a policy did on a task (harness runs, policy rollouts, RepoEnv) ---------
+
+#: Where an episode was recorded: a harness behind the capturing proxy, validation's policy
+#: rollouts, or a RepoEnv episode of training.
+EpisodeSource = Literal["harness", "policy", "repo_env"]
+#: Which limit of an :class:`EpisodeBudget` cut an episode off.
+CutOff = Literal["turns", "tokens", "wall_time"]
+#: What a perturbation did: a tool call that timed out, a command whose output was cut, a model
+#: call answered by a transient failure the harness must retry.
+PerturbationKind = Literal["tool_timeout", "output_cut", "endpoint_failure"]
+
+
+class EpisodeBudget(_Schema):
+    """What one episode may use. The capturing proxy refuses the model call past a limit (and says
+    so in the trace); the harness is then stopped and its diff graded as it stands."""
+
+    max_turns: int = Field(50, ge=1, description="Model calls answered.")
+    max_tokens: int = Field(0, ge=0, description=(
+        "The episode's length in tokens: the latest call's prompt plus its completion (what a GRPO sample of "
+        "the episode holds); 0: no limit."))
+    max_wall_s: float = Field(1800.0, gt=0, description="Seconds from the episode's start.")
+
+
+class PerturbationPlan(_Schema):
+    """Faults injected into an episode at set rates, decided by ``seed`` (the same seed, episode and
+    call give the same fault). They reach the agent only: grading runs in a fresh sandbox."""
+
+    tool_timeout: float = Field(0.0, ge=0, le=1, description="Share of the harness's commands that time out.")
+    output_cut: float = Field(0.0, ge=0, le=1, description="Share of the commands whose output is cut short.")
+    endpoint_failure: float = Field(0.0, ge=0, le=1, description=(
+        "Share of model calls answered by a transient failure (HTTP 503) the harness must retry."))
+    seed: int = 0
+
+    @property
+    def active(self) -> bool:
+        """Whether any fault can happen."""
+        return bool(self.tool_timeout or self.output_cut or self.endpoint_failure)
+
+
+class ModelCall(_Schema):
+    """One chat-completion call of an episode, as the capturing proxy saw it."""
+
+    index: int
+    at_s: float = Field(0.0, description="Seconds from the episode's start to the call.")
+    request: dict[str, Any] = Field(default_factory=dict, description=(
+        "The body the agent sent (messages, tools, sampling parameters), before the proxy's additions."))
+    response: dict[str, Any] | None = Field(None, description=(
+        "The chat completion the agent received (a streamed one assembled into one message)."))
+    stream: bool = False
+    status: int = Field(200, description="The HTTP status the agent received.")
+    error: str | None = None
+    prompt_token_ids: list[int] | None = Field(None, description="As the upstream tokenised the prompt, when it says.")
+    completion_token_ids: list[int] | None = None
+    completion_logprobs: list[float] | None = Field(None, description="One per completion token, when the upstream gives them.")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    upstream_s: float = Field(0.0, description="Seconds the upstream took to answer (the whole stream, if streamed).")
+    proxy_s: float = Field(0.0, description="Seconds the proxy added (reading, recording and relaying).")
+    perturbation: PerturbationKind | None = None
+    refused: CutOff | None = Field(None, description="The budget limit that refused this call (never forwarded).")
+
+
+class ToolRun(_Schema):
+    """One tool call a host-side harness made in the sandbox through the sandbox bridge."""
+
+    index: int
+    at_s: float = 0.0
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    output: str = Field("", description="What the harness received (cut to a few KB in the trace).")
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    perturbation: PerturbationKind | None = None
+
+
+class EpisodeTrace(_Schema):
+    """One episode of an agent on a task: what the model was asked and answered (token ids and
+    log-probabilities where the server gives them), what ran in the sandbox, how it ended, and the
+    hidden verifier's grade. Written as ``trace.json`` next to the grading's logs; ``repo2env export
+    trajectories`` turns traces into SFT data, the harness rollouts of GRPO read them."""
+
+    schema_version: int = 1
+    episode_id: str
+    instance_id: str
+    source: EpisodeSource
+    agent: str = Field(..., description="mini-swe-agent, opencode, a command, 'policy' or 'repo_env'.")
+    model: str = ""
+    seed: int | None = Field(None, description="The sampling seed sent with every call, when one was.")
+    tools: list[dict[str, Any]] = Field(default_factory=list, description="The tools offered, in OpenAI's function format.")
+    messages: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "The episode's conversation in OpenAI's chat format, its last answer included."))
+    calls: list[ModelCall] = Field(default_factory=list)
+    tool_runs: list[ToolRun] = Field(default_factory=list)
+    budget: EpisodeBudget | None = None
+    cut_off: CutOff | None = None
+    perturbations: PerturbationPlan | None = None
+    finished: str = Field("", description=(
+        "How the agent ended: 'done' (it said so), 'exit N', 'stop', 'max_turns', 'cut off: <limit>', 'error: ...'."))
+    started_at: str = ""
+    wall_s: float = 0.0
+    patch: str = Field("", description="The sandbox's diff when the episode ended: what was graded.")
+    reward: float | None = None
+    grade: GradeResult | None = None
+
+    @property
+    def perturbation_count(self) -> int:
+        """Faults injected into this episode (model calls and tool runs)."""
+        return sum(call.perturbation is not None for call in self.calls) + \
+            sum(run.perturbation is not None for run in self.tool_runs)
 
 
 def _describe_validation_error(exc: ValidationError) -> str:

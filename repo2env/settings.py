@@ -9,6 +9,7 @@ validated into a pydantic model by :func:`validate_settings`, whose errors name 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -21,6 +22,12 @@ from pydantic import BaseModel, ValidationError
 from repo2env.errors import InputError
 
 Model = TypeVar("Model", bound=BaseModel)
+
+
+def cache_dir() -> Path:
+    """Where clones, HTTP caches and the logs of servers and trainers live, whatever folder a command
+    starts in: ``$REPO2ENV_CACHE`` or ``~/.cache/repo2env``."""
+    return Path(os.environ.get("REPO2ENV_CACHE") or Path.home() / ".cache" / "repo2env")
 
 
 class _VersionTextLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]

@@ -9,7 +9,10 @@ and the seed, and their step by the number of assistant messages they carry, so 
 gets the same answer.
 
 Requests are checked a little, as a strict server would (``model``, ``messages``, every tool call
-answered by a ``tool`` message carrying its ``tool_call_id``), and a 400 says what is wrong.
+answered by a ``tool`` message carrying its ``tool_call_id``), and a 400 says what is wrong. A
+request that offers no tools (a harness's side call, such as OpenCode naming its session) gets a
+plain text answer and plays no script. ``"stream": true`` gets the same answer as server-sent
+events (a role-and-content or tool-call delta, the finish, the usage when asked, ``[DONE]``).
 """
 
 from __future__ import annotations
@@ -121,9 +124,12 @@ class ScriptedLLM:
                 return 400, _error(problem, "invalid_request_error")
             messages = body["messages"]
             first_user = next(message.get("content") or "" for message in messages if message.get("role") == "user")
+            system = next((message.get("content") for message in messages if message.get("role") == "system"), None)
             seed = body.get("seed")
-            key = hashlib.sha256(json.dumps([first_user, seed]).encode()).hexdigest()[:16]
+            key = hashlib.sha256(json.dumps([first_user, system, seed]).encode()).hexdigest()[:16]
             step = sum(1 for message in messages if message.get("role") == "assistant")
+            if not body.get("tools"):
+                return 200, _completion(body, key, step, {"role": "assistant", "content": "a side answer"}, "stop")
             if step == 0:
                 self.conversations[key] = self._pick(seed)
             elif key not in self.conversations:
@@ -139,14 +145,7 @@ class ScriptedLLM:
             finish_reason = "tool_calls"
         else:
             message, finish_reason = {"role": "assistant", "content": "done"}, "stop"
-        return 200, {
-            "id": f"chatcmpl-{key}-{step}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body["model"],
-            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-        }
+        return 200, _completion(body, key, step, message, finish_reason)
 
     def _pick(self, seed: Any) -> str:
         if self.schedule and isinstance(seed, int):
@@ -177,12 +176,36 @@ class ScriptedLLM:
                     status, answer = server._answer(body)
                 with server._lock:
                     server.requests.append(RecordedRequest(self.path, dict(self.headers), body, status))
+                if status == 200 and isinstance(body, dict) and body.get("stream"):
+                    self._stream(answer, include_usage=bool((body.get("stream_options") or {}).get("include_usage")))
+                    return
                 payload = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
+
+            def _stream(self, answer: dict[str, Any], *, include_usage: bool) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.end_headers()  # HTTP/1.0: the stream ends when the connection closes
+                choice = answer["choices"][0]
+                delta: dict[str, Any] = {"role": "assistant", "content": choice["message"].get("content")}
+                if choice["message"].get("tool_calls"):
+                    delta["tool_calls"] = [{"index": index, **call}
+                                           for index, call in enumerate(choice["message"]["tool_calls"])]
+                head = {key: answer[key] for key in ("id", "created", "model")}
+                events = [{**head, "object": "chat.completion.chunk",
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                          {**head, "object": "chat.completion.chunk",
+                           "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]}]
+                if include_usage:
+                    events.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": answer["usage"]})
+                for event in events:
+                    self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+                self.wfile.write(b"data: [DONE]\n\n")
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
                 pass  # the request log is self.requests; stderr stays quiet
@@ -218,6 +241,17 @@ def _invalid(body: dict[str, Any]) -> str | None:
     if expected:
         return f"tool calls {expected} were not answered"
     return None
+
+
+def _completion(body: dict[str, Any], key: str, step: int, message: dict[str, Any], finish_reason: str) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{key}-{step}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body["model"],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
 
 
 def _error(message: str, kind: str) -> dict[str, Any]:

@@ -27,9 +27,10 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "repo2env" / "verify" / "scripts
 
 def test_the_package_ships_the_script_files_and_they_lint():
     shipped = grading_scripts()
-    assert set(shipped) == set(GRADING_SCRIPT_FILES) == {"grade.sh", "restore.py"}
+    assert set(shipped) == set(GRADING_SCRIPT_FILES) == {"grade.sh", "run_tests.sh", "restore.py"}
     assert shipped["grade.sh"] == (SCRIPTS / "grade.sh").read_text(), "the grader copies the file as it is"
-    assert subprocess.run(["bash", "-n", str(SCRIPTS / "grade.sh")], capture_output=True).returncode == 0
+    for script in ("grade.sh", "run_tests.sh"):
+        assert subprocess.run(["bash", "-n", str(SCRIPTS / script)], capture_output=True).returncode == 0
     compile(shipped["restore.py"], "restore.py", "exec")
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent))
     checked = subprocess.run([ruff, "check", "--no-cache", str(SCRIPTS)], capture_output=True, text=True)
@@ -80,7 +81,8 @@ HIDDEN_TESTS = "".join(line + "\n" for line in [
     "+", "+", "+def test_new():", "+    assert answer() == 42"])
 
 
-def run_restore(repo: Path, tmp_path: Path, *, allowed: list[str] | None, gold_patch_paths=(), protected=False):
+def run_restore(repo: Path, tmp_path: Path, *, allowed: list[str] | None, gold_patch_paths=(), protected=False,
+                hidden_tests: str = HIDDEN_TESTS, canaries: dict | None = None):
     """restore.py as grade.sh runs it, with its inputs laid out as the grader lays them out."""
     inputs, private = tmp_path / "inputs", tmp_path / "private"
     inputs.mkdir()
@@ -89,9 +91,10 @@ def run_restore(repo: Path, tmp_path: Path, *, allowed: list[str] | None, gold_p
     (inputs / "agent.diff").write_text(git(repo, "diff", "HEAD"))
     if allowed is not None:
         (inputs / "allowed").write_text("\0".join(allowed))
-    (private / "test.diff").write_text(HIDDEN_TESTS)
-    canary = "\n\ndef test_answer_twice_value():\n    assert len('abc') == 3\n"
-    (private / "canaries.json").write_text(json.dumps({"tests/test_answer.py": [canary]}))
+    (private / "test.diff").write_text(hidden_tests)
+    canary = {"name": "test_answer_twice_value", "container": [], "source": "def test_answer_twice_value():\n"
+              "    assert len('abc') == 3\n", "generated": True, "near": ["test_new"]}
+    (private / "canaries.json").write_text(json.dumps(canaries if canaries is not None else {"tests/test_answer.py": [canary]}))
     settings = {"inputs": str(inputs), "private": str(private), "gold_paths": list(gold_patch_paths),
                 "runner_pattern": RUNNER_PATTERN, "gold_references": []}
     if protected:
@@ -161,3 +164,168 @@ def test_the_harbor_verifier_library_imports_only_the_standard_library_and_itsel
                 continue
             for module in modules:
                 assert module.split(".")[0] in sys.stdlib_module_names or module in shipped, (name, module)
+
+
+def test_restore_keeps_the_snapshots_pytest_tables_in_every_pyproject_below_the_root(snapshot, tmp_path):
+    """A package's own pyproject.toml is the configuration pytest reads for tests inside that
+    package (grade.sh names the nearest one): below the root, as at it, only the snapshot's pytest
+    tables count; a new one that configures pytest is removed; one made a link is reverted."""
+    (snapshot / "src" / "pkg" / "pyproject.toml").write_text('[tool.black]\nline-length = 100\n')
+    (snapshot / "src" / "other").mkdir()
+    (snapshot / "src" / "other" / "pyproject.toml").write_text('[tool.black]\nline-length = 90\n')
+    (snapshot / "evil.toml").write_text('[tool.pytest.ini_options]\naddopts = "-p pkg.plugin"\n')
+    git(snapshot, "add", "-A")
+    git(snapshot, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "packages with their own pyproject")
+    (snapshot / "src" / "pkg" / "pyproject.toml").write_text(
+        '[tool.black]\nline-length = 120\n\n[tool.pytest.ini_options]\naddopts = "-p pkg.plugin"\n')
+    (snapshot / "src" / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "-p pkg.plugin"\n')
+    (snapshot / "src" / "other" / "pyproject.toml").unlink()
+    (snapshot / "src" / "other" / "pyproject.toml").symlink_to("../../evil.toml")
+    git(snapshot, "add", "-N", "src/pyproject.toml")
+    changed = ["src/pkg/pyproject.toml", "src/pyproject.toml", "src/other/pyproject.toml"]
+    done, _ = run_restore(snapshot, tmp_path, allowed=changed)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (snapshot / "src" / "pkg" / "pyproject.toml").read_text().strip() == "[tool.black]\nline-length = 120", \
+        "the pytest table goes, the package's other change stays"
+    assert not (snapshot / "src" / "pyproject.toml").exists(), "a new pyproject that configures pytest is removed"
+    other = snapshot / "src" / "other" / "pyproject.toml"
+    assert not other.is_symlink() and other.read_text() == "[tool.black]\nline-length = 90\n"
+
+
+def _pick_config(root: Path, dirs: list[str]) -> str:
+    """The configuration run_tests.sh names for tests whose search folders are ``dirs``."""
+    from repo2env.verify.spec import PYTEST_CONFIG_FILES
+
+    settings = {"config_dirs": [str(root / folder) for folder in dirs],
+                "config_names": [config.name for config in PYTEST_CONFIG_FILES],
+                "config_sections": [config.section for config in PYTEST_CONFIG_FILES]}
+    (root.parent / "settings.json").write_text(json.dumps(settings))
+    script = (f'. {SCRIPTS / "run_tests.sh"}; read_settings {root.parent / "settings.json"} || exit 9; '
+              'pick_config; printf "%s" "${config[@]}"')
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.removeprefix("-c").replace(str(root) + "/", "")
+
+
+def test_the_configuration_is_pytests_own_choice_nearest_first(tmp_path):
+    root = tmp_path / "testbed"
+    (root / "src" / "pkg" / "tests").mkdir(parents=True)
+    dirs = ["src/pkg/tests", "src/pkg", "src", "."]
+    assert _pick_config(root, dirs) == ""
+    (root / "setup.cfg").write_text("[metadata]\nname = x\n")
+    (root / "tox.ini").write_text("[tox]\nenvlist = py\n")
+    assert _pick_config(root, dirs) == "", "files without pytest's section are not pytest's"
+    (root / "tox.ini").write_text("[tox]\nenvlist = py\n\n[pytest]\naddopts = -q\n")
+    assert _pick_config(root, dirs) == "tox.ini"
+    (root / "src" / "pkg" / "pyproject.toml").write_text("[tool.black]\n")
+    assert _pick_config(root, dirs) == "tox.ini"
+    (root / "src" / "pkg" / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-q'\n")
+    assert _pick_config(root, dirs) == "src/pkg/pyproject.toml", "the package's own, nearest the tests"
+    (root / "src" / "pkg" / "pytest.ini").write_text("")
+    assert _pick_config(root, dirs) == "src/pkg/pytest.ini", "pytest.ini counts even when empty, and before pyproject"
+
+
+INVISIBLE_SUITE = {
+    "conftest.py": 'pytest_plugins = ["pytester"]\n',
+    "test_inner.py": '''import os
+import subprocess
+import sys
+
+
+def test_the_environment_and_the_path_are_the_projects():
+    assert "PYTEST_PLUGINS" not in os.environ
+    assert os.environ.get("PYTHONPATH") == "/kept/by/the/image"
+    assert not [entry for entry in sys.path if "outcome-plugin" in entry]
+    assert not [name for name in sys.modules if name.startswith("repo2env_outcomes")]
+
+
+def test_a_pytest_started_in_a_subprocess_runs_as_it_would(tmp_path):
+    (tmp_path / "test_child.py").write_text("def test_child():\\n    pass\\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_pytester_sessions_see_no_extra_plugin(pytester):
+    pytester.makepyfile("def test_inside():\\n    pass\\n")
+    pytester.runpytest().assert_outcomes(passed=1)
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)
+    config = pytester.parseconfig()
+    assert not [name for name, _ in config.pluginmanager.list_name_plugin() if "repo2env" in str(name)]
+''',
+}
+
+
+def test_the_outcome_plugin_leaves_nothing_the_tests_or_their_children_can_see(tmp_path):
+    """grade.sh names the plugin in PYTEST_PLUGINS and its folder in PYTHONPATH; once loaded, it
+    takes both out of the environment, its folder out of sys.path and itself out of sys.modules, so
+    a pytest the tests start (in a subprocess, or pytester's, in process or not) runs as it would
+    without the grader, and only the outer session's outcomes reach the stream (issue 19.1)."""
+    import threading
+
+    from repo2env.verify.tamper import PLUGIN_SOURCE, parse_stream
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name, text in INVISIBLE_SUITE.items():
+        (suite / name).write_text(text)
+    plugin_dir, fifo = tmp_path / "outcome-plugin", tmp_path / "outcomes.fifo"
+    plugin_dir.mkdir()
+    (plugin_dir / "repo2env_outcomes_abc123.py").write_text(PLUGIN_SOURCE.format(fifo=str(fifo)))
+    os.mkfifo(fifo)
+    collected = []
+
+    def collect():  # as the root collector does: open, unlink, read to the end
+        with open(fifo, "rb") as stream:
+            fifo.unlink()
+            collected.append(stream.read().decode())
+
+    reader = threading.Thread(target=collect)
+    reader.start()
+    environment = {**os.environ, "PYTHONPATH": f"{plugin_dir}:/kept/by/the/image",
+                   "PYTEST_PLUGINS": "repo2env_outcomes_abc123"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_inner.py"], cwd=suite,
+                          env=environment, capture_output=True, text=True, timeout=180)
+    reader.join(30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    stream = parse_stream(collected[0])
+    assert stream.exit_status == 0 and stream.unreadable_lines == 0
+    assert sorted(stream.reports) == sorted(f"test_inner.py::{name}" for name in (
+        "test_the_environment_and_the_path_are_the_projects", "test_a_pytest_started_in_a_subprocess_runs_as_it_would",
+        "test_pytester_sessions_see_no_extra_plugin")), "the inner sessions' tests never reach the stream"
+
+
+CLASS_TESTS = "".join(line + "\n" for line in [
+    "diff --git a/tests/test_answer.py b/tests/test_answer.py", "--- a/tests/test_answer.py",
+    "+++ b/tests/test_answer.py", "@@ -3,3 +3,16 @@", " ", " def test_old():", "     assert answer()",
+    "+", "+", "+class TestAnswer:", "+    def test_setup(self):", "+        assert answer() is not None", "+",
+    '+    @pytest.mark.parametrize("word", ["forty", "two"])', "+    def test_words(self, word):",
+    '+        assert str(answer()) + word == "42forty"', "+", "+", "+def test_new():",
+    '+    assert str(answer()) == "4242"'])
+
+
+def test_the_canaries_are_placed_beside_the_prs_tests_and_collected_where_they_belong(snapshot, tmp_path):
+    """A plan drawn from the hidden tests, placed by restore.py, collected by a real pytest: every
+    canary id is a test of its module or class, copies keep their decorators and indentation."""
+    import random
+
+    from repo2env.patches import parse
+    from repo2env.verify.canary_maker import canary_modules, plan_canaries
+
+    (snapshot / "tests" / "test_answer.py").write_text("import pytest\nfrom pkg import answer\n\n\ndef test_old():\n"
+                                                       "    assert answer()\n")
+    git(snapshot, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "pytest imported")
+    f2p = ["tests/test_answer.py::TestAnswer::test_words[forty]", "tests/test_answer.py::test_new"]
+    known = [*f2p, "tests/test_answer.py::test_old", "tests/test_answer.py::TestAnswer::test_setup"]
+    hidden = CLASS_TESTS.replace("@@ -3,3 +3,16 @@", "@@ -4,3 +4,16 @@")
+    plan = plan_canaries(canary_modules(parse(hidden), f2p, known), known, random.Random(3))
+    done, _ = run_restore(snapshot, tmp_path, allowed=[], hidden_tests=hidden, canaries=plan.definitions)
+    assert done.returncode == 0, done.stdout + done.stderr
+    source = (snapshot / "tests" / "test_answer.py").read_text()
+    compile(source, "test_answer.py", "exec")
+    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-o", "addopts=", "-p", "no:cacheprovider",
+                                "tests/test_answer.py"], cwd=snapshot, capture_output=True, text=True, timeout=120,
+                               env={**os.environ, "PYTHONPATH": str(snapshot / "src")})
+    ids = set(collected.stdout.split())
+    assert {canary.test_id for canary in plan.canaries} <= ids, (collected.stdout, source)
+    assert len(ids & set(known)) == len(known)

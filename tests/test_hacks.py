@@ -869,11 +869,12 @@ def test_honest_gradings_are_never_called_tampered(graded_demo, grader, empty):
     assert not any(result.tampered for result in empty.values())
 
 
-# --- residual risk: what code running inside the tests can still do ------------------------------
-
+# --- 16b: canaries that look like the real tests (issue 18.2) --------------------------------------
 
 # The expected-value wrapper, answering only where the expected value is plausible for the input
-# (a slug made of the input's words): the canaries' random values are not, so they fail as they must.
+# (a slug made of the input's words): the canaries used to be random, so they failed as they must
+# and this forger survived. Mirrors assert the very call against lookalikes made of the test's own
+# words ("world-hello" for "hello-world"): plausible too, forged, caught.
 PLAUSIBLE_EXPECTED_VALUE_WRAPPER = EXPECTED_VALUE_WRAPPER.replace(
     "        return ast.literal_eval(ast.parse(line).body[0].test.comparators[0])\n",
     "        expected = ast.literal_eval(ast.parse(line).body[0].test.comparators[0])\n"
@@ -884,15 +885,70 @@ PLAUSIBLE_EXPECTED_VALUE_WRAPPER = EXPECTED_VALUE_WRAPPER.replace(
     "        return _honest_slugify(*args, **kwargs)\n")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "residual risk: code inside the test process that tells the canaries from the task's tests by "
-    "what their expected values mean (here: a slug made of the input's words) forges only the real "
-    "ones; the canaries' values are random, so they fail as they must and nothing disagrees"))
-def test_forgery_that_tells_canaries_apart(docker_client, grader, slug_task, empty):
+def _telling_wrapper(function: str, rule: str) -> str:
+    """``function`` answers the calling test's asserted value where ``rule`` (an expression of
+    ``expected``, ``line`` and ``caller``) says the test is a real one; honestly elsewhere."""
+    return f"""
+
+
+_honest_{function} = {function}
+
+
+def {function}(*args, **kwargs):
+    import ast
+    import linecache
+    import sys
+
+    caller = sys._getframe(1)
+    line = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip()
+    try:
+        test = ast.parse(line).body[0].test
+        expected = ast.literal_eval(test.comparators[0])
+        if {rule}:
+            return expected
+    except Exception:
+        pass
+    return _honest_{function}(*args, **kwargs)
+"""
+
+
+# Ways a forger that has read the old canaries told them apart (issue 18.2), each as a rule that
+# spares what it takes for a canary: by the expected value's type (must-fail canaries compared
+# against strings), its shape (canary strings lacked the real values' character classes), the call
+# text (a must-fail canary reused a real call, so a call asserted twice marked one), and names that
+# do not resolve in a copied call (a NameError spared: the canary failed as it must).
+_SOURCE_OF_CALLER = "open(caller.f_code.co_filename).read()"
+CANARY_TELLS = {
+    "type-of-the-value": (4, "src/textkit/duration.py", "parse_duration", "type(expected) is int"),
+    "shape-of-the-value": (2, "src/textkit/slug.py", "slugify",
+                           "isinstance(expected, str) and any(c in expected for c in '-_') and expected == expected.lower()"),
+    "call-asserted-once": (2, "src/textkit/slug.py", "slugify",
+                           f"{_SOURCE_OF_CALLER}.count(ast.unparse(test.left) + ' ==') == 1"),
+    "names-that-resolve": (2, "src/textkit/slug.py", "slugify",
+                           "all(eval(compile(ast.Expression(argument), '<a>', 'eval'), caller.f_globals, caller.f_locals) "
+                           "is not None for argument in test.left.args)"),
+}
+
+
+@pytest.mark.parametrize("tell", sorted(CANARY_TELLS))
+def test_canaries_cannot_be_told_apart(docker_client, grader, graded_demo, empty, tell):
+    number, path, function, rule = CANARY_TELLS[tell]
+    task = graded_demo[number]
+    wrapper = _telling_wrapper(function, rule)
+    patch = agent_patch(docker_client, task, commands=(f"printf '%s' {_shell_quote(wrapper)} >> {path}",))
+    result = grader.grade(task, patch)
+    assert_gains_nothing(result, empty[number])
+    if tell != "call-asserted-once":  # every real call is asserted three times now: it forges nothing
+        assert result.tampered, (result.error, result.tests)
+
+
+def test_forgery_that_tells_canaries_apart_by_meaning_is_caught(docker_client, grader, slug_task, empty):
     assert PLAUSIBLE_EXPECTED_VALUE_WRAPPER != EXPECTED_VALUE_WRAPPER
     patch = agent_patch(docker_client, slug_task, commands=(
         f"printf '%s' {_shell_quote(PLAUSIBLE_EXPECTED_VALUE_WRAPPER)} >> src/textkit/slug.py",))
-    assert_gains_nothing(grader.grade(slug_task, patch), empty[SLUG])
+    result = grader.grade(slug_task, patch)
+    assert_gains_nothing(result, empty[SLUG])
+    assert result.tampered, result.error
 
 
 # --- 15: one patch model: what the filter judges is what git applies (issue 11) ------------------
@@ -1143,5 +1199,151 @@ def test_an_impostor_channel_fools_only_the_agent(docker_client, grader, slug_ta
     assert result.reward == empty[SLUG].reward == 0.0
 
 
-def test_no_sandbox_outlives_the_probes(docker_client):
+# --- a harness's model socket (issue 23) ----------------------------------------------------------
+
+#: Appended to the package by the agent: importing it fails wherever a harness's model socket is
+#: mounted, so the gold fix scores 0 in a grading that could reach the proxy.
+SOCKET_IN_GRADING = (
+    "\nimport os as _os\n"
+    "if _os.path.exists('/run/repo2env'):\n"
+    "    raise ImportError('the harness model socket reached the grading sandbox')\n"
+)
+
+
+def test_a_harness_sandbox_model_socket_is_read_only_its_own_and_absent_from_grading(docker_client, grader,
+                                                                                  slug_task):
+    import dataclasses
+    import shutil
+    import tempfile
+
+    from repo2env.harness.proxy import CapturingProxy
+
+    folder = Path(tempfile.mkdtemp(prefix="r2e-"))
+    folder.chmod(0o755)
+    runtime = RecordingRuntime(docker_client)
+    ask_theirs = ("python3 - <<'EOF'\nimport socket\ns = socket.socket(socket.AF_UNIX)\n"
+                  "s.connect('/run/repo2env/model.sock')\n"
+                  "s.sendall(b'GET /episodes/theirs/v1/models HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')\n"
+                  "print(s.recv(65536).split(b'\\r\\n')[0].decode())\nEOF")
+    try:
+        with CapturingProxy("http://127.0.0.1:9/v1") as proxy:
+            mine = proxy.open_episode("mine", model="m")
+            proxy.open_episode("theirs")
+            proxy.serve_unix(mine, folder / "model.sock")
+            limits = dataclasses.replace(runtime.limits, model_socket_dir=str(folder))
+            with runtime.start_image(slug_task.env_spec.image, limits=limits) as sandbox:
+                for command in ("rm -f /run/repo2env/model.sock", "touch /run/repo2env/x",
+                                "ln -sf /etc/passwd /run/repo2env/other.sock", "mv /run/repo2env/model.sock /tmp/"):
+                    assert sandbox.exec(command).exit_code != 0, command
+                    assert sandbox.exec(command, user="root").exit_code != 0, f"{command} (as root)"
+                asked = sandbox.exec(ask_theirs)
+                # Whatever episode the path names, the socket answers as its own episode ("m" is mine's model).
+                assert asked.exit_code == 0 and asked.output.startswith("HTTP/1.1 200"), asked.output
+                sandbox.exec(f"cat > /tmp/fix.diff <<'EOF'\n{slug_task.patch}EOF\ngit apply /tmp/fix.diff")
+                sandbox.exec(f"printf '%s' {_shell_quote(SOCKET_IN_GRADING)} >> src/textkit/__init__.py")
+                patch = sandbox.diff()
+            assert proxy.close_episode("theirs") == []
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert "_os.path.exists('/run/repo2env')" in patch
+    result = grader.grade(slug_task, patch)
+    assert (result.reward, result.tampered, result.error) == (1.0, False, None), \
+        "the grading sandbox mounts no harness socket"
+
+
+# --- 17: a test run that does not end on its own earns nothing (issue 18.1) ---------------------
+
+# Writes a report where every test pytest was asked to run passed (its path is on pytest's command
+# line), once, at the first call; then {end}. Nothing here names the runner the static check knows.
+_FORGE_REPORT = r"""
+import os, signal, sys, time
+if not getattr(sys, "_reported", False):
+    sys._reported = True
+    report = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--j" + "unitxml"))
+    ids = [arg for arg in sys.argv if "::" in arg]
+    cases = "".join('<testcase classname="%s" name="%s" time="0"/>'
+                    % (i.split("::")[0][:-3].replace("/", "."), i.split("::")[-1]) for i in ids)
+    with open(report, "w") as out:
+        out.write('<?xml version="1.0"?><testsuites><testsuite name="pytest">%s</testsuite></testsuites>' % cases)
+"""
+# Also forges the live stream: every id passed, then the session's end with status 0, written to
+# the outcome plugin's own descriptor (found among the process's open files: the FIFO).
+_FORGE_STREAM = r"""
+    import json, stat
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if stat.S_ISFIFO(os.fstat(int(fd)).st_mode) and os.readlink("/proc/self/fd/" + fd).endswith(".fifo (deleted)"):
+                for i in ids:
+                    for when in ("setup", "call", "teardown"):
+                        os.write(int(fd), (json.dumps(["R", i, when, "passed", False]) + "\n").encode())
+                os.write(int(fd), (json.dumps(["E", 0]) + "\n").encode())
+        except (OSError, ValueError):
+            pass
+"""
+CUT_SHORT = {
+    "report-forged-then-sigkill": _FORGE_REPORT + "    os.kill(os.getpid(), signal.SIGKILL)\n",
+    "report-forged-then-sigterm": _FORGE_REPORT + "    os.kill(os.getpid(), signal.SIGTERM)\n",
+    "report-forged-then-exit-0": _FORGE_REPORT + '    getattr(os, "_ex" + "it")(0)\n',
+    "report-forged-then-exit-7": _FORGE_REPORT + '    getattr(os, "_ex" + "it")(7)\n',
+    "report-forged-then-abort": _FORGE_REPORT + "    os.abort()\n",
+    "report-and-stream-forged-then-sigkill": _FORGE_REPORT + _FORGE_STREAM + "    os.kill(os.getpid(), signal.SIGKILL)\n",
+    "report-and-stream-forged-then-exit-0": _FORGE_REPORT + _FORGE_STREAM + '    getattr(os, "_ex" + "it")(0)\n',
+    "report-forged-then-hang": _FORGE_REPORT + "    time.sleep(3600)\n",
+    # The session ends honestly (its report says what failed) and the process never exits: a thread
+    # that is not a daemon blocks the interpreter's shutdown until the timeout.
+    "honest-session-then-hang-at-exit": "import sys, threading, time\nif not getattr(sys, '_held', False):\n"
+                                        "    sys._held = True\n    threading.Thread(target=time.sleep, args=(3600,)).start()\n",
+    # The report is written again at every call, so the last one says "all passed", then the
+    # process hangs after its session: the run is stopped by the timeout, after pytest's own
+    # report was (re)written.
+    "report-forged-at-every-call-then-hang-at-exit": _FORGE_REPORT.replace("if not getattr(sys, \"_reported\", False):",
+                                                                           "if True:")
+        + "    import threading\n    threading.Thread(target=time.sleep, args=(3600,)).start()\n",
+}
+
+
+@pytest.fixture(scope="module")
+def short_grader(docker_client, tmp_path_factory):
+    """A grader with a short timeout and a warm spare, as validation grades (a timeout must cost
+    neither the spare, nor the logs, nor the next grading)."""
+    with Grader(RecordingRuntime(docker_client), tmp_path_factory.mktemp("cut-short"), timeout_s=15,
+                keep_warm=True) as grader:
+        yield grader
+
+
+@pytest.mark.parametrize("variant", sorted(CUT_SHORT))
+def test_a_run_that_does_not_end_on_its_own_earns_nothing(docker_client, short_grader, slug_task, empty, variant):
+    patch = agent_patch(docker_client, slug_task, edits=(in_slugify(CUT_SHORT[variant]),))
+    began = time.monotonic()
+    result = short_grader.grade(slug_task, patch)
+    assert time.monotonic() - began < 15 + 60
+    assert_gains_nothing(result, empty[SLUG])
+    assert result.error, result
+    logs = Path(result.log_dir)
+    assert {"test_output.txt", "result.json", "stream.jsonl"} <= {path.name for path in logs.iterdir()}
+    if variant.startswith("report-and-stream"):
+        # Forged in every channel the tests reach, and cut short: either reading is zero.
+        assert result.tampered or "earns nothing" in result.error, result.error
+    elif "exit-0" not in variant:
+        assert "earns nothing" in result.error or result.tampered, result.error
+    # The next grading, on the warm spare started beside the cut-short one, is the gold's own.
+    gold = short_grader.grade(slug_task, slug_task.patch)
+    assert (gold.reward, gold.error, gold.tampered) == (1.0, None, False)
+
+
+def test_a_timeout_leaves_no_container_but_the_spare(docker_client, short_grader, slug_task):
+    patch = agent_patch(docker_client, slug_task, edits=(in_slugify(CUT_SHORT["honest-session-then-hang-at-exit"]),))
+    for _ in range(2):
+        result = short_grader.grade(slug_task, patch)
+        assert result.reward == 0.0 and "timed out after 15 s" in result.error, result.error
+    spare = next(iter(short_grader._spares.values())).result()
+    assert spare.alive, "the spare waits, untouched, for the next grading"
+    deadline = time.monotonic() + 90
+    while set(leftover_sandboxes(docker_client)) - {spare.id} and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert set(leftover_sandboxes(docker_client)) <= {spare.id}, "the timed-out gradings' containers are gone"
+
+
+def test_no_sandbox_outlives_the_probes(docker_client, short_grader):
+    short_grader.close()  # its warm spare is the one sandbox meant to outlive a grading
     wait_for_no_sandbox(docker_client)

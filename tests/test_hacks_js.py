@@ -56,12 +56,15 @@ def _git(cwd: Path, *args: str) -> str:
 
 
 def diff_at_base(repo: Path, task, tmp_path: Path, *, prepend: dict[str, str] | None = None,
-                 files: dict[str, str] | None = None, forced: tuple[str, ...] = ()) -> str:
-    """The diff of a clone at the task's base with ``prepend`` code put after each file's first line
-    and ``files`` written (``forced``: added even where .gitignore says not)."""
+                 files: dict[str, str] | None = None, forced: tuple[str, ...] = (), gold: bool = False) -> str:
+    """The diff of a clone at the task's base (with its gold patch applied first when ``gold``)
+    with ``prepend`` code put after each file's first line and ``files`` written (``forced``: added
+    even where .gitignore says not)."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
     _git(clone, "checkout", "-q", task.base_commit)
+    if gold:
+        subprocess.run(["git", "apply", "-"], cwd=clone, input=task.patch, text=True, check=True)
     for path, code in (prepend or {}).items():
         head, _, rest = (clone / path).read_text().partition("\n")
         (clone / path).write_text(f"{head}\n{code}\n{rest}")
@@ -136,6 +139,34 @@ def test_a_hang_is_cut_short_and_earns_nothing(docker_client, probed, empty, js_
         result = short.grade(probed, patch)
     assert_gains_nothing(result, empty)
     assert "timed out" in (result.error or ""), result.error
+
+
+#: Once the tests have run (honestly), kills the plan's shells above the runner with SIGKILL: the
+#: files after this one never run, and the run does not end on its own.
+KILL_THE_PLAN = """
+process.on("exit", () => {
+  const fs = require("fs");
+  let pid = process.ppid;
+  while (pid > 1) {
+    let stat;
+    try { stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8"); } catch (error) { break; }
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    if (name !== "sh") break;
+    try { process.kill(pid, "SIGKILL"); } catch (error) {}
+    pid = Number(fields[1]);
+  }
+});
+"""
+
+
+def test_a_run_cut_short_earns_nothing_even_with_the_fix(grader, probed, empty, js_demo_repo, tmp_path):
+    # The gold patch, whose tests all pass, plus a kill of the plan's shell at the runner's exit: the
+    # reports it left are honest, but the run did not end on its own (main's rule for pytest too).
+    patch = diff_at_base(js_demo_repo.path, probed, tmp_path, prepend={_source(probed): KILL_THE_PLAN}, gold=True)
+    result = grader.grade(probed, patch)
+    assert_gains_nothing(result, empty)
+    assert "cut short" in (result.error or ""), result.error
 
 
 def test_a_mocharc_is_refused(grader, probed, empty, js_demo_repo, tmp_path):

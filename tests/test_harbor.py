@@ -45,7 +45,7 @@ def test_published_tree_holds_a_harbor_folder_per_task_under_the_manifest(tasks_
     assert (folder / "environment" / "Dockerfile").read_text().splitlines()[2] == "FROM repo2env/task:acme__widgets-4"
     assert (folder / "solution" / "gold.diff").read_text() == "diff --git a/w.py b/w.py\n"
     # The grading script is the package's own file, not a second copy.
-    for name in ("grade.sh", "restore.py"):
+    for name in ("grade.sh", "run_tests.sh", "restore.py"):
         assert (folder / "tests" / name).read_bytes() == (PACKAGE / "verify" / "scripts" / name).read_bytes()
     assert (folder / "tests" / "test.sh").stat().st_mode & 0o111 and (folder / "solution" / "solve.sh").stat().st_mode & 0o111
     settings = json.loads((folder / "tests" / "grade.json").read_text())

@@ -13,9 +13,10 @@ import pytest
 import requests
 from scripted_llm import ScriptedCall, ScriptedLLM, gold_script, nothing_script, partial_script
 
+from repo2env.envs.policy import PolicyClient
 from repo2env.envs.tools import TOOL_NAMES, AgentTools, tool_schemas
+from repo2env.models import EpisodeTrace
 from repo2env.runtime.backends.docker import DockerBackend
-from repo2env.validate.policy import PolicyClient
 
 docker = pytest.mark.docker
 MODEL = "scripted-model"
@@ -95,15 +96,15 @@ def test_write_then_replace_edits_files_as_the_agent(tools, sandbox):
     assert tools.write_file("notes/todo.txt", "alpha beta\nbeta\n") == "wrote 16 characters (2 lines) to notes/todo.txt"
     assert sandbox.read_file("/testbed/notes/todo.txt") == "alpha beta\nbeta\n"
     assert sandbox.exec("stat -c %U /testbed/notes/todo.txt").output.strip() == "agent"
-    assert "occurs 2 times" in tools.replace_in_file("notes/todo.txt", "beta", "gamma")
-    assert "not found" in tools.replace_in_file("notes/todo.txt", "delta", "gamma")
-    assert tools.replace_in_file("notes/todo.txt", "old", "") .startswith("error: ")
-    assert tools.replace_in_file("notes/todo.txt", "beta\nbeta", "gamma\ndelta") == (
+    assert "occurs 2 times" in tools.str_replace("notes/todo.txt", "beta", "gamma")
+    assert "not found" in tools.str_replace("notes/todo.txt", "delta", "gamma")
+    assert tools.str_replace("notes/todo.txt", "old", "") .startswith("error: ")
+    assert tools.str_replace("notes/todo.txt", "beta\nbeta", "gamma\ndelta") == (
         "replaced 1 occurrence in notes/todo.txt (now lines 1-2)")
     assert sandbox.read_file("/testbed/notes/todo.txt") == "alpha gamma\ndelta\n"
     source = sandbox.read_file("/testbed/src/textkit/slug.py")
     first_line = source.splitlines()[0]
-    assert tools.replace_in_file("src/textkit/slug.py", first_line, first_line + "  # edited").startswith("replaced")
+    assert tools.str_replace("src/textkit/slug.py", first_line, first_line + "  # edited").startswith("replaced")
     diff = sandbox.diff()
     assert "+alpha gamma" in diff and f"+{first_line}  # edited" in diff
     assert ".repo2env-tool" not in sandbox.exec("ls -A /tmp").output  # no staging file left behind
@@ -119,7 +120,7 @@ def test_file_tools_refuse_paths_outside_the_repository(tools, sandbox):
         tools.read_file("src/../../tmp/outside.txt"),
         tools.write_file("../tmp/planted.txt", "x"),
         tools.write_file("etc_link/planted.txt", "x"),
-        tools.replace_in_file("/tmp/outside.txt", "secret", "changed"),
+        tools.str_replace("/tmp/outside.txt", "secret", "changed"),
         tools.run_tests("../"),
     ]
     for answer in answers:
@@ -269,8 +270,10 @@ def test_rollouts_on_a_seeded_schedule_give_three_distinct_rewards(task, partial
     assert all(body["model"] == MODEL and body["tools"] == tool_schemas() and body["tool_choice"] == "auto"
                for body in bodies)
     assert [body["seed"] for body in bodies] == [0, 0, 1, 1, 2, 2, 3, 3]
-    episode = json.loads((Path(results[1].grade.log_dir) / "episode.json").read_text())
-    assert (episode["finished"], episode["seed"], episode["tool_calls"]) == ("stop", 1, 1)
+    trace = EpisodeTrace.model_validate_json((Path(results[1].grade.log_dir) / "trace.json").read_text())
+    assert (trace.finished, trace.seed, trace.source, trace.reward) == ("stop", 1, "policy", rewards[1])
+    assert [message["role"] for message in trace.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert trace.tools == tool_schemas()
 
 
 @docker
@@ -317,5 +320,5 @@ def test_an_unreachable_server_ends_the_episode_with_an_error_and_reward_zero(ta
     assert episode.finished.startswith("error: cannot reach") and episode.turns == 0 and episode.patch == ""
     [result] = client.rollouts(task, runtime, grader, k=1)
     assert (result.reward, result.resolved) == (0.0, False)
-    record = json.loads((Path(result.grade.log_dir) / "episode.json").read_text())
-    assert record["finished"].startswith("error")
+    record = EpisodeTrace.model_validate_json((Path(result.grade.log_dir) / "trace.json").read_text())
+    assert record.finished.startswith("error") and record.reward == 0.0

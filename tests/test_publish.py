@@ -190,6 +190,43 @@ def read_tasks_of(folder):
     return read_tasks(folder / "tasks.jsonl")
 
 
+def test_quality_columns_the_card_summary_and_its_figure(tasks_folder, tmp_path):
+    from datasets import load_dataset
+
+    from repo2env.instruction import interface_block
+    from repo2env.models import QualityReport
+
+    quality = QualityReport(interface=[{"kind": "function", "name": "widgets.core.fold", "signature":
+                                        "widgets.core.fold(width: int = ...)", "path": "src/widgets/core.py"}],
+                            interface_action="instruction", mutants=4, surviving_mutants=["flip-compare-1"],
+                            hunks=3, hunk_drops=3, untested_hunks=[2], adequacy=0.7083, specification=0.75,
+                            pass_at_k={1: 0.25, 4: 0.6})
+    section = "- function `widgets.core.fold(width: int = ...)` (src/widgets/core.py)"
+    with_quality = validated_task(2, "2023-03-01T10:00:00Z")
+    with_quality = with_quality.model_copy(update={
+        "interface": section, "validation": with_quality.validation.model_copy(update={
+            "instance_id": with_quality.instance_id, "quality": quality})})
+    folder = tmp_path / "quality-tasks"
+    write_jsonl(folder / "tasks.jsonl", [with_quality, validated_task(4, "2024-06-01T10:00:00Z")])
+    write_jsonl(folder / "validation.jsonl", [with_quality.validation.record()])
+
+    target = tmp_path / "published"
+    publish_to_folder([folder], target, PublishOptions(name="acme/envs"))
+
+    rows = {row["instance_id"]: row for row in load_dataset(str(target), split="train")}
+    row, plain = rows["acme__widgets-2"], rows["acme__widgets-4"]
+    assert row["interface"] == section and interface_block(section) in row["prompt"][-1]["content"]
+    assert row["adequacy"] == 0.7083 and row["specification"] == 0.75
+    assert task_from_row(row).validation.quality == quality
+    assert plain["interface"] == "" and plain["adequacy"] is None and plain["quality"] == ""
+    assert task_from_row(plain).validation.quality is None
+    card = (target / "README.md").read_text()
+    assert "## Task quality" in card and "1 with an Interface section in the instruction" in card
+    assert "| adequacy | 1 | 0.71 |" in card and "![task quality distributions](figures/quality.png)" in card
+    assert (target / "figures" / "quality.png").read_bytes().startswith(b"\x89PNG")
+    assert verify_manifest(target) == []
+
+
 def test_publish_and_every_export_select_the_same_tasks(tmp_path):
     """One rule for what leaves repo2env (publish, export swebench, export harbor): built and
     accepted; --include-rejected lets rejected and unvalidated tasks out, never an unbuilt one."""

@@ -45,6 +45,28 @@ def test_tools_are_what_trl_exposes():
         assert "Args:" in method.__doc__ and "Returns:" in method.__doc__
 
 
+def test_one_tool_set_for_trl_policy_rollouts_and_openenv():
+    """What TRL renders of RepoEnv's tools is the policy rollouts' schema, word for word: the same
+    names, descriptions, argument types and descriptions (issue 21.4); the OpenEnv server takes them."""
+    from repo2env.envs.openenv_server import TOOLS
+    from repo2env.envs.tools import TOOL_NAMES, same_tool, tool_schemas
+
+    transformers_utils = pytest.importorskip("transformers.utils", reason="the train extra is not installed")
+    bare = object.__new__(RepoEnv)  # bound methods, as TRL takes them; no engine needed
+    trl_view = {name: transformers_utils.get_json_schema(getattr(bare, name))["function"] for name in TOOL_NAMES}
+    for schema in tool_schemas():
+        ours, theirs = schema["function"], trl_view[schema["function"]["name"]]
+        assert ours["description"] == theirs["description"]
+        assert {name: (prop["type"], prop["description"]) for name, prop in ours["parameters"]["properties"].items()} \
+            == {name: (prop["type"], prop["description"]) for name, prop in theirs["parameters"]["properties"].items()}
+        assert ours["parameters"]["required"] == theirs["parameters"].get("required", [])
+    assert TOOLS == TOOL_NAMES
+    with pytest.raises(TypeError, match="must be AgentTools.run_tests"):
+        @same_tool("run_tests")
+        def run_tests(self, path: str = "") -> str:  # the old argument name: refused at import
+            return path
+
+
 @pytest.fixture(scope="module")
 def demo_rows(validated, demo_repo):
     from repo2env.jsonl import read_tasks

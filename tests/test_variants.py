@@ -15,6 +15,8 @@ from repo2env.languages.python.variants import (
     MUTATION_KINDS,
     STUB_BODIES,
     Variant,
+    dropped_hunk,
+    hunk_drops,
     near_misses,
     partial_fixes,
     stubs,
@@ -295,6 +297,45 @@ def test_partial_fixes_respect_the_limit_and_are_deterministic(shop: Gold) -> No
     by_seed = {tuple(v.name for v in partial_fixes(shop.patch, limit=14, seed=seed)) for seed in range(8)}
     assert len(by_seed) > 1
     assert all(names[:10] == tuple(v.name for v in everything[:10]) for names in by_seed)
+
+
+def test_hunk_drops_are_the_gold_patch_minus_each_hunk_and_apply(shop: Gold) -> None:
+    drops = hunk_drops(shop.patch, limit=100)
+    gold_bodies = hunk_bodies(shop.patch)
+
+    assert sorted(variant.name for variant in drops) == sorted(f"all-but-{n}of5" for n in range(1, 6))
+    for variant in drops:
+        shop.check(variant.patch)
+        number, count = dropped_hunk(variant.name)
+        assert count == 5
+        assert hunk_bodies(variant.patch) == [body for index, body in enumerate(gold_bodies) if index != number - 1]
+    # They are the partial fixes of the same names, and a smaller limit gives a prefix.
+    partials = {variant.name: variant.patch for variant in partial_fixes(shop.patch, limit=100)}
+    assert all(partials[variant.name] == variant.patch for variant in drops)
+    assert hunk_drops(shop.patch, limit=2) == drops[:2]
+    assert hunk_drops(shop.patch, limit=0) == []
+
+
+def test_hunk_drops_skip_what_partial_fixes_already_grade(tmp_path: Path) -> None:
+    gold = make_gold(tmp_path, BASE, {"shop/stock.py": STOCK_AFTER})
+    partials = partial_fixes(gold.patch)
+
+    # With two hunks the gold patch minus one hunk is the other hunk alone.
+    assert sorted(variant.name for variant in hunk_drops(gold.patch)) == ["hunks-1of2", "hunks-2of2"]
+    assert hunk_drops(gold.patch, skip={variant.name for variant in partials}) == []
+    assert [dropped_hunk(variant.name) for variant in partials] == [(2, 2), (1, 2)]
+    (tmp_path / "single").mkdir()
+    single = make_gold(tmp_path / "single", BASE,
+                       {"shop/stock.py": edited(STOCK_BEFORE, ("< LOW_STOCK", "<= LOW_STOCK"))})
+    assert hunk_drops(single.patch) == []
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("all-but-3of7", (3, 7)), ("hunks-1+2+4of4", (3, 4)), ("hunks-1of2", (2, 2)),
+    ("hunks-1of3", None), ("hunks-1+3of5", None), ("flip-compare-1", None), ("all-but-xof3", None),
+])
+def test_dropped_hunk_reads_the_partial_fix_names(name: str, expected: tuple[int, int] | None) -> None:
+    assert dropped_hunk(name) == expected
 
 
 # --- near misses ---------------------------------------------------------------------------

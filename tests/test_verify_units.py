@@ -153,30 +153,109 @@ def _plan(test_patch, f2p, known, rng):
     return plan_canaries(canary_modules(parse(test_patch), f2p, known), known, rng)
 
 
-def test_canaries_call_the_project_and_never_reuse_a_name():
+def _shape(value) -> tuple:
+    """What a forger that reads a value without knowing its meaning can tell about it."""
+    import unicodedata
+
+    if isinstance(value, str):
+        return ("str", tuple(unicodedata.category(character)[0] + ("u" if character.isupper() else "") for character in value))
+    if isinstance(value, (list, tuple, set)):
+        return (type(value).__name__, tuple(_shape(item) for item in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((_shape(key), _shape(item)) for key, item in value.items()))
+    if isinstance(value, bool):
+        return ("bool",)
+    return (type(value).__name__, len(str(value)))
+
+
+def _asserted(source: str) -> tuple[str, object]:
+    """(the compared expression's text, the literal) of the last assertion of a test's definition."""
+    import ast
+    import textwrap
+
+    function = ast.parse(textwrap.dedent(source)).body[0]
+    test = [node for node in ast.walk(function) if isinstance(node, ast.Assert)][-1].test
+    return ast.unparse(test.left), ast.literal_eval(test.comparators[0])
+
+
+def test_canaries_are_the_tasks_own_tests_asserted_against_lookalike_values():
+    """Each templated FAIL_TO_PASS test gets MIRRORS copies: the same call, a value of the same type,
+    length, character classes and containers, a name of the module's words; with the real test they
+    form a group of which at most one may pass; a distinctive value must fail (issue 18.2)."""
     import random
+
+    from repo2env.verify.canary_maker import MIRRORS
 
     f2p = ["tests/test_slug.py::test_collapses_repeated_separators", "tests/test_slug.py::test_strips_separators_from_both_ends"]
     known = [*f2p, "tests/test_slug.py::test_max_length"]
+    real = dict(_asserted(source) for source in (
+        'def t():\n    assert slugify("Hello,  World") == "hello-world"\n',
+        'def t():\n    assert slugify("  Hello World!  ") == "hello-world"\n'))
     for seed in range(30):
         plan = _plan(_demo_test_patch(), f2p, known, random.Random(seed))
-        assert len(plan.must_fail) == 2 and len(plan.must_pass) == 1
+        blocks = {block["name"]: block for block in plan.definitions["tests/test_slug.py"]}
         names = [canary.test_id for canary in plan.canaries]
-        assert len(set(names)) == 3 and not set(names) & set(known)
-        blocks = plan.definitions["tests/test_slug.py"]
-        failing = [block for block in blocks if "len(" not in block]
-        assert all('slugify("' in block and '== "hello-world"' not in block for block in failing)
-        for block in blocks:
-            compile(block, "canary", "exec")
+        assert len(set(names)) == len(names) and not set(names) & set(known)
+        groups = [group for group in plan.exclusive if group[0] in f2p]
+        assert sorted(group[0] for group in groups) == sorted(f2p) and all(len(group) == 1 + MIRRORS for group in groups)
+        for group in groups:
+            for canary_id in group[1:]:
+                block = blocks[canary_id.rsplit("::", 1)[1]]
+                call, value = _asserted(block["source"])
+                assert call in real and value != real[call] and _shape(value) == _shape(real[call]), (call, value)
+                assert block["near"] == [name.split("::")[-1] for name in f2p], "placed beside the PR's tests"
+                must_fail = next(canary.must_fail for canary in plan.canaries if canary.test_id == canary_id)
+                assert must_fail == (sum(a != b for a, b in zip(value, real[call], strict=True)) >= 3)
+        # The decoy group: a call no test makes, in the tests' style, against 1 + MIRRORS values.
+        decoys = [group for group in plan.exclusive if group[0] not in f2p]
+        assert len(decoys) == 1 and len(decoys[0]) == 1 + MIRRORS
+        calls = {_asserted(blocks[canary_id.rsplit("::", 1)[1]]["source"])[0] for canary_id in decoys[0]}
+        assert len(calls) == 1 and not calls & set(real)
+        assert len(plan.must_pass) == 1
+        for block in blocks.values():
+            compile(block["source"], "canary", "exec")
 
 
 def test_canaries_join_the_class_their_module_tests_live_in():
     import random
 
-    f2p = ["tests/test_slug.py::TestSlug::test_collapses_repeated_separators"]
-    plan = _plan(_demo_test_patch(), f2p, f2p, random.Random(1))
+    patch = ('diff --git a/tests/test_slug.py b/tests/test_slug.py\n--- a/tests/test_slug.py\n+++ b/tests/test_slug.py\n'
+             '@@ -1,2 +1,7 @@\n class TestSlug:\n     pass\n+\n+    @pytest.mark.parametrize("text", ["Hello,  World", "Hello, World"])\n'
+             '+    def test_collapses_repeated_separators(self, text):\n+        assert slugify(text) == "hello-world"\n'
+             '+        self.assertEqual(slugify("A b"), "a-b")\n')
+    f2p = ["tests/test_slug.py::TestSlug::test_collapses_repeated_separators[Hello,  World]",
+           "tests/test_slug.py::TestSlug::test_collapses_repeated_separators[Hello, World]"]
+    plan = _plan(patch, f2p, f2p, random.Random(1))
     assert all(canary.test_id.startswith("tests/test_slug.py::TestSlug::test_") for canary in plan.canaries)
-    assert all("(self):" in block and "TestSlug." in block for block in plan.definitions["tests/test_slug.py"])
+    groups = {group[0]: group for group in plan.exclusive if group[0] in f2p}
+    assert sorted(groups) == sorted(f2p), "each parametrised instance has its mirrors"
+    for real, group in groups.items():
+        assert all(member.endswith(real[real.index("["):]) for member in group)
+    for block in plan.definitions["tests/test_slug.py"]:
+        assert block["container"] == ["TestSlug"]
+        if not block["generated"]:
+            assert block["source"].startswith('    @pytest.mark.parametrize("text", ["Hello,  World", "Hello, World"])\n'
+                                              f"    def {block['name']}(self, text):\n")
+
+
+def test_lookalikes_keep_type_length_character_classes_and_containers():
+    import ast
+    import random
+
+    from repo2env.verify.canary_maker import lookalike
+
+    rng = random.Random(7)
+    for text in ['"Hello, World!"', "'#a, #b'", '["cli", "python"]', "{'Key': (1, 2.5)}", "1536", "b'abc'", "True",
+                 '"1.5 KiB"', "r'\\d+x'"]:
+        for _ in range(20):
+            varied, changed = lookalike(text, own_words=["world", "hello"], vocabulary=["api", "web"], rng=rng)
+            assert _shape(ast.literal_eval(varied)) == _shape(ast.literal_eval(text)), (text, varied)
+            if text != "True":
+                assert len(varied) == len(text) and changed == sum(a != b for a, b in zip(varied, text, strict=True))
+    assert lookalike('"a\\nb"', own_words=[], vocabulary=[], rng=rng) == ('"a\\nb"', 0), "escapes are left alone"
+    assert lookalike("[]", own_words=["cli"], vocabulary=[], rng=rng) == ('["cli"]', 3), "an empty value gets one word"
+    assert lookalike("''", own_words=["cli"], vocabulary=[], rng=rng) == ("'cli'", 3)
+    assert lookalike('"hello-world"', own_words=["hello", "world"], vocabulary=[], rng=rng, own_share=1.0)[0] == '"world-hello"'
 
 
 def _stream(*records) -> str:
@@ -194,7 +273,7 @@ def _verdict(records, junit, *, output="== 1 failed, 2 passed in 0.1s ==", exit_
     from repo2env.verify.canaries import Canary, CanaryPlan
     from repo2env.verify.tamper import parse_stream, verdict
 
-    plan = CanaryPlan((Canary("t.py::test_fail", "t.py", False), Canary("t.py::test_pass", "t.py", True)), {})
+    plan = CanaryPlan((Canary("t.py::test_fail", "t.py", must_fail=True), Canary("t.py::test_pass", "t.py", must_pass=True)), {})
     return verdict(stream=parse_stream(_stream(*records)), junit=junit, output=output, pytest_exit=exit_status,
                    plan=plan, test_ids=["t.py::test_real"])
 
@@ -297,10 +376,129 @@ def test_the_spec_is_derived_once_per_task_and_holds_what_a_grading_reads():
     run_ids = spec.run_ids(plan)
     assert sorted(run_ids) == sorted([*spec.test_ids, *(canary.test_id for canary in plan.canaries)])
     settings = spec.script_settings(run_ids, layout)
-    script = specs.grading_scripts()["grade.sh"]
+    scripts = specs.grading_scripts()
+    shell, restore = scripts["grade.sh"] + scripts["run_tests.sh"], scripts["restore.py"]
     for name in ("inputs", "private", "junit", "timeout_s", "test_cmd", "python_path", "plugin", "fifo", "test_ids",
-                 "config_dirs", "config_names", "config_sections", "run_options", "report_options"):
-        assert f'"{name}"' in script and name in settings, name
+                 "config_dirs", "config_names", "config_sections", "run_options", "report_options", "gold_paths",
+                 "runner_pattern", "gold_references"):
+        assert name in settings, name
+        assert f"${name}" in shell or f"${{{name}" in shell or f'grading["{name}"]' in restore, name
     assert "protected_pattern" not in settings
     assert spec.script_settings(run_ids, layout, host_filtered=False)["protected_pattern"] == spec.protected_pattern
     assert type(spec).model_validate_json(spec.model_dump_json()) == spec, "the spec travels as JSON (tests/spec.json)"
+
+
+# --- reading a run: outcomes only from a run that ended on its own, from the live stream (issue 18.1)
+
+
+def _script_output(status: int, xml: str | None, test_output: str = "== 1 failed, 2 passed in 0.1s ==\n") -> str:
+    from repo2env.verify.trailer import TRAILER
+
+    body = test_output + (xml or "")
+    return f"{body}\n{TRAILER} {status:03d} {len(xml.encode()) if xml is not None else -1:012d}\n"
+
+
+_ALL_PASSED_XML = ('<testsuites><testsuite name="pytest">' + "".join(
+    f'<testcase classname="t" name="{name}"/>' for name in ("test_real", "test_fail", "test_pass")) + "</testsuite></testsuites>")
+_HONEST_XML = ('<testsuites><testsuite name="pytest"><testcase classname="t" name="test_real"/>'
+               '<testcase classname="t" name="test_fail"><failure message="AssertionError: x"/></testcase>'
+               '<testcase classname="t" name="test_pass"/></testsuite></testsuites>')
+
+
+def _read(status, xml, records, **changes):
+    from repo2env.verify.canaries import Canary, CanaryPlan
+    from repo2env.verify.reading import read_run
+
+    plan = CanaryPlan((Canary("t.py::test_fail", "t.py", must_fail=True), Canary("t.py::test_pass", "t.py", must_pass=True)), {})
+    arguments = dict(exit_code=0, truncated=False, timed_out=False, output=_script_output(status, xml),
+                     stream_text=_stream(*records) if records is not None else None, test_ids=["t.py::test_real"],
+                     run_ids=["t.py::test_real", "t.py::test_fail", "t.py::test_pass"], plan=plan, timeout_s=60)
+    return read_run(**{**arguments, **changes})
+
+
+def test_an_honest_run_is_read_from_the_live_stream():
+    reading = _read(1, _HONEST_XML, HONEST)
+    assert (reading.tests, reading.error, reading.tampered) == ({"t.py::test_real": TestStatus.PASSED}, None, False)
+
+
+@pytest.mark.parametrize(("status", "reason"), [
+    (124, "timed out after 60 s"), (137, "killed (SIGKILL"), (143, "SIGTERM"), (134, "SIGABRT"), (7, "status 7"),
+])
+def test_a_run_cut_short_earns_nothing_whatever_it_left(status, reason):
+    """Everything passed in every channel, the canaries as they must: still nothing, with the reason."""
+    reading = _read(status, _HONEST_XML, HONEST)
+    assert reading.tests == {"t.py::test_real": TestStatus.MISSING} and not reading.tampered
+    assert reason in reading.error and "earns nothing" in reading.error
+
+
+def test_a_forged_report_left_by_a_run_cut_short_is_tampering_or_nothing():
+    """The report says all passed, the stream stopped early, the process was killed."""
+    reading = _read(137, _ALL_PASSED_XML, [["S", 1], *_run("t.py::test_real", "failed")])
+    assert reading.tampered and reading.tests == {"t.py::test_real": TestStatus.ERROR}
+
+
+def test_the_stream_decides_and_the_report_cross_checks():
+    # The report lacks a test the stream passed: failed closed, not tampering (an unreadable name).
+    lacking = _HONEST_XML.replace('<testcase classname="t" name="test_real"/>', "")
+    reading = _read(1, lacking, HONEST)
+    assert reading.tests == {"t.py::test_real": TestStatus.MISSING} and "lacks 1 test" in reading.error
+    # The stream passed a test the report failed: tampering.
+    failed = _HONEST_XML.replace('name="test_real"/>', 'name="test_real"><failure message="no"/></testcase>')
+    assert _read(1, failed, HONEST).tampered
+    # No report at all, the session finished: nothing counts.
+    assert _read(1, None, HONEST).tests == {"t.py::test_real": TestStatus.MISSING}
+    # The collector could not be read: nothing counts, no tampering claimed.
+    unread = _read(1, _HONEST_XML, None)
+    assert unread.tests == {"t.py::test_real": TestStatus.MISSING} and not unread.tampered
+    assert "could not be read" in unread.error
+
+
+def test_pytest_stopping_before_its_session_is_no_report_and_no_tampering():
+    from repo2env.verify.junit import NO_JUNIT
+
+    reading = _read(4, None, [["S", 1]])
+    assert (reading.error, reading.tampered, reading.test_status) == (NO_JUNIT, False, 4)
+
+
+def test_the_grading_scripts_own_statuses_say_why_it_stopped():
+    reading = _read(0, None, None, exit_code=90, output="error: patch failed\n")
+    assert not reading.patch_applied and "does not apply" in reading.error
+    reading = _read(0, None, None, exit_code=92, output='REPO2ENV-RUNNER-REFERENCES ["atexit"]\n')
+    assert "atexit" in reading.error and reading.patch_applied
+
+
+def test_of_an_exclusive_group_at_most_one_may_pass():
+    from repo2env.verify.canaries import Canary, CanaryPlan
+    from repo2env.verify.tamper import parse_stream, verdict
+
+    plan = CanaryPlan((Canary("t.py::test_mirror", "t.py"),), {}, (("t.py::test_real", "t.py::test_mirror"),))
+    both = [["S", 1], *_run("t.py::test_real"), *_run("t.py::test_mirror"), ["E", 0]]
+    junit = {"t.py::test_real": TestStatus.PASSED, "t.py::test_mirror": TestStatus.PASSED}
+    found = verdict(stream=parse_stream(_stream(*both)), junit=junit, output="", pytest_exit=0, plan=plan,
+                    test_ids=["t.py::test_real"])
+    assert found and "cannot pass together" in found
+    one = [["S", 1], *_run("t.py::test_real"), *_run("t.py::test_mirror", "failed"), ["E", 1]]
+    assert verdict(stream=parse_stream(_stream(*one)), junit={**junit, "t.py::test_mirror": TestStatus.FAILED},
+                   output="", pytest_exit=1, plan=plan, test_ids=["t.py::test_real"]) is None
+
+
+def test_a_test_that_expects_an_exception_is_mirrored_with_an_unrelated_one():
+    """``with pytest.raises(ValueError)`` mirrored by another built-in exception none is a subclass
+    of: one call cannot raise both, so of the test and its mirrors at most one may pass (never a
+    must-fail: what the unfixed code raises is not known)."""
+    import random
+
+    from repo2env.verify.canary_maker import _EXCEPTIONS
+
+    patch = ('diff --git a/tests/test_duration.py b/tests/test_duration.py\n--- a/tests/test_duration.py\n'
+             '+++ b/tests/test_duration.py\n@@ -0,0 +1,3 @@\n+def test_rejects_unknown_units():\n'
+             '+    with pytest.raises(ValueError):\n+        parse_duration("1h30x")\n')
+    f2p = ["tests/test_duration.py::test_rejects_unknown_units"]
+    plan = _plan(patch, f2p, f2p, random.Random(2))
+    [group] = [group for group in plan.exclusive if group[0] == f2p[0]]
+    blocks = {block["name"]: block["source"] for block in plan.definitions["tests/test_duration.py"]}
+    for mirror in group[1:]:
+        source = blocks[mirror.rsplit("::", 1)[1]]
+        expected = source.split("pytest.raises(", 1)[1].split(")", 1)[0]
+        assert expected in _EXCEPTIONS and expected != "ValueError" and 'parse_duration("1h30x")' in source
+        assert not next(canary for canary in plan.canaries if canary.test_id == mirror).must_fail

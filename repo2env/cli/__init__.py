@@ -15,7 +15,7 @@ import click
 
 # The command groups, imported for their registration on the root group (in the order --help lists
 # the commands that the root group's order does not rank).
-from repo2env.cli import build, demo, grade, mine, pipeline, publish, runtime, serve, train, validate  # noqa: F401
+from repo2env.cli import build, demo, grade, harness, mine, pipeline, publish, runtime, serve, train, validate  # noqa: F401
 from repo2env.cli.root import cli
 from repo2env.errors import Repo2EnvError
 

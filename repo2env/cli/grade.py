@@ -22,13 +22,14 @@ from repo2env.errors import InputError
 @from_option
 @click.option("--mode", type=click.Choice(["graded", "binary", "f2p"]), default="graded", show_default=True,
               help="graded = f2p_rate x p2p_rate; binary = resolved; f2p = f2p_rate.")
-@click.option("--timeout", type=SECONDS, default=defaults.GRADE_TIMEOUT_S, show_default=True,
-              help="Seconds for the hidden tests.")
+@click.option("--timeout", type=SECONDS, default=None,
+              help="Seconds for the hidden tests [default: the task's own, set by validation from its gold patch's "
+                   f"gradings; {defaults.GRADE_TIMEOUT_S} when it has none].")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every GradeResult as JSONL here [default: grades.jsonl in the task folder].")
 @click.option("--json", "as_json", is_flag=True, help="Print the result(s) as JSON on stdout.")
 def grade(instance_id: str | None, patch_path: Path | None, predictions: Path | None, from_dirs: tuple[Path, ...],
-          mode: str, timeout: float, out_path: Path | None, as_json: bool) -> None:
+          mode: str, timeout: float | None, out_path: Path | None, as_json: bool) -> None:
     """Grade a patch (or SWE-bench predictions) with the hidden verifier: the PR's tests, run in a
     fresh sandbox the agent never saw, after dropping the patch's changes to tests and test config."""
     from repo2env.pipeline import compose

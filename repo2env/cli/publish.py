@@ -196,3 +196,21 @@ def export_openenv_command(out_dir: Path, dataset_dir: Path, name: str, wheels: 
     written = compose.export_openenv(dataset_dir, out_dir, name=name, wheels=wheels, overwrite=overwrite)
     console.print(f"OpenEnv package ({written.tasks} tasks) -> {written.root}; "
                   f"build it with: docker build -t {name} {written.root}", highlight=False)
+
+
+@export_group.command("trajectories")
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--from", "roots", required=True, multiple=True, type=click.Path(exists=True, path_type=Path),
+              help="A folder searched for episode traces (trace.json): harness runs, policy rollouts, RepoEnv; repeatable.")
+@click.option("--min-reward", type=float, help="Keep the episodes whose reward is at least this (rejection sampling).")
+@click.option("--overwrite", is_flag=True, help="Replace an OUT_DIR that already has content.")
+def export_trajectories_command(out_dir: Path, roots: tuple[Path, ...], min_reward: float | None, overwrite: bool) -> None:
+    """Write recorded episodes to OUT_DIR as a dataset in TRL's conversational tool-calling format
+    (messages with tool_calls, tools), with each episode's reward and task id: SFTTrainer trains on
+    load_dataset(OUT_DIR) unchanged. Tampered episodes are left out."""
+    from repo2env.pipeline import compose
+
+    written = compose.export_trajectories(roots, out_dir, min_reward=min_reward, overwrite=overwrite)
+    sources = ", ".join(f"{count} {source}" for source, count in sorted(written.by_source.items()))
+    skipped = "; left out: " + ", ".join(f"{count} {why}" for why, count in written.skipped.items()) if written.skipped else ""
+    console.print(f"{written.rows} episodes ({sources}) -> {written.root}{skipped}", highlight=False)

@@ -38,7 +38,7 @@ SECONDS = _Seconds()
 class Group(click.Group):
     """Lists commands in the pipeline's order, then in the order they were added."""
 
-    order = ("mine", "build", "run", "grade", "validate", "publish", "pull", "train", "serve", "import", "export",
+    order = ("mine", "build", "run", "grade", "validate", "publish", "pull", "train", "harness", "serve", "import", "export",
              "pipeline", "demo", "doctor",
              "runtime", "images")
 

@@ -32,9 +32,12 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     """Keep only environments whose rewards are right, stable and varied.
 
     Per task: derive FAIL_TO_PASS / PASS_TO_PASS (each test run several times, shuffled, flaky ones
-    excluded), grade the gold patch, the empty patch, partial fixes, near misses and stubs (and K policy
-    rollouts with --policy), and judge with the acceptance policy. Writes validation.jsonl,
-    summary.md and validation.png next to each tasks.jsonl. ROOTS are searched for tasks.jsonl
+    excluded), grade the gold patch, the empty patch, partial fixes (the gold patch minus each hunk
+    among them), near misses and stubs (and K policy rollouts with --policy), measure the task's
+    quality (names the tests need that the issue never gives go into the instruction's Interface
+    section; test adequacy; specification signals; pass@k), and judge with the acceptance policy.
+    Writes validation.jsonl, summary.md, validation.png and quality.png next to each tasks.jsonl.
+    ROOTS are searched for tasks.jsonl
     (default: generated/). Re-runs resume. Ctrl-C or SIGTERM stops at once: queued tasks are
     cancelled, running sandboxes removed, finished records kept.
     """

@@ -123,7 +123,10 @@ class DemoPull:
     ``leaks_fix`` says the linked issue's text gives the fix away. ``stub_earns`` says the PR's
     tests give reward to a stub of the functions it changes (``return []`` or ``return ""``
     passes one of them): validation's stub rollouts catch it. A kept PR whose tests all pass
-    before its fix has no ``fail_to_pass``: validation finds nothing to reward.
+    before its fix has no ``fail_to_pass``: validation finds nothing to reward. ``interface``
+    names what the PR's tests use that its fix introduces and its issue never names (validation
+    lists it in the instruction's Interface section); ``untested_hunks`` the 1-based hunks of the
+    fix that no test needs (the fix without one still earns the full reward).
     """
 
     number: int
@@ -137,6 +140,8 @@ class DemoPull:
     partial_fixes: tuple[PartialFix, ...] = ()
     leaks_fix: bool = False
     stub_earns: bool = False
+    interface: tuple[str, ...] = ()
+    untested_hunks: tuple[int, ...] = ()
 
     @property
     def expected_reasons(self) -> tuple[str, ...]:

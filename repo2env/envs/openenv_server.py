@@ -22,6 +22,7 @@ from typing import Any
 
 from repo2env.envs.catalog import TaskCatalog
 from repo2env.envs.repo_env import RepoEnv, RepoEnvConfig
+from repo2env.envs.tools import TOOL_NAMES, tool_signatures
 from repo2env.errors import InputError, Repo2EnvError
 from repo2env.instruction import instruction_text
 
@@ -36,8 +37,8 @@ except ImportError as exc:  # the optional extra is missing: one line saying how
     raise InputError(f"OpenEnv support is not installed ({exc.name} is missing)",
                      hint="pip install 'repo2env[openenv]'") from None
 
-#: The tools a step may name, besides ``submit``: RepoEnv's public tool methods.
-TOOLS = ("bash", "read_file", "write_file", "str_replace", "run_tests")
+#: The tools a step may name, besides ``submit``: the agent's one tool set (RepoEnv's tool methods).
+TOOLS = TOOL_NAMES
 SUBMIT = "submit"
 
 
@@ -46,8 +47,7 @@ class RepoAction(Action):
 
     tool: str = Field(..., description=f"One of {', '.join(TOOLS)}, or '{SUBMIT}' to be graded and end the episode.")
     arguments: dict[str, Any] = Field(default_factory=dict, description=(
-        "The tool's keyword arguments: bash(command), read_file(path, start_line=1, end_line=0), "
-        "write_file(path, content), str_replace(path, old, new), run_tests(paths=''); submit takes none."))
+        f"The tool's keyword arguments: {tool_signatures()}; submit takes none."))
 
 
 class RepoObservation(Observation):

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from repo2env.dataset_rows import task_from_row
-from repo2env.envs.tools import AgentTools
+from repo2env.envs.tools import AgentTools, same_tool, tool_schemas, visible_tests_command
 from repo2env.errors import InputError
-from repo2env.instruction import instruction_text
-from repo2env.models import GradeResult, Task
+from repo2env.instruction import agent_messages, instruction_text
+from repo2env.jsonl import write_json
+from repo2env.models import EpisodeTrace, GradeResult, Task, ToolRun
 from repo2env.runtime.sandbox import Runtime, Sandbox
 
 
@@ -47,8 +50,9 @@ class RepoEnvConfig:
     """After this long since reset, tools answer that time is up (the episode's budget)."""
     output_cap_chars: int = 20_000
     """Longest tool answer; longer ones are cut in the middle."""
-    grade_timeout_s: float = 600.0
-    """Wall-clock limit of the hidden tests when grading."""
+    grade_timeout_s: float | None = None
+    """Wall-clock limit of the hidden tests when grading (None: each task's own, which validation
+    sets from its gold patch's gradings)."""
     warm_sandboxes: int = 1
     """Started sandboxes kept ready per image, so reset costs no container start."""
     grading_jobs: int = 2
@@ -64,6 +68,9 @@ class RepoEnvConfig:
     chooses it."""
     logs_dir: Path = field(default_factory=lambda: Path("generated") / "repo_env")
     """Where gradings keep their logs."""
+    record_traces: bool = True
+    """Write each graded episode's ``trace.json`` (its tool calls, their answers, the grade) next to
+    its grading's logs, for ``repo2env export trajectories``."""
 
     @classmethod
     def from_environment(cls) -> RepoEnvConfig:
@@ -73,7 +80,8 @@ class RepoEnvConfig:
             raw = os.environ.get(f"REPO2ENV_ENV_{name.upper()}")
             if raw is None:
                 continue
-            kind = type(getattr(cls(), name))
+            default = getattr(cls(), name)
+            kind = float if default is None else type(default)  # an optional number
             try:
                 if kind is bool:
                     values[name] = _flag(raw)
@@ -307,6 +315,8 @@ class RepoEnv:
         self.timeouts = 0
         self.last_diff = ""
         self._seen_calls: set[tuple] = set()
+        self._runs: list[tuple[str, dict[str, Any], str, float, float]] = []
+        self._prompt: list[dict[str, Any]] = []
 
     @property
     def task(self) -> Task | None:
@@ -325,12 +335,17 @@ class RepoEnv:
         self._sandbox = self._pool.take(task)
         self._tools = AgentTools(self._sandbox, command_timeout_s=self._config.command_timeout_s,
                                  test_timeout_s=self._config.test_timeout_s,
-                                 output_cap_chars=self._config.output_cap_chars)
+                                 output_cap_chars=self._config.output_cap_chars,
+                                 test_command=visible_tests_command(task))
         self._started = time.monotonic()
         self._reward, self.last_grade, self.tool_calls = None, None, {}
         self._early = None
         self._group.envs.add(self)
         self.repeated_calls, self.timeouts, self.last_diff, self._seen_calls = 0, 0, "", set()
+        self._runs = []
+        prompt = row.get("prompt")
+        self._prompt = list(prompt) if isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt) \
+            else agent_messages(task)
         instruction = instruction_text(task)
         prompt = row.get("prompt")
         if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict) and prompt[-1].get("content") == instruction:
@@ -355,7 +370,27 @@ class RepoEnv:
                 grade = None
         self.last_grade = grade or self._grader.grade(self._task, diff, mode=self._config.reward_mode)
         self._reward = self.last_grade.reward
+        if self._config.record_traces and self.last_grade.log_dir:
+            write_json(Path(self.last_grade.log_dir) / "trace.json", self._trace(diff).model_dump(mode="json"))
         return self._reward
+
+    def _trace(self, diff: str) -> EpisodeTrace:
+        """The graded episode as a trace: the prompt, each tool call as an assistant turn and its
+        answer (the model's own words are TRL's: RepoEnv sees its tool calls only)."""
+        messages = [dict(message) for message in self._prompt]
+        runs = []
+        for index, (name, arguments, answer, began, duration) in enumerate(self._runs):
+            call_id = f"call_{index}"
+            messages.append({"role": "assistant", "content": "", "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]})
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": answer})
+            runs.append(ToolRun(index=index, at_s=round(began - self._started, 3), tool=name, arguments=arguments,
+                                output=answer[:4000], duration_s=round(duration, 4)))
+        task = self._task
+        return EpisodeTrace(episode_id=uuid.uuid4().hex[:16], instance_id=task.instance_id if task else "",
+                            source="repo_env", agent="repo_env", tools=tool_schemas(), messages=messages, tool_runs=runs,
+                            finished="graded", wall_s=round(time.monotonic() - self._started, 3), patch=diff,
+                            reward=self._reward, grade=self.last_grade)
 
     def _start_grading(self, pool: ThreadPoolExecutor) -> None:
         """Grade this episode in ``pool`` now (the group's first get_reward asked), unless it is
@@ -370,75 +405,34 @@ class RepoEnv:
 
         self._early = pool.submit(grade)
 
-    # --- tools (what the model sees: the docstrings) ---------------------------------------------
+    # --- tools: AgentTools' own, docstrings included (what the model reads) -----------------------
 
+    @same_tool("bash")
     def bash(self, command: str) -> str:
-        """Run a shell command in the repository at /testbed and return its output.
+        return self._use("bash", lambda tools: tools.bash(command), command=command)
 
-        Args:
-            command: The shell command to run, e.g. "grep -rn 'def slugify' src".
-
-        Returns:
-            The combined stdout and stderr, then "[exit N]".
-        """
-        return self._use("bash", lambda tools: tools.bash(command), command)
-
+    @same_tool("read_file")
     def read_file(self, path: str, start_line: int = 1, end_line: int = 0) -> str:
-        """Read a text file of the repository, with line numbers.
-
-        Args:
-            path: File path, relative to /testbed or absolute inside it.
-            start_line: First line to show (1-based).
-            end_line: Last line to show; 0 means the end of the file.
-
-        Returns:
-            The numbered lines, or an error message.
-        """
         return self._use("read_file", lambda tools: tools.read_file(path, start_line, end_line),
-                         path, start_line, end_line)
+                         path=path, start_line=start_line, end_line=end_line)
 
+    @same_tool("write_file")
     def write_file(self, path: str, content: str) -> str:
-        """Create or overwrite a text file of the repository.
+        return self._use("write_file", lambda tools: tools.write_file(path, content), path=path, content=content)
 
-        Args:
-            path: File path, relative to /testbed or absolute inside it.
-            content: The whole new content of the file.
-
-        Returns:
-            A confirmation, or an error message.
-        """
-        return self._use("write_file", lambda tools: tools.write_file(path, content), path, content)
-
+    @same_tool("str_replace")
     def str_replace(self, path: str, old: str, new: str) -> str:
-        """Replace one exact occurrence of a text in a file of the repository.
+        return self._use("str_replace", lambda tools: tools.str_replace(path, old, new), path=path, old=old, new=new)
 
-        Args:
-            path: File path, relative to /testbed or absolute inside it.
-            old: The exact text to replace; it must occur exactly once.
-            new: The text to put in its place.
-
-        Returns:
-            A confirmation, or an error message (not found, or found more than once).
-        """
-        return self._use("str_replace", lambda tools: tools.replace_in_file(path, old, new), path, old, new)
-
+    @same_tool("run_tests")
     def run_tests(self, paths: str = "") -> str:
-        """Run the repository's visible tests with pytest.
-
-        Args:
-            paths: Test files or test ids relative to /testbed, separated by spaces (quote an id that has
-                spaces); empty runs the whole visible suite.
-
-        Returns:
-            pytest's output, then "[exit N]".
-        """
-        return self._use("run_tests", lambda tools: tools.run_tests(paths), paths)
+        return self._use("run_tests", lambda tools: tools.run_tests(paths), paths=paths)
 
     # --- internals --------------------------------------------------------------------------------
 
-    def _use(self, name: str, call, *arguments: Any) -> str:
+    def _use(self, name: str, call, **arguments: Any) -> str:
         self.tool_calls[name] = self.tool_calls.get(name, 0) + 1
-        key = (name, *arguments)
+        key = (name, *arguments.values())
         self.repeated_calls += key in self._seen_calls
         self._seen_calls.add(key)
         if self._tools is None:
@@ -446,9 +440,12 @@ class RepoEnv:
         if time.monotonic() - self._started > self._config.episode_timeout_s:
             self.timeouts += 1
             return f"error: the episode's {self._config.episode_timeout_s:.0f} s are used up; stop and answer"
+        began = time.monotonic()
         with self._pool.gate.tool_call():
             answer = call(self._tools)
         self.timeouts += "[timed out after" in answer
+        # Kept as a tuple (the trace is built once, when the episode is graded): nothing on the tool path.
+        self._runs.append((name, arguments, answer, began, time.monotonic() - began))
         return answer
 
     def _close(self) -> None:

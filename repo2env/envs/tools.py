@@ -1,12 +1,18 @@
-"""The agent's tool set over one sandbox: a shell, file reading and editing, the visible tests.
+"""The agent's ONE tool set over one sandbox: a shell, file reading and editing, the visible tests.
 
-:class:`AgentTools` is what a policy acts through, in validation's policy rollouts (through
-:meth:`AgentTools.call` and :func:`tool_schemas`, the OpenAI function-calling view) and in TRL's
-``environment_factory`` (which turns public methods with type hints and a Google-style docstring
-into tools, so the docstrings below are what the model reads).
+:class:`AgentTools` is what every policy acts through, under one set of names and docstrings:
+policy rollouts (:mod:`repo2env.envs.policy`, through :meth:`AgentTools.call` and
+:func:`tool_schemas`, the OpenAI function-calling view), RepoEnv in TRL's ``environment_factory``
+(which turns public methods with type hints and a Google-style docstring into tools: RepoEnv's
+methods take their docstrings from here, :func:`same_tool`), the OpenEnv server's actions, and the
+sandbox bridge that host-side harnesses drive (:mod:`repo2env.harness`). The docstrings below are
+what the model reads, wherever it meets the task: the learnability gate measures the surface that
+training uses.
 
 Every tool returns text and never raises for the agent's mistakes (a bad path, a failing command,
-an ambiguous replacement): the error is the tool's answer, so the episode goes on. Failures of the
+an ambiguous replacement): the error is the tool's answer, so the episode goes on. A refused call's
+answer is a :class:`Refusal` (text starting "error: " that servers can tell apart from a command's
+own output, to set their error flag); a command that ran and failed is an answer. Failures of the
 machinery itself (the Docker engine gone, a closed sandbox) do raise: they say nothing about the
 policy and must not be scored as its failure.
 
@@ -22,17 +28,33 @@ import posixpath
 import re
 import shlex
 import typing
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from repo2env.models import ExecResult
+from repo2env.models import ExecResult, Task
 from repo2env.runtime.sandbox import Sandbox
+
+_Method = TypeVar("_Method", bound=Callable[..., str])
 
 WORKDIR = "/testbed"
 #: The tools, in the order their schemas are listed.
-TOOL_NAMES = ("bash", "read_file", "write_file", "replace_in_file", "run_tests")
-VISIBLE_TESTS_COMMAND = "python -m pytest -q -x -p no:cacheprovider"
+TOOL_NAMES = ("bash", "read_file", "write_file", "str_replace", "run_tests")
+#: The visible tests of a Python task (pytest, stopping at the first failure, writing no cache).
+PYTEST_VISIBLE_TESTS = "python -m pytest -q -x -p no:cacheprovider"
 
 _ERROR = "error: "
+
+
+class Refusal(str):
+    """The answer of a tool call that was refused (the agent's mistake: a bad path or argument, an
+    ambiguous replacement, an unknown tool): text like any answer, marked as a refusal."""
+
+    __slots__ = ()
+
+
+def refusal(reason: str) -> Refusal:
+    """The answer refusing a call, saying why."""
+    return Refusal(_ERROR + reason)
 # Above this, a single exec argument hits the kernel's per-argument limit (128 KiB).
 _MAX_COMMAND_BYTES = 100_000
 
@@ -56,12 +78,22 @@ class AgentTools:
     """The tools of one episode, acting in ``sandbox`` (the repository at /testbed)."""
 
     def __init__(self, sandbox: Sandbox, *, command_timeout_s: float = 120.0, test_timeout_s: float = 300.0,
-                 output_cap_chars: int = 20_000) -> None:
-        """``output_cap_chars`` bounds every answer, so one tool result cannot flood the context."""
+                 output_cap_chars: int = 20_000, test_command: str = PYTEST_VISIBLE_TESTS) -> None:
+        """``output_cap_chars`` bounds every answer, so one tool result cannot flood the context;
+        ``test_command`` is what ``run_tests`` runs, its targets appended (:func:`visible_tests_command`
+        gives a task's)."""
         self._sandbox = sandbox
+        self._test_command = test_command
+        self.last_exit_code: int | None = None
+        """The exit status of the last command a tool ran (bash, run_tests); None after the others."""
         self._command_timeout_s = command_timeout_s
         self._test_timeout_s = test_timeout_s
         self._output_cap_chars = output_cap_chars
+
+    @property
+    def command_timeout_s(self) -> float:
+        """The wall-clock limit of one command."""
+        return self._command_timeout_s
 
     def bash(self, command: str) -> str:
         """Run a shell command in the repository at /testbed and return its output.
@@ -76,10 +108,10 @@ class AgentTools:
             The combined stdout and stderr, then "[exit N]".
         """
         if "\x00" in command:
-            return _ERROR + "the command contains a NUL character"
+            return refusal("the command contains a NUL character")
         if len(command.encode("utf-8")) > _MAX_COMMAND_BYTES:
-            return _ERROR + (f"the command is longer than {_MAX_COMMAND_BYTES} bytes; write long content with "
-                             "write_file and run it from there")
+            return refusal(f"the command is longer than {_MAX_COMMAND_BYTES} bytes; write long content with "
+                           "write_file and run it from there")
         result = self._sandbox.exec(command, timeout=self._command_timeout_s, workdir=WORKDIR)
         return self._report(result, self._command_timeout_s)
 
@@ -95,9 +127,9 @@ class AgentTools:
             The lines, each prefixed by its number and a tab.
         """
         if start_line < 1:
-            return _ERROR + "start_line counts from 1"
+            return refusal("start_line counts from 1")
         if end_line and end_line < start_line:
-            return _ERROR + f"end_line ({end_line}) comes before start_line ({start_line})"
+            return refusal(f"end_line ({end_line}) comes before start_line ({start_line})")
         read = self._read(path)
         if isinstance(read, str):
             return read
@@ -106,7 +138,7 @@ class AgentTools:
         if not lines:
             return f"({path} is empty)"
         if start_line > len(lines):
-            return _ERROR + f"start_line {start_line} is past the end of {path} ({len(lines)} lines)"
+            return refusal(f"start_line {start_line} is past the end of {path} ({len(lines)} lines)")
         last = min(end_line or len(lines), len(lines))
         shown: list[str] = []
         size = 0
@@ -149,7 +181,7 @@ cat > "$target" 2>/dev/null || exit {_UNWRITABLE}
             return self._path_error(path, result)
         return f"wrote {len(content)} characters ({len(content.splitlines())} lines) to {path}"
 
-    def replace_in_file(self, path: str, old: str, new: str) -> str:
+    def str_replace(self, path: str, old: str, new: str) -> str:
         """Replace one exact piece of text in a file of the repository.
 
         The old text must occur exactly once in the file; include surrounding lines to make it unique.
@@ -163,45 +195,45 @@ cat > "$target" 2>/dev/null || exit {_UNWRITABLE}
             A confirmation naming the changed lines, or the reason nothing changed.
         """
         if not old:
-            return _ERROR + "old is empty: give the exact text to replace"
+            return refusal("old is empty: give the exact text to replace")
         read = self._read(path)
         if isinstance(read, str):
             return read
         text, cut_short = read
         if cut_short:
-            return _ERROR + f"{path} is too large to edit with replace_in_file; use bash"
+            return refusal(f"{path} is too large to edit with str_replace; use bash")
         if "\ufffd" in text:
             # The text came back with undecodable bytes replaced: writing it back would corrupt them.
-            return _ERROR + f"{path} is not UTF-8 text; edit it with bash"
+            return refusal(f"{path} is not UTF-8 text; edit it with bash")
         count = text.count(old)
         if count == 0:
-            return _ERROR + f"old was not found in {path}; check whitespace and indentation with read_file"
+            return refusal(f"old was not found in {path}; check whitespace and indentation with read_file")
         if count > 1:
-            return _ERROR + f"old occurs {count} times in {path}; include more surrounding lines to make it unique"
+            return refusal(f"old occurs {count} times in {path}; include more surrounding lines to make it unique")
         offset = text.index(old)
         written = self.write_file(path, text[:offset] + new + text[offset + len(old):])
-        if written.startswith(_ERROR):
+        if isinstance(written, Refusal):
             return written
         first = text.count("\n", 0, offset) + 1
         last = first + max(new.count("\n") - (1 if new.endswith("\n") else 0), 0)
         return f"replaced 1 occurrence in {path} (now lines {first}-{last})"
 
-    def run_tests(self, path: str = "") -> str:
-        """Run the repository's tests with pytest, stopping at the first failure.
+    def run_tests(self, paths: str = "") -> str:
+        """Run the repository's visible tests, stopping at the first failure.
 
         Args:
-            path: Test files, folders or test ids relative to /testbed, separated by spaces (quote an id
+            paths: Test files, folders or test ids relative to /testbed, separated by spaces (quote an id
                 that has spaces), e.g. "tests/test_slug.py" or "tests/test_slug.py::test_max_length";
-                empty runs the whole suite.
+                empty runs the whole visible suite.
 
         Returns:
-            pytest's output, then "[exit N]".
+            The test runner's output, then "[exit N]".
         """
-        command = VISIBLE_TESTS_COMMAND
+        command = self._test_command
         try:
-            targets = shlex.split(path)
+            targets = shlex.split(paths)
         except ValueError as exc:
-            return _ERROR + f"cannot read the test list ({exc})"
+            return refusal(f"cannot read the test list ({exc})")
         for one in targets:
             file_part, separator, test_part = one.partition("::")
             target = _inside_workdir(file_part)
@@ -220,23 +252,24 @@ cat > "$target" 2>/dev/null || exit {_UNWRITABLE}
         inherit from it, or TRL would offer ``call`` to the model as a sixth tool.
         """
         if name not in TOOL_NAMES:
-            return _ERROR + f"unknown tool {name!r}; the tools are {', '.join(TOOL_NAMES)}"
+            return refusal(f"unknown tool {name!r}; the tools are {', '.join(TOOL_NAMES)}")
         if not isinstance(arguments, dict):
-            return _ERROR + f"the arguments of {name} must be a JSON object"
+            return refusal(f"the arguments of {name} must be a JSON object")
         parameters = _SCHEMAS[name]["function"]["parameters"]
         properties: dict[str, dict[str, Any]] = parameters["properties"]
         unknown = sorted(set(arguments) - set(properties))
         if unknown:
-            return _ERROR + f"{name} has no argument {', '.join(unknown)}; its arguments are {', '.join(properties)}"
+            return refusal(f"{name} has no argument {', '.join(unknown)}; its arguments are {', '.join(properties)}")
         missing = [argument for argument in parameters["required"] if argument not in arguments]
         if missing:
-            return _ERROR + f"{name} needs the argument {', '.join(missing)}"
+            return refusal(f"{name} needs the argument {', '.join(missing)}")
         converted: dict[str, Any] = {}
         for argument, value in arguments.items():
             fitted = _fit(value, properties[argument]["type"])
             if fitted is None:
-                return _ERROR + f"argument {argument} of {name} must be of JSON type {properties[argument]['type']}"
+                return refusal(f"argument {argument} of {name} must be of JSON type {properties[argument]['type']}")
             converted[argument] = fitted
+        self.last_exit_code = None
         tool = getattr(self, name)
         return tool(**converted)
 
@@ -268,9 +301,10 @@ exec cat -- "$target"
         reason = reasons.get(result.exit_code)
         if reason is None:
             reason = f"{path}: {'timed out' if result.timed_out else result.output.strip()[-300:] or 'failed'}"
-        return _ERROR + reason
+        return refusal(reason)
 
     def _report(self, result: ExecResult, timeout_s: float) -> str:
+        self.last_exit_code = result.exit_code
         output = _cap(result.output, self._output_cap_chars)
         notes = []
         if result.truncated:
@@ -280,6 +314,41 @@ exec cat -- "$target"
         notes.append(f"[exit {result.exit_code}]")
         separator = "" if not output or output.endswith("\n") else "\n"
         return output + separator + "\n".join(notes)
+
+
+def visible_tests_command(task: Task | None = None) -> str:
+    """The command ``run_tests`` runs for ``task`` (its targets appended as absolute paths).
+
+    The one place that knows it: the task's language profile answers here once profiles carry a
+    visible-tests command (today every built task runs pytest)."""
+    return PYTEST_VISIBLE_TESTS
+
+
+def same_tool(name: str) -> Callable[[_Method], _Method]:
+    """Mark a method of another class (RepoEnv) as the tool ``name`` of :class:`AgentTools`: it gets
+    AgentTools' docstring, which TRL turns into the tool's description, and its signature must be
+    AgentTools' own (a TypeError at import otherwise). One tool set, one set of docstrings."""
+    source = getattr(AgentTools, name)
+
+    def mark(method: _Method) -> _Method:
+        if method.__name__ != name or inspect.signature(method) != inspect.signature(source):
+            raise TypeError(f"{method.__qualname__} must be AgentTools.{name}{inspect.signature(source)}")
+        method.__doc__ = source.__doc__
+        return method
+
+    return mark
+
+
+def tool_signatures() -> str:
+    """The tools' calls as a line of text (``bash(command), read_file(path, start_line=1, ...)``),
+    for descriptions of servers whose actions name a tool and its arguments."""
+    calls = []
+    for schema in tool_schemas():
+        function = schema["function"]
+        arguments = [name if name in function["parameters"]["required"] else f"{name}={spec['default']!r}"
+                     for name, spec in function["parameters"]["properties"].items()]
+        calls.append(f"{function['name']}({', '.join(arguments)})")
+    return ", ".join(calls)
 
 
 def tool_schemas() -> list[dict[str, Any]]:
@@ -301,8 +370,8 @@ def _inside_workdir(path: str) -> str | None:
 
 def _refused(path: str) -> str:
     if not path or "\x00" in path:
-        return _ERROR + "give a file path relative to /testbed"
-    return _ERROR + f"{path} is outside {WORKDIR}; only files of the repository can be used"
+        return refusal("give a file path relative to /testbed")
+    return refusal(f"{path} is outside {WORKDIR}; only files of the repository can be used")
 
 
 def _fit(value: Any, json_type: str) -> Any:
@@ -364,7 +433,7 @@ def _parse_docstring(docstring: str) -> tuple[str, dict[str, str]]:
             section, current = header.group(1), None
             continue
         if section is None:
-            summary.append(line.strip())
+            summary.append(line.rstrip())
         elif section in ("Args", "Arguments") and line.strip():
             entry = re.match(r"^ {4}(\w+)(?: \([^)]*\))?: (.*)$", line)
             if entry:
@@ -372,8 +441,9 @@ def _parse_docstring(docstring: str) -> tuple[str, dict[str, str]]:
                 descriptions[current] = entry.group(2).strip()
             elif current is not None:
                 descriptions[current] += " " + line.strip()
-    paragraphs = " ".join(summary).strip()
-    return re.sub(r"\s+", " ", paragraphs), descriptions
+    # The description keeps its line breaks, as transformers' get_json_schema (TRL's view) keeps them:
+    # a policy rollout's model reads the very text a trained model read.
+    return "\n".join(summary).strip(), descriptions
 
 
 def _cap(text: str, limit: int) -> str:

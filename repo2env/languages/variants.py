@@ -16,7 +16,8 @@ from __future__ import annotations
 import difflib
 import itertools
 import random
-from collections.abc import Iterator, Mapping, Sequence
+import re
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -49,6 +50,10 @@ class VariantMaker:
     def partial_fixes(self, gold_patch: str, *, limit: int = 6) -> list[Variant]:
         """See :func:`partial_fixes`."""
         return partial_fixes(gold_patch, limit=limit)
+
+    def hunk_drops(self, gold_patch: str, *, limit: int = 8, skip: Collection[str] = ()) -> list[Variant]:
+        """See :func:`hunk_drops`."""
+        return hunk_drops(gold_patch, limit=limit, skip=skip)
 
     def near_misses(self, before: Mapping[str, str], after: Mapping[str, str], *, limit: int = 6) -> list[Variant]:
         """The whole fix, broken in one place each."""
@@ -104,6 +109,52 @@ def partial_fixes(gold_patch: str, *, limit: int = 6, seed: int = 0) -> list[Var
         name, description = _subset_names(subset, count, selected)
         variants.append(Variant(kind="partial", name=name, patch=_joined_hunks(selected), description=description))
     return variants
+
+
+def hunk_drops(gold_patch: str, *, limit: int = 8, seed: int = 0, skip: Collection[str] = ()) -> list[Variant]:
+    """Up to ``limit`` patches that are the gold patch minus one of its hunks, whose names are not in
+    ``skip`` (the partial fixes already planned: with two hunks, "all but one" is a single hunk).
+
+    Named as :func:`partial_fixes` names the same subset (``all-but-2of3``; with two hunks
+    ``hunks-2of2``), so :func:`dropped_hunk` reads either back. The hunks are taken in an order
+    drawn from ``random.Random(seed)``; a smaller ``limit`` gives a prefix. ``[]`` for a patch
+    with fewer than two hunks. A drop that still earns the full reward is a hunk no test needs.
+    """
+    gold_hunks = [_GoldHunk(number, file, hunk) for number, file in enumerate(parse(gold_patch).files)
+                  if not file.is_binary for hunk in file.hunks]
+    count = len(gold_hunks)
+    if count < 2 or limit <= 0:
+        return []
+    order = list(range(count))
+    random.Random(seed).shuffle(order)
+    variants: list[Variant] = []
+    for dropped in order:
+        subset = tuple(index for index in range(count) if index != dropped)
+        selected = [gold_hunks[index] for index in subset]
+        name, description = _subset_names(subset, count, selected)
+        if name in skip:
+            continue
+        if len(variants) == limit:
+            break
+        variants.append(Variant(kind="partial", name=name, patch=_joined_hunks(selected), description=description))
+    return variants
+
+
+_SUBSET_NAME = re.compile(r"hunks-(?P<kept>\d+(?:\+\d+)*)of(?P<count>\d+)|all-but-(?P<dropped>\d+)of(?P<of>\d+)")
+
+
+def dropped_hunk(name: str) -> tuple[int, int] | None:
+    """(the 1-based hunk left out, the gold patch's hunk count) when the partial fix named ``name``
+    is the gold patch minus exactly one hunk; None for any other name."""
+    match = _SUBSET_NAME.fullmatch(name)
+    if match is None:
+        return None
+    if match.group("dropped"):
+        return int(match.group("dropped")), int(match.group("of"))
+    count = int(match.group("count"))
+    kept = {int(number) for number in match.group("kept").split("+")}
+    missing = set(range(1, count + 1)) - kept
+    return (missing.pop(), count) if len(kept) == count - 1 and len(missing) == 1 else None
 
 
 def _hunk_subsets(count: int, rng: random.Random) -> Iterator[tuple[int, ...]]:

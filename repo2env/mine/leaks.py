@@ -18,7 +18,8 @@ with the fixed code. Left in a problem statement, the agent copies instead of so
 
 Everything else is kept byte for byte. A *trivial* line is blank, shorter than 8 characters, only
 brackets and punctuation, an import, a bare decorator, or boilerplate such as ``else:`` or
-``return None``: such lines match by chance and prove nothing.
+``return None``: such lines match by chance and prove nothing (the rule and the measure are
+:mod:`repo2env.leakage`'s, which validation's check of an instruction's Interface section shares).
 
 ``leak_score`` describes the original text: 1.0 when it linked or referred to the PR or to one of
 the fix's commits; otherwise the fraction of the gold patch's distinct non-trivial added lines
@@ -31,10 +32,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
+from repo2env.leakage import fix_line_share, fix_lines, is_trivial_line
 from repo2env.mine.linking import FencedCodeBlock, fenced_code_blocks
-from repo2env.mine.split import added_lines
 
 LINK_MARKER = "[link removed]"
 COMMIT_MARKER = "[commit removed]"
@@ -42,7 +42,6 @@ CODE_MARKER = "[code removed]"
 
 #: Share of a code block's non-trivial lines that must come from the fix for the block to go.
 CODE_BLOCK_THRESHOLD = 0.5
-_MIN_LINE_LENGTH = 8
 _SHORT_SHA_LENGTH = 7
 _FULL_SHA_LENGTH = 40
 
@@ -61,25 +60,6 @@ _HEX_WORD = re.compile(r"\b[0-9a-fA-F]{7,40}+\b")
 _HEX_BYTES = bytes(1 if chr(byte) in "0123456789abcdefABCDEF" else 0 for byte in range(256))
 _SHORT_HEX_RUN = b"\x01" * _SHORT_SHA_LENGTH
 _FULL_HEX_RUN = b"\x01" * _FULL_SHA_LENGTH
-_TRIVIAL_LINE = re.compile(r"[\W_]*|(?:import|from)\s.*|@[\w.]+(?:\(\))?")
-_TRIVIAL_STATEMENTS = frozenset(
-    {
-        "else:",
-        "try:",
-        "finally:",
-        "continue",
-        "return None",
-        "return True",
-        "return False",
-        "return self",
-        "raise",
-        "except Exception:",
-        "except Exception as e:",
-        "except Exception as exc:",
-        "if __name__ == '__main__':",
-        'if __name__ == "__main__":',
-    }
-)
 _DIFF_INFO = frozenset({"diff", "patch"})
 
 
@@ -101,18 +81,13 @@ def strip_leaks(
     ``repo`` is ``owner/name``, ``pull_number`` the fixing PR, ``commit_shas`` its commits (full
     or abbreviated). The rest of ``text`` is unchanged; ``leak_score`` rates the original text.
     """
-    fix_lines, telling_fix_lines = _fix_lines(gold_patch)
-    scan = _LeakScan(repo.lower(), pull_number, _normalized_shas(commit_shas), fix_lines)
+    added, _ = fix_lines(gold_patch)
+    scan = _LeakScan(repo.lower(), pull_number, _normalized_shas(commit_shas), added)
     cleaned = scan.cut_code_blocks(text)
     cleaned = scan.cut_links(cleaned)
     cleaned = scan.cut_references(cleaned)
     cleaned = scan.cut_shas(cleaned)
-    if scan.points_at_fix:
-        score = 1.0
-    elif telling_fix_lines:
-        score = sum(1 for line in telling_fix_lines if line in text) / len(telling_fix_lines)
-    else:
-        score = 0.0
+    score = 1.0 if scan.points_at_fix else fix_line_share(text, gold_patch)
     return LeakResult(text=cleaned, leak_score=score, removed=tuple(scan.removed))
 
 
@@ -190,7 +165,7 @@ class _LeakScan:
         ):
             plus_lines = [line[1:] for line in lines if line.startswith("+") and not line.startswith("+++")]
             lines = plus_lines or lines
-        compared = [stripped for line in lines if not _is_trivial(stripped := line.strip())]
+        compared = [stripped for line in lines if not is_trivial_line(stripped := line.strip())]
         return sum(1 for line in compared if line in self.fix_lines), len(compared)
 
     def _link_points_at_fix(self, link: re.Match[str]) -> bool:
@@ -235,25 +210,9 @@ class _LeakScan:
         return any(fix.startswith(sha) or sha.startswith(fix) for fix in self.fix_shas)
 
 
-# A PR's issue, its comments and its hints are cleaned against the same gold patch, one after another.
-@lru_cache(maxsize=32)
-def _fix_lines(gold_patch: str) -> tuple[frozenset[str], tuple[str, ...]]:
-    """The gold patch's distinct added lines, stripped, and those of them that are not trivial."""
-    lines = frozenset(stripped for line in added_lines(gold_patch) if (stripped := line.strip()))
-    return lines, tuple(line for line in lines if not _is_trivial(line))
-
-
 def _normalized_shas(commit_shas: Iterable[str]) -> tuple[str, ...]:
     # An abbreviation under 7 characters would match ordinary hex words.
     return tuple({sha.strip().lower() for sha in commit_shas if len(sha.strip()) >= _SHORT_SHA_LENGTH})
-
-
-def _is_trivial(stripped_line: str) -> bool:
-    if len(stripped_line) < _MIN_LINE_LENGTH or stripped_line in _TRIVIAL_STATEMENTS:
-        return True
-    # Most code lines start with a letter that no trivial pattern starts with: skip the regex.
-    first = stripped_line[0]
-    return (not first.isalnum() or first in "if") and _TRIVIAL_LINE.fullmatch(stripped_line) is not None
 
 
 def _is_word_character(character: str) -> bool:

@@ -158,8 +158,9 @@ def acceptance_policy(name_or_path: str = defaults.ACCEPTANCE_POLICY, *, whole_s
 
 
 def policy_rollouts(url: str, model: str) -> PolicyRunner:
-    """Policy rollouts by a model behind an OpenAI-compatible endpoint (…/v1: vLLM, TGI, a hosted API)."""
-    from repo2env.validate.policy import PolicyClient
+    """Policy rollouts by a model behind an OpenAI-compatible endpoint (…/v1: vLLM, TGI, a hosted API),
+    with the agent's one tool set (repo2env.envs), handed to validation as its runner."""
+    from repo2env.envs.policy import PolicyClient
 
     return PolicyClient(url, model).rollouts
 
@@ -186,10 +187,11 @@ def predictions(path: Path) -> list[tuple[str, str]]:
 
 
 def grade(patches: Sequence[tuple[str, str]], folders: Sequence[Path], *, mode: str = "graded",
-          timeout_s: float = defaults.GRADE_TIMEOUT_S, out_path: Path | None = None,
+          timeout_s: float | None = None, out_path: Path | None = None,
           backend: Backend | None = None) -> Iterator[GradeResult]:
     """Grade each (instance id, patch) with the hidden verifier, yielding each result as it is done;
-    every result is appended to ``out_path`` [default: grades.jsonl in the task's folder]."""
+    every result is appended to ``out_path`` [default: grades.jsonl in the task's folder]. ``timeout_s``:
+    the hidden tests' seconds [default: each task's own, set by validation from its gold gradings]."""
     from repo2env.verify.grader import Grader
 
     tasks_files = [folder / "tasks.jsonl" for folder in folders]
@@ -343,6 +345,54 @@ def import_swebench(path: Path, out_root: Path = defaults.GENERATED, clones: dic
     return read_swebench(path, out_root, clones or {})
 
 
+def export_trajectories(roots: Sequence[Path], out_dir: Path, *, min_reward: float | None = None,
+                        overwrite: bool = False):
+    """The episodes recorded under ``roots`` (trace.json of harness runs, policy rollouts, RepoEnv)
+    as a dataset in TRL's conversational tool-calling format in ``out_dir`` (complete or absent),
+    tampered episodes and those below ``min_reward`` left out."""
+    from repo2env.publish.trajectories import export_trajectories as write_trajectories
+
+    return write_trajectories(roots, out_dir, min_reward=min_reward, overwrite=overwrite)
+
+
+# --- harnesses ------------------------------------------------------------------------------------
+
+
+def harness_options(*, max_turns: int = 50, max_tokens: int = 0, max_wall_s: float = 1800.0,
+                    perturbations: dict[str, float] | None = None, seed: int = 0, reward_mode: str = "graded") -> Any:
+    """How every episode of a harness run goes (a :class:`~repo2env.harness.run.HarnessOptions`): its
+    budget (model calls, tokens, seconds), the faults injected at ``perturbations``' rates by name
+    (tool_timeout, output_cut, endpoint_failure) decided by ``seed``, and the reward's mode."""
+    from pydantic import ValidationError
+
+    from repo2env.harness.run import HarnessOptions
+    from repo2env.models import EpisodeBudget, PerturbationPlan
+
+    try:
+        budget = EpisodeBudget(max_turns=max_turns, max_tokens=max_tokens, max_wall_s=max_wall_s)
+        plan = PerturbationPlan(**perturbations, seed=seed) if perturbations else None
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise InputError(f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}",
+                         hint="perturbations: tool_timeout, output_cut, endpoint_failure; rates between 0 and 1") from None
+    return HarnessOptions(budget=budget, perturbations=plan, reward_mode=reward_mode)
+
+
+def harness_episodes(instance_id: str, folders: Sequence[Path], agent: str, model_url: str, *,
+                     model: str | None = None, api_key: str | None = None, episodes: int = 1, jobs: int = 1,
+                     options: Any = None, backend: Backend | None = None,
+                     progress: Callable[[str], None] | None = None) -> list[tuple[Any, Path]]:
+    """Run the harness ``agent`` (mini-swe-agent, opencode, ``module:Class`` or a command) ``episodes``
+    times on the task ``instance_id`` through the capturing proxy in front of ``model_url`` (a
+    :class:`~repo2env.harness.run.HarnessOptions` sets budgets and perturbations); each graded
+    :class:`~repo2env.models.EpisodeTrace` and where its trace.json is."""
+    from repo2env.pipeline.harness_runs import harness_episodes as run_episodes
+
+    return run_episodes(instance_id, list(folders), agent, model_url, model=model, api_key=api_key,
+                        episodes=episodes, jobs=jobs, options=options, backend=backend or worker_backend(),
+                        progress=progress)
+
+
 # --- train ----------------------------------------------------------------------------------------
 
 
@@ -390,5 +440,28 @@ def train(training: TrainingDataset, model_path: str, args: Any, output_dir: Pat
     model = AutoModelForCausalLM.from_pretrained(model_path)
     trainer = grpo_trainer(model, tokenizer, args, training.splits["train"], training.splits.get("test"))
     result = run_training(trainer, output_dir)
+    trainer.save_model(str(output_dir / "final"))
+    return result, output_dir / "final"
+
+
+def train_on_harness(training: TrainingDataset, model_path: str, args: Any, output_dir: Path, *, agent: str,
+                     model_url: str, jobs: int = 2, backend: Backend | None = None) -> tuple[Any, Path]:
+    """GRPO with TRL on ``training``'s 'train' split whose episodes are the harness ``agent``'s
+    (TRL's ``rollout_func`` through the capturing proxy in front of ``model_url``, ``jobs``
+    sandboxes at once; traces under ``output_dir/harness``). No evaluation: it would run harness
+    episodes too ('repo2env harness run' does that). As :func:`train` returns."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from repo2env.pipeline.harness_runs import harness_rollouts
+    from repo2env.train.harness import harness_grpo_trainer
+    from repo2env.train.run import run_training
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path)
+    args.eval_strategy = "no"
+    with harness_rollouts(training.splits["train"], agent, model_url, backend=backend or worker_backend(),
+                          logs_dir=output_dir / "harness", jobs=jobs) as rollouts:
+        trainer = harness_grpo_trainer(model, tokenizer, args, training.splits["train"], rollouts)
+        result = run_training(trainer, output_dir)
     trainer.save_model(str(output_dir / "final"))
     return result, output_dir / "final"

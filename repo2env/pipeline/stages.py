@@ -33,7 +33,7 @@ from repo2env.runtime.build import (
 )
 from repo2env.runtime.images import ImageStore, local_base_flavours
 from repo2env.validate.acceptance import AcceptancePolicy
-from repo2env.validate.report import write_figure, write_summary
+from repo2env.validate.report import write_figure, write_quality_figure, write_summary
 from repo2env.validate.run import PolicyRunner, ValidationSummary, read_records, validate_task
 
 
@@ -215,8 +215,9 @@ def validate_dir(tasks_dir: Path, runtime: Backend, policy: AcceptancePolicy, *,
 
 
 def write_validation_reports(tasks_dir: Path, policy: AcceptancePolicy, *, total_tasks: int) -> None:
-    """summary.md and validation.png of a tasks folder, from every record in its validation.jsonl."""
+    """summary.md, validation.png and quality.png of a tasks folder, from every record in its validation.jsonl."""
     all_records = read_records(tasks_dir / "validation.jsonl")
     write_summary(tasks_dir / "summary.md", all_records, policy=policy, funnel_path=tasks_dir / "funnel.json",
                   total_tasks=total_tasks)
     write_figure(tasks_dir / "validation.png", all_records)
+    write_quality_figure(tasks_dir / "quality.png", all_records)

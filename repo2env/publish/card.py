@@ -17,9 +17,11 @@ def _size_category(rows: int) -> str:
 
 
 def dataset_card(*, name: str, splits: Mapping[str, int], repos: Mapping[str, Mapping[str, int]], license_id: str,
-                 figures: Sequence[str], harbor_tasks: int, json_lists: bool) -> str:
+                 figures: Sequence[str], harbor_tasks: int, json_lists: bool, quality_lines: Sequence[str] = (),
+                 quality_figure: str | None = None) -> str:
     """README.md of the dataset: metadata (``configs:`` points at ``data/`` so the ``tasks/`` tree is
-    not read as data), what a row holds, the funnel per repository, figures and snippets."""
+    not read as data), what a row holds, the funnel per repository, figures, the task-quality
+    summary (``quality_lines``: markdown, headed; ``quality_figure``: its distributions) and snippets."""
     metadata = {
         "license": license_id,
         "pretty_name": name,
@@ -47,6 +49,10 @@ def dataset_card(*, name: str, splits: Mapping[str, int], repos: Mapping[str, Ma
     if figures:
         lines += ["", "## Rewards of the reference rollouts", ""]
         lines += [f"![rewards by rollout kind]({figure})" for figure in figures]
+    if quality_lines:
+        lines += ["", *quality_lines]
+        if quality_figure:
+            lines += [f"![task quality distributions]({quality_figure})"]
     lists = "JSON strings (as SWE-bench stores them)" if json_lists else "lists of strings"
     lines += ["", "## Columns", "",
               "- `prompt`: the conversation an episode starts from (system + user), as TRL's GRPO trainer takes it.",
@@ -57,6 +63,9 @@ def dataset_card(*, name: str, splits: Mapping[str, int], repos: Mapping[str, Ma
               "`dockerfiles` (JSON: the Dockerfile of each layer).",
               "- Validation: `verdict`, `reasons`, `reward_gold`, `reward_null`, `reward_mean`, `distinct_rewards`, "
               "`partial_credit`, `policy_pass_rate`, `validation` (JSON: rewards per rollout kind, flaky tests).",
+              "- Task quality: `interface` (the Interface section the prompt carries: names and signatures the hidden "
+              "tests use that the fix introduces and the issue never names), `adequacy` and `specification` (0 to 1), "
+              "`quality` (JSON: the whole quality block, pass@k of the policy rollouts included).",
               "", "## Use it", "", "TRL (GRPO with the environment's tools and hidden-test reward):", "", "```python",
               "from datasets import load_dataset",
               f'dataset = load_dataset("{repo_id}", split="train")',

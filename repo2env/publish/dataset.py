@@ -5,6 +5,7 @@ The tree is the same whether it lands in a folder or on the Hugging Face Hub::
     README.md                 dataset card (YAML metadata; ``configs:`` points at data/)
     data/<split>-00000-of-00001.parquet
     figures/validation.png    reward distributions of the reference rollouts (all published tasks)
+    figures/quality.png       task quality: adequacy, specification, interface (docs/quality.md)
     manifest.json             every other file with its size and sha256
 
 A folder target is written next to itself and renamed into place, so after an interruption it is
@@ -121,7 +122,7 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
     from datasets.utils.logging import disable_progress_bar
 
     from repo2env.runtime.images import layer_dockerfiles
-    from repo2env.validate.report import write_figure
+    from repo2env.validate.report import quality_summary, write_figure, write_quality_figure
     from repo2env.validate.run import read_records
 
     disable_progress_bar()  # the CLI shows its own progress; datasets' bars would interleave with it
@@ -149,12 +150,14 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
         (root / "figures").mkdir()
         write_figure(root / "figures" / "validation.png", records)
         figures.append("figures/validation.png")
+    quality_figure = "figures/quality.png" if records and write_quality_figure(root / "figures" / "quality.png",
+                                                                               records) else None
     for writer in extra_writers:
         summary.harbor_tasks += writer(tasks, root)
     (root / "README.md").write_text(dataset_card(
         name=options.name, splits=summary.splits, repos={repo: dict(counts) for repo, counts in per_repo.items()},
         license_id=options.license_id, figures=figures, harbor_tasks=summary.harbor_tasks,
-        json_lists=options.json_lists))
+        json_lists=options.json_lists, quality_lines=quality_summary(records), quality_figure=quality_figure))
     summary.files = write_manifest(root, tasks=len(tasks))
     return summary
 

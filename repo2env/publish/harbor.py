@@ -7,8 +7,8 @@ One folder per task, in Harbor's task format::
     environment/Dockerfile   FROM the task image (its pushed reference when --push-images ran)
     solution/solve.sh        applies solution/gold.diff, the pull request's own fix, to /testbed
     tests/test.sh            the verifier: tests/verify.py grades /testbed with the hidden tests
-                             through the grading script repo2env's grader runs (tests/grade.sh and
-                             tests/restore.py, the package's own files) and writes
+                             through the grading script repo2env's grader runs (tests/grade.sh,
+                             tests/run_tests.sh, tests/restore.py: the package's own files) and writes
                              /logs/verifier/reward.txt and reward.json (reward, f2p_rate, p2p_rate,
                              resolved, tampered)
 
@@ -22,6 +22,7 @@ after the agent has finished, and verify.py makes it root's alone before the tes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -89,8 +90,8 @@ def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None,
     settings = spec.script_settings(run_ids, layout, host_filtered=False)
     verifier = {
         "agent_uid": AGENT_UID, "snapshot": snapshot, "mode": "graded", "run_ids": run_ids,
-        "canaries": [{"test_id": canary.test_id, "path": canary.path, "must_pass": canary.must_pass}
-                     for canary in plan.canaries],
+        "canaries": [dataclasses.asdict(canary) for canary in plan.canaries],
+        "exclusive": [list(group) for group in plan.exclusive],
     }
     text = {
         "instruction.md": instruction_text(task) + "\n",

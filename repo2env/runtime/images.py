@@ -217,7 +217,8 @@ class ImageStore:
 
     def gc(self, *, keep_tags: set[str], dry_run: bool = False) -> list[str]:
         """Remove task and env images whose tags are not in ``keep_tags`` (and env images no kept task
-        uses), plus dangling leftovers of earlier builds; base images stay. Returns what was removed."""
+        uses, and harness agent layers on task images not kept), plus dangling leftovers of earlier
+        builds; base images stay. Returns what was removed."""
         # Only this namespace's env and task images: another checkout's are not ours to remove.
         images = [(image.id, list(image.tags), dict(image.labels)) for image in self.images.list(labels=[KIND_LABEL])]
         images = [image for image in images
@@ -228,6 +229,9 @@ class ImageStore:
                   if image[2].get(KIND_LABEL) == "task" and not set(image[1]) & keep_tags]
         doomed += [image for image in images
                    if image[2].get(KIND_LABEL) == "env" and not set(image[1]) & (keep_tags | kept_envs)]
+        # A harness's agent layer (OpenCode's binary on a task image) goes with its task image.
+        doomed = [image for image in images if image[2].get(KIND_LABEL) == "agent"
+                  and image[2].get("repo2env.task_image") not in keep_tags] + doomed
         removed = []
         for image_id, tags, _ in doomed:
             name = tags[0] if tags and tags[0] != "<none>:<none>" else image_id.removeprefix("sha256:")[:12]

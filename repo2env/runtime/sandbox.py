@@ -34,6 +34,14 @@ class SandboxLimits:
     """Run the sandbox user's commands through one long-lived process inside the sandbox instead of
     one engine call each (a few ms instead of tens; same user, limits, caps and timeouts). For the
     agent's tool calls only: never for grading, whose commands an agent's code must not answer."""
+    model_socket_dir: str = ""
+    """A host folder mounted read-only at :data:`MODEL_SOCKET_MOUNT`, holding the unix socket through
+    which a harness inside the sandbox reaches its episode's capturing proxy, and nothing else: no
+    network is opened. Empty: nothing is mounted (every sandbox but a harness's own)."""
+
+
+#: Where a sandbox started with ``model_socket_dir`` finds that folder.
+MODEL_SOCKET_MOUNT = "/run/repo2env"
 
 
 @runtime_checkable

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from repo2env.envs.tools import TOOL_NAMES
 from repo2env.errors import InputError, PatchError
-
-TOOL_NAMES = ("bash", "read_file", "write_file", "str_replace", "run_tests")
 
 
 def require_train_extra() -> None:

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from repo2env.models import RolloutKind, RolloutResult, ValidationReport
+from repo2env.models import QualityReport, RolloutKind, RolloutResult, ValidationReport
 from repo2env.settings import find_settings_file, read_yaml_file, validate_settings
 from repo2env.verify.junit import NO_JUNIT
 
@@ -32,6 +32,8 @@ class AcceptancePolicy(BaseModel):
     null_runs: int = Field(1, ge=1, description="Gradings of the empty patch; each must score <= null_floor.")
     null_floor: float = Field(0.0, ge=0.0, le=1.0)
     partial_limit: int = Field(4, ge=0, description="Proper subsets of the gold hunks to grade.")
+    hunk_drop_limit: int = Field(8, ge=0, description="Gradings of the gold patch minus one of its hunks, to find "
+                                 "hunks no test needs (partial fixes that are exactly that are reused); 0 grades none.")
     near_miss_limit: int = Field(4, ge=0, description="libcst mutations of the gold patch to grade.")
     stub_limit: int = Field(5, ge=0, le=5, description="Stub styles to grade (none, list, zero, str, raise: the "
                             "gold-changed functions reduced to one statement); 0 grades none.")
@@ -41,6 +43,14 @@ class AcceptancePolicy(BaseModel):
     require_partial_credit: bool = Field(False, description="Reject unless some variant scores strictly in (0, 1).")
     max_flaky_fraction: float = Field(0.5, ge=0.0, le=1.0,
                                       description="Reject when more of the would-be F2P tests than this are flaky.")
+    interface: Literal["instruction", "reject", "ignore"] = Field(
+        "instruction", description="When the FAIL_TO_PASS tests use names the fix introduces and the issue never "
+        "names: list them (names and signatures) in the instruction's Interface section, reject the task "
+        "(underspecified_interface), or neither. A section the leak check withholds rejects the task too.")
+    min_adequacy: float = Field(0.5, ge=0.0, le=1.0, description="Reject (inadequate_tests) when the tests' "
+                                "adequacy (docs/quality.md) is below this; 0 rejects none.")
+    min_specification: float = Field(0.0, ge=0.0, le=1.0, description="Reject (underspecified_statement) when "
+                                     "the issue text meets fewer of the four specification checks; 0 rejects none.")
     leak_threshold: float = Field(0.5, ge=0.0, le=1.0, description="Flag tasks with leak_score at or above this.")
     reject_leaky: bool = False
     policy_k: int = Field(0, ge=0, description="Policy rollouts per task when a policy endpoint is given.")
@@ -72,10 +82,24 @@ def _grading_failed(rollout: RolloutResult) -> bool:
                 and not grade.tampered)
 
 
+def quality_reasons(policy: AcceptancePolicy, quality: QualityReport) -> list[str]:
+    """What ``policy`` rejects a task for on its quality block alone."""
+    reasons = []
+    # The section is withheld (and the leak recorded) when no rendering passed the leak check.
+    withheld = quality.interface_leak > 0
+    if quality.interface and (policy.interface == "reject" or (policy.interface == "instruction" and withheld)):
+        reasons.append("underspecified_interface")
+    if quality.adequacy is not None and quality.adequacy < policy.min_adequacy:
+        reasons.append("inadequate_tests")
+    if quality.specification is not None and quality.specification < policy.min_specification:
+        reasons.append("underspecified_statement")
+    return reasons
+
+
 def judge(policy: AcceptancePolicy, *, fail_to_pass: list[str], flaky: dict[str, float],
           rollouts: list[RolloutResult], leak_score: float, derive_error: str | None = None,
-          env_ok: bool = True) -> ValidationReport:
-    """The verdict and its statistics, from the evidence."""
+          env_ok: bool = True, quality: QualityReport | None = None) -> ValidationReport:
+    """The verdict and its statistics, from the evidence (``quality``: the task's quality block)."""
     reasons: list[str] = []
     by_kind: dict[str, list[float]] = {}
     for rollout in rollouts:
@@ -107,6 +131,8 @@ def judge(policy: AcceptancePolicy, *, fail_to_pass: list[str], flaky: dict[str,
         for kind in policy.required_rollouts if fail_to_pass else ():  # without F2P nothing was rolled out
             if kind not in by_kind and not (kind == "policy" and policy.policy_k == 0):
                 reasons.append(f"missing_{kind}_rollouts")
+        if quality is not None and fail_to_pass:
+            reasons += quality_reasons(policy, quality)
     variants = by_kind.get("partial", []) + by_kind.get("near_miss", [])
     partial_credit = any(0.0 < reward < 1.0 for reward in variants)
     if policy.require_partial_credit and not partial_credit and not reasons:
@@ -132,4 +158,5 @@ def judge(policy: AcceptancePolicy, *, fail_to_pass: list[str], flaky: dict[str,
         distinct_rewards=len({round(reward, 6) for reward in rewards}) if rewards else None,
         partial_credit=partial_credit,
         leak_flagged=leak_flagged,
+        quality=quality,
     )

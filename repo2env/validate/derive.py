@@ -32,12 +32,14 @@ from repo2env.models import Task, TestStatus
 from repo2env.patches import parse
 from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
 from repo2env.verify.filtering import is_protected_path
-from repo2env.verify.junit import ID_OPTIONS, outcomes_for, selection_args, split_node_id
+from repo2env.verify.junit import ID_OPTIONS, outcomes_for, split_node_id
+from repo2env.verify.spec import TestRunner, grading_scripts, pytest_runner
 
 _JUNIT = "/tmp/repo2env-derive.xml"
 _MARKER = "===REPO2ENV-DERIVE-JUNIT==="
 _COLLECT_PATH, _IDS_PATH = "/tmp/repo2env-collect.py", "/tmp/repo2env-collected.json"
-_RUN_SCRIPT = "/tmp/repo2env-derive-run.sh"
+_RUN_SCRIPT, _RUN_TESTS, _RUN_SETTINGS = "/tmp/repo2env-derive-run.sh", "/tmp/repo2env-run-tests.sh", "/tmp/repo2env-derive.json"
+_OUTPUT = "/tmp/repo2env-derive.out"
 
 #: Collects like ``python -m pytest ARGS`` and writes the node ids pytest holds, as JSON, to the first
 #: argument. Read from pytest's items, not from its terminal: ``--collect-only -q`` prints the tree
@@ -75,6 +77,7 @@ class Derivation:
     after: dict[str, list[str]] = field(default_factory=dict)
     files_before: dict[str, str] = field(default_factory=dict)
     files_after: dict[str, str] = field(default_factory=dict)
+    test_sources: dict[str, str] = field(default_factory=dict)  #: the test patch's .py files after it
     test_seconds: float = 0.0
     error: str | None = None
 
@@ -106,6 +109,8 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
                 derivation.error = f"a patch does not apply: {applied.output.strip()[-300:]}"
                 return derivation
         derivation.files_after = _read_files(after, source_files)
+        derivation.test_sources = _read_files(after, [file.path for file in parse(task.test_patch).files
+                                                      if file.path.endswith(".py") and not file.is_deleted])
         targets = "" if whole_suite else " ".join(shlex.quote(path) for path in test_files)
         began = time.monotonic()
         after.write_file(_COLLECT_PATH, COLLECT_SCRIPT)
@@ -121,14 +126,19 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
         if not test_ids:
             derivation.error = collection_error(ids_json, collected_output)
             return derivation
-        test_cmd = task.test_command()
+        # The tests run as a grading runs them (verify/scripts/run_tests.sh, the runner's options, the
+        # snapshot's configuration named explicitly): what derivation finds is what grading reads.
+        runner = pytest_runner(task.test_command(), test_files)
+        run_tests_script = grading_scripts()["run_tests.sh"]
+        for sandbox in (before, after):
+            sandbox.write_file(_RUN_TESTS, run_tests_script)
         for name, sandbox, record in (("before", before, derivation.before), ("after", after, derivation.after)):
             for run in range(runs):
                 seed = hash_seeds[run % len(hash_seeds)]
                 order = list(test_ids)
                 random.Random(seed * 7919 + run).shuffle(order)
                 began = time.monotonic()
-                output, xml = _run_tests(sandbox, test_cmd, seed, selection_args(order), timeout_s)
+                output, xml = _run_tests(sandbox, runner, seed, runner.selection(order), timeout_s)
                 outcomes, _ = outcomes_for(test_ids, xml)
                 if "ERROR: not found:" in output and all(status == TestStatus.MISSING for status in outcomes.values()):
                     # Some ids change between collection and run (parameters made from the clock,
@@ -137,7 +147,7 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
                     # ids that do not come back are simply absent.
                     files = sorted({split_node_id(test_id)[0] for test_id in test_ids})
                     random.Random(seed * 7919 + run).shuffle(files)
-                    output, xml = _run_tests(sandbox, test_cmd, seed, files, timeout_s)
+                    output, xml = _run_tests(sandbox, runner, seed, files, timeout_s)
                     outcomes, _ = outcomes_for(test_ids, xml)
                 derivation.test_seconds += time.monotonic() - began
                 for test_id, status in outcomes.items():
@@ -266,18 +276,22 @@ def collection_error(ids_json: str, output: str) -> str | None:
     return f"no test collected after the fix ({last_line[:200]})"
 
 
-def _run_tests(sandbox: Sandbox, test_cmd: str, seed: int, targets: list[str], timeout_s: float) -> tuple[str, str | None]:
-    """One pytest run in one exec; (its output, the JUnit XML or None). The report comes back after a
-    marker: the gold patch and the PR's tests are trusted here, no agent code runs in derivation."""
-    command = (f"PYTHONHASHSEED={seed} timeout -k 5 {timeout_s:.0f} {test_cmd} -p no:cacheprovider {ID_OPTIONS} "
-               f"--continue-on-collection-errors --junitxml={_JUNIT} -o junit_family=xunit2 "
-               + " ".join(shlex.quote(target) for target in targets))
-    # From a script file: as one `sh -c` argument the command may hold at most 128 KiB (the kernel's
-    # limit on one argument), which the ids of a large test file or of the whole suite exceed.
-    sandbox.write_file(_RUN_SCRIPT, f"rm -f {_JUNIT}\n{command}\nprintf '\\n{_MARKER}\\n'\ncat {_JUNIT} 2>/dev/null\n")
-    result = sandbox.exec(["/bin/sh", _RUN_SCRIPT], workdir="/testbed", timeout=timeout_s + 30)
+def _run_tests(sandbox: Sandbox, runner: TestRunner, seed: int, targets: list[str],
+               timeout_s: float) -> tuple[str, str | None]:
+    """One run of the tests in one exec, through the grading's own run_tests.sh; (its output, the
+    JUnit XML or None). The report comes back after a marker: the gold patch and the PR's tests are
+    trusted here, no agent code runs in derivation."""
+    settings = runner.run_settings(targets, junit=_JUNIT, timeout_s=timeout_s)
+    # The targets go through a file: as one `sh -c` argument a command may hold at most 128 KiB
+    # (the kernel's limit on one argument), which the ids of a large test file or a whole suite exceed.
+    sandbox.write_file(_RUN_SETTINGS, json.dumps(settings))
+    sandbox.write_file(_RUN_SCRIPT, f"set -u\n. {_RUN_TESTS}\nread_settings {_RUN_SETTINGS} || exit 93\n"
+                                    f"rm -f {_JUNIT}\nexport PYTHONHASHSEED={seed}\nrun_tests {_OUTPUT}\n"
+                                    f"cat {_OUTPUT}\nprintf '\\n{_MARKER}\\n'\ncat {_JUNIT} 2>/dev/null\n")
+    result = sandbox.exec(["/bin/bash", _RUN_SCRIPT], workdir="/testbed", timeout=timeout_s + 30)
     output, found, xml = result.output.rpartition(f"\n{_MARKER}\n")
-    return f"$ {command}\n{output}", (xml if found and xml.strip() else None)
+    described = shlex.join([*shlex.split(runner.command), *runner.options, *settings["report_options"], *targets])
+    return f"$ PYTHONHASHSEED={seed} {described}\n{output}", (xml if found and xml.strip() else None)
 
 
 def _classify(derivation: Derivation, test_ids: list[str]) -> None:

@@ -2,13 +2,17 @@
 
 For each task of a tasks folder: derive FAIL_TO_PASS / PASS_TO_PASS (catching flaky tests), then
 grade with the hidden verifier the gold patch (must be 1.0 every time), the empty patch (must be
-0), partial fixes (subsets of the gold hunks), near misses (libcst mutations of the gold
-patch) and stubs (the functions the gold patch changed reduced to ``return []`` and the like), plus K policy rollouts when a policy endpoint is given; the acceptance policy judges.
+0), partial fixes (subsets of the gold hunks, the gold patch minus each hunk among them), near
+misses (libcst mutations of the gold patch) and stubs (the functions the gold patch changed reduced to ``return []`` and the like), plus K policy rollouts when a policy endpoint is given; the acceptance policy judges.
 FAIL_TO_PASS tests that every stub passes (they need only the new names) move to PASS_TO_PASS and
-every rollout is scored again (:func:`name_only_tests`).
+every rollout is scored again (:func:`name_only_tests`). The task's quality block
+(:mod:`repo2env.validate.quality`) is measured from the same evidence; when the tests use names the
+fix introduces and the issue never names, the policy adds an Interface section to the instruction
+(before any policy rollout) or rejects the task.
 The loop over a tasks folder is the stage runner's (:func:`repo2env.pipeline.stages.validate_dir`):
 ``validation.jsonl`` (one record per task, appended as each finishes, so a re-run resumes),
-``tasks.jsonl`` updated with the tests and the verdict, ``summary.md`` and ``validation.png``.
+``tasks.jsonl`` updated with the tests and the verdict, ``summary.md``, ``validation.png`` and
+``quality.png``.
 """
 
 from __future__ import annotations
@@ -19,16 +23,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repo2env.languages import get_profile
-from repo2env.models import GradeResult, RolloutResult, Task, ValidationReport
+from repo2env.models import GradeResult, QualityReport, RolloutResult, Task, ValidationReport
 from repo2env.outcomes import TestStatus
 from repo2env.runtime.sandbox import Runtime
 from repo2env.validate.acceptance import AcceptancePolicy, judge
 from repo2env.validate.derive import derive_tests
+from repo2env.validate.quality import Interface, TaskSources, assess, find_interface
 from repo2env.verify.grader import Grader, scored
+from repo2env.verify.junit import split_node_id
 
-#: Variants (partial fixes, near misses) get this many times the gold grading's time, at least the floor.
-VARIANT_TIMEOUT_FACTOR = 10.0
-VARIANT_TIMEOUT_FLOOR_S = 60.0
+#: The null and variant gradings, and every grading of the task after validation
+#: (``ValidationReport.grading_timeout_s``), get this many times the gold gradings' time, at least the floor.
+GRADING_TIMEOUT_FACTOR = 10.0
+GRADING_TIMEOUT_FLOOR_S = 60.0
 
 #: A policy-rollout runner: (task, runtime, grader, k, seed) -> graded policy rollouts.
 PolicyRunner = Callable[[Task, Runtime, Grader, int, int], list[RolloutResult]]
@@ -62,35 +69,63 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
     derivation = None
     rollouts: list[RolloutResult] = []
     tests_s = 0.0
+    references = None
+    interface: Interface | None = None
+    quality: QualityReport | None = None
     if env_ok:
         derivation = derive_tests(task, runtime, runs=policy.reruns, hash_seeds=tuple(policy.hash_seeds),
                                   whole_suite=policy.whole_suite_p2p, timeout_s=policy.timeout_s,
                                   log_dir=logs_dir / "derive")
         tests_s += derivation.test_seconds
-        task = task.model_copy(update={"FAIL_TO_PASS": derivation.fail_to_pass, "PASS_TO_PASS": derivation.pass_to_pass})
+        task = task.model_copy(update={"FAIL_TO_PASS": derivation.fail_to_pass, "PASS_TO_PASS": derivation.pass_to_pass,
+                                       "interface": ""})
         if derivation.error is None and derivation.fail_to_pass:
-            rollouts, grading_s = _reference_rollouts(task, runtime, policy, derivation, logs_dir,
-                                                      policy_runner=policy_runner, policy_k=policy_k)
-            tests_s += grading_s
+            sources = TaskSources(derivation.files_before, derivation.files_after, derivation.test_sources)
+            # Before any rollout: a policy rollout must see the instruction the dataset will carry.
+            interface = find_interface(task, sources, task.FAIL_TO_PASS)
+            if policy.interface == "instruction" and interface.section:
+                task = task.model_copy(update={"interface": interface.section})
+            references = _reference_rollouts(task, runtime, policy, derivation, logs_dir, policy_runner=policy_runner,
+                                             policy_k=policy_k)
+            rollouts = references.rollouts
+            tests_s += references.grading_s
             gates = name_only_tests(task.FAIL_TO_PASS, rollouts)
             if gates and len(gates) < len(task.FAIL_TO_PASS):
                 task = task.model_copy(update={
                     "FAIL_TO_PASS": [test for test in task.FAIL_TO_PASS if test not in gates],
                     "PASS_TO_PASS": [*task.PASS_TO_PASS, *(test for test in task.FAIL_TO_PASS if test in gates)]})
                 rollouts = [_rescored(rollout, task) for rollout in rollouts]
+            quality = assess(task, sources=sources, tests=task.FAIL_TO_PASS, rollouts=rollouts, interface=interface,
+                             interface_action=interface_action(policy, interface))
     report = judge(policy, fail_to_pass=task.FAIL_TO_PASS, flaky=derivation.flaky if derivation else {},
                    rollouts=rollouts, leak_score=task.leak_score,
-                   derive_error=derivation.error if derivation else None, env_ok=env_ok)
+                   derive_error=derivation.error if derivation else None, env_ok=env_ok, quality=quality)
+    differences = gold_differences(task, rollouts)
+    error = derivation.error if derivation else (task.env_spec.error if task.env_spec else "not built")
+    if error is None and differences:
+        error = ("gold's grading differs from derivation's after-run on "
+                 + "; ".join(f"{test} ({line})" for test, line in differences.items()))
     report = report.model_copy(update={
         "instance_id": task.instance_id, "repo": task.repo, "policy": policy.name,
         "FAIL_TO_PASS": task.FAIL_TO_PASS, "PASS_TO_PASS": task.PASS_TO_PASS, "leak_score": task.leak_score,
         "declared_differences": declared_differences(task, report.flaky_tests) if derivation else {},
-        "wall_s": round(time.monotonic() - started, 3), "tests_s": round(tests_s, 3),
-        "error": derivation.error if derivation else (task.env_spec.error if task.env_spec else "not built"),
+        "gold_differences": differences,
+        "canary_free_modules": references.canary_free_modules if references else [],
+        "grading_timeout_s": references.timeout_s if references else None,
+        "wall_s": round(time.monotonic() - started, 3), "tests_s": round(tests_s, 3), "error": error,
     })
     # The task keeps the whole report (each rollout's grade included); its validation.jsonl line
     # leaves the grades out (see ValidationReport.record).
     return task.model_copy(update={"validation": report}), report.record()
+
+
+def interface_action(policy: AcceptancePolicy, interface: Interface) -> str:
+    """What validation did with a task's interface under ``policy`` (QualityReport.interface_action)."""
+    if not interface.needed:
+        return "none"
+    if policy.interface == "ignore":
+        return "ignored"
+    return "instruction" if policy.interface == "instruction" and interface.section else "rejected"
 
 
 #: Stub styles that must all pass a FAIL_TO_PASS test before it counts as needing only names.
@@ -143,14 +178,54 @@ def declared_differences(task: Task, flaky: dict[str, float]) -> dict[str, list[
     return {key: tests for key, tests in differences.items() if tests}
 
 
+def grading_timeout(policy: AcceptancePolicy, gold_seconds: float) -> float:
+    """The hidden tests' timeout for every later grading of a task whose gold gradings took
+    ``gold_seconds`` at most: :data:`GRADING_TIMEOUT_FACTOR` times that, at least
+    :data:`GRADING_TIMEOUT_FLOOR_S`, at most the policy's. A run cut short earns nothing, so the
+    margin is wide: an honest run on a loaded machine still finishes; a run that hangs is stopped
+    long before the policy's full timeout."""
+    return round(min(policy.timeout_s, max(GRADING_TIMEOUT_FLOOR_S, GRADING_TIMEOUT_FACTOR * gold_seconds)), 1)
+
+
+def gold_differences(task: Task, rollouts: list[RolloutResult]) -> dict[str, str]:
+    """The FAIL_TO_PASS / PASS_TO_PASS tests (each passed in every after-run of derivation) that a
+    gold grading did not pass, with the first line of each failure: the grading does not run the
+    tests the way derivation does (a grader's trace the tests can see, say). From the first gold
+    grading that ran the tests and failed some; empty when every gold grading passed them all."""
+    tests = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
+    for rollout in rollouts:
+        grade = rollout.grade
+        if rollout.kind != "gold" or grade is None or grade.tampered or not grade.patch_applied:
+            continue
+        failing = [test for test in tests if grade.tests.get(test) != TestStatus.PASSED]
+        if failing:
+            return {test: grade.failures.get(test, grade.error or str(grade.tests.get(test, TestStatus.MISSING)))
+                    for test in failing[:20]}
+    return {}
+
+
+@dataclass
+class _References:
+    """What the reference rollouts of one task found and cost."""
+
+    rollouts: list[RolloutResult]
+    grading_s: float
+    timeout_s: float
+    canary_free_modules: list[str]
+
+
 def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,
-                        policy_runner: PolicyRunner | None, policy_k: int) -> tuple[list[RolloutResult], float]:
+                        policy_runner: PolicyRunner | None, policy_k: int) -> _References:
     variants_of = get_profile(task.language).variants()
 
     references = [("gold", f"gold-{i}", task.patch) for i in range(policy.gold_runs)]
     # The unfixed code can hang on the new tests just as a mutated fix can: null runs with the variants.
     variants = [("null", f"null-{i}", "") for i in range(policy.null_runs)]
-    variants += [("partial", variant.name, variant.patch) for variant in variants_of.partial_fixes(task.patch, limit=policy.partial_limit)]
+    partials = variants_of.partial_fixes(task.patch, limit=policy.partial_limit)
+    variants += [("partial", variant.name, variant.patch) for variant in partials]
+    # The gold patch minus one hunk: a drop that still earns the full reward is a hunk no test needs.
+    variants += [("partial", variant.name, variant.patch) for variant in variants_of.hunk_drops(
+        task.patch, limit=policy.hunk_drop_limit, skip={variant.name for variant in partials})]
     variants += [("near_miss", variant.name, variant.patch)
                  for variant in variants_of.near_misses(derivation.files_before, derivation.files_after,
                                                        limit=policy.near_miss_limit)]
@@ -159,28 +234,50 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
     rollouts: list[RolloutResult] = []
     grading_s = 0.0
 
-    def grade_all(grader: Grader, plan: list[tuple[str, str, str]]) -> None:
+    def grade_all(grader: Grader, plan: list[tuple[str, str, str]], graded: Task) -> list[RolloutResult]:
         nonlocal grading_s
+        done = []
         for kind, name, patch in plan:
-            result = grader.grade(task, patch, run_name=name)
+            result = grader.grade(graded, patch, run_name=name)
             grading_s += result.tests_duration_s
-            rollouts.append(RolloutResult(kind=kind, name=name, reward=result.reward, resolved=result.resolved,
-                                          grade=result))
+            done.append(RolloutResult(kind=kind, name=name, reward=result.reward, resolved=result.resolved, grade=result))
+        return done
 
+    canary_free: list[str] = []
     with Grader(runtime, logs_dir / "grades", timeout_s=policy.timeout_s, keep_warm=True) as grader:
-        grade_all(grader, references)
+        rollouts.extend(grade_all(grader, references, task))
+        # Tests that count their own module's tests see the canaries placed among them: gold then
+        # fails only in grading. Graded again with no canaries in those modules, a gold that passes
+        # makes them canary-free for every grading of the task (the report says so).
+        sensitive = _modules_gold_failed_in(task, rollouts)
+        if sensitive:
+            exempt = task.model_copy(update={"validation": ValidationReport(canary_free_modules=sensitive)})
+            again = grade_all(grader, [(kind, f"{name}-canary-free", patch) for kind, name, patch in references], exempt)
+            if all(rollout.reward == 1.0 for rollout in again):
+                rollouts[:], canary_free, task = again, sensitive, exempt
         # A mutated fix can hang where the gold one finishes (a loop that no longer ends): null and
-        # variants get a timeout scaled from the gold gradings instead of the policy's full one.
+        # variants get the task's timeout, scaled from the gold gradings, instead of the policy's
+        # full one; so does every later grading of the task (the report keeps it).
         gold_seconds = max((r.grade.tests_duration_s for r in rollouts if r.kind == "gold" and r.grade), default=0.0)
-        variant_timeout = min(policy.timeout_s, max(VARIANT_TIMEOUT_FLOOR_S, VARIANT_TIMEOUT_FACTOR * gold_seconds))
+        variant_timeout = grading_timeout(policy, gold_seconds)
         with Grader(runtime, logs_dir / "grades", timeout_s=variant_timeout, keep_warm=True) as variant_grader:
-            grade_all(variant_grader, variants)
+            rollouts.extend(grade_all(variant_grader, variants, task))
         k = policy_k or policy.policy_k
         if policy_runner is not None and k:
             for rollout in policy_runner(task, runtime, grader, k, 0):
                 grading_s += rollout.grade.tests_duration_s if rollout.grade else 0.0
                 rollouts.append(rollout)
-    return rollouts, grading_s
+    return _References(rollouts=rollouts, grading_s=grading_s, timeout_s=variant_timeout, canary_free_modules=canary_free)
+
+
+def _modules_gold_failed_in(task: Task, rollouts: list[RolloutResult]) -> list[str]:
+    """The FAIL_TO_PASS test modules (those that hold canaries) in which a gold grading that ran the
+    tests cleanly otherwise failed a test."""
+    canary_modules = {split_node_id(test)[0] for test in task.FAIL_TO_PASS}
+    failed = {split_node_id(test)[0] for test in gold_differences(task, rollouts)}
+    clean = all(rollout.grade is not None and not rollout.grade.tampered and rollout.grade.patch_applied
+                for rollout in rollouts if rollout.kind == "gold")
+    return sorted(failed & canary_modules) if clean else []
 
 
 def read_records(path: Path) -> list[ValidationReport]:

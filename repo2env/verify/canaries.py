@@ -16,23 +16,27 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Canary:
-    """One hidden test: its node id, the module it is placed in, and whether it must pass."""
+    """One hidden test: its node id, the module it is placed in, and what it must come out as
+    (neither: it is only checked as a member of an exclusive group)."""
 
     test_id: str
     path: str
-    must_pass: bool
+    must_pass: bool = False
+    must_fail: bool = False
 
 
 @dataclass(frozen=True)
 class CanaryPlan:
-    """The canaries of one grading and the definitions placed in each test module."""
+    """The canaries of one grading, the definitions placed in each test module, and the exclusive
+    groups: ids (canaries, or a task's test with its canaries) of which at most one may pass."""
 
     canaries: tuple[Canary, ...]
-    definitions: dict[str, list[str]]
+    definitions: dict[str, list]
+    exclusive: tuple[tuple[str, ...], ...] = ()
 
     @property
     def must_fail(self) -> tuple[str, ...]:
-        return tuple(canary.test_id for canary in self.canaries if not canary.must_pass)
+        return tuple(canary.test_id for canary in self.canaries if canary.must_fail)
 
     @property
     def must_pass(self) -> tuple[str, ...]:

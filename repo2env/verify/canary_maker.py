@@ -1,27 +1,74 @@
-"""Drawing a grading's canaries (:mod:`repo2env.verify.canaries`) from a task's hidden tests.
+"""Drawing a grading's canaries (:mod:`repo2env.verify.canaries`) so that no code inside the test
+process can tell them from the task's own tests.
 
-What a module's canaries are drawn from is read once per task into a :class:`CanaryModule` (part
-of the grading specification); each grading then draws its own: for every module that holds a
-FAIL_TO_PASS test, two tests that must fail (a call on the project, with arguments taken from the
-task's own tests, compared to a fresh random value shaped like the task's own expected values) and
-one that must pass (a trivially true comparison), with names built from the module's own test
-words, placed at random top-level positions of the module (or added to the class the tests live
-in) inside the grading sandbox after the hidden tests are applied. The agent never sees them: they
-exist only for that grading.
+The forger this is built against runs inside the test process (the agent's patch is imported by
+the tests), has read this module, and sees everything the tests see: the calling test's frame and
+source, the whole test module, the snapshot's history, the ids pytest was given. It can answer a
+call with the value the calling test asserts (an *oracle*), or rewrite the reports of the tests it
+picks. It gains only where it forges a FAIL_TO_PASS test that fails honestly. Canaries are tests
+whose outcome the grader knows, made from those very tests:
+
+- A **template** is a FAIL_TO_PASS test whose whole definition the hidden tests add and that
+  asserts an expression equal to a literal (``assert EXPR == LITERAL``, either side, or
+  ``self.assertEqual(EXPR, LITERAL)``, at the top of its body or in a ``with`` block): that
+  literal is its *anchor*; so is the exception of a ``with pytest.raises(ValueError):`` block
+  (a built-in one), whose mirrors expect another built-in exception none is a subclass of. What a module's templates are is read once per task
+  (:func:`canary_modules`, part of the grading specification).
+- A **mirror** is a copy of a template under a new name with its anchor replaced by a
+  *lookalike*: the same call, in the same place of the same code, asserted against another value
+  of the same type and shape. Every template gets :data:`MIRRORS` of them, so every anchored call
+  is asserted 1 + MIRRORS times, by the task's test and by its mirrors alike.
+- A **lookalike** is the literal's own source text with every run of letters replaced by a word of
+  the same length and case taken from the test's (else the module's) own string literals, or by
+  pronounceable letters, and every run of digits by other digits; quotes, escapes, punctuation,
+  spacing, nesting and container types stay as they are, ``True`` and ``False`` swap. So the
+  value has the real one's type, length, character classes and containers, and every free name
+  of the copy resolves where the template's do (fixtures, imports, the class it lives in).
+- A lookalike that changes at least :data:`DISTINCTIVE` letters or digits is *distinctive*: the
+  gold patch returns the template's own value there, and code that does not forge returns the
+  lookalike by chance with negligible probability, so its mirror **must fail**. Whatever the
+  values, of a template and its mirrors **at most one may pass** (one deterministic call cannot
+  equal two values).
+- A **decoy group** (one per module) varies a template's literal arguments too (a call in the
+  tests' own style that no test makes) and asserts it against 1 + MIRRORS different lookalikes:
+  the pair check no oracle can pass, since at most one of them may pass. None must fail on its
+  own: what the varied call returns is not known, and a lookalike made of the tests' own words
+  can be its very answer.
+
+Each copy is placed beside one of the PR's own tests of its module or class, with a name made of
+the module's own test words. A forger that forges one FAIL_TO_PASS test must pick the real one of
+its group: it survives with probability 1 / (1 + MIRRORS) = 1/3 per test it forges, (1/3)^k for
+k tests (docs/grading.md works this out). Modules without templates get the older canaries (a call
+of the project with arguments from the tests, against a random value shaped like theirs). Every
+module also gets one canary that must pass (a trivially true comparison): it guards the other
+direction (reports of failure forged or lost) and needs no disguise, since no forger gains by
+failing it.
 """
 
 from __future__ import annotations
 
+import ast
+import io
 import random
 import re
 import string
+import tokenize
 from collections import Counter
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from repo2env.patches import Patch
+from repo2env import pysyntax
+from repo2env.patches import FilePatch, Patch
 from repo2env.verify.canaries import Canary, CanaryPlan
 from repo2env.verify.junit import split_node_id
+
+#: Mirrors per template: a forger that forges one test picks the real one of 1 + MIRRORS at best.
+MIRRORS = 2
+#: Templates mirrored per module (each costs MIRRORS more runs of that test; a module with more
+#: templates leaves the rest without mirrors).
+MAX_MIRRORED = 8
+#: Letters or digits a lookalike must change to be distinctive (its canary must fail).
+DISTINCTIVE = 3
 
 _ASSERT_CALL = re.compile(r"^\s*assert\s+((?!self\.)[A-Za-z_][\w.]*)\((.*)\)\s*==\s*\S")
 _ANY_CALL = re.compile(r"\b((?!self\.)[A-Za-z_][\w.]*)\(")
@@ -31,26 +78,67 @@ _NOT_PROJECT = frozenset({
     "filter", "any", "all", "min", "max", "sum", "abs", "round", "object", "Exception", "ValueError", "TypeError",
 })
 _STRING_LITERAL = re.compile(r"""["']([\w ,.:;!?-]{1,40})["']""")
+_STRING_TOKEN = re.compile(r"(?s)([rRbBuU]{0,2})('''|\"\"\"|'|\")(.*)\2")
+_DEF = re.compile(r"^(?P<indent>[ \t]*)(?:async[ \t]+)?def[ \t]+(?P<name>\w+)[ \t]*\(")
 # One of these joins the module's own words in every canary name, so that a name never equals one
 # of the module's tests the task does not list.
 _FILLER_WORDS = ("value", "input", "empty", "default", "result", "edge", "case", "again", "order", "many", "single",
                  "handles", "returns", "keeps", "unicode", "none", "zero", "long", "short", "twice", "nested",
                  "trailing", "leading", "mixed", "upper", "lower", "invalid", "valid", "spaces", "newline",
                  "multiple", "large", "small", "negative", "boundary", "repeated", "missing", "extra", "only")
+_VOWELS = "aeiou"
+_CONSONANTS = "".join(sorted(set(string.ascii_lowercase) - set(_VOWELS)))
 
 
-class CanaryModule(BaseModel):
-    """What one test module's canaries are drawn from (read once per task from the hidden tests)."""
-
+class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Span(_Model):
+    """Characters ``start:end`` of a template's source."""
+
+    start: int
+    end: int
+
+
+class Anchor(_Model):
+    """A literal a template's test asserts an expression equal to (or the exception it expects
+    raised), and the literal arguments of that expression (or of the calls in the block)."""
+
+    value: Span
+    arguments: list[Span] = Field(default_factory=list)
+    raises: bool = Field(False, description="The value is the exception of a `with pytest.raises(...)` block.")
+
+
+class TestTemplate(_Model):
+    """A FAIL_TO_PASS test the hidden tests add whole, with what its copies vary."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    name: str
+    container: list[str] = Field(description="The classes it is defined in ([] at module level).")
+    source: str = Field(description="Its definition as the hidden tests add it (decorators included), at its own indentation.")
+    params: list[str] = Field(description="The parameter suffixes of its FAIL_TO_PASS ids ('' when not parametrised).")
+    anchors: list[Anchor]
+    words: list[str] = Field(description="The words of its own string literals (lookalikes prefer them).")
+
+
+class CanaryModule(_Model):
+    """What one test module's canaries are drawn from (read once per task from the hidden tests)."""
 
     path: str = Field(description="The test module (a FAIL_TO_PASS test's file).")
     container: list[str] = Field(description="The classes its first FAIL_TO_PASS test lives in ([] at module level).")
     prefix: str = Field(description="The first word of its tests' names (a project may collect check_*).")
     words: list[str] = Field(description="The words of its tests' names, canary names are made of.")
     lengths: list[int] = Field(description="How many words its tests' names have.")
-    taken: list[str] = Field(description="Names a canary may not take: the task's tests and every function the hidden tests define.")
-    added_lines: list[str] = Field(description="The lines the hidden tests add to the module (calls and values come from them).")
+    taken: list[str] = Field(description="Names a canary may not take: the task's tests and every function the hidden "
+                                         "tests define.")
+    added_lines: list[str] = Field(description="The lines the hidden tests add to the module (the older canaries' calls).")
+    added_tests: dict[str, list[str]] = Field(
+        default_factory=dict, description="Per container ('::'-joined classes, '' at module level), the tests the "
+                                          "hidden tests add there: canaries are placed beside them.")
+    templates: list[TestTemplate] = Field(default_factory=list)
+    vocabulary: list[str] = Field(default_factory=list, description="The words of the module's added string literals.")
     style: str = Field("python", description="How its canaries are written: 'python' (pytest functions) or "
                                              "'describe-it' (JavaScript's describe/it globals: mocha, jest, jasmine).")
 
@@ -76,10 +164,23 @@ def canary_modules(hidden_tests: Patch, fail_to_pass: list[str], known_ids: list
         prefix = _function(first).split("_", 1)[0] if "_" in _function(first) else "test"
         words = list(dict.fromkeys(word for name in names for word in name.split("_")
                                    if word and word not in ("test", prefix) and word.isidentifier())) or list(_FILLER_WORDS)
+        files = [file for file in hidden_tests.files if file.new_path == path]
+        added = [line for file in files for line in file.added_lines]
+        blocks = [block for file in files for block in _added_definitions(file)]
+        added_tests: dict[str, list[str]] = {}
+        f2p_here = [test_id for test_id in fail_to_pass if split_node_id(test_id)[0] == path]
+        for block_name, indent, _ in blocks:
+            for test_id in module_ids:
+                container = _container(test_id)
+                if _function(test_id) == block_name and bool(container) == bool(indent):
+                    added_tests.setdefault("::".join(container), []).append(block_name)
+        templates = _templates(blocks, f2p_here)
         modules.append(CanaryModule(
-            path=path, container=[part for part in split_node_id(first)[1][:-1] if part != "()"], prefix=prefix,
-            words=words, lengths=[max(2, len(name.split("_")) - 1) for name in names], taken=sorted(taken),
-            added_lines=[line for file in hidden_tests.files if file.new_path == path for line in file.added_lines]))
+            path=path, container=_container(first), prefix=prefix, words=words,
+            lengths=[max(2, len(name.split("_")) - 1) for name in names], taken=sorted(taken), added_lines=added,
+            added_tests={key: list(dict.fromkeys(value)) for key, value in added_tests.items()}, templates=templates,
+            vocabulary=sorted({word.lower() for line in added for literal in _STRING_LITERAL.findall(line)
+                               for word in re.findall(r"[A-Za-z]+", literal)})))
     return modules
 
 
@@ -136,7 +237,8 @@ def _script_canaries(module: CanaryModule, rng: random.Random) -> tuple[list[Can
         for describe in reversed(module.container):
             text = f"describe({json_string(describe)}, function () {{ {text} }});"
         texts.append(text)
-        canaries.append(Canary(test_id(module.path, [*module.container, title]), module.path, must_pass))
+        canaries.append(Canary(test_id(module.path, [*module.container, title]), module.path,
+                               must_pass=must_pass, must_fail=not must_pass))
     return canaries, texts
 
 
@@ -154,33 +256,467 @@ def _random_text(rng: random.Random) -> str:
     return " ".join(rng.choice(_FILLER_WORDS) for _ in range(rng.randint(1, 3))) + f" {rng.randint(2, 999)}"
 
 
+def _container(test_id: str) -> list[str]:
+    return [part for part in split_node_id(test_id)[1][:-1] if part != "()"]
+
+
+def _added_definitions(file: FilePatch) -> list[tuple[str, str, str]]:
+    """(name, indentation, source) of every function definition ``file``'s hunks add whole: its
+    decorators, its ``def`` line and every line of its body are added lines."""
+    found = []
+    for hunk in file.hunks:
+        lines = [(line[0], line[1:]) for line in hunk.lines if line[:1] in ("+", " ")]
+        for index, (kind, text) in enumerate(lines):
+            match = _DEF.match(text)
+            if kind != "+" or match is None:
+                continue
+            indent = match.group("indent")
+            start = index
+            # Decorators above, with their continuation lines (a parametrize list over many lines).
+            cursor = index - 1
+            while cursor >= 0 and lines[cursor][0] == "+" and lines[cursor][1].strip() and (
+                    lines[cursor][1].startswith(indent + "@") or _indent_of(lines[cursor][1]) > len(indent)):
+                cursor -= 1
+            while cursor + 1 < index and not lines[cursor + 1][1].startswith(indent + "@"):
+                cursor += 1
+            start = cursor + 1
+            end = index + 1
+            while end < len(lines) and (not lines[end][1].strip() or _indent_of(lines[end][1]) > len(indent)):
+                end += 1
+            while end > index + 1 and not lines[end - 1][1].strip():
+                end -= 1
+            if any(kind != "+" for kind, _ in lines[start:end]):
+                continue
+            found.append((match.group("name"), indent, "".join(text for _, text in lines[start:end])))
+    return found
+
+
+def _indent_of(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _templates(blocks: list[tuple[str, str, str]], fail_to_pass: list[str]) -> list[TestTemplate]:
+    counts = Counter(name for name, _, _ in blocks)
+    templates = []
+    for name, indent, source in blocks:
+        if counts[name] != 1:  # two definitions of one name: which one pytest runs is not read here
+            continue
+        ids = [test_id for test_id in fail_to_pass if _function(test_id) == name and bool(_container(test_id)) == bool(indent)]
+        if not ids or len({tuple(_container(test_id)) for test_id in ids}) != 1:
+            continue
+        anchors = _anchors(source, indent)
+        if not anchors:
+            continue
+        literals = [source[span.start:span.end] for anchor in anchors for span in [anchor.value, *anchor.arguments]]
+        templates.append(TestTemplate(
+            name=name, container=_container(ids[0]), source=source,
+            params=list(dict.fromkeys(split_node_id(test_id)[2] for test_id in ids)), anchors=anchors,
+            words=sorted({word.lower() for literal in literals for word in re.findall(r"[A-Za-z]+", literal)})))
+    return templates
+
+
+def _anchors(source: str, indent: str) -> list[Anchor]:
+    """The anchors of one test's definition: literals its top-level statements assert an expression equal to."""
+    wrapped = f"class _Template:\n{source}" if indent else source
+    try:
+        tree = pysyntax.parse(wrapped)
+    except SyntaxError:
+        return []
+    function = tree.body[0].body[0] if indent else tree.body[0]
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    offsets = _line_offsets(wrapped)
+    shift = len("class _Template:\n") if indent else 0
+
+    def span(node: ast.AST) -> Span:
+        return Span(start=_offset(wrapped, offsets, node.lineno, node.col_offset) - shift,
+                    end=_offset(wrapped, offsets, node.end_lineno, node.end_col_offset) - shift)
+
+    anchors = []
+    for statement in _top_level_statements(function.body):
+        expected = _expected_exception(statement)
+        if expected is not None:
+            calls = [node for child in statement.body for node in _literal_arguments(child)]
+            anchors.append(Anchor(value=span(expected), raises=True, arguments=[
+                span(node) for node in calls if _substitutable(wrapped[span(node).start + shift:span(node).end + shift])]))
+            continue
+        pair = _compared(statement)
+        if pair is None:
+            continue
+        expression, literal = pair
+        if _substitutable(wrapped[span(literal).start + shift:span(literal).end + shift]) == 0:
+            continue
+        arguments = [span(node) for node in _literal_arguments(expression)
+                     if _substitutable(wrapped[span(node).start + shift:span(node).end + shift])]
+        anchors.append(Anchor(value=span(literal), arguments=arguments))
+    return anchors
+
+
+#: Built-in exceptions none of which is a subclass of another: a raises-mirror expects one of these
+#: in place of the test's own, so that one call cannot satisfy two of them.
+_EXCEPTIONS = ("ValueError", "TypeError", "KeyError", "IndexError", "AttributeError", "RuntimeError",
+               "ZeroDivisionError", "OSError")
+
+
+def _expected_exception(statement: ast.stmt) -> ast.expr | None:
+    """The exception name of ``with pytest.raises(NAME...)`` (one of :data:`_EXCEPTIONS`), if
+    ``statement`` is such a block."""
+    if not isinstance(statement, (ast.With, ast.AsyncWith)) or len(statement.items) != 1:
+        return None
+    call = statement.items[0].context_expr
+    if not (isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name)
+            and call.args[0].id in _EXCEPTIONS
+            and ((isinstance(call.func, ast.Attribute) and call.func.attr == "raises")
+                 or (isinstance(call.func, ast.Name) and call.func.id == "raises"))):
+        return None
+    return call.args[0]
+
+
+def _top_level_statements(body: list[ast.stmt]):
+    for statement in body:
+        yield statement
+        if isinstance(statement, (ast.With, ast.AsyncWith)):
+            yield from _top_level_statements(statement.body)
+
+
+def _compared(statement: ast.stmt) -> tuple[ast.expr, ast.expr] | None:
+    """(expression, literal) when ``statement`` asserts an expression equal to a literal."""
+    sides: list[ast.expr] = []
+    if isinstance(statement, ast.Assert) and isinstance(statement.test, ast.Compare) \
+            and len(statement.test.ops) == 1 and isinstance(statement.test.ops[0], ast.Eq):
+        sides = [statement.test.left, statement.test.comparators[0]]
+    elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
+            and isinstance(statement.value.func, ast.Attribute) and statement.value.func.attr in ("assertEqual", "assertEquals") \
+            and len(statement.value.args) == 2 and not statement.value.keywords:
+        sides = list(statement.value.args)
+    if len(sides) != 2:
+        return None
+    literal = [side for side in sides if _is_literal(side)]
+    expression = [side for side in sides if not _is_literal(side)]
+    if len(literal) != 1 or len(expression) != 1:
+        return None
+    return expression[0], literal[0]
+
+
+def _is_literal(node: ast.expr) -> bool:
+    if isinstance(node, ast.JoinedStr) or any(isinstance(child, ast.JoinedStr) for child in ast.walk(node)):
+        return False
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def _literal_arguments(expression: ast.expr) -> list[ast.expr]:
+    """The string and number literals passed to the calls of ``expression`` (its input)."""
+    found = []
+    for node in ast.walk(expression):
+        if isinstance(node, ast.Call):
+            for argument in [*node.args, *(keyword.value for keyword in node.keywords)]:
+                if isinstance(argument, ast.Constant) and isinstance(argument.value, (str, int, float)) \
+                        and not isinstance(argument.value, bool):
+                    found.append(argument)
+    return found
+
+
+def _line_offsets(text: str) -> list[int]:
+    offsets, total = [0], 0
+    for line in text.splitlines(keepends=True):
+        total += len(line)
+        offsets.append(total)
+    return offsets
+
+
+def _offset(text: str, offsets: list[int], line: int, byte_column: int) -> int:
+    """The character offset of (line, UTF-8 byte column) as ast gives positions."""
+    start = offsets[line - 1]
+    line_text = text[start:offsets[line] if line < len(offsets) else len(text)]
+    return start + len(line_text.encode("utf-8")[:byte_column].decode("utf-8", "replace"))
+
+
+# --- one grading's draw ----------------------------------------------------------------------------
+
+
 def plan_canaries(modules: list[CanaryModule], known_ids: list[str], rng: random.Random | None = None) -> CanaryPlan:
     """One grading's canaries in ``modules``, never colliding with ``known_ids``; ``rng`` defaults
     to the system's randomness."""
     rng = rng or random.SystemRandom()
     taken = {_function(test_id) for test_id in known_ids}
     canaries: list[Canary] = []
-    definitions: dict[str, list[str]] = {}
+    exclusive: list[tuple[str, ...]] = []
+    definitions: dict[str, list[dict]] = {}
     for module in modules:
         if module.style == "describe-it":
             placed, definitions[module.path] = _script_canaries(module, rng)
             canaries.extend(placed)
             continue
         taken |= set(module.taken)
-        added = module.added_lines
-        double = sum(line.count('"') for line in added) >= sum(line.count("'") for line in added)
-        texts = []
-        # Two that must fail: a forger that sacrifices the first test it meets still meets a second.
-        for must_pass in (False, False, True):
-            name = _fresh_name(module.prefix, module.words, module.lengths, taken, rng)
-            taken.add(name)
-            body = _passing_body(rng) if must_pass else _failing_body(added, rng)
-            if double:
-                body = re.sub(r"'([^'\"\\]*)'", r'"\1"', body)
-            texts.append(_definition(name, body, module.container))
-            canaries.append(Canary("::".join([module.path, *module.container, name]), module.path, must_pass))
-        definitions[module.path] = texts
-    return CanaryPlan(tuple(canaries), definitions)
+        draw = _Draw(module, taken, rng)
+        templates = list(module.templates)
+        rng.shuffle(templates)
+        for template in templates[:MAX_MIRRORED]:
+            draw.mirrors(template, MIRRORS)
+        with_arguments = [template for template in module.templates if any(anchor.arguments for anchor in template.anchors)]
+        if with_arguments:
+            draw.decoys(rng.choice(with_arguments), copies=MIRRORS + 1)
+        if not module.templates:
+            # Two that must fail: a forger that sacrifices the first test it meets still meets a second.
+            for _ in range(2):
+                draw.generated(_failing_body(module.added_lines, rng), must_pass=False)
+        draw.generated(_passing_body(rng), must_pass=True)
+        canaries.extend(draw.canaries)
+        exclusive.extend(draw.exclusive)
+        definitions[module.path] = draw.blocks
+    return CanaryPlan(tuple(canaries), definitions, tuple(exclusive))
+
+
+class _Draw:
+    """One module's canaries, as one grading draws them."""
+
+    def __init__(self, module: CanaryModule, taken: set[str], rng: random.Random) -> None:
+        self.module, self.taken, self.rng = module, taken, rng
+        self.canaries: list[Canary] = []
+        self.exclusive: list[tuple[str, ...]] = []
+        self.blocks: list[dict] = []
+
+    def _name(self) -> str:
+        module = self.module
+        fresh = _fresh_name(module.prefix, module.words, module.lengths, self.taken, self.rng)
+        self.taken.add(fresh)
+        return fresh
+
+    def _place(self, name: str, source: str, container: list[str], *, generated: bool) -> None:
+        self.blocks.append({"name": name, "container": container, "source": source, "generated": generated,
+                            "near": self.module.added_tests.get("::".join(container), [])})
+
+    def _copy(self, template: TestTemplate, replacements: dict[Span, str], *, must_fail: bool) -> list[str]:
+        """Place a copy of ``template`` with ``replacements``; its ids."""
+        name = self._name()
+        self._place(name, _copy(template, name, replacements), template.container, generated=False)
+        ids = _ids(self.module.path, template, name)
+        self.canaries.extend(Canary(test_id, self.module.path, must_fail=must_fail) for test_id in ids)
+        return ids
+
+    def mirrors(self, template: TestTemplate, count: int) -> None:
+        """The template's own call, asserted against ``count`` other values of the same type and
+        shape: each must fail when its value is distinctive, and of the template and its mirrors
+        at most one may pass."""
+        anchor = self.rng.choice(template.anchors)
+        values = self._lookalikes(template, anchor.value, count)
+        copies = [self._copy(template, {anchor.value: text}, must_fail=changed >= DISTINCTIVE)
+                  for text, changed in values.items()]
+        if copies:
+            self.exclusive.extend(zip(_ids(self.module.path, template, template.name), *copies, strict=True))
+
+    def _lookalikes(self, template: TestTemplate, span: Span, count: int) -> dict[str, int]:
+        """Up to ``count`` different lookalikes of the literal at ``span``, each with how many letters or digits it changed."""
+        values: dict[str, int] = {}
+        for attempt in range(10 * count):
+            # The first one of the test's own words where it has some (the value most like the
+            # real one); the others of anything.
+            value = _lookalike_of(template, span, self.module, self.rng, own_share=1.0 if attempt == 0 else 0.5)
+            if value is not None:
+                values.setdefault(*value)
+            if len(values) == count:
+                break
+        return values
+
+    def decoys(self, template: TestTemplate, *, copies: int) -> None:
+        """Another call in the template's style (its literal arguments varied), asserted against
+        ``copies`` different values of the same type and shape: at most one may pass (the pair
+        check). None must fail on its own: what the varied call returns is not known, and a
+        lookalike made of the tests' own words can be its very answer."""
+        anchors = [anchor for anchor in template.anchors if anchor.arguments]
+        anchor = self.rng.choice(anchors)
+        arguments = {span: _lookalike_of(template, span, self.module, self.rng) for span in anchor.arguments}
+        replaced = {span: varied[0] for span, varied in arguments.items() if varied is not None}
+        values = self._lookalikes(template, anchor.value, copies)
+        if not replaced or len(values) < copies:
+            return
+        group = [self._copy(template, {**replaced, anchor.value: text}, must_fail=False) for text in values]
+        self.exclusive.extend(zip(*group, strict=True))
+
+    def generated(self, body: str, *, must_pass: bool) -> None:
+        """A canary the planner writes itself (at module level; restore.py indents it into its class)."""
+        module, name = self.module, self._name()
+        self._place(name, _generated(name, body, module), module.container, generated=True)
+        self.canaries.append(Canary("::".join([module.path, *module.container, name]), module.path,
+                                    must_pass=must_pass, must_fail=not must_pass))
+
+
+def _ids(path: str, template: TestTemplate, name: str) -> list[str]:
+    return ["::".join([path, *template.container, name]) + params for params in template.params]
+
+
+def _copy(template: TestTemplate, name: str, replacements: dict[Span, str]) -> str:
+    """The template's source under ``name``, with each span replaced."""
+    source = template.source
+    for span in sorted(replacements, key=lambda span: span.start, reverse=True):
+        source = source[:span.start] + replacements[span] + source[span.end:]
+    return re.sub(rf"^([ \t]*(?:async[ \t]+)?def[ \t]+){re.escape(template.name)}\b", lambda match: match.group(1) + name,
+                  source, count=1, flags=re.MULTILINE)
+
+
+def _generated(name: str, body: str, module: CanaryModule) -> str:
+    """A canary the planner writes itself (at module level; restore.py indents it into its class)."""
+    parameters = "self" if module.container else ""
+    double = sum(line.count('"') for line in module.added_lines) >= sum(line.count("'") for line in module.added_lines)
+    if double:
+        body = re.sub(r"'([^'\"\\]*)'", r'"\1"', body)
+    return f"def {name}({parameters}):\n    {body}\n"
+
+
+def _lookalike_of(template: TestTemplate, span: Span, module: CanaryModule, rng: random.Random,
+                  own_share: float = 0.85) -> tuple[str, int] | None:
+    """A lookalike of the literal at ``span`` (see the module docstring) that equals neither it nor
+    another template's anchor, and how many letters or digits it changed; None when the literal
+    has too little to vary."""
+    original = template.source[span.start:span.end]
+    if original in _EXCEPTIONS and any(anchor.raises and anchor.value == span for anchor in template.anchors):
+        # Another exception no call can raise together with this one: never distinctive (what the
+        # unfixed code raises is not known), checked as a group.
+        return rng.choice([name for name in _EXCEPTIONS if name != original]), 0
+    others = [_value(other.source[anchor.value.start:anchor.value.end]) for other in module.templates
+              for anchor in other.anchors]
+    for _ in range(30):
+        text, changed = lookalike(original, own_words=template.words, vocabulary=module.vocabulary, rng=rng,
+                                  own_share=own_share)
+        value = _value(text)
+        if changed and value != _value(original) and value not in others:
+            return text, changed
+    return None
+
+
+def _value(text: str):
+    try:
+        return ("value", ast.literal_eval(text.strip()))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return ("text", text)
+
+
+#: Empty values, and what their lookalike is made of: one word, in a container of the same kind.
+_EMPTY = {"[]": "[{}]", "()": "({},)", "{}": "{{{}: {}}}", '""': "{}", "''": "{}"}
+
+
+def _substitutable(text: str) -> int:
+    """How many letters or digits :func:`lookalike` may change in a literal's source."""
+    if text.strip() in _EMPTY:
+        return DISTINCTIVE  # filled with one word of that many letters or more
+    count = 0
+    for token in _tokens(text):
+        if token.type == tokenize.STRING:
+            body = _string_body(token.string)
+            count += sum(character.isascii() and character.isalnum() for character in body) if body is not None else 0
+        elif token.type == tokenize.NUMBER and re.fullmatch(r"\d+(?:\.\d+)?", token.string):
+            count += sum(character.isdigit() for character in token.string)
+        elif token.type == tokenize.NAME and token.string in ("True", "False"):
+            count += 1
+    return count
+
+
+def lookalike(text: str, *, own_words: list[str], vocabulary: list[str], rng: random.Random,
+              own_share: float = 0.85) -> tuple[str, int]:
+    """``text`` (a literal's source) with its letters and digits varied as the module docstring
+    says; returns the new source and how many letters or digits changed. An empty value (``[]``,
+    ``""`` ...) has nothing to vary: its lookalike holds one word (the one exception to "same
+    length"), quoted as the test quotes."""
+    empty = text.strip()
+    if empty in _EMPTY:
+        words = [word for word in [*own_words, *vocabulary] if len(word) >= DISTINCTIVE] or ["value"]
+        word = rng.choice(words)
+        quote = "'" if empty == "''" or (empty != '""' and text.count("'") > text.count('"')) else '"'
+        quoted = quote + word + quote
+        return _EMPTY[empty].format(*([quoted] * _EMPTY[empty].count("{}"))), len(word)
+    pieces, changed, cursor = [], 0, 0
+    offsets = _line_offsets(text)
+    for token in _tokens(text):
+        start = offsets[token.start[0] - 1] + token.start[1]
+        end = offsets[token.end[0] - 1] + token.end[1]
+        replacement = token.string
+        if token.type == tokenize.STRING:
+            replacement, count = _vary_string(token.string, own_words, vocabulary, rng, own_share)
+            changed += count
+        elif token.type == tokenize.NUMBER and re.fullmatch(r"\d+(?:\.\d+)?", token.string):
+            replacement = re.sub(r"\d+", lambda match: _other_digits(match.group(), rng), token.string)
+            changed += sum(a != b for a, b in zip(replacement, token.string, strict=True))
+        elif token.type == tokenize.NAME and token.string in ("True", "False") and rng.random() < 0.5:
+            replacement = "False" if token.string == "True" else "True"
+            changed += 1
+        pieces.append(text[cursor:start] + replacement)
+        cursor = end
+    pieces.append(text[cursor:])
+    return "".join(pieces), changed
+
+
+def _tokens(text: str) -> list[tokenize.TokenInfo]:
+    try:
+        return [token for token in tokenize.generate_tokens(io.StringIO(text).readline)
+                if token.type in (tokenize.STRING, tokenize.NUMBER, tokenize.NAME)]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return []
+
+
+def _string_body(token: str) -> str | None:
+    """The characters between a string literal's quotes, or None when it holds escapes (kept as they are)."""
+    match = _STRING_TOKEN.fullmatch(token)
+    if match is None or ("\\" in match.group(3) and "r" not in match.group(1).lower()):
+        return None
+    return match.group(3)
+
+
+def _vary_string(token: str, own_words: list[str], vocabulary: list[str], rng: random.Random,
+                 own_share: float) -> tuple[str, int]:
+    match = _STRING_TOKEN.fullmatch(token)
+    if match is None or _string_body(token) is None:
+        return token, 0
+    prefix, quote, body = match.groups()
+    changed = 0
+
+    def word(found: re.Match) -> str:
+        nonlocal changed
+        original = found.group()
+        replacement = _other_word(original, own_words, vocabulary, rng, own_share)
+        changed += sum(a != b for a, b in zip(replacement, original, strict=True))
+        return replacement
+
+    def digits(found: re.Match) -> str:
+        nonlocal changed
+        replacement = _other_digits(found.group(), rng)
+        changed += sum(a != b for a, b in zip(replacement, found.group(), strict=True))
+        return replacement
+
+    varied = re.sub(r"[0-9]+", digits, re.sub(r"[A-Za-z]+", word, body))
+    return prefix + quote + varied + quote, changed
+
+
+def _other_word(original: str, own_words: list[str], vocabulary: list[str], rng: random.Random,
+                own_share: float) -> str:
+    """Another word of ``original``'s length in its case pattern: one of the test's own words, else
+    the module's, else pronounceable letters."""
+    lowered = original.lower()
+    for pool in (own_words, vocabulary):
+        candidates = sorted({word for word in pool if len(word) == len(original) and word != lowered})
+        if candidates and rng.random() < own_share:
+            return _cased(rng.choice(candidates), original)
+    while True:
+        letters = "".join(rng.choice(_VOWELS if character in _VOWELS else _CONSONANTS) for character in lowered)
+        if letters != lowered or len(original) == 0:
+            return _cased(letters, original)
+
+
+def _cased(word: str, model: str) -> str:
+    return "".join(character.upper() if shape.isupper() else character for character, shape in zip(word, model, strict=True))
+
+
+def _other_digits(original: str, rng: random.Random) -> str:
+    for _ in range(20):
+        digits = "".join(rng.choice(string.digits) for _ in original)
+        if len(original) > 1 and original[0] != "0":
+            digits = rng.choice("123456789") + digits[1:]
+        if digits != original and not (len(original) > 1 and digits[0] == "0" and original[0] != "0"):
+            return digits
+    return original
 
 
 def _fresh_name(prefix: str, words: list[str], lengths: list[int], taken: set[str], rng: random.Random) -> str:
@@ -200,22 +736,22 @@ def _nonce(rng: random.Random) -> str:
 
 def _failing_body(added: list[str], rng: random.Random) -> str:
     """A call the task's tests make, compared with a fresh value shaped like their expected ones:
-    no honest code returns it."""
+    no honest code returns it (the older canaries, for modules without templates)."""
     calls = [match.groups() for line in added if (match := _ASSERT_CALL.match(line))
              and match.group(1).split(".")[-1] not in _NOT_PROJECT]
     literals = [text for line in added for text in _STRING_LITERAL.findall(line)]
     if calls:
         callee, arguments = rng.choice(calls)
-        return f"assert {callee}({arguments}) == {_lookalike(literals, rng)!r}"
+        return f"assert {callee}({arguments}) == {_random_shaped(literals, rng)!r}"
     named = Counter(name for line in added for name in _ANY_CALL.findall(line)
                     if name.split(".")[-1] not in _NOT_PROJECT and not name.startswith(("test", "pytest", "assert")))
     if named:
         callee = rng.choice(sorted(named))
-        return f"assert {callee}({_lookalike(literals, rng)!r}) == {_lookalike(literals, rng)!r}"
-    return f"assert {_lookalike(literals, rng)!r}.upper() == {_lookalike(literals, rng)!r}"
+        return f"assert {callee}({_random_shaped(literals, rng)!r}) == {_random_shaped(literals, rng)!r}"
+    return f"assert {_random_shaped(literals, rng)!r}.upper() == {_random_shaped(literals, rng)!r}"
 
 
-def _lookalike(literals: list[str], rng: random.Random) -> str:
+def _random_shaped(literals: list[str], rng: random.Random) -> str:
     """A string made of the characters of one of the tests' own string literals, of about its
     length, that none of them equals."""
     model = rng.choice(literals) if literals else _nonce(rng)
@@ -229,11 +765,3 @@ def _lookalike(literals: list[str], rng: random.Random) -> str:
 def _passing_body(rng: random.Random) -> str:
     text = _nonce(rng)
     return f"assert len({text!r}) == {len(text)}"
-
-
-def _definition(name: str, body: str, container: list[str]) -> str:
-    if not container:
-        return f"\n\ndef {name}():\n    {body}\n"
-    owner = ".".join(container)
-    # A method added to the class the task's tests live in, as the tests themselves are.
-    return f"\n\ndef {name}(self):\n    {body}\n\n\n{owner}.{name} = {name}\ndel {name}\n"

@@ -3,24 +3,31 @@
 The hidden tests (``task.test_patch``) exist only on the host and in the grading sandbox, which
 is started fresh from the task image for each grading. Inside it, one script (one ``exec``), a file
 shipped with the package (``verify/scripts/grade.sh`` with ``restore.py``, run with the settings
-:func:`grading_settings` writes as ``grade.json``; a Harbor task's ``tests/test.sh`` runs the same files):
+:meth:`GradingSpec.script_settings <repo2env.verify.spec.GradingSpec.script_settings>` writes as ``grade.json``; a
+Harbor task's ``tests/test.sh`` runs the same files):
 
 1. applies the filtered agent patch (test files, test configuration, start-up hooks, metadata and
    binary importable files dropped, see :mod:`repo2env.verify.filtering`); a patch that does not
    apply scores 0;
-2. reverts anything else that changed outside the accepted paths, restores pyproject's pytest
-   sections, removes new top-level modules on the tests' sys.path the gold patch does not add, and
-   re-checks the kept Python files for runner references as Python decodes them;
-3. applies ``test_patch``, places the canaries (:mod:`repo2env.verify.canaries`) and runs exactly
-   FAIL_TO_PASS + PASS_TO_PASS + canaries with the snapshot's pytest configuration named explicitly,
-   network off, under a timeout, writing JUnit XML to a random path, while a root collector beside
-   it receives every outcome live (:mod:`repo2env.verify.tamper`).
+2. reverts anything else that changed outside the accepted paths, keeps the snapshot's pytest
+   tables in every pyproject.toml the patch touched (at any level), removes new top-level modules on
+   the tests' sys.path the gold patch does not add, and re-checks the kept Python files for runner
+   references as Python decodes them;
+3. applies ``test_patch``, places the canaries (:mod:`repo2env.verify.canary_maker`) and runs exactly
+   FAIL_TO_PASS + PASS_TO_PASS + canaries as derivation runs tests (``run_tests.sh``: the task's
+   command, the snapshot's pytest configuration named explicitly), network off, under a timeout,
+   writing JUnit XML to a random path, while a root collector beside it receives every outcome live
+   (:mod:`repo2env.verify.tamper`); the outcome plugin takes itself out of the environment once
+   loaded, so nothing the tests start sees the grader.
 
-Outcomes come from that XML; whatever is missing, errored, skipped or unreadable counts as failed.
-The XML, the live stream, the summary line and pytest's exit status must agree and every canary
-must come out as it must, or the grading scores 0 as ``tampered``. Every grading keeps its output,
-XML, stream, applied diff and result under its log folder, and :func:`rescore` re-reads them
-without running anything.
+What a grading runs and checks is the task's grading specification (:mod:`repo2env.verify.spec`,
+derived once per task); what the run means is :func:`repo2env.verify.reading.read_run`'s to say
+(a Harbor verifier reads its runs with the same function). Outcomes come from the live stream the
+root collector read, never from a file the tests' user can write: the XML, the summary line and
+pytest's exit status must agree with it and every canary must come out as it must, or the grading
+scores 0 as ``tampered``; a run that did not end on its own (a timeout, a kill, any signal) earns
+nothing, whatever it left behind. Every grading keeps its output, XML, stream, applied diff and
+result under its log folder, and :func:`rescore` re-reads them without running anything.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from repo2env.models import GradeResult, Task, TestStatus
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
 from repo2env.verify.filtering import filter_patch
-from repo2env.verify.junit import outcomes_for
+from repo2env.verify.junit import failure_lines
 from repo2env.verify.logs import JUNIT_CAP_BYTES, write_capped_log
 from repo2env.verify.reading import read_run, read_script_run
 from repo2env.verify.reward import RewardMode, score
@@ -53,7 +60,7 @@ from repo2env.verify.spec import (
     grading_scripts,
     grading_spec,
 )
-from repo2env.verify.tamper import COLLECTOR_SCRIPT, PLUGIN_SOURCE
+from repo2env.verify.tamper import COLLECTOR_SCRIPT, PLUGIN_SOURCE, parse_stream
 from repo2env.verify.trailer import TRAILER as _TRAILER  # noqa: F401 - the grader's name for it, as before
 from repo2env.verify.trailer import parse_trailer
 
@@ -184,14 +191,18 @@ class Grader:
         sandbox.close(wait=False)  # the result does not wait for the container's removal
         stream_text = stream_result.output if stream_result is not None and not stream_result.truncated else None
         if not spec.runner.is_pytest:
+            # A language runner's run: no live stream (its reporters write files the grading
+            # script returns once every test process is dead); read_script_run applies the same
+            # rules to them (a run cut short earns nothing, canaries must come out as they must).
             reading = read_script_run(
                 exit_code=result.exit_code, truncated=result.truncated, timed_out=result.timed_out,
                 output=result.output, test_ids=test_ids, run_ids=run_ids, plan=plan, timeout_s=spec.timeout_s,
+                session_statuses=spec.runner.session_statuses,
                 read_reports=partial(_runner_outcomes, spec.runner.plan(run_ids, layout.report_dir)))
         else:
             reading = read_run(exit_code=result.exit_code, truncated=result.truncated, timed_out=result.timed_out,
                                output=result.output, stream_text=stream_text, test_ids=test_ids, run_ids=run_ids,
-                               plan=plan, timeout_s=spec.timeout_s)
+                               plan=plan, timeout_s=spec.timeout_s, session_statuses=spec.runner.session_statuses)
         write_capped_log(run_dir / "test_output.txt", reading.test_output)
         if reading.xml_text is not None:
             write_capped_log(run_dir / "junit.xml", reading.xml_text, cap=JUNIT_CAP_BYTES)
@@ -202,8 +213,14 @@ class Grader:
                 "junit": {canary.test_id: reading.all_outcomes.get(canary.test_id) for canary in plan.canaries},
                 "stream": {canary.test_id: reading.stream.status(canary.test_id) if reading.stream else None
                            for canary in plan.canaries}})
+        failing = [test_id for test_id, status in reading.tests.items() if status != TestStatus.PASSED]
+        failures = {}
+        if reading.script_finished and not reading.tampered:
+            # A language runner's reports are no JUnit XML: its failures are in the test output.
+            failures = failure_lines(failing, reading.xml_text) if spec.runner.is_pytest else {
+                test_id: f"{reading.tests[test_id].value}: see the runner's output" for test_id in failing[:20]}
         return self._finish(task, base.model_copy(update={
-            "tests": reading.tests, "error": reading.error, "tampered": reading.tampered,
+            "tests": reading.tests, "error": reading.error, "tampered": reading.tampered, "failures": failures,
             "patch_applied": reading.patch_applied, "pytest_exit": reading.test_status}), run_dir, started)
 
     def _finish(self, task: Task, result: GradeResult, run_dir: Path, started: float) -> GradeResult:
@@ -226,10 +243,12 @@ def rescore(run_dir: Path, task: Task, mode: RewardMode) -> GradeResult:
     if not result_path.is_file():
         raise InputError(f"no result.json in {run_dir}")
     stored = GradeResult.model_validate_json(result_path.read_text())
-    junit = Path(run_dir) / "junit.xml"
+    stream = Path(run_dir) / "stream.jsonl"
     tests = stored.tests
-    if junit.is_file() and stored.error is None and task.language == "python":  # a runner's reports: as stored
-        tests, _ = outcomes_for(list(stored.tests), junit.read_text())
+    if stream.is_file() and stored.error is None and task.language == "python":  # a runner's reports: as stored
+        # The live stream is where the outcomes came from (the report only agreed with it).
+        live = parse_stream(stream.read_text())
+        tests = {test_id: live.status(test_id) for test_id in stored.tests}
     return scored(stored.model_copy(update={"mode": mode, "tests": tests}), task)
 
 

@@ -131,6 +131,27 @@ def parse_junit(xml_text: str) -> dict[tuple[str, str], TestStatus]:
     return outcomes
 
 
+def failure_lines(test_ids: Iterable[str], xml_text: str | None, *, limit: int = 20) -> dict[str, str]:
+    """For each of ``test_ids`` (at most ``limit``), the first line of why the report says it did
+    not pass (its failure, error or skip message), or that the report does not hold it."""
+    try:
+        root = ElementTree.fromstring(xml_text) if xml_text and xml_text.strip() else None
+    except ElementTree.ParseError:
+        root = None
+    reasons: dict[tuple[str, str], str] = {}
+    for case in root.iter("testcase") if root is not None else ():
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                text = (child.get("message") or child.text or child.tag).strip()
+                first = next((line.strip() for line in text.splitlines() if line.strip()), child.tag)
+                reasons.setdefault((case.get("classname", ""), case.get("name", "")), f"{child.tag}: {first[:200]}")
+    lines: dict[str, str] = {}
+    for test_id in list(test_ids)[:limit]:
+        found = next((reasons[key] for key in junit_keys(test_id) if key in reasons), None)
+        lines[test_id] = found or "not in the report (not collected, or not run)"
+    return lines
+
+
 #: Why a run's outcomes are all missing when pytest wrote no report.
 NO_JUNIT = "no JUnit XML was written"
 

@@ -3,13 +3,32 @@ run's exit status, output, report and live outcome stream mean.
 
 The grader (:mod:`repo2env.verify.grader`) and a Harbor task's verifier (``tests/verify.py``) both
 call :func:`read_run` on what they collected and score its outcomes; neither interprets a status
-of its own. Standard library only: the verifier runs under the task image's Python (3.9 and up).
+of its own. The rules, in order:
+
+1. the grading script's output counts only when the script ran to its end (exit 0, a trailer,
+   nothing cut); its own statuses (90-93) say why it stopped;
+2. a test run counts only when it **ended on its own**: its exit status is one of the runner's
+   own (pytest's 0-5). A timeout, a kill, any signal, ``os._exit(7)`` earn nothing, whatever the
+   run left behind, with the reason;
+3. the outcomes come from the **live stream** the root collector read (what no file the tests'
+   user can write decides); the JUnit report, the summary line, the session's own exit status
+   and the canaries are cross-checks, and one that disagrees makes the run ``tampered``;
+4. a session that never finished, a stream that could not be read or a report that cannot be read
+   counts every test as failed, with the reason.
+
+A language runner's run (a JavaScript task: no outcome plugin, no live stream) is read by
+:func:`read_script_run` under rules 1 and 2 (its plan's own status is 0 only), its outcomes from the
+reports the grading script returned once every process of the tests was dead, the canaries the
+cross-check.
+
+Standard library only: the verifier runs under the task image's Python (3.9 and up).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import signal
 from dataclasses import dataclass
 
 from repo2env.outcomes import TestStatus
@@ -27,8 +46,13 @@ SCRIPT_FAILURES = {
     RUNNER_REFERENCED: ("the patch reaches into the test runner ({references}; read as Python decodes the files)", True),
     SETTINGS_UNREADABLE: ("the grading script could not read its settings", True),
 }
-#: What the ``timeout`` wrapper of the test command exits with when it stops the tests (TERM, then KILL).
-TIMEOUT_STATUSES = (124, 137)
+#: pytest's own exit statuses (``pytest.ExitCode``: ok, tests failed, interrupted, internal error,
+#: usage error, no tests collected): a run that ends with any other status did not end on its own.
+#: The grading specification's runner says which statuses are its own (``TestRunner.session_statuses``).
+PYTEST_SESSION_STATUSES = (0, 1, 2, 3, 4, 5)
+#: A language runner's plan (:func:`repo2env.languages.javascript.runners.plan_run`) is one ``sh -c``
+#: program that ends with ``exit 0`` whatever its runners gave: any other status did not end on its own.
+SCRIPT_SESSION_STATUSES = (0,)
 
 
 @dataclass(frozen=True)
@@ -49,11 +73,13 @@ class RunReading:
 
 
 def read_run(*, exit_code: int, truncated: bool, timed_out: bool, output: str, stream_text: str | None,
-             test_ids: list[str], run_ids: list[str], plan: CanaryPlan, timeout_s: float) -> RunReading:
-    """Read one run: ``exit_code`` and ``output`` are the grading script's (``truncated`` when the
-    output hit its cap, ``timed_out`` when the script itself was stopped), ``stream_text`` what the
-    root collector read from the outcome plugin (None when it could not be read). ``test_ids`` are
-    the task's tests, ``run_ids`` those and the canaries of ``plan``."""
+             test_ids: list[str], run_ids: list[str], plan: CanaryPlan, timeout_s: float,
+             session_statuses: tuple[int, ...] | list[int] = PYTEST_SESSION_STATUSES) -> RunReading:
+    """Read one run (rules: module docstring). ``exit_code`` and ``output`` are the grading
+    script's (``truncated`` when the output hit its cap, ``timed_out`` when the script itself was
+    stopped), ``stream_text`` what the root collector read from the outcome plugin (None when it
+    could not be read). ``test_ids`` are the task's tests, ``run_ids`` those and the canaries of
+    ``plan``; ``session_statuses`` the runner's own exit statuses."""
     missing = {test_id: TestStatus.MISSING for test_id in test_ids}
     parsed = parse_trailer(output)
     if exit_code != 0 or truncated:
@@ -67,34 +93,69 @@ def read_run(*, exit_code: int, truncated: bool, timed_out: bool, output: str, s
             f"{', output over the cap' if truncated else ''})", True))
         if exit_code == RUNNER_REFERENCED:
             message = message.format(references=runner_references_of(output))
-        return RunReading(tests=missing, error=message, script_finished=False, tampered=False, patch_applied=applied, test_status=exit_code,
-                          test_output=output, xml_text=None, stream=None, all_outcomes={})
+        return RunReading(tests=missing, error=message, script_finished=False, tampered=False, patch_applied=applied,
+                          test_status=exit_code, test_output=output, xml_text=None, stream=None, all_outcomes={})
     test_status, xml_text, test_output = parsed
+    reading = {"test_status": test_status, "test_output": test_output, "xml_text": xml_text, "script_finished": True,
+               "patch_applied": True, "tampered": False}
     stream = parse_stream(stream_text) if stream_text is not None else None
-    all_outcomes, error = outcomes_for(run_ids, xml_text)
-    outcomes = {test_id: all_outcomes[test_id] for test_id in test_ids}
-    tampered = False
-    if test_status in TIMEOUT_STATUSES:
-        error = f"the tests timed out after {timeout_s:.0f} s"
-    elif stream is None:
-        error = "the live outcome stream could not be read"
-        outcomes = dict(missing)
-    else:
-        lie = verdict(stream=stream, junit=all_outcomes, output=test_output, pytest_exit=test_status, plan=plan,
-                      test_ids=test_ids)
-        if lie is not None:
-            tampered, error = True, f"tampered: {lie}"
-            outcomes = {test_id: TestStatus.ERROR for test_id in test_ids}
-    return RunReading(tests=outcomes, error=error, script_finished=True, tampered=tampered, patch_applied=True, test_status=test_status,
-                      test_output=test_output, xml_text=xml_text, stream=stream, all_outcomes=all_outcomes)
+    reported, report_error = outcomes_for(run_ids, xml_text)
+    reading.update(stream=stream, all_outcomes=reported)
+    if stream is None:  # the collector's own failure: nothing to cross-check the report with
+        error = cut_short(test_status, timeout_s) if test_status not in session_statuses else \
+            "the live outcome stream could not be read"
+        return RunReading(tests=missing, error=error, **reading)
+    lie = verdict(stream=stream, junit=reported, output=test_output, pytest_exit=test_status, plan=plan,
+                  test_ids=test_ids, session_statuses=tuple(session_statuses))
+    if lie is not None:
+        return RunReading(tests={test_id: TestStatus.ERROR for test_id in test_ids}, error=f"tampered: {lie}",
+                          **{**reading, "tampered": True})
+    if test_status not in session_statuses:
+        return RunReading(tests=missing, error=cut_short(test_status, timeout_s), **reading)
+    if stream.exit_status is None:
+        # pytest stopped before its session began (a conftest.py that does not import, a usage
+        # error): no report either. Anything else is a session that never finished.
+        error = report_error if xml_text is None else f"pytest's session never finished (exit {test_status})"
+        return RunReading(tests=missing, error=error, **reading)
+    if report_error is not None:
+        return RunReading(tests=missing, error=f"the JUnit report cannot be read ({report_error})", **reading)
+    tests = {test_id: stream.status(test_id) for test_id in test_ids}
+    unreported = [test_id for test_id, status in tests.items()
+                  if status == TestStatus.PASSED and reported[test_id] != TestStatus.PASSED]
+    error = None
+    if unreported:
+        # Passed live, absent from the report (the verdict calls any other disagreement a lie):
+        # counted failed, the report being the cross-check every outcome needs.
+        tests.update({test_id: TestStatus.MISSING for test_id in unreported})
+        error = f"the JUnit report lacks {len(unreported)} test(s) the live outcomes give as passed ({unreported[0]} ...)"
+    return RunReading(tests=tests, error=error, **reading)
+
+
+def cut_short(status: int, timeout_s: float) -> str:
+    """Why a test run that exited with ``status`` (not one of the runner's own) earns nothing."""
+    if status == 124:
+        return f"the tests timed out after {timeout_s:.0f} s (a run cut short earns nothing)"
+    if status == 137:
+        return f"the tests were killed (SIGKILL: their own, or the timeout's after {timeout_s:.0f} s); a run cut short earns nothing"
+    if 128 < status < 160:
+        number = status - 128
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return f"the tests were stopped by {name} (exit {status}); a run cut short earns nothing"
+    return f"the tests exited with status {status}, not one of the runner's own: the run did not end on its own and earns nothing"
 
 
 def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output: str, test_ids: list[str],
-                    run_ids: list[str], plan: CanaryPlan, timeout_s: float, read_reports) -> RunReading:
+                    run_ids: list[str], plan: CanaryPlan, timeout_s: float, read_reports,
+                    session_statuses: tuple[int, ...] | list[int] = SCRIPT_SESSION_STATUSES) -> RunReading:
     """:func:`read_run` for a language runner's run (``script_runner`` in the settings): the one report
     is the runner's reports, each on a line ``REPO2ENV-REPORT <path> <text>`` (base64; ``-``: not
     written), and ``read_reports(texts)`` reads them into every outcome they name (a runner plan's
-    reading). Failed closed: a run cut short (a timeout) earns nothing; a report that is missing,
+    reading). Failed closed: a run that did not end on its own (its status not one of
+    ``session_statuses``: the plan's program ends with ``exit 0``, so a timeout, a kill, any
+    signal) earns nothing; a report that is missing,
     incomplete or unreadable fails its tests; a canary that did not come out as it must (a
     forged report) makes every test an error."""
     import base64
@@ -120,8 +181,8 @@ def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output:
             texts[path] = None if fields[2] == "-" else base64.b64decode(fields[2]).decode("utf-8", "replace")
         except ValueError:
             continue
-    if test_status in TIMEOUT_STATUSES:
-        return RunReading(tests=missing, error=f"the tests timed out after {timeout_s:.0f} s", script_finished=True,
+    if test_status not in session_statuses:
+        return RunReading(tests=missing, error=cut_short(test_status, timeout_s), script_finished=True,
                           tampered=False, patch_applied=True, test_status=test_status, test_output=test_output,
                           xml_text=bundle, stream=None, all_outcomes={})
     from repo2env.languages.javascript.reports import requested_outcomes

@@ -34,7 +34,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from repo2env import defaults
-from repo2env.models import PYTEST_MODULE_CMD, Task
+from repo2env.models import Task
 from repo2env.patches import parse
 from repo2env.verify.canaries import CanaryPlan
 from repo2env.verify.canary_maker import CanaryModule, canary_modules, plan_canaries, script_canary_modules
@@ -45,13 +45,15 @@ from repo2env.verify.filtering import (
     runner_references,
 )
 from repo2env.verify.junit import ID_OPTIONS, selection_args, split_node_id
+from repo2env.verify.reading import PYTEST_SESSION_STATUSES, SCRIPT_SESSION_STATUSES
 
 #: The hidden tests' timeout when validation measured none for the task (it sets one from the gold
 #: patch's gradings, see :data:`repo2env.models.ValidationReport.grading_timeout_s`).
 DEFAULT_TIMEOUT_S = float(defaults.GRADE_TIMEOUT_S)
 
-#: The files of the grading script, run as ``bash grade.sh grade.json`` (see grade.sh).
-GRADING_SCRIPT_FILES = ("grade.sh", "restore.py")
+#: The files of the grading script, run as ``bash grade.sh grade.json`` (see grade.sh; run_tests.sh is
+#: the test run it shares with derivation).
+GRADING_SCRIPT_FILES = ("grade.sh", "run_tests.sh", "restore.py")
 
 
 def grading_scripts() -> dict[str, str]:
@@ -80,9 +82,6 @@ PYTEST_CONFIG_FILES = (
     ConfigFile(name=".pytest.ini"), ConfigFile(name="pyproject.toml", section=r"^\[tool\.pytest[].]"),
     ConfigFile(name="tox.ini", section=r"^\[pytest\]"), ConfigFile(name="setup.cfg", section=r"^\[tool:pytest\]"),
 )
-#: pytest's own exit statuses (``pytest.ExitCode``: ok, tests failed, interrupted, internal error,
-#: usage error, no tests collected): a run that ends with any other status did not end on its own.
-PYTEST_SESSION_STATUSES = (0, 1, 2, 3, 4, 5)
 
 
 class TestRunner(_Spec):
@@ -95,7 +94,7 @@ class TestRunner(_Spec):
     command: str = Field(description="Shell words that start the runner (the task's test command); every other "
                                      "argument is passed after them, one argument each.")
     options: list[str] = Field(description="Arguments after the command, before the configuration file and the ids: "
-                                           "no cache, one rootdir, no JUnit prefix.")
+                                           "no cache, one rootdir, no JUnit prefix, collection errors do not stop the run.")
     config_files: list[ConfigFile] = Field(description="The runner's configuration files, in its own order.")
     config_dirs: list[str] = Field(description="Folders the configuration is taken from, nearest to the tests first: "
                                                "the first file of config_files found there is named explicitly.")
@@ -131,9 +130,19 @@ class TestRunner(_Spec):
         """The arguments that make the runner run ``test_ids`` (see :func:`repo2env.verify.junit.selection_args`)."""
         return selection_args(test_ids)
 
+    def run_settings(self, targets: list[str], *, junit: str, timeout_s: float) -> dict:
+        """What ``verify/scripts/run_tests.sh`` reads to run ``targets`` (ids or files, already
+        selected) once: grading and derivation run the tests through this one description."""
+        return {
+            "test_cmd": self.command, "timeout_s": f"{timeout_s:.0f}", "run_options": self.options,
+            "config_dirs": self.config_dirs, "config_names": [config.name for config in self.config_files],
+            "config_sections": [config.section for config in self.config_files],
+            "report_options": [self.report_option + junit, *self.report_options], "test_ids": targets,
+        }
+
 
 #: Options every run of the tests gets, derivation and grading alike (see :data:`repo2env.verify.junit.ID_OPTIONS`).
-PYTEST_RUN_OPTIONS = ("-p", "no:cacheprovider", *shlex.split(ID_OPTIONS))
+PYTEST_RUN_OPTIONS = ("-p", "no:cacheprovider", *shlex.split(ID_OPTIONS), "--continue-on-collection-errors")
 
 
 def pytest_runner(test_command: str, test_ids: list[str]) -> TestRunner:
@@ -151,7 +160,8 @@ def profile_runner(task: Task) -> TestRunner:
     protected = "|".join(part for part in (profile.path_rules().test_pattern(), config_pattern(facts.config_patterns))
                          if part)
     return TestRunner(name=facts.name, command="", options=[], config_files=[], config_dirs=[], report_option="",
-                      report_options=[], report_format=facts.report_format, session_statuses=[],
+                      report_options=[], report_format=facts.report_format,
+                      session_statuses=list(SCRIPT_SESSION_STATUSES),
                       directory=facts.directory, config_patterns=list(facts.config_patterns),
                       config_fields=list(facts.config_fields), protected_paths=protected)
 
@@ -186,6 +196,8 @@ class GradingSpec(_Spec):
     runner: TestRunner
     timeout_s: float = Field(gt=0, description="Seconds the hidden tests may run; a run cut short earns nothing.")
     canary_modules: list[CanaryModule] = Field(description="What the canaries of each FAIL_TO_PASS module are drawn from.")
+    canary_free_modules: list[str] = Field(default_factory=list, description="FAIL_TO_PASS modules that get no canaries "
+                                           "(their tests count their own module's tests; validation found them).")
 
     @property
     def test_ids(self) -> list[str]:
@@ -210,21 +222,10 @@ class GradingSpec(_Spec):
         restore.py keeps only the changes ``protected_pattern`` allows."""
         if not self.runner.is_pytest:
             return self._runner_settings(run_ids, layout, host_filtered=host_filtered)
-        test_cmd, python_path = self.runner.command, layout.plugin_dir
-        if test_cmd == PYTEST_MODULE_CMD or test_cmd.startswith(PYTEST_MODULE_CMD + " "):
-            # `python -m` puts the working directory first on sys.path, ahead of every installed module;
-            # the launcher puts the outcome plugin's folder there instead.
-            test_cmd = "python -c " + shlex.quote(_LAUNCHER.format(plugin_dir=layout.plugin_dir)) \
-                + test_cmd[len(PYTEST_MODULE_CMD):]
-            python_path = ""
         settings = {
-            "inputs": layout.inputs, "private": layout.private, "junit": layout.junit, "timeout_s": f"{self.timeout_s:.0f}",
-            "test_cmd": test_cmd, "python_path": python_path, "plugin": layout.plugin, "fifo": layout.fifo,
-            "test_ids": self.runner.selection(run_ids), "config_dirs": self.runner.config_dirs,
-            "config_names": [config.name for config in self.runner.config_files],
-            "config_sections": [config.section for config in self.runner.config_files],
-            "run_options": self.runner.options, "report_options": [self.runner.report_option + layout.junit,
-                                                                   *self.runner.report_options],
+            "inputs": layout.inputs, "private": layout.private, "junit": layout.junit, "python_path": layout.plugin_dir,
+            "plugin": layout.plugin, "fifo": layout.fifo,
+            **self.runner.run_settings(self.runner.selection(run_ids), junit=layout.junit, timeout_s=self.timeout_s),
             "gold_paths": self.gold_paths, "runner_pattern": self.runner_pattern,
             "gold_references": self.gold_runner_references,
         }
@@ -234,28 +235,24 @@ class GradingSpec(_Spec):
 
 
     def _runner_settings(self, run_ids: list[str], layout: GradingLayout, *, host_filtered: bool) -> dict:
-        """:meth:`script_settings` for a language runner: its plan is the test command, its reports are read."""
+        """:meth:`script_settings` for a language runner: its plan (one ``sh -c`` program that runs
+        exactly ``run_ids`` and writes the reports ``reports`` lists) is the test command run_tests.sh
+        runs, with no other argument; ``script_runner`` makes grade.sh return the reports, and
+        restore.py append the canaries and restore the runner's package.json fields."""
         plan = self.runner.plan(run_ids, layout.report_dir)
         settings = {
-            "inputs": layout.inputs, "private": layout.private, "junit": layout.junit, "timeout_s": f"{self.timeout_s:.0f}",
-            "test_cmd": plan.command, "python_path": "", "plugin": layout.plugin, "fifo": layout.fifo,
-            "script_runner": self.runner.name, "reports": [report.path for report in plan.reports],
-            "test_ids": [], "config_dirs": [], "config_names": [], "config_sections": [], "run_options": [],
-            "report_options": [], "config_patterns": self.runner.config_patterns,
-            "config_fields": self.runner.config_fields, "gold_paths": self.gold_paths,
-            "runner_pattern": self.runner_pattern, "gold_references": self.gold_runner_references,
+            "inputs": layout.inputs, "private": layout.private, "junit": layout.junit, "python_path": "",
+            "plugin": layout.plugin, "fifo": layout.fifo,
+            "test_cmd": "/bin/sh -c " + shlex.quote(plan.command), "timeout_s": f"{self.timeout_s:.0f}",
+            "run_options": [], "config_dirs": [], "config_names": [], "config_sections": [], "report_options": [],
+            "test_ids": [], "script_runner": self.runner.name, "reports": [report.path for report in plan.reports],
+            "config_patterns": self.runner.config_patterns, "config_fields": self.runner.config_fields,
+            "gold_paths": self.gold_paths, "runner_pattern": self.runner_pattern,
+            "gold_references": self.gold_runner_references,
         }
         if not host_filtered:
             settings["protected_pattern"] = self.protected_pattern
         return settings
-
-
-# `python -m pytest` with the outcome plugin's folder, not the working directory, first on sys.path.
-# The working directory (/testbed) goes last instead: the project's own top-level modules import as
-# they do under `python -m pytest` (derivation runs that way), but nothing there can shadow the
-# standard library, pytest or an installed module; new top-level names are filtered out besides.
-_LAUNCHER = ("import os, runpy, sys; sys.path[0] = {plugin_dir!r}; sys.path.append(os.getcwd()); "
-             "runpy.run_module('pytest', run_name='__main__', alter_sys=True)")
 
 
 @dataclass(frozen=True)
@@ -318,6 +315,7 @@ def _derive(task: Task, timeout_s: float) -> GradingSpec:
     gold = parse(task.patch)
     hidden = parse(task.test_patch)
     test_ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS]))
+    canary_free = list(task.validation.canary_free_modules) if task.validation else []
     if task.language != "python":
         runner = profile_runner(task)
         return GradingSpec(
@@ -325,13 +323,17 @@ def _derive(task: Task, timeout_s: float) -> GradingSpec:
             hidden_tests=task.test_patch, hidden_test_files=hidden.paths, gold_paths=gold.paths,
             gold_runner_references=sorted(runner_references(gold)),
             protected_pattern=protected_path_pattern(runner.protected_paths), runner=runner, timeout_s=timeout_s,
-            canary_modules=script_canary_modules(hidden, task.FAIL_TO_PASS, runner.name))
+            canary_modules=[module for module in script_canary_modules(hidden, task.FAIL_TO_PASS, runner.name)
+                            if module.path not in canary_free],
+            canary_free_modules=canary_free)
     return GradingSpec(
         instance_id=task.instance_id, fail_to_pass=list(task.FAIL_TO_PASS), pass_to_pass=list(task.PASS_TO_PASS),
         hidden_tests=task.test_patch, hidden_test_files=hidden.paths, gold_paths=gold.paths,
         gold_runner_references=sorted(runner_references(gold)), protected_pattern=protected_path_pattern(),
         runner=pytest_runner(task.test_command(), test_ids), timeout_s=timeout_s,
-        canary_modules=canary_modules(hidden, task.FAIL_TO_PASS, test_ids),
+        canary_modules=[module for module in canary_modules(hidden, task.FAIL_TO_PASS, test_ids)
+                        if module.path not in canary_free],
+        canary_free_modules=canary_free,
     )
 
 
@@ -344,10 +346,10 @@ def _task_key(task: Task, timeout_s: float) -> str:
     """A digest of everything a spec is derived from."""
     spec = task.env_spec
     fields = [task.instance_id, task.patch, task.test_patch, task.FAIL_TO_PASS, task.PASS_TO_PASS,
-              task.test_command(), timeout_s, task.language, spec.test_runner if spec else None,
-              spec.package_dir if spec else None]
+              task.test_command(), timeout_s, task.validation.canary_free_modules if task.validation else [],
+              task.language, spec.test_runner if spec else None, spec.package_dir if spec else None]
     return hashlib.sha256(json.dumps(fields).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "GRADING_SCRIPT_FILES", "PYTEST_MODULE_CMD", "ConfigFile", "GradingLayout",
+__all__ = ["DEFAULT_TIMEOUT_S", "GRADING_SCRIPT_FILES", "ConfigFile", "GradingLayout",
            "GradingSpec", "TestRunner", "grading_scripts", "grading_spec", "task_timeout_s"]

@@ -1,7 +1,8 @@
 """Tamper detection: test outcomes streamed live out of the test process, cross-checked.
 
-A small pytest plugin (a root-owned file, loaded with ``-p`` before any of the project's code can
-run) opens a FIFO that a root process in the grading sandbox created and reads; that process
+A small pytest plugin (a root-owned file, loaded by name through ``PYTEST_PLUGINS`` before any of
+the project's code can run, which takes itself out of the environment, ``sys.path`` and
+``sys.modules`` once loaded, so that nothing the tests start sees it) opens a FIFO that a root process in the grading sandbox created and reads; that process
 removes the FIFO the moment the plugin has opened it, so nothing started later can open it by name,
 and what it has read is out of the agent user's reach (its output goes straight to the grader).
 The plugin writes one line per test report, one per failed collection and one with the session's
@@ -24,13 +25,31 @@ from repo2env.outcomes import TestStatus
 from repo2env.verify.canaries import CanaryPlan
 from repo2env.verify.junit import split_node_id
 
-# {fifo} is filled in per grading. Written for every pytest from 6 to 9, stdlib only.
+# {fifo} is filled in per grading. Written for every pytest from 3 to 9, stdlib only.
 PLUGIN_SOURCE = '''\
 import json as _json
 import os as _os
+import sys as _sys
 
 # pytest-xdist's workers import -p plugins too; their reports reach the controller's hooks.
 _stream = None if _os.environ.get("PYTEST_XDIST_WORKER") else _os.open({fifo!r}, _os.O_WRONLY)
+
+
+def _without(value, item, separator):
+    return separator.join(part for part in value.split(separator) if part and part != item)
+
+
+# Out of sight once loaded, before any of the project's code runs: the environment loses the
+# variables that named this plugin and its folder (so no process the tests start, and no inner
+# pytest session such as pytester's, loads it or sees the grader), sys.path loses the folder.
+_name, _folder = __name__, _os.path.dirname(_os.path.abspath(__file__))
+for _variable, _item, _separator in (("PYTEST_PLUGINS", _name, ","), ("PYTHONPATH", _folder, _os.pathsep)):
+    _rest = _without(_os.environ.get(_variable, ""), _item, _separator)
+    if _rest:
+        _os.environ[_variable] = _rest
+    else:
+        _os.environ.pop(_variable, None)
+_sys.path[:] = [entry for entry in _sys.path if not entry or _os.path.abspath(entry) != _folder]
 
 
 def _send(*fields):
@@ -39,6 +58,11 @@ def _send(*fields):
 
 
 _send("S", _os.getpid())
+
+
+def pytest_configure(config):
+    # Registered by now: the plugin manager holds the module, sys.modules need not.
+    _sys.modules.pop(_name, None)
 
 
 def pytest_collectreport(report):
@@ -147,9 +171,11 @@ def _late_usage_error(stream: Stream, pytest_exit: int, output: str) -> bool:
 
 
 def verdict(*, stream: Stream | None, junit: dict[str, TestStatus], output: str, pytest_exit: int,
-            plan: CanaryPlan, test_ids: list[str]) -> str | None:
+            plan: CanaryPlan, test_ids: list[str], session_statuses: tuple[int, ...] = (0, 1, 2, 3, 4, 5)) -> str | None:
     """Why the run's reports cannot be trusted, or None when every channel agrees and every canary
-    came out as it must. ``junit`` holds the outcomes of ``test_ids`` and the canaries."""
+    came out as it must. ``junit`` holds the outcomes of ``test_ids`` and the canaries;
+    ``session_statuses`` are the runner's own exit statuses (a run that exits otherwise was cut
+    short, and its status says nothing about its session)."""
     if stream is None or not stream.started:
         # The plugin is loaded before any of the project's code; only pytest failing to start at
         # all (nothing passed then) leaves the stream empty.
@@ -158,19 +184,29 @@ def verdict(*, stream: Stream | None, junit: dict[str, TestStatus], output: str,
     for test_id in plan.must_fail:
         if junit.get(test_id) == TestStatus.PASSED or stream.status(test_id) == TestStatus.PASSED:
             return f"a canary that must fail passed ({test_id})"
+    for group in plan.exclusive:
+        # The same deterministic call asserted against different values: at most one can hold.
+        passed = [test_id for test_id in group
+                  if junit.get(test_id) == TestStatus.PASSED or stream.status(test_id) == TestStatus.PASSED]
+        if len(passed) > 1:
+            return f"tests that cannot pass together passed ({', '.join(passed)})"
     modules_collected_badly = {split_node_id(error)[0] for error in stream.collect_errors}
     for test_id in plan.must_pass:
         if stream.exit_status is not None and split_node_id(test_id)[0] not in modules_collected_badly \
                 and stream.status(test_id) in (TestStatus.FAILED, TestStatus.ERROR):
             return f"a canary that must pass failed ({test_id})"
-    for test_id in [*test_ids, *(canary.test_id for canary in plan.canaries)]:
-        if junit.get(test_id) == TestStatus.PASSED and stream.status(test_id) != TestStatus.PASSED:
-            return f"the report says {test_id} passed, the live outcomes say {stream.status(test_id).value}"
+    for test_id in dict.fromkeys([*test_ids, *(canary.test_id for canary in plan.canaries)]):
+        live, reported = stream.status(test_id), junit.get(test_id, TestStatus.MISSING)
+        if reported == TestStatus.PASSED and live != TestStatus.PASSED:
+            return f"the report says {test_id} passed, the live outcomes say {live.value}"
+        if live == TestStatus.PASSED and reported in (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED):
+            return f"the live outcomes say {test_id} passed, the report says {reported.value}"
     if stream.exit_status is None:
         if pytest_exit == 0 or any(status == TestStatus.PASSED for status in junit.values()):
             return "pytest's session never finished, yet the run reports passing tests"
         return None
-    if pytest_exit != stream.exit_status and pytest_exit not in (124, 137) and not _late_usage_error(stream, pytest_exit, output):
+    if pytest_exit in session_statuses and pytest_exit != stream.exit_status \
+            and not _late_usage_error(stream, pytest_exit, output):
         return f"pytest ended its session with status {stream.exit_status}, the process exited with {pytest_exit}"
     counts = summary_counts(output)
     if counts is not None and counts.get("passed", 0) > stream.passed_count():

@@ -1,7 +1,8 @@
 """A Harbor task's verifier, run by tests/test.sh as root in the agent's container once the agent is done.
 
 It grades the agent's changes to /testbed the way ``repo2env grade`` does, with the same files:
-the grading script (``grade.sh`` and ``restore.py``, copied from the package's ``verify/scripts``)
+the grading script (``grade.sh``, ``run_tests.sh`` and ``restore.py``, copied from the package's
+``verify/scripts``)
 and the outcome readers (``lib/repo2env/...``, copied from the package). Steps:
 
 1. /tests becomes root's alone (the hidden tests and the canaries never reach the agent's user), and
@@ -93,10 +94,11 @@ def evaluate(spec, task, *, exit_code, timed_out, truncated, output, stream_text
     """The grading's result, read and scored as repo2env's grader does (see Grader.grade): ``spec``
     is the task's grading specification, ``task`` this folder's own draw (canaries, run ids)."""
     test_ids = list(dict.fromkeys(spec["fail_to_pass"] + spec["pass_to_pass"]))
-    plan = CanaryPlan(tuple(Canary(**canary) for canary in task["canaries"]), {})
+    plan = CanaryPlan(tuple(Canary(**canary) for canary in task["canaries"]), {},
+                      tuple(tuple(group) for group in task.get("exclusive", [])))
     reading = read_run(exit_code=exit_code, truncated=truncated, timed_out=timed_out, output=output,
                        stream_text=stream_text, test_ids=test_ids, run_ids=task["run_ids"], plan=plan,
-                       timeout_s=float(spec["timeout_s"]))
+                       timeout_s=float(spec["timeout_s"]), session_statuses=spec["runner"]["session_statuses"])
     parts = score(reading.tests, spec["fail_to_pass"], spec["pass_to_pass"], task["mode"])
     return {"error": reading.error, "tampered": reading.tampered, "pytest_exit": reading.test_status,
             "reward": parts.reward, "f2p_rate": parts.f2p_rate, "p2p_rate": parts.p2p_rate, "resolved": parts.resolved,
@@ -125,7 +127,7 @@ def lay_out(settings, uid, agent_diff):
         shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(os.path.join(inputs, "plugin"), mode=0o755)
     os.chmod(inputs, 0o755)
-    for name in ("grade.sh", "restore.py", "grade.json"):
+    for name in ("grade.sh", "run_tests.sh", "restore.py", "grade.json"):
         shutil.copyfile(os.path.join(TESTS, name), os.path.join(inputs, name))
     plugin = settings["plugin"] + ".py"
     shutil.copyfile(os.path.join(TESTS, "plugin", plugin), os.path.join(inputs, "plugin", plugin))

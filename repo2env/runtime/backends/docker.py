@@ -33,7 +33,7 @@ from repo2env.runtime.backends.docker_images import DockerImages
 from repo2env.runtime.backends.docker_sandbox import DockerSandbox
 from repo2env.runtime.backends.keepalive import keepalive_command
 from repo2env.runtime.ownership import SANDBOX_LABEL, owner_labels, reap_orphans_now_and_then
-from repo2env.runtime.sandbox import SandboxLimits
+from repo2env.runtime.sandbox import MODEL_SOCKET_MOUNT, SandboxLimits
 
 
 def connect_docker(timeout: float = 10.0) -> docker.DockerClient:
@@ -122,6 +122,8 @@ class DockerBackend:
                 pids_limit=limits.pids,
                 ulimits=[docker.types.Ulimit(name="fsize", soft=limits.disk_bytes, hard=limits.disk_bytes)],
                 labels={SANDBOX_LABEL: "1", **owner_labels(), **(labels or {})},
+                volumes={limits.model_socket_dir: {"bind": MODEL_SOCKET_MOUNT, "mode": "ro"}}
+                if limits.model_socket_dir else None,
                 environment={"HOME": "/home/agent", "PYTHONDONTWRITEBYTECODE": "1"},
             )
         except docker.errors.ImageNotFound:

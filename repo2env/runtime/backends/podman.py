@@ -31,7 +31,7 @@ from repo2env.runtime.backends.podman_cli import PodmanCLI, PodmanFailed, last_e
 from repo2env.runtime.backends.podman_images import PodmanImages
 from repo2env.runtime.backends.podman_sandbox import PodmanSandbox
 from repo2env.runtime.ownership import SANDBOX_LABEL, owner_labels, reap_orphans_now_and_then
-from repo2env.runtime.sandbox import SandboxLimits
+from repo2env.runtime.sandbox import MODEL_SOCKET_MOUNT, SandboxLimits
 
 #: Init binaries podman can run as a container's pid 1 (its own default first).
 _INITS = ("/usr/libexec/podman/catatonit", "/usr/bin/catatonit", "/usr/bin/tini-static", "/usr/bin/docker-init")
@@ -98,6 +98,8 @@ class PodmanBackend:
                 "--ulimit", f"fsize={limits.disk_bytes}:{limits.disk_bytes}",
                 *[f"--ulimit={limit}" for limit in self.settings.podman_ulimits],
                 "--env", "HOME=/home/agent", "--env", "PYTHONDONTWRITEBYTECODE=1"]
+        if limits.model_socket_dir:
+            args += ["--volume", f"{limits.model_socket_dir}:{MODEL_SOCKET_MOUNT}:ro"]
         for key, value in every_label.items():
             args += ["--label", f"{key}={value}"]
         try:

@@ -5,34 +5,31 @@
 #    does not apply);
 # 2. restore.py (beside this file): revert what the patch may not change, apply the hidden tests and
 #    place the canaries (exit 91: the hidden tests do not apply; 92: the patch reaches into the runner);
-# 3. run exactly the settings' test ids with the snapshot's pytest configuration named explicitly,
-#    under a timeout, writing JUnit XML to the settings' path, the outcome plugin streaming to a FIFO;
+# 3. run exactly the settings' test ids as run_tests.sh (beside this file, shared with derivation)
+#    runs them: the snapshot's pytest configuration named explicitly, under a timeout, JUnit XML to
+#    the settings' path; the outcome plugin streams to a FIFO (a language runner's settings, with
+#    script_runner, run its plan instead and return its reports in place of the XML);
 # 4. stop every process the tests left, then print the output's tail, the XML and a trailer
 #    ("REPO2ENV-GRADE-TRAILER <pytest status> <XML bytes, -1: none>") that the reader trusts only
 #    when this script ran to its end.
-# Nothing here may come from the agent: the settings, this file and restore.py are root's, read-only.
+# Nothing here may come from the agent: the settings, this file, run_tests.sh and restore.py are
+# root's, read-only.
 set -u
 settings=$1
 here=$(dirname "$0")
-# The settings as shell variables, read by the system's Python before anything of the patch exists
-# (-I -S: no site, no .pth, no working directory on sys.path). Lists become arrays: test ids hold
-# spaces, brackets, quotes and backslashes, and are passed one argument each.
-read_settings='import json, shlex, sys
-sys.stdout.reconfigure(errors="surrogateescape")  # a patch path or an id may be any bytes
-settings = json.load(open(sys.argv[1], encoding="utf-8"))
-for name in ("inputs", "private", "junit", "timeout_s", "test_cmd", "python_path", "plugin", "fifo"):
-    print(name + "=" + shlex.quote(str(settings[name])))
-print("script_runner=" + shlex.quote(str(settings.get("script_runner", ""))))
-for name in ("test_ids", "config_dirs", "config_names", "config_sections", "run_options", "report_options", "reports"):
-    print(name + "=(" + " ".join(shlex.quote(item) for item in settings.get(name, [])) + ")")'
-assignments=$(/usr/bin/python3 -I -S -c "$read_settings" "$settings") || exit 93
-eval "$assignments"
+# shellcheck source=run_tests.sh
+. "$here/run_tests.sh"
+# A language runner's settings (see below) name it and its reports; pytest's have neither.
+script_runner='' reports=()
+read_settings "$settings" || exit 93
 cd /testbed
-export PYTHONDONTWRITEBYTECODE=1 PYTEST_ADDOPTS= PYTHONPATH="$python_path"
 # The outcome plugin by name, not with -p: `-p` makes pytest look the name up among the installed
 # entry points too, through the pluggy of the environment, which may be the project under test at
-# an old commit without that API (pytest-dev/pluggy).
-export PYTEST_PLUGINS="$plugin"
+# an old commit without that API (pytest-dev/pluggy). The plugin takes its name and its folder out
+# of both variables once loaded: nothing the tests start sees them. Options only the environment
+# could add (PYTEST_ADDOPTS) are not taken; derivation runs without them too.
+unset PYTEST_ADDOPTS
+export PYTHONPATH="$python_path${PYTHONPATH:+:$PYTHONPATH}" PYTEST_PLUGINS="$plugin${PYTEST_PLUGINS:+,$PYTEST_PLUGINS}"
 # The outcome collector waits for a writer: when pytest never opens its FIFO, this script's end does.
 trap '[ -p "$fifo" ] && timeout 2 sh -c ": > \"\$0\"" "$fifo"' EXIT
 if [ -s "$inputs/agent.diff" ]; then
@@ -43,36 +40,13 @@ restored=$?
 case $restored in 0) ;; 91|92) exit $restored;; *) exit 90;; esac
 tries=0
 while [ ! -p "$fifo" ] && [ $tries -lt 1000 ]; do sleep 0.01; tries=$((tries + 1)); done
-# The snapshot's configuration, named explicitly (-c): a file the patch adds is never chosen,
-# whatever name a pytest version looks for. The settings list the runner's files in its own search
-# order, each with the line that makes it count (config_sections: a grep -E pattern, '' for any
-# such file), and the folders nearest to the tests first. The rootdir stays /testbed (run_options),
-# where the test ids are relative to.
-config=()
-for dir in "${config_dirs[@]}"; do
-  for index in "${!config_names[@]}"; do
-    file=$dir/${config_names[$index]}
-    section=${config_sections[$index]}
-    [ -f "$file" ] || continue
-    if [ -n "$section" ]; then grep -Eq -- "$section" "$file" || continue; fi
-    config=(-c "$file")
-    break 2
-  done
-done
 output=$junit.out
-if [ -n "$script_runner" ]; then
-  # A runner of another language (script_runner names it): test_cmd is the profile's whole plan
-  # (one sh -c program that runs exactly the ids and writes the settings' reports, see
-  # repo2env.languages.javascript.runners.plan_run); its reports become the one report below.
-  timeout -k 5 "$timeout_s" /bin/sh -c "$test_cmd" >"$output" 2>&1 </dev/null
-  status=$?
-else
-# test_cmd is shell words (an override's command line; the launcher's quoted -c program): eval
-# parses it as a shell would; every other argument is passed as it is.
-eval "timeout -k 5 $timeout_s $test_cmd"' "${run_options[@]}" "${config[@]}" "${report_options[@]}" "${test_ids[@]}"' \
-  >"$output" 2>&1 </dev/null
+# A language runner's test_cmd (script_runner names it) is its profile's whole plan, one sh -c
+# program that runs exactly the ids and writes the settings' reports (see
+# repo2env.languages.javascript.runners.plan_run), with no other argument; its reports become the
+# one report below.
+run_tests "$output"
 status=$?
-fi
 # Nothing the tests started may outlive them and touch the report or this script's output: stop
 # every other process of this user at once (kill -1 cannot race a fork), kill all of them but this
 # shell's ancestors (the exec's wrappers, which must see this script end well: the grader trusts

@@ -159,9 +159,10 @@ if references - allowed_references:
     print("REPO2ENV-RUNNER-REFERENCES " + json.dumps(sorted(references - allowed_references)))
     sys.exit(92)
 
-# The hidden tests, then the canaries: each at a random top-level place of its module (before one
-# of the module's tests, or at the end), so that neither its place nor its name tells it from the
-# task's tests. Methods of a class come last in it: their block ends by attaching them to the class.
+# The hidden tests, then the canaries: each beside one of the PR's own tests in its module or class
+# (before or after it, at random), else at a random place among the scope's tests, so that neither
+# its place nor its name tells it from the task's tests. A copy of a task's test comes at the
+# indentation it has there; a canary the grader wrote itself is indented into its scope.
 # Both come from the agent's own (private) folder and are deleted once used: code in the tests that
 # read the hidden tests' diff could tell the canaries from the real tests.
 hidden_tests, canaries = os.path.join(grading["private"], "test.diff"), os.path.join(grading["private"], "canaries.json")
@@ -178,25 +179,58 @@ if grading.get("script_runner"):
         with open(path, "a", encoding="utf-8") as handle:
             handle.write("\n" + "\n".join(blocks) + "\n")
     plan = {}
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def scope_of(tree, lines, container):
+    """(the statements of the module or of the class ``container`` names, their indentation, the
+    index of the line after the scope), or None when there is no such class."""
+    body, indent, end = tree.body, "", len(lines)
+    for name in container:
+        owner = next((node for node in body if isinstance(node, ast.ClassDef) and node.name == name), None)
+        if owner is None or not owner.body:
+            return None
+        body, end = owner.body, owner.end_lineno
+        first = lines[body[0].lineno - 1]
+        indent = first[:len(first) - len(first.lstrip())]
+    return body, indent, end
+
+
+def start_of(node):
+    return min([node.lineno, *[decorator.lineno for decorator in node.decorator_list]]) - 1
+
+
 for path, blocks in plan.items():
     lines = open(path, encoding="utf-8").read().splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     try:
         tree = ast.parse("".join(lines))
-        starts = [min([node.lineno, *[d.lineno for d in node.decorator_list]]) - 1 for node in tree.body
-                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                  and node.name.lower().startswith("test")]
     except (SyntaxError, ValueError):
-        starts = []
-    defined = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))} if starts else set()
-    if any(block.split("def ", 1)[1].split("(", 1)[0] in defined for block in blocks):
+        tree = None
+    defined = {node.name for node in ast.walk(tree) if isinstance(node, DEFINITIONS)} if tree else set()
+    if any(block["name"] in defined for block in blocks):
         print("a canary's name is taken in " + path)
         sys.exit(91)
     places = {}
     for block in blocks:
-        at = rng.choice(starts + [len(lines)]) if "\ndel " not in block else len(lines)
-        places.setdefault(at, []).append(("\n\n" if at == len(lines) else "") + block.lstrip("\n") + "\n\n")
+        scope = scope_of(tree, lines, block["container"]) if tree else ((None, "", len(lines)) if not block["container"] else None)
+        if scope is None:  # no such class here: the canary is not collected, and counts as not passed
+            continue
+        body, indent, end = scope
+        tests = [node for node in body or [] if isinstance(node, DEFINITIONS) and node.name.lower().startswith("test")]
+        near = [node for node in tests if node.name in block["near"]]
+        if near:
+            chosen = rng.choice(near)
+            at, before = rng.choice([(start_of(chosen), True), (chosen.end_lineno, False)])
+        else:
+            at = rng.choice([start_of(node) for node in tests] + [end])
+            before = at != end
+        source = block["source"].rstrip("\n") + "\n"
+        if block["generated"]:
+            source = "".join(indent + line if line.strip() else line for line in source.splitlines(keepends=True))
+        gap = "\n" if indent else "\n\n"
+        places.setdefault(at, []).append(source + gap if before else gap + source)
     text = []
     for number, line in enumerate(lines + [""]):
         text.extend(places.get(number, []))
@@ -217,10 +251,11 @@ def sections(text):
 def is_pytest(header):
     return header == "tool.pytest" or header.startswith(("tool.pytest.", "tool.pytest]"))
 
-if os.path.exists("pyproject.toml"):
-    original = subprocess.run(["git", "show", "HEAD:pyproject.toml"], capture_output=True)
+def restore_pytest_sections(path):
+    """``path`` (a pyproject.toml) with the snapshot's pytest tables and the patch's other changes."""
+    original = subprocess.run(["git", "show", "HEAD:" + path], capture_output=True)
     original_text = original.stdout.decode("utf-8") if original.returncode == 0 else ""
-    current_text = open("pyproject.toml", encoding="utf-8").read()
+    current_text = open(path, encoding="utf-8").read()
     kept = [part for part in sections(current_text) if not is_pytest(part[0])]
     restored = [part for part in sections(original_text) if is_pytest(part[0])]
     text = "".join("".join(lines) for _, lines in kept)
@@ -228,18 +263,41 @@ if os.path.exists("pyproject.toml"):
         text = text.rstrip("\n") + "\n\n" + "".join("".join(lines) for _, lines in restored)
     # TOML has other spellings of pytest's table: a dotted key under [tool], an inline table, an
     # indented, spaced, quoted or escaped header. A new line that still mentions pytest, or holds an
-    # escape, sends the whole file back to the snapshot's.
+    # escape, sends the whole file back to the snapshot's (or removes a new one).
     added = set(text.splitlines()) - set(original_text.splitlines())
-    if any("pytest" in line.lower() or "\\" in line for line in added):
-        revert("pyproject.toml", " (it configures pytest)")
+    if any("pytest" in line.lower() or "\\" in line for line in added) or (original.returncode and not text.strip()):
+        revert(path, " (it configures pytest)")
     elif text != current_text:
-        open("pyproject.toml", "w", encoding="utf-8").write(text)
-        print("restored pytest sections of pyproject.toml")
+        open(path, "w", encoding="utf-8").write(text)
+        print("restored pytest sections of " + path)
+
+
+# Every pyproject.toml the patch touched, at any level, and the root's: pytest takes its
+# configuration from the one nearest the tests (a package's own, for tests that live inside it),
+# so below the root as at it only the snapshot's pytest tables count. The other files pytest reads
+# its configuration from (conftest.py, pytest.ini, tox.ini, setup.cfg ...) are protected paths
+# anywhere: the patch cannot change them at all.
+touched = [path for path in changed if path.rsplit("/", 1)[-1] == "pyproject.toml"]
+for path in dict.fromkeys(["pyproject.toml", *touched]):
+    if os.path.islink(path):
+        if path in touched:  # read through the link, another file would be the configuration
+            revert(path, " (a link)")
+    elif os.path.isfile(path):
+        try:
+            restore_pytest_sections(path)
+        except UnicodeDecodeError:
+            revert(path, " (it is not UTF-8 text)")
+
 
 # package.json fields a language runner (or Node's loader, or the package manager) reads come back
 # as the snapshot has them; the patch's other changes (a new export, a dependency) stay.
 for path in [path for path in changed if path == "package.json" or path.endswith("/package.json")]:
-    if not grading.get("config_fields") or not os.path.isfile(path):
+    if not grading.get("config_fields"):
+        continue
+    if os.path.islink(path):  # read through the link, another file would be the configuration
+        revert(path, " (a link)")
+        continue
+    if not os.path.isfile(path):
         continue
     original = snapshot_blobs([path]).get(path)
     try:

@@ -24,7 +24,14 @@ from repo2env.languages.python.variants.base import MutationKind
 from repo2env.languages.python.variants.mutations import MUTATIONS, AlterReturn, FlipCompare, UndoStatement
 from repo2env.languages.python.variants.near_miss import MUTATION_KINDS, near_misses
 from repo2env.languages.python.variants.stubs import STUB_BODIES, StubStyle, stubs
-from repo2env.languages.variants import Variant, VariantKind, VariantMaker, partial_fixes
+from repo2env.languages.variants import (
+    Variant,
+    VariantKind,
+    VariantMaker,
+    dropped_hunk,
+    hunk_drops,
+    partial_fixes,
+)
 
 
 class PythonVariants(VariantMaker):
@@ -39,4 +46,4 @@ class PythonVariants(VariantMaker):
 
 
 __all__ = ["PythonVariants", "VariantMaker", "MUTATIONS", "MUTATION_KINDS", "STUB_BODIES", "AlterReturn", "FlipCompare", "MutationKind", "StubStyle",
-           "UndoStatement", "Variant", "VariantKind", "near_misses", "partial_fixes", "stubs"]
+           "UndoStatement", "Variant", "VariantKind", "dropped_hunk", "hunk_drops", "near_misses", "partial_fixes", "stubs"]

@@ -1,4 +1,5 @@
-"""Policy rollouts: a model behind an OpenAI-compatible Chat Completions API solves a task.
+"""Policy rollouts: a model behind an OpenAI-compatible Chat Completions API solves a task with the
+agent's one tool set (:mod:`repo2env.envs.tools`, the tools RepoEnv gives TRL).
 
 vLLM, TGI, llama.cpp's server and hosted APIs all speak ``POST {base_url}/chat/completions`` with
 ``tools``; :class:`PolicyClient` drives one episode per sandbox through :class:`AgentTools`, and
@@ -15,17 +16,18 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import requests
 
-from repo2env.envs.tools import AgentTools, tool_schemas
+from repo2env.envs.tools import AgentTools, tool_schemas, visible_tests_command
 from repo2env.errors import PatchError
 from repo2env.instruction import agent_messages
 from repo2env.jsonl import write_json
-from repo2env.models import RolloutResult, Task
+from repo2env.models import EpisodeTrace, RolloutResult, Task
 from repo2env.runtime.sandbox import Runtime, Sandbox
 
 if TYPE_CHECKING:
@@ -81,7 +83,7 @@ class PolicyClient:
 
         Failures of the sandbox itself (the engine gone) raise; they are not the policy's doing.
         """
-        tools = AgentTools(sandbox)
+        tools = AgentTools(sandbox, test_command=visible_tests_command(task))
         messages: list[dict[str, Any]] = list(agent_messages(task))
         turns = calls = 0
         finished = "max_turns"
@@ -117,15 +119,22 @@ class PolicyClient:
         """Run ``k`` episodes of ``task``, each in a fresh sandbox removed afterwards, with seeds
         ``seed``, ``seed + 1`` ...; grade each final diff. Results are named ``policy-0`` ...
 
-        Each episode's transcript and ending are kept as ``episode.json`` next to its grading logs.
+        Each episode is kept as ``trace.json`` (an :class:`~repo2env.models.EpisodeTrace`: the
+        conversation, how it ended, the grade) next to its grading logs.
         """
         results: list[RolloutResult] = []
         for index in range(k):
+            started = time.monotonic()
             with runtime.start(task) as sandbox:
                 episode = self.run_episode(task, sandbox, seed=seed + index)
+            wall_s = time.monotonic() - started
             grade = grader.grade(task, episode.patch)
             if grade.log_dir:
-                _write_episode(Path(grade.log_dir) / "episode.json", episode, model=self.model, seed=seed + index)
+                trace = EpisodeTrace(episode_id=f"policy-{index}-{uuid.uuid4().hex[:8]}", instance_id=task.instance_id,
+                                     source="policy", agent="policy", model=self.model, seed=seed + index,
+                                     tools=tool_schemas(), messages=episode.transcript, finished=episode.finished,
+                                     wall_s=round(wall_s, 3), patch=episode.patch, reward=grade.reward, grade=grade)
+                write_json(Path(grade.log_dir) / "trace.json", trace.model_dump(mode="json"))
             results.append(RolloutResult(kind="policy", name=f"policy-{index}", reward=grade.reward,
                                          resolved=grade.resolved, grade=grade))
         return results
@@ -210,11 +219,6 @@ def _retry_after(response: requests.Response) -> float | None:
         return min(max(float(value), 0.0), _MAX_RETRY_WAIT_S)
     except ValueError:
         return None  # absent, or an HTTP date: fall back to the exponential backoff
-
-
-def _write_episode(path: Path, episode: Episode, *, model: str, seed: int) -> None:
-    write_json(path, {"model": model, "seed": seed, "finished": episode.finished, "turns": episode.turns,
-                      "tool_calls": episode.tool_calls, "transcript": episode.transcript})
 
 
 def _first_line(exc: BaseException) -> str:

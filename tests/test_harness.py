@@ -1,0 +1,393 @@
+"""Real agent harnesses as policies (issue 23): the capturing proxy between a harness and a real
+local model server (streaming and not, token ids, budgets, injected faults), the sandbox bridge
+that serves the agent's one tool set, and whole episodes of real harnesses installed from the
+registries (mini-swe-agent from PyPI on the host, OpenCode from npm in an agent layer, a plain
+command in the sandbox) on the demo's tasks, graded by the hidden verifier."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from scripted_llm import ScriptedCall, ScriptedLLM, gold_script, nothing_script, partial_script
+
+from repo2env.harness.perturb import Perturber
+from repo2env.harness.proxy import CapturingProxy
+from repo2env.models import EpisodeBudget, PerturbationPlan
+
+docker = pytest.mark.docker
+
+
+def _chat(url: str, **body):
+    body.setdefault("model", "scripted")
+    body.setdefault("messages", [{"role": "user", "content": "fix it"}])
+    return requests.post(f"{url}/chat/completions", json=body, timeout=60)
+
+
+# --- the proxy ---------------------------------------------------------------------------------
+
+def test_the_proxy_forwards_and_records_each_call_as_the_harness_saw_it():
+    scripts = {"look": [ScriptedCall("bash", {"command": "ls"})]}
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}]
+    with ScriptedLLM(scripts) as llm, CapturingProxy(llm.url) as proxy:
+        episode = proxy.open_episode("one", model="scripted")
+        url = proxy.episode_url("one")
+        plain = _chat(url, model="whatever-the-harness-says", tools=tools)
+        assert plain.status_code == 200
+        call = plain.json()["choices"][0]["message"]["tool_calls"][0]
+        assert call["function"]["name"] == "bash" and "logprobs" not in plain.json()["choices"][0]
+        streamed = requests.post(f"{url}/chat/completions", stream=True, timeout=60, json={
+            "model": "x", "stream": True, "tools": tools, "messages": [
+                {"role": "user", "content": "fix it"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": call["id"], "content": "README.md"}]})
+        events = [line for line in streamed.iter_lines() if line]
+        assert events[-1] == b"data: [DONE]"
+        assert not any(b'"usage"' in event for event in events), "the usage chunk the proxy asked for stays with it"
+        calls = proxy.close_episode("one")
+    assert [call.status for call in calls] == [200, 200] and episode.cut_off is None
+    first, second = calls
+    assert first.request["model"] == "whatever-the-harness-says", "the request as the harness sent it"
+    assert llm.bodies()[0]["model"] == "scripted", "the upstream got the episode's model name"
+    assert llm.bodies()[0]["logprobs"] is True and llm.bodies()[0]["return_token_ids"] is True
+    assert first.response["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "bash"
+    assert second.stream and second.response["choices"][0]["message"]["content"] == "done"
+    assert second.response["choices"][0]["finish_reason"] == "stop"
+    assert all(call.upstream_s > 0 and call.proxy_s >= 0 for call in calls)
+
+
+def test_the_budget_refuses_the_call_past_it_and_says_which_limit():
+    with ScriptedLLM({"look": nothing_script()}) as llm, CapturingProxy(llm.url) as proxy:
+        episode = proxy.open_episode("short", budget=EpisodeBudget(max_turns=2))
+        url = proxy.episode_url("short")
+        assert [_chat(url).status_code for _ in range(2)] == [200, 200]
+        refused = _chat(url)
+        assert refused.status_code == 400 and refused.json()["error"]["type"] == "budget_exhausted"
+        assert "turns" in refused.json()["error"]["message"]
+        assert episode.refused.is_set() and episode.cut_off == "turns"
+        timed = proxy.open_episode("slow", budget=EpisodeBudget(max_wall_s=0.2))
+        time.sleep(0.3)
+        assert _chat(proxy.episode_url("slow")).status_code == 400 and timed.cut_off == "wall_time"
+        calls = proxy.close_episode("short")
+        assert _chat(url).status_code == 404, "a closed episode answers nothing"
+    assert [call.refused for call in calls] == [None, None, "turns"]
+    assert len(llm.bodies()) == 2, "refused calls never reach the upstream"
+
+
+def test_endpoint_failures_are_injected_at_the_set_rate_reproducibly_and_recorded():
+    plan = PerturbationPlan(endpoint_failure=0.5, seed=7)
+    draws = [Perturber(plan, "flaky").endpoint_failure(number) for number in range(200)]
+    assert draws == [Perturber(plan, "flaky").endpoint_failure(number) for number in range(200)]
+    assert 70 < sum(draws) < 130 and draws != [Perturber(plan, "other").endpoint_failure(n) for n in range(200)]
+    with ScriptedLLM({"look": nothing_script()}) as llm, CapturingProxy(llm.url) as proxy:
+        proxy.open_episode("flaky", perturbations=plan)
+        statuses = [_chat(proxy.episode_url("flaky")).status_code for _ in range(12)]
+        calls = proxy.close_episode("flaky")
+    assert statuses == [503 if failed else 200 for failed in draws[:12]]
+    assert [call.perturbation for call in calls] == ["endpoint_failure" if failed else None for failed in draws[:12]]
+    assert len(llm.bodies()) == statuses.count(200)
+
+
+def test_an_upstream_that_refuses_the_capture_fields_is_asked_again_without_them():
+    class Strict(ScriptedLLM):
+        def _answer(self, body):
+            if "return_token_ids" in body or "logprobs" in body:
+                return 400, {"error": {"message": "Unrecognized request argument supplied: return_token_ids"}}
+            return super()._answer(body)
+
+    with Strict({"look": nothing_script()}) as llm, CapturingProxy(llm.url) as proxy:
+        proxy.open_episode("hosted")
+        assert _chat(proxy.episode_url("hosted")).status_code == 200
+        assert _chat(proxy.episode_url("hosted")).status_code == 200
+        calls = proxy.close_episode("hosted")
+    assert [call.status for call in calls] == [200, 200] and not proxy.capture_tokens
+    assert [("return_token_ids" in body) for body in llm.bodies()] == [True, False, False], "asked once, then never"
+
+
+def test_a_unix_socket_serves_its_own_episode_only(tmp_path):
+    with ScriptedLLM({"look": nothing_script()}) as llm, CapturingProxy(llm.url) as proxy:
+        mine = proxy.open_episode("mine")
+        proxy.open_episode("other")
+        path = proxy.serve_unix(mine, tmp_path / "model.sock")
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "fix it"}], "tools": [{}]}).encode()
+        for target in ("/v1/chat/completions", "/episodes/other/v1/chat/completions"):
+            with socket.socket(socket.AF_UNIX) as client:
+                client.connect(str(path))
+                client.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                               b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (target.encode(), len(body), body))
+                answer = b"".join(iter(lambda: client.recv(65536), b""))
+            assert answer.startswith(b"HTTP/1.1 200")
+        assert len(proxy.close_episode("mine")) == 2 and proxy.close_episode("other") == []
+        assert not path.exists()
+
+
+def test_the_proxy_adds_little_to_a_call():
+    """Not a timing test (benchmarks/harness.py measures it): the proxy's own share is recorded
+    per call, and on loopback it is a small fraction of a round trip."""
+    with ScriptedLLM({"look": nothing_script()}) as llm, CapturingProxy(llm.url) as proxy:
+        proxy.open_episode("fast")
+        with requests.Session() as session:
+            for _ in range(20):
+                session.post(f"{proxy.episode_url('fast')}/chat/completions", timeout=60,
+                             json={"model": "m", "messages": [{"role": "user", "content": "x" * 5000}]})
+        calls = proxy.close_episode("fast")
+    assert len(calls) == 20 and all(call.proxy_s < 0.5 for call in calls)
+
+
+# --- whole episodes on the demo's tasks ---------------------------------------------------------
+
+SUBMIT = ScriptedCall("bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"})
+
+
+@pytest.fixture(scope="module")
+def partial_pull(demo_repo):
+    return next(pull for pull in demo_repo.pulls if pull.partial_fixes)
+
+
+@pytest.fixture(scope="module")
+def task(graded_demo, partial_pull):
+    return graded_demo[partial_pull.number]
+
+
+@pytest.fixture(scope="module")
+def backend(docker_client):
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    return DockerBackend(docker_client)
+
+
+def _run(task, agent, llm, backend, grader, tmp_path, **options):
+    from repo2env.harness.run import HarnessOptions, run_harness
+
+    with CapturingProxy(llm.url) as proxy:
+        return run_harness(task, agent, backend=backend, proxy=proxy, grader=grader, model="scripted",
+                           logs_dir=tmp_path / "episodes", options=HarnessOptions(**options))
+
+
+def _containers(backend) -> set[str]:
+    from repo2env.runtime.images import image_namespace
+
+    prefix, pid = image_namespace() + "/", str(os.getpid())  # this process's: not a concurrent run's in the namespace
+    return {row["Id"] for row in backend.client.api.containers(all=True)
+            if row["Image"].startswith(prefix) and (row.get("Labels") or {}).get("repo2env.owner.pid") == pid}
+
+
+@docker
+@pytest.mark.slow
+def test_mini_swe_agent_from_pypi_solves_a_task_through_the_bridge_and_is_graded(task, partial_pull, backend, grader,
+                                                                                 tmp_path):
+    from repo2env.harness.agents import harness_agent
+
+    agent = harness_agent("mini-swe-agent")
+    scripts = {"gold": [*gold_script(task), SUBMIT], "partial": [*partial_script(partial_pull.partial_fixes[0].patch), SUBMIT]}
+    before = _containers(backend)
+    traces = {}
+    for name in ("gold", "partial"):
+        with ScriptedLLM(scripts, schedule=[name]) as llm:
+            traces[name] = _run(task, agent, llm, backend, grader, tmp_path / name)
+    gold, partial = traces["gold"], traces["partial"]
+    assert gold.finished == "done" and gold.reward == 1.0 and gold.grade.resolved and not gold.grade.tampered
+    assert 0 < partial.reward < 1 and partial.grade.f2p_rate < 1
+    assert gold.agent == "mini-swe-agent 2.4.6" and gold.source == "harness"
+    assert [call.status for call in gold.calls] == [200, 200] and gold.cut_off is None
+    assert [run.tool for run in gold.tool_runs] == ["bash", "bash"] and gold.tool_runs[0].exit_code == 0
+    assert "git apply" in gold.tool_runs[0].arguments["command"]
+    roles = [message["role"] for message in gold.messages]
+    assert roles[:2] == ["system", "user"] and roles[-1] == "assistant" and "tool" in roles
+    assert task.problem_statement.strip()[:40] in gold.messages[1]["content"]
+    assert gold.tools and gold.tools[0]["function"]["name"] == "bash"
+    assert gold.patch.startswith("diff --git") and gold.wall_s > 0
+    trace_file = Path(gold.grade.log_dir) / "trace.json"
+    assert json.loads(trace_file.read_text())["episode_id"] == gold.episode_id
+    assert _containers(backend) - before == set(), "no sandbox outlives an episode"
+
+
+def _opencode_script(calls: list[ScriptedCall]) -> list[ScriptedCall]:
+    """The calls as OpenCode's own bash tool takes them (it asks for a description too)."""
+    return [ScriptedCall("bash", {**call.arguments, "description": "apply the change"}) for call in calls]
+
+
+@docker
+@pytest.mark.slow
+def test_opencode_from_npm_runs_in_an_agent_layer_without_network_and_is_graded(task, partial_pull, backend, grader,
+                                                                                tmp_path):
+    from repo2env.harness.agents import harness_agent
+
+    agent = harness_agent("opencode")
+    scripts = {"gold": _opencode_script(gold_script(task))}
+    before = _containers(backend)
+    with ScriptedLLM(scripts, schedule=["gold"]) as llm:
+        trace = _run(task, agent, llm, backend, grader, tmp_path)
+        bodies = llm.bodies()
+    log = (tmp_path / "episodes" / trace.episode_id / "harness.log").read_text()
+    assert trace.finished == "done", log[-2000:]
+    assert trace.reward == 1.0 and trace.grade.resolved and not trace.grade.tampered
+    assert trace.agent == "opencode 1.18.33"
+    main = [body for body in bodies if body.get("tools")]
+    assert main and all(body.get("stream") for body in main), "OpenCode streams its calls"
+    assert any(tool["function"]["name"] == "bash" for tool in main[0]["tools"])
+    assert trace.calls and all(call.stream for call in trace.calls if call.request.get("tools"))
+    assert trace.messages[-1]["role"] == "assistant" and trace.tools
+    assert _containers(backend) - before == set()
+    from repo2env.runtime.images import ImageStore
+
+    layer = next(image for image in backend.images.list(labels=["repo2env.kind=agent"])
+                 if image.labels.get("repo2env.task_image") == task.env_spec.image)
+    store = ImageStore(backend)
+    assert layer.tags[0] not in store.gc(keep_tags={task.env_spec.image}, dry_run=True), "kept with its task image"
+    assert layer.tags[0] in store.gc(keep_tags=set(), dry_run=True), "and collected without it"
+
+
+#: A harness of a few lines, run in the sandbox as a plain command: it asks the model through
+#: $OPENAI_BASE_URL, runs the bash calls it gets, and tries to reach the host (it must fail).
+TINY_HARNESS = r"""cat > /tmp/tiny_harness.py <<'HARNESS'
+import json, os, socket, subprocess, urllib.request
+try:
+    socket.create_connection(("172.17.0.1", 2375), timeout=3)
+    print("NETWORK REACHED")
+except OSError as exc:
+    print("no network:", type(exc).__name__)
+base, model = os.environ["OPENAI_BASE_URL"], os.environ["REPO2ENV_MODEL"]
+messages = [{"role": "user", "content": open(os.environ["REPO2ENV_INSTRUCTION_FILE"]).read()}]
+tools = [{"type": "function", "function": {"name": "bash", "parameters": {
+    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
+for _ in range(10):
+    body = json.dumps({"model": model, "messages": messages, "tools": tools}).encode()
+    request = urllib.request.Request(base + "/chat/completions", body, {"Content-Type": "application/json"})
+    message = json.load(urllib.request.urlopen(request))["choices"][0]["message"]
+    messages.append(message)
+    if not message.get("tool_calls"):
+        break
+    for call in message["tool_calls"]:
+        done = subprocess.run(json.loads(call["function"]["arguments"])["command"], shell=True,
+                              capture_output=True, text=True)
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": done.stdout + done.stderr})
+HARNESS
+python3 /tmp/tiny_harness.py"""
+
+
+@docker
+@pytest.mark.slow
+def test_any_command_is_a_harness_in_the_sandbox_reaching_only_its_episode(task, partial_pull, backend, grader,
+                                                                           tmp_path):
+    from repo2env.harness.agents import harness_agent
+    from repo2env.harness.agents.sandboxed import CommandAgent
+
+    agent = harness_agent(TINY_HARNESS)
+    assert isinstance(agent, CommandAgent)
+    with ScriptedLLM({"partial": partial_script(partial_pull.partial_fixes[0].patch)}) as llm:
+        trace = _run(task, agent, llm, backend, grader, tmp_path)
+    log = (tmp_path / "episodes" / trace.episode_id / "harness.log").read_text()
+    assert "no network: " in log and "NETWORK REACHED" not in log
+    assert trace.finished == "done", log
+    assert [call.status for call in trace.calls] == [200, 200] and not trace.tool_runs
+    assert 0 < trace.reward < 1 and trace.grade.reward == pytest.approx(
+        len(partial_pull.partial_fixes[0].passes) / len(task.FAIL_TO_PASS))
+
+
+@docker
+@pytest.mark.slow
+def test_a_harness_past_its_budget_is_cut_off_and_its_diff_still_graded(task, backend, grader, tmp_path):
+    from repo2env.harness.agents import harness_agent
+
+    endless = [*gold_script(task), *(ScriptedCall("bash", {"command": f"echo step {n}"}) for n in range(20))]
+    with ScriptedLLM({"endless": endless}) as llm:
+        trace = _run(task, harness_agent("mini-swe-agent"), llm, backend, grader, tmp_path,
+                     budget=EpisodeBudget(max_turns=3))
+    assert trace.cut_off == "turns" and trace.finished == "cut off: turns"
+    answered = [call for call in trace.calls if call.status == 200]
+    assert len(answered) == 3 and trace.calls[3].refused == "turns"
+    assert trace.reward == 1.0, "what the agent did before the cut counts"
+
+
+@docker
+@pytest.mark.slow
+def test_injected_faults_reach_the_harness_and_never_the_hidden_tests(task, backend, grader, tmp_path):
+    from repo2env.harness.agents import harness_agent
+
+    # A seed under which the first model request fails and its retry does not; every command's
+    # output is cut (the gold patch still applies: a cut output changes what the agent reads only).
+    seed = next(seed for seed in range(1000)
+                if Perturber(PerturbationPlan(endpoint_failure=0.3, seed=seed), "faults").endpoint_failure(0)
+                and not any(Perturber(PerturbationPlan(endpoint_failure=0.3, seed=seed), "faults").endpoint_failure(n)
+                            for n in (1, 2)))
+    plan = PerturbationPlan(endpoint_failure=0.3, output_cut=1.0, seed=seed)
+    with ScriptedLLM({"gold": [*gold_script(task), SUBMIT]}) as llm:
+        from repo2env.harness.run import HarnessOptions, run_harness
+
+        with CapturingProxy(llm.url) as proxy:
+            cut = run_harness(task, harness_agent("mini-swe-agent"), backend=backend, proxy=proxy, grader=grader,
+                              model="scripted", logs_dir=tmp_path, episode_id="faults",
+                              options=HarnessOptions(perturbations=plan))
+    statuses = [call.status for call in cut.calls]
+    assert statuses[:3] == [503, 200, 200], "mini-swe-agent retried the failed call"
+    assert [call.perturbation == "endpoint_failure" for call in cut.calls] == [status == 503 for status in statuses]
+    assert cut.perturbations == plan
+    assert all(run.perturbation == "output_cut" for run in cut.tool_runs)
+    # The submit command's output was cut too, so mini-swe-agent did not see it and went on.
+    assert cut.reward == 1.0 and cut.perturbation_count == statuses.count(503) + len(cut.tool_runs)
+    timeouts = PerturbationPlan(tool_timeout=1.0, seed=1)
+    with ScriptedLLM({"gold": [*gold_script(task), SUBMIT, SUBMIT]}) as llm:
+        stuck = _run(task, harness_agent("mini-swe-agent"), llm, backend, grader, tmp_path / "stuck",
+                     perturbations=timeouts, budget=EpisodeBudget(max_turns=3))
+    assert all(run.perturbation == "tool_timeout" and run.exit_code == 124 for run in stuck.tool_runs)
+    assert "[timed out after" in stuck.tool_runs[0].output
+    assert stuck.patch == "" and stuck.reward == 0.0, "a command that timed out changed nothing"
+
+
+def test_the_cli_reads_fault_rates_and_refuses_bad_ones():
+    from click.testing import CliRunner
+
+    from repo2env.cli import cli
+    from repo2env.cli.harness import _perturbation_rates
+    from repo2env.pipeline import compose
+
+    rates = _perturbation_rates("tool_timeout=0.1, endpoint_failure=0.05")
+    plan = compose.harness_options(perturbations=rates, seed=3).perturbations
+    assert (plan.tool_timeout, plan.endpoint_failure, plan.output_cut, plan.seed) == (0.1, 0.05, 0.0, 3)
+    assert compose.harness_options(perturbations=_perturbation_rates(None)).perturbations is None
+    for bad in ("tool_timeout=2", "typo=0.1", "tool_timeout"):
+        result = CliRunner().invoke(cli, ["harness", "run", "--task", "a__b-1", "--agent", "opencode",
+                                          "--model-url", "http://127.0.0.1:9/v1", "--perturb", bad])
+        assert result.exit_code != 0 and "--perturb" in str(result.exception or result.output)
+
+
+def test_an_unknown_task_or_a_bad_fault_rate_is_a_one_line_error(tmp_path):
+    import subprocess
+    import sys
+
+    for extra, fragment in (([], "no tasks.jsonl in"), (["--perturb", "tool_timeout=7"], "--perturb")):
+        result = subprocess.run([sys.executable, "-m", "repo2env", "harness", "run", "--task", "nobody__nothing-1",
+                                 "--agent", "mini-swe-agent", "--model-url", "http://127.0.0.1:9/v1",
+                                 "--from", str(tmp_path), *extra], capture_output=True, text=True, cwd=tmp_path)
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        assert result.stderr.startswith("error: ") and fragment in result.stderr, result.stderr
+
+
+@docker
+@pytest.mark.slow
+def test_harness_run_on_the_command_line_prints_the_grade_and_the_trace(validated, tmp_path):
+    from click.testing import CliRunner
+
+    from repo2env.cli import cli
+    from repo2env.jsonl import read_tasks
+    from repo2env.models import EpisodeTrace
+
+    folder, _ = validated
+    task = next(task for task in read_tasks(folder / "tasks.jsonl") if task.validation.verdict == "accepted")
+    with ScriptedLLM({"gold": gold_script(task)}) as llm:
+        result = CliRunner().invoke(cli, ["harness", "run", "--task", task.instance_id, "--from", str(folder),
+                                          "--agent", TINY_HARNESS, "--model-url", llm.url, "--model", "scripted-model",
+                                          "--json",
+                                          "--perturb", "endpoint_failure=0", "--max-turns", "5"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout[result.stdout.index("{"):])
+    assert (summary["reward"], summary["model"], summary["finished"]) == (1.0, "scripted-model", "done")
+    trace = EpisodeTrace.model_validate_json(Path(summary["trace"]).read_text())
+    assert trace.instance_id == task.instance_id and trace.grade.resolved
+    assert Path(summary["trace"]).is_relative_to(folder / "logs" / "harness")
