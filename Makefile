@@ -7,13 +7,15 @@ STAMP := $(VENV)/.repo2env-installed
 TRAIN_STAMP := $(VENV)/.repo2env-train-installed
 PYTEST_ARGS ?=
 
-.PHONY: install train-extra engine podman registry base-image demo train-demo test validate bench docs lint clean
+.PHONY: install train-extra engine podman registry compose base-image demo train-demo test validate bench docs lint clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	@# The distribution was called repo2env before (a name that, on PyPI, is another project's): drop it.
+	@$(BIN)/python -m pip uninstall -q -y repo2env 2>/dev/null || true
 	$(BIN)/python -m pip install -q -e '.[dev,docs,openenv,ray]'
 	@touch $@
 
@@ -37,6 +39,11 @@ podman:
 registry:
 	@command -v docker-registry >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry)
 
+## Docker Compose v2 (`docker compose`), which Harbor's docker environment runs its trials with (the Harbor tests);
+## on Debian 12, Debian 13's package's binary as a per-user CLI plugin (see .ci/ensure-compose.sh).
+compose: engine
+	@bash .ci/ensure-compose.sh
+
 ## The local base images (debootstrap + docker import when no registry answers): Python 3.9, 3.11, 3.13, and Node 18 (Debian's nodejs on the 3.11 one).
 base-image: install engine
 	$(BIN)/repo2env runtime bootstrap --python 3.11 --python 3.9 --python 3.13 --node 18
@@ -50,8 +57,8 @@ demo: base-image
 train-demo: base-image train-extra
 	$(BIN)/repo2env train --demo --output generated/train-demo
 
-## The whole test suite, Docker, Podman and training tests included.
-test: base-image train-extra registry podman
+## The whole test suite, Docker, Podman, Harbor and training tests included.
+test: base-image train-extra registry podman compose
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## Validate what is in generated/ (the demo, mined and built first if missing), default policy.

@@ -12,19 +12,23 @@ project; or an explicit ``REPO2ENV_REAL_REPOS=path1:path2``), it
    present, only numbers that have one) and ``refs/pull/N/head`` refs that the default branch contains;
 2. mines the whole history offline (``--allow-no-issue``) and compares what it found (kept, rejected
    for a reason other than ``not_merged``, or landed as part of another PR);
-3. picks a fixed sample of kept tasks spread over the years 2018-2025 (``--per-repo``, default 8:
-   round-robin over the years, in each year the PR nearest mid-year first, a year without candidates
-   handing its pick on to the next year), builds and validates it
-   with the default policy;
-4. prints per repository and overall: PRs found vs merged PRs in history, env built, accepted, and the
-   reasons for the rest; writes ``results.json`` in the output folder.
+3. picks a fixed sample of kept tasks spread over ``--years`` (default 2018-2025; ``--per-repo``,
+   default 8: round-robin over the years, in each year the PR nearest mid-year first, a year without
+   candidates handing its pick on to the next year; or ``--per-year N``: up to N PRs of each year,
+   spread over it), builds and validates it with the default policy;
+4. prints per repository, per year and overall: PRs found vs merged PRs in history, env built, the
+   rung and Python each task got, accepted, and the reasons for the rest; where validation's time
+   went (derivation, gold, the variants) against one run of the task's tests; writes
+   ``results.json`` (one row per repository, each with a row per sampled task) in the output folder;
+5. with ``--compare N``, validates N tasks per repository again as validation ran before the
+   throughput work (every rollout graded in full, one at a time) and prints both verdicts and times.
 
 Re-runs reuse what the output folder holds (mining skips mined ids, build reuses images, validation
 skips validated tasks), so a long run can be stopped and resumed. Nothing here is a test: with no
 repository found it says so and exits 0.
 
-    python benchmarks/real_repos.py [--per-repo 8] [--only click,attrs] [--out generated/bench-real]
-                                    [--no-validate] [--jobs 2]
+    python benchmarks/real_repos.py [--per-repo 8 | --per-year 4] [--years 2016-2020] [--only click,attrs]
+                                    [--out generated/bench-real] [--no-validate] [--jobs 2] [--compare 2]
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -50,7 +55,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT / "benchmarks"))
 from results import Figure, record  # noqa: E402
 
-YEARS = range(2018, 2026)
+YEARS = range(2018, 2026)  #: the default --years
 _MERGE_SUBJECT = re.compile(r"^Merge pull request #(\d+)\b")
 _SQUASH_SUBJECT = re.compile(r"\(#(\d+)\)\s*$")
 
@@ -111,22 +116,27 @@ def merged_prs_in_history(clone: Path, branch: str) -> set[int]:
     return numbers
 
 
-def pick_sample(tasks: list[Task], per_repo: int) -> list[Task]:
-    """A fixed spread over YEARS: round-robin over the years, nearest mid-year first in each."""
-    by_year: dict[int, list[Task]] = {year: [] for year in YEARS}
+def pick_sample(tasks: list[Task], per_repo: int, years: range = YEARS, per_year: int = 0) -> list[Task]:
+    """A fixed spread over ``years``: round-robin over the years, nearest mid-year first in each; with
+    ``per_year``, up to that many of every year instead, each nearest one of as many points spread
+    evenly over the year."""
+    by_year: dict[int, list[Task]] = {year: [] for year in years}
     for task in tasks:
         year = int(task.created_at[:4])
         if year in by_year:
             by_year[year].append(task)
+    if per_year:
+        return sorted((task for year, bucket in by_year.items() for task in _spread(bucket, year, per_year)),
+                      key=lambda task: task.created_at)
     for year, bucket in by_year.items():
         middle = datetime(year, 7, 1).timestamp()
         bucket.sort(key=lambda task: (abs(_timestamp(task.created_at) - middle), task.pull_number))
     sample: list[Task] = []
-    # A year without a candidate hands its pick on to the next year (not back to 2018), so the
+    # A year without a candidate hands its pick on to the next year (not back to the first), so the
     # sample stays spread over the span even where a project was quiet.
     carried = 0
     while len(sample) < per_repo and any(by_year.values()):
-        for year in YEARS:
+        for year in years:
             wanted = min(1 + carried, per_repo - len(sample))
             taken = by_year[year][:wanted]
             del by_year[year][:wanted]
@@ -135,12 +145,26 @@ def pick_sample(tasks: list[Task], per_repo: int) -> list[Task]:
     return sorted(sample, key=lambda task: task.created_at)
 
 
+def _spread(bucket: list[Task], year: int, count: int) -> list[Task]:
+    """Up to ``count`` tasks of one year: for each of ``count`` points spread over it (the middles of
+    equal parts), the task nearest it not taken yet."""
+    start, end = datetime(year, 1, 1).timestamp(), datetime(year + 1, 1, 1).timestamp()
+    left = sorted(bucket, key=lambda task: task.pull_number)
+    taken: list[Task] = []
+    for part in range(min(count, len(left))):
+        point = start + (end - start) * (part + 0.5) / count
+        nearest = min(left, key=lambda task: (abs(_timestamp(task.created_at) - point), task.pull_number))
+        left.remove(nearest)
+        taken.append(nearest)
+    return taken
+
+
 def _timestamp(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=None).timestamp()
 
 
 def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, validate: bool, jobs: int,
-                     runtime) -> dict:
+                     runtime, years: range = YEARS, per_year: int = 0, validate_jobs: int = 1, compare: int = 0) -> dict:
     folder = out / name.replace("/", "__")
     row: dict = {"repo": name, "clone": str(clone)}
     branch = default_branch(clone)
@@ -167,7 +191,7 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
         "candidates_with_tests": len(kept),
         "mine_rejections": dict(Counter(rejection.reason for rejection in funnel.rejections).most_common()),
     })
-    sample = pick_sample(kept, per_repo)
+    sample = pick_sample(kept, per_repo, years, per_year)
     row["sample"] = [task.pull_number for task in sample]
     row["sample_years"] = dict(sorted(Counter(task.created_at[:4] for task in sample).items()))
     if runtime is None or not sample:
@@ -192,22 +216,80 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     built = build_tasks_dir(sample_dir, runtime=runtime, options=BuildOptions(jobs=jobs))
     row["build_s"] = round(time.perf_counter() - began, 1)
     row["env_built"] = built.ok
+    row["env_images"] = len(built.env_images)  # distinct env images the built tasks share
     row["env_failed"] = dict(Counter(_reason_kind(reason) for reason in built.failures.values()))
     row["env_failures"] = built.failures
     if not validate:
+        row["tasks"] = task_rows(sample_dir)
         return row
     from repo2env.pipeline.stages import validate_dir
     from repo2env.validate.acceptance import load_acceptance_policy
     from repo2env.validate.run import read_records
 
     began = time.perf_counter()
-    validate_dir(sample_dir, runtime, load_acceptance_policy("default"), jobs=1)
+    validate_dir(sample_dir, runtime, load_acceptance_policy("default"), jobs=validate_jobs)
     row["validate_s"] = round(time.perf_counter() - began, 1)
     records = read_records(sample_dir / "validation.jsonl")
     row["accepted"] = sum(record.verdict == "accepted" for record in records)
     row["validated"] = len(records)
     row["rejections"] = dict(Counter(reason for record in records for reason in record.reasons))
+    row["tasks"] = task_rows(sample_dir)
+    if compare:
+        row["compared"] = compare_with_full_gradings(sample_dir, runtime, compare)
     return row
+
+
+#: The validation settings before the throughput work: every rollout graded in full, one at a time.
+BEFORE = {"stop_early": False, "grading_jobs": 1}
+
+
+def compare_with_full_gradings(sample_dir: Path, runtime, count: int) -> list[dict]:
+    """Validate up to ``count`` validated tasks again as validation ran before (:data:`BEFORE`), on the
+    same images, after today's run; their verdicts and wall times side by side
+    (resumable: ``validation-before.jsonl``)."""
+    from repo2env.jsonl import append_jsonl
+    from repo2env.validate.acceptance import load_acceptance_policy
+    from repo2env.validate.run import read_records, validate_task
+
+    path = sample_dir / "validation-before.jsonl"
+    done = {record.instance_id: record for record in read_records(path)}
+    after = {record.instance_id: record for record in read_records(sample_dir / "validation.jsonl")}
+    policy = load_acceptance_policy("default").model_copy(update=BEFORE)
+    tasks = [task for task in read_tasks(sample_dir / "tasks.jsonl")
+             if task.instance_id in after and after[task.instance_id].FAIL_TO_PASS][:count]
+    for task in tasks:
+        if task.instance_id not in done:
+            _, record = validate_task(task, runtime, policy, logs_dir=sample_dir / "logs" / "validate-before" / task.instance_id)
+            append_jsonl(path, [record])
+            done[task.instance_id] = record
+    return [{"instance_id": task.instance_id, "verdict_before": done[task.instance_id].verdict,
+             "reasons_before": done[task.instance_id].reasons, "wall_before_s": done[task.instance_id].wall_s,
+             "verdict_after": after[task.instance_id].verdict, "reasons_after": after[task.instance_id].reasons,
+             "wall_after_s": after[task.instance_id].wall_s,
+             "rewards_before": [rollout.reward for rollout in done[task.instance_id].rollouts],
+             "rewards_after": [rollout.reward for rollout in after[task.instance_id].rollouts]} for task in tasks]
+
+
+def task_rows(sample_dir: Path) -> list[dict]:
+    """One row per sampled task: its year, the env it got (rung, Python and why, date pin), its
+    verdict and reasons, and where its validation's time went."""
+    from repo2env.validate.run import read_records
+
+    records = {record.instance_id: record for record in read_records(sample_dir / "validation.jsonl")}
+    rows = []
+    for task in read_tasks(sample_dir / "tasks.jsonl"):
+        spec = task.env_spec
+        record = records.get(task.instance_id)
+        row = {"instance_id": task.instance_id, "year": task.created_at[:4],
+               "env": spec.status if spec else "not built", "rung": spec.rung if spec else None,
+               "python": spec.python if spec else None, "python_reason": spec.python_reason if spec else None,
+               "date_pin": spec.date_pin if spec else None, "env_error": spec.error if spec else None}
+        if record is not None:
+            row.update({"verdict": record.verdict, "reasons": record.reasons, "wall_s": record.wall_s,
+                        "tests_s": record.tests_s, "phases": record.phases,
+                        "one_run_s": record.one_run_s})
+        rows.append(row)
+    return rows
 
 
 def _same_task(built: Task, mined: Task) -> bool:
@@ -243,10 +325,29 @@ def print_row(row: dict) -> None:
           f"{row['mine_rejections']}")
     if "env_built" in row:
         print(f"[{row['repo']}]   sample {len(row['sample'])} PRs {row['sample_years']}: env built "
-              f"{row['env_built']}/{len(row['sample'])} in {row['build_s']} s; failures {row['env_failed'] or 'none'}")
+              f"{row['env_built']}/{len(row['sample'])} on {row.get('env_images', '?')} env images in {row['build_s']} s; "
+              f"failures {row['env_failed'] or 'none'}")
     if "accepted" in row:
         print(f"[{row['repo']}]   accepted {row['accepted']}/{len(row['sample'])} in {row['validate_s']} s; "
               f"rejections {row['rejections'] or 'none'}")
+
+
+def print_comparison(rows: list[dict]) -> list[Figure]:
+    """Today's validation against validation as before, on the same tasks: verdicts and wall time."""
+    compared = [entry for row in rows for entry in row.get("compared", [])]
+    if not compared:
+        return []
+    changed = [entry for entry in compared if (entry["verdict_before"], sorted(entry["reasons_before"]))
+               != (entry["verdict_after"], sorted(entry["reasons_after"]))]
+    before, after = sum(entry["wall_before_s"] for entry in compared), sum(entry["wall_after_s"] for entry in compared)
+    print(f"[compare] {len(compared)} tasks validated both ways: same verdicts {len(compared) - len(changed)}/"
+          f"{len(compared)}; wall time {before:.0f} s before, {after:.0f} s now ({after / before:.0%})")
+    for entry in changed:
+        print(f"[compare]   {entry['instance_id']}: {entry['verdict_before']} {entry['reasons_before']} -> "
+              f"{entry['verdict_after']} {entry['reasons_after']}")
+    return [Figure(f"same verdicts as validation before ({len(compared) - len(changed)} of {len(compared)})",
+                   round((len(compared) - len(changed)) / len(compared) * 100), "%", "== 100"),
+            Figure("validation wall time against before", round(after / before * 100) if before else 0, "%")]
 
 
 def print_overall(rows: list[dict]) -> list[Figure]:
@@ -278,15 +379,69 @@ def print_overall(rows: list[dict]) -> list[Figure]:
     return figures
 
 
+def print_years(rows: list[dict]) -> None:
+    """Per year over every repository: env built, rungs, Pythons, accepted, and the reasons for the rest."""
+    tasks = [task for row in rows for task in row.get("tasks", [])]
+    for year in sorted({task["year"] for task in tasks}):
+        of_year = [task for task in tasks if task["year"] == year]
+        built = [task for task in of_year if task["env"] == "env_ok"]
+        validated = [task for task in of_year if "verdict" in task]
+        accepted = sum(task["verdict"] == "accepted" for task in validated)
+        reasons = Counter(reason for task in validated for reason in task["reasons"])
+        print(f"[{year}] env built {len(built)}/{len(of_year)}; rungs {dict(Counter(t['rung'] for t in built))}; "
+              f"Pythons {dict(sorted(Counter(t['python'] for t in built).items()))}"
+              + (f"; accepted {accepted}/{len(validated)}; rejections {dict(reasons) or 'none'}" if validated else ""))
+        for task in of_year:
+            if task["env"] != "env_ok":
+                print(f"[{year}]   {task['instance_id']}: {task['env']} ({(task['env_error'] or '')[:160]})")
+
+
+def print_throughput(rows: list[dict]) -> list[Figure]:
+    """Where validation's time went, and its wall time against one run of the task's own tests."""
+    timed = [task for row in rows for task in row.get("tasks", []) if task.get("one_run_s") and task.get("wall_s")]
+    if not timed:
+        return []
+    ratios = sorted(task["wall_s"] / task["one_run_s"] for task in timed)
+    cores = os.cpu_count() or 1
+    core_s = sum(task["wall_s"] * cores for task in timed)
+    print(f"[throughput] {len(timed)} tasks validated: wall / one run of the task's tests, median "
+          f"{statistics.median(ratios):.1f}x (target <= 4x); {3600 * len(timed) / core_s:.1f} tasks per core-hour")
+    figures = [Figure(f"validation wall time / one run of the task's tests, median of {len(timed)}",
+                      round(statistics.median(ratios), 1), "x", "<= 4"),
+               Figure("validated tasks per core-hour", round(3600 * len(timed) / core_s, 1), "tasks")]
+    fast = [task for task in timed if task["one_run_s"] <= 10]
+    if fast:
+        fast_core_s = sum(task["wall_s"] * cores for task in fast)
+        print(f"[throughput] {len(fast)} tasks whose tests run in <= 10 s: {3600 * len(fast) / fast_core_s:.1f} "
+              f"tasks per core-hour (target >= 60)")
+        figures.append(Figure(f"validated tasks per core-hour, tests <= 10 s ({len(fast)} tasks)",
+                              round(3600 * len(fast) / fast_core_s, 1), "tasks", ">= 60"))
+    phases: Counter[str] = Counter()
+    for task in timed:
+        phases.update(task.get("phases") or {})
+    total = sum(phases.values()) or 1.0
+    print("[throughput] time by phase (sum over tasks): "
+          + ", ".join(f"{name} {seconds:.0f} s ({seconds / total:.0%})" for name, seconds in phases.most_common()))
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--per-repo", type=int, default=8)
+    parser.add_argument("--per-year", type=int, default=0, help="up to N PRs of every year instead of --per-repo")
+    parser.add_argument("--years", default=f"{YEARS.start}-{YEARS.stop - 1}", help="e.g. 2016-2020")
+    parser.add_argument("--validate-jobs", type=int, default=1, help="tasks validated at once")
+    parser.add_argument("--compare", type=int, default=0, metavar="N",
+                        help="validate N tasks per repository again as before (every rollout in full, one at a time) "
+                             "and compare verdicts and wall times")
     parser.add_argument("--only", default="", help="comma-separated name fragments (e.g. click,attrs)")
     parser.add_argument("--out", type=Path, default=PROJECT / "generated" / "bench-real")
     parser.add_argument("--no-build", action="store_true", help="mining figures only")
     parser.add_argument("--no-validate", action="store_true")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
+    first, _, last = args.years.partition("-")
+    years = range(int(first), int(last or first) + 1)
     repositories = [(name, clone) for name, clone in find_repositories()
                     if not args.only or any(part and part in name for part in args.only.split(","))]
     if not repositories:
@@ -301,12 +456,19 @@ def main() -> None:
     rows = []
     for name, clone in repositories:
         row = bench_repository(name, clone, args.out, per_repo=args.per_repo, validate=not args.no_validate,
-                               jobs=args.jobs, runtime=runtime)
+                               jobs=args.jobs, runtime=runtime, years=years, per_year=args.per_year,
+                               validate_jobs=args.validate_jobs, compare=args.compare)
         print_row(row)
         sys.stdout.flush()
         rows.append(row)
         (args.out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
-    record("real_repos", print_overall(rows), note=f"{len(rows)} repositories, {args.per_repo} PRs each")
+    figures = print_overall(rows)
+    print_years(rows)
+    figures += print_throughput(rows)
+    figures += print_comparison(rows)
+    sample = f"{args.per_year} PRs a year" if args.per_year else f"{args.per_repo} PRs each"
+    record("real_repos", figures, note=f"{len(rows)} repositories, {sample}, {years.start}-{years.stop - 1}"
+           + ("" if runtime is not None and not args.no_validate else ", not validated"))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""A task as a row of the published dataset, and back: pure functions, no I/O.
+"""A task as a row of the published dataset, and back (pure functions); and a published folder's
+rows read back (:func:`load_published`, the one place that reads them with ``datasets``).
 
 One row carries what three kinds of users read: a conversational ``prompt`` column that TRL's GRPO
 trainer uses as is, the SWE-bench instance fields (so SWE-bench tooling loads the rows), and what
@@ -10,7 +11,9 @@ travel as JSON strings, so every row has the same Arrow schema whatever the reco
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -108,3 +111,16 @@ def task_from_row(row: Mapping[str, Any], *, where: str = "row") -> Task:
 
 def _mean(values: list[float] | None) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
+
+
+def load_published(folder: Path):
+    """The splits of a published dataset folder as ``datasets`` reads them (the card's ``configs``
+    decide them), a ``DatasetDict`` held in memory. Read fresh each time, with a cache of its own:
+    ``datasets`` (5.x) caches a local folder under its name alone, so a folder published again, or
+    another folder with the same name, would load the rows of whichever was read first."""
+    from datasets import load_dataset
+    from datasets.utils.logging import disable_progress_bar
+
+    disable_progress_bar()
+    with tempfile.TemporaryDirectory(prefix="repo2env-datasets-") as cache:
+        return load_dataset(str(folder), cache_dir=cache, keep_in_memory=True)

@@ -265,3 +265,48 @@ def find_task(tasks_files: Iterable[Path], instance_id: str) -> tuple[Task, Path
                 return task, path
     raise InputError(f"no task {instance_id} in {', '.join(looked) or 'any tasks.jsonl'}",
                      hint="check the id (owner__name-PR), or pass --from DIR")
+
+
+def read_unique_tasks(folders: Iterable[Path]) -> list[Task]:
+    """The tasks of the folders' tasks.jsonl files, one per instance id, in the order first seen.
+
+    Two folders may hold the same task (the demo's own folder and a pipeline run over the demo,
+    both found under generated/): copies of the same instance (repository, base commit, patches,
+    statement) are one task, and the copy furthest along is kept (built and accepted, then built
+    and validated, then built, then the rest; the first folder's on a tie). Copies that are not the
+    same instance, or that were validated to different test lists, are an InputError naming both
+    folders: which one is meant is for the user to say (--from)."""
+    kept: dict[str, tuple[Task, Path]] = {}
+    for folder in folders:
+        for task in iter_tasks(Path(folder) / "tasks.jsonl"):
+            seen = kept.get(task.instance_id)
+            if seen is None:
+                kept[task.instance_id] = (task, Path(folder))
+                continue
+            other, other_folder = seen
+            if _instance_key(task) != _instance_key(other):
+                raise _conflict(task.instance_id, other_folder, Path(folder), "different instances "
+                                "(repository, base commit, patches or problem statement)")
+            if _progress_rank(task) > _progress_rank(other):
+                kept[task.instance_id] = (task, Path(folder))
+            elif (_progress_rank(task) == _progress_rank(other) and _progress_rank(task)[2]
+                  and (task.FAIL_TO_PASS, task.PASS_TO_PASS) != (other.FAIL_TO_PASS, other.PASS_TO_PASS)):
+                raise _conflict(task.instance_id, other_folder, Path(folder), "the same instance validated to "
+                                "different FAIL_TO_PASS / PASS_TO_PASS")
+    return [task for task, _ in kept.values()]
+
+
+def _instance_key(task: Task) -> tuple:
+    return task.repo, task.base_commit, task.patch, task.test_patch, task.problem_statement
+
+
+def _progress_rank(task: Task) -> tuple[int, int, int]:
+    """(built, accepted, validated): how far along the pipeline a copy of a task is."""
+    built = bool(task.env_spec and task.env_spec.status == "env_ok")
+    verdict = task.validation.verdict if task.validation else "pending"
+    return int(built), int(verdict == "accepted"), int(verdict != "pending")
+
+
+def _conflict(instance_id: str, first: Path, second: Path, what: str) -> InputError:
+    return InputError(f"task {instance_id} is in {first} and in {second} as {what}",
+                      hint="choose the folder to use with --from")

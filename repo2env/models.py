@@ -70,6 +70,9 @@ class EnvSpec(_Schema):
     pushed_image: str | None = Field(
         None, description="Where 'repo2env publish --push-images' pushed the task image: REGISTRY/NAME@sha256:DIGEST "
                           "(pullable anywhere that reaches the registry; 'repo2env pull' uses it).")
+    snapshot_commit: str | None = Field(
+        None, description="The commit of /testbed in the task image (a one-commit snapshot of base_commit's "
+                          "files): what the agent's diff is taken against, by the sandboxes and Harbor tasks alike.")
     rung: str | None = Field(None, description="Which retry rung of the install ladder succeeded.")
     env_image: str | None = Field(None, description="The shared env image (dependencies) under the task image.")
     deps_fingerprint: str | None = Field(None, description="Hash of the dependency-defining files at the commit.")
@@ -86,11 +89,19 @@ class EnvSpec(_Schema):
     log_path: str | None = Field(None, description="Build log of the last attempt.")
     dockerfiles: dict[str, str] = Field(default_factory=dict, description="The Dockerfile of each layer as built "
                                         "(base: its tag; env; task), published with the dataset.")
+    pytest_version: str | None = Field(None, description="The pytest the task image runs (read by the build): "
+                                       "derivation and grading leave out the options an older pytest lacks.")
+
+    @property
+    def runnable_image(self) -> str | None:
+        """The image a harness runs the task in: the pushed reference (registry, name and digest,
+        pinned) when the image was pushed, else the local tag ``repo2env build`` made."""
+        return self.pushed_image or self.image
 
     @field_validator("python")
     @classmethod
     def _python_is_x_y(cls, value: str) -> str:
-        if not re.fullmatch(r"3\.\d{1,2}", value):
+        if not re.fullmatch(r"[23]\.\d{1,2}", value):
             raise ValueError(f"python must look like '3.11', got {value!r}")
         return value
 
@@ -139,6 +150,9 @@ class GradeResult(_Schema):
     log_dir: str | None = None
     duration_s: float = 0.0
     tests_duration_s: float = Field(0.0, description="Wall time of the grading script in the sandbox (tests included).")
+    stopped_early: bool = Field(False, description="Only FAIL_TO_PASS ran (Grader.grade's stop_early): their outcomes "
+                                "decided the reward, so PASS_TO_PASS did not run: `tests` holds F2P tests only, "
+                                "and p2p_rate is not measured.")
 
 
 RolloutKind = Literal["gold", "null", "partial", "near_miss", "stub", "policy"]
@@ -278,6 +292,10 @@ class ValidationReport(_Schema):
         "gradings with a wide margin (a run cut short earns nothing); None: the grader's default.")
     wall_s: float = 0.0
     tests_s: float = Field(0.0, description="Time inside test runs (derivation and gradings).")
+    phases: dict[str, float] = Field(default_factory=dict, description="Wall seconds by phase: derive, then each "
+                                     "rollout kind's gradings (gold, null, partial, near_miss, stub, policy).")
+    one_run_s: float | None = Field(None, description="One run of the task's tests in a started sandbox (the median "
+                                    "of derivation's runs after the fix): the unit validation's cost is measured in.")
     error: str | None = None
 
     @model_validator(mode="before")
@@ -430,7 +448,10 @@ class Task(_Schema):
         return self.env_spec.test_cmd if self.env_spec and self.env_spec.test_cmd else DEFAULT_TEST_CMD
 
     def to_swebench_row(self, *, json_lists: bool = False) -> dict[str, Any]:
-        """The SWE-bench instance fields only; F2P/P2P as JSON strings when ``json_lists``."""
+        """The SWE-bench instance fields, and the image a SWE-bench-style harness runs the task in
+        (:attr:`EnvSpec.runnable_image`; None before the build) under both names such harnesses
+        read, ``image_name`` and ``docker_image``; F2P/P2P as JSON strings when ``json_lists``."""
+        image = self.env_spec.runnable_image if self.env_spec else None
         row: dict[str, Any] = {
             "repo": self.repo,
             "instance_id": self.instance_id,
@@ -444,6 +465,8 @@ class Task(_Schema):
             "environment_setup_commit": self.environment_setup_commit or self.base_commit,
             "FAIL_TO_PASS": list(self.FAIL_TO_PASS),
             "PASS_TO_PASS": list(self.PASS_TO_PASS),
+            "image_name": image,
+            "docker_image": image,
         }
         if json_lists:
             row["FAIL_TO_PASS"] = json.dumps(row["FAIL_TO_PASS"])

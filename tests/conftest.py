@@ -1,8 +1,16 @@
-"""Shared fixtures: a Docker engine with the base image (for tests marked ``docker``)."""
+"""Shared fixtures: a Docker engine with the base image (for tests marked ``docker``), the demo built and
+validated once per session, a local image registry."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -245,22 +253,18 @@ def installed_wheel(tmp_path_factory):
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
                             str(root), str(project)], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
-    wheel = next(root.glob("repo2env-*.whl"))
+    wheel = next(root.glob("repo2env_rl-*.whl"))
     unpacked = root / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
     return set(zipfile.ZipFile(wheel).namelist()), unpacked
 
 
-@pytest.fixture
-def local_registry(tmp_path):
-    """A registry (plain HTTP on 127.0.0.1, which dockerd trusts without insecure-registries, and
-    the podman backend reaches without TLS): its address."""
-    import shutil
-    import socket
-    import subprocess
-    import time
-    import urllib.request
-
+@contextlib.contextmanager
+def running_registry(folder: Path) -> Iterator[str]:
+    """A registry (the distribution registry's binary, Debian's docker-registry) serving plain HTTP
+    on 127.0.0.1, which dockerd trusts without insecure-registries and the podman backend reaches
+    without TLS, storing under ``folder``; yields its address (host:port). Skips (fails in CI) where
+    the binary is missing: ``make registry``."""
     binary = shutil.which("docker-registry") or shutil.which("registry")
     if binary is None:
         message = "no registry binary: 'apt-get install docker-registry' (make registry)"
@@ -270,8 +274,8 @@ def local_registry(tmp_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    config = tmp_path / "registry.yml"
-    config.write_text(f"version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'store'}\n"
+    config = folder / "registry.yml"
+    config.write_text(f"version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'store'}\n"
                       f"http:\n  addr: 127.0.0.1:{port}\n")
     server = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     address = f"127.0.0.1:{port}"
@@ -288,3 +292,31 @@ def local_registry(tmp_path):
     finally:
         server.terminate()
         server.wait(10)
+
+
+@pytest.fixture
+def local_registry(tmp_path):
+    """A registry of the test's own (see :func:`running_registry`): its address."""
+    with running_registry(tmp_path) as address:
+        yield address
+
+
+@pytest.fixture(scope="session")
+def session_registry(tmp_path_factory):
+    """One local registry for the session (see :func:`running_registry`)."""
+    with running_registry(tmp_path_factory.mktemp("registry")) as address:
+        yield address
+
+
+@pytest.fixture(scope="session")
+def published_demo(validated, tmp_path_factory):
+    """The validated demo published to a folder once a session (rows, Harbor task folders, card,
+    manifest): (folder, {instance_id: row}), rows in dataset order. Read-only."""
+    from repo2env.envs.catalog import TaskCatalog
+    from repo2env.publish.dataset import PublishOptions, publish_to_folder
+
+    folder, _ = validated
+    target = tmp_path_factory.mktemp("published") / "demo-envs"
+    publish_to_folder([folder], target, PublishOptions(name="demo-envs"))
+    catalog = TaskCatalog.from_published(target)
+    return target, {task_id: catalog.row(task_id) for task_id in catalog.task_ids}

@@ -21,11 +21,16 @@ from repo2env.runtime.snapshot import GitRepoFiles
 pytestmark = pytest.mark.docker
 
 
-def test_every_demo_task_builds_and_they_share_one_env_image(built_demo):
+def test_every_demo_task_builds_and_they_share_one_env_image(built_demo, docker_client):
+    from repo2env.pipeline.stages import available_bases
+
     _, tasks = built_demo
     specs = [task.env_spec for task in tasks.values()]
     assert all(spec.status == "env_ok" and spec.image and spec.image_digest for spec in specs)
-    assert {spec.python for spec in specs} == {"3.11"}
+    # January 2024, requires-python >= 3.9: the newest Python of its time that the build may use
+    # here (3.12 where its base image exists or a local CPython can make one; else Debian's 3.11).
+    bases = available_bases(DockerBackend(docker_client))
+    assert {spec.python for spec in specs} == {"3.12" if "py3.12" in bases else "3.11"}
     assert len({spec.env_image for spec in specs}) == 1, "same dependencies, same month: one env image"
     assert all(spec.rung == "inferred" for spec in specs)
 
@@ -71,6 +76,28 @@ def test_diff_keeps_bytes_that_are_not_utf8(built_demo, docker_client):
         sandbox.exec("printf 'cr\\350me br\\373l\\351e\\n' > menu.txt", workdir="/testbed")
         patch = sandbox.diff().encode("utf-8", errors="surrogateescape")
     assert b"+cr\xe8me br\xfbl\xe9e\n" in patch, "the agent's Latin-1 line reaches the grader byte for byte"
+
+
+def test_task_images_hold_no_build_setting_and_git_trusts_testbed_for_root(built_demo, docker_client):
+    """A harness runs a task image as it is, often as root: git works in /testbed for every user, and
+    what the build needed to reach the index (the host's CA paths, index URLs) was a build argument,
+    not the image's environment."""
+    from repo2env.runtime.bootstrap import BASE_FORMAT, base_image_tag
+    from repo2env.runtime.package_access import PackageAccess
+
+    _, tasks = built_demo
+    task = next(iter(tasks.values()))
+    status = docker_client.containers.run(task.env_spec.image, ["git", "-C", "/testbed", "status", "--porcelain"],
+                                          user="root", remove=True, network_disabled=True)
+    assert status == b"", "root's git reads the snapshot, clean"
+    base = docker_client.images.get(base_image_tag(task.env_spec.python))
+    if base.labels.get("repo2env.base_format") != BASE_FORMAT:
+        pytest.skip(f"{base_image_tag(task.env_spec.python)} predates base format {BASE_FORMAT} (it bakes the CA "
+                    "variables in): 'repo2env runtime bootstrap --force' rebuilds it")
+    settings = PackageAccess(ca_bundle=Path("/ca.crt"), index_url="https://index", extra_index_url="https://extra",
+                             trusted_host="index").container_env()
+    environment = dict(item.split("=", 1) for item in docker_client.images.get(task.env_spec.image).attrs["Config"]["Env"])
+    assert not set(environment) & set(settings), environment
 
 
 def test_rebuild_reuses_every_image(built_demo, docker_client):
@@ -288,6 +315,118 @@ def test_a_collection_hang_gets_a_warmup_and_a_changed_override_rebuilds(docker_
     spec = read_tasks(folder / "tasks.jsonl")[0].env_spec
     assert (spec.rung, spec.warmup, spec.needs_network) == ("inferred", override.warmup, True)
     assert build_tasks_dir(folder, runtime=runtime, options=with_override).reused == 1
+
+
+@pytest.mark.slow
+def test_a_2016_commit_builds_on_its_own_python_with_its_date_pin_and_validates(docker_client, tmp_path):
+    """A project of May 2016 tested on 2.7 and 3.4-3.5: it gets 3.6 (made from a local CPython when
+    no image exists), its dependencies as of June 2016 on the first rung (pytest 2.9 then, which has
+    no --rootdir or -o), its own code editable through pip's legacy install, and validation derives
+    its tests and grades them on that pytest; the empty patch stops after its FAIL_TO_PASS tests."""
+    from conftest import quick_policy
+
+    from repo2env.validate.run import validate_task
+
+    repo = tmp_path / "oldlib"
+    dated = {"GIT_AUTHOR_DATE": "2016-05-10T10:00:00Z", "GIT_COMMITTER_DATE": "2016-05-10T10:00:00Z"}
+
+    def commit(files: dict[str, str], message: str) -> str:
+        for name, content in files.items():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            (repo / name).write_text(textwrap.dedent(content))
+        env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+               "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", **dated}
+        for args in (["add", "-A"], ["commit", "-qm", message]):
+            subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+        return _git(repo, "rev-parse", "HEAD").strip()
+
+    _git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    base = commit({
+        "setup.py": """
+            from setuptools import setup
+            setup(name="oldlib", version="1.0", packages=["oldlib"],
+                  classifiers=["Programming Language :: Python :: 2.7", "Programming Language :: Python :: 3.5"])
+        """,
+        "tox.ini": "[tox]\nenvlist = py27,py34,py35\n[testenv]\ndeps = pytest\ncommands = py.test\n",
+        "oldlib/__init__.py": "def answer():\n    return 41\n\n\ndef name():\n    return 'oldlib'\n",
+        "tests/test_oldlib.py": "from oldlib import name\n\n\ndef test_name():\n    assert name() == 'oldlib'\n",
+    }, "base")
+    fixed = commit({
+        "oldlib/__init__.py": "def answer():\n    return 42\n\n\ndef name():\n    return 'oldlib'\n",
+        "tests/test_answer.py": "from oldlib import answer\n\n\ndef test_answer():\n    assert answer() == 42\n",
+        "tests/test_oldlib.py": ("from oldlib import answer, name\n\n\ndef test_name():\n    assert name() == 'oldlib'\n"
+                                 "\n\ndef test_answer_is_above_41():\n    assert answer() > 41\n"),
+    }, "fix")
+    task = Task(instance_id="acme__oldlib-7", repo="acme/oldlib", pull_number=7, base_commit=base,
+                patch=_git(repo, "diff", base, fixed, "--", "oldlib"), test_patch=_git(repo, "diff", base, fixed, "--", "tests"),
+                problem_statement="answer() should be 42", created_at="2016-05-10T10:00:00Z")
+    folder = tmp_path / "tasks"
+    write_jsonl(folder / "tasks.jsonl", [task])
+    (folder / "source.json").write_text(f'{{"repo": "acme/oldlib", "clone_path": "{repo}", "source": "test"}}')
+    runtime = DockerBackend(docker_client)
+    summary = build_tasks_dir(folder, runtime=runtime, options=BuildOptions())
+    built = read_tasks(folder / "tasks.jsonl")[0]
+    spec = built.env_spec
+    assert summary.ok == 1, spec.error
+    assert (spec.python, spec.rung, spec.date_pin) == ("3.6", "inferred", "2016-06-01"), spec.python_reason
+    assert spec.pytest_version.startswith("2."), spec.pytest_version
+    with runtime.start(built) as sandbox:
+        assert sandbox.exec("python --version").output.startswith("Python 3.6")
+        where = sandbox.exec("python -c 'import oldlib; print(oldlib.__file__)'", workdir="/tmp").output.strip()
+        assert where == "/testbed/oldlib/__init__.py", "the project's own code, editable"
+
+    validated, record = validate_task(built, runtime, quick_policy(), logs_dir=tmp_path / "validate")
+    assert record.verdict == "accepted", (record.reasons, record.error)
+    assert set(validated.FAIL_TO_PASS) == {"tests/test_answer.py::test_answer", "tests/test_oldlib.py::test_answer_is_above_41"}
+    assert validated.PASS_TO_PASS == ["tests/test_oldlib.py::test_name"]
+    null = next(rollout for rollout in validated.validation.rollouts if rollout.kind == "null")
+    assert null.grade.stopped_early and set(null.grade.tests) == set(validated.FAIL_TO_PASS)
+    assert record.one_run_s and set(record.phases) >= {"derive", "gold", "variants"}
+
+
+def test_a_collection_that_waits_on_a_silent_host_stops_soon_and_names_it(docker_client, tmp_path):
+    """Test collection that waits on a host that accepts and never answers (here, one the conftest
+    starts itself, so that it exists in the network-less sandbox too) makes no progress: the
+    collection check stops after the idle limit, not its timeout; the warm-up with network waits the
+    same way and is stopped too; the ladder ends there, and the reason names the host."""
+    from repo2env.languages.python.spec.overrides import EnvOverride
+
+    repo = tmp_path / "silentlib"
+    _git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    base = _commit(repo, {
+        "pyproject.toml": '[project]\nname = "silentlib"\nversion = "1.0"\nrequires-python = ">=3.9"\n',
+        "silentlib/__init__.py": "",
+        "tests/conftest.py": """
+            import socket
+            import threading
+
+            # A server that takes the connection and never says a word, as a stuck data host does.
+            server = socket.socket()
+            server.bind(("127.0.0.1", 0))
+            server.listen(1)
+            held = []
+            threading.Thread(target=lambda: held.append(server.accept()), daemon=True).start()
+            socket.create_connection(("localhost", server.getsockname()[1])).recv(1)
+        """,
+        "tests/test_one.py": "def test_one():\n    assert True\n",
+    }, "silent")
+    task = Task(instance_id="acme__silentlib-1", repo="acme/silentlib", pull_number=1, base_commit=base, patch="",
+                test_patch="diff --git a/tests/test_one.py b/tests/test_one.py\n", problem_statement="x",
+                created_at="2021-05-03T10:00:00Z")
+    folder = tmp_path / "tasks"
+    write_jsonl(folder / "tasks.jsonl", [task])
+    (folder / "source.json").write_text(f'{{"repo": "acme/silentlib", "clone_path": "{repo}", "source": "test"}}')
+    override = EnvOverride(python="3.11", date_pin=False)  # one install rung
+    began = time.monotonic()
+    summary = build_tasks_dir(folder, runtime=DockerBackend(docker_client), options=BuildOptions(
+        overrides={"acme/silentlib": override}, collect_timeout_s=600, stall_idle_s=8))
+    spec = read_tasks(folder / "tasks.jsonl")[0].env_spec
+    assert summary.failed == 1 and spec.status == "env_failed"
+    assert spec.error.startswith("inferred+warmup: the warm-up stalled: stalled after 8 s"), spec.error
+    assert "waiting on localhost:" in spec.error and "connected, nothing arriving" in spec.error
+    logs = folder / "logs" / "build"
+    assert "stalled after 8 s" in (logs / "acme__silentlib-1-inferred.collect.log").read_text(), "the check stalled first"
+    assert time.monotonic() - began < 400, "neither the warm-up's 900 s nor the check's 600 s were waited out"
 
 
 def test_tests_that_collect_but_cannot_run_fail_the_rung(docker_client, tmp_path):

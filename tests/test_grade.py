@@ -31,6 +31,25 @@ def test_gold_null_and_partial_fixes(graded_demo, grader, demo_repo):
             assert {test for test, status in result.tests.items() if status == "passed"} >= set(partial.passes)
 
 
+def test_stop_early_grades_fail_to_pass_first_and_otherwise_changes_nothing(graded_demo, grader, demo_repo):
+    pull = next(p for p in demo_repo.pulls if p.partial_fixes and p.pass_to_pass)
+    task = graded_demo[pull.number]
+    empty = grader.grade(task, "", stop_early=True, run_name="early-empty")
+    assert empty.stopped_early and empty.reward == 0.0 and empty.error is None and not empty.tampered
+    assert set(empty.tests) == set(task.FAIL_TO_PASS), "PASS_TO_PASS does not run once F2P decided the reward"
+    # The early grading is a grading like any other: its own canaries, cross-checked.
+    canaries = json.loads((Path(empty.log_dir) / "canaries.json").read_text())
+    assert canaries["must_fail"] and canaries["must_pass"]
+    assert Path(empty.log_dir).name == "early-empty-f2p"
+    assert json.loads((Path(empty.log_dir) / "result.json").read_text())["stopped_early"] is True
+    for patch in (task.patch, pull.partial_fixes[0].patch):
+        early = grader.grade(task, patch, stop_early=True)
+        full = grader.grade(task, patch)
+        assert not early.stopped_early, "an F2P test passed: the patch is graded in full"
+        assert (early.reward, early.resolved, early.tests) == (full.reward, full.resolved, full.tests)
+    assert grader.grade(task, pull.partial_fixes[0].patch, mode="binary", stop_early=True).stopped_early
+
+
 def test_modes_and_rescoring_from_logs(graded_demo, grader, demo_repo):
     pull = next(p for p in demo_repo.pulls if p.partial_fixes)
     task = graded_demo[pull.number]

@@ -1,11 +1,18 @@
-"""Harbor task folders: in the published tree (manifest included), from `repo2env export harbor`,
-and run as Harbor runs them: the task's environment/Dockerfile built, solution/ uploaded to /solution
-and solve.sh run, tests/ uploaded to /tests and test.sh run as root with /logs/verifier mounted."""
+"""Harbor task folders: in the published tree (manifest included), from `repo2env export harbor`, and
+run by Harbor itself.
+
+Two levels: a trial as Harbor runs it on Docker, rebuilt here with the docker SDK (the agent's
+container, the collection step writing the agent's diff, a pristine container for the verifier
+with the diff and tests/ uploaded, test.sh as root), which needs no Harbor; and the real `harbor`
+CLI (PyPI, in its own Python >= 3.12 virtualenv, tests/client_venvs.py) linting the exported demo
+and running its oracle, nop and a root agent (tests/harbor_agents.py) on one of its tasks."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -16,12 +23,15 @@ import pytest
 
 from repo2env.jsonl import write_jsonl
 from repo2env.publish.dataset import PublishOptions, publish_to_folder, verify_manifest
-from repo2env.publish.harbor import harbor_writer, write_task_folders
+from repo2env.publish.harbor import AGENT_DIFF_ARTIFACT, write_task_folders
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from client_venvs import client_venv, unavailable  # noqa: E402 - tests/ helpers
 from test_publish import validated_task  # noqa: E402 - the publish tests' task rows
 
 PACKAGE = Path(__file__).resolve().parents[1] / "repo2env"
+TESTS = Path(__file__).resolve().parent
+HARBOR_REQUIREMENT = "harbor==0.26.0"
 
 
 @pytest.fixture
@@ -33,14 +43,20 @@ def tasks_folder(tmp_path):
 
 
 def test_published_tree_holds_a_harbor_folder_per_task_under_the_manifest(tasks_folder, tmp_path):
-    summary = publish_to_folder([tasks_folder], tmp_path / "ds", PublishOptions(name="acme/envs"),
-                                extra_writers=[harbor_writer("acme/envs")])
+    summary = publish_to_folder([tasks_folder], tmp_path / "ds", PublishOptions(name="acme/envs"))
     assert summary.harbor_tasks == 2
     folder = tmp_path / "ds" / "tasks" / "acme__widgets-4"
     config = tomllib.loads((folder / "task.toml").read_text())
+    assert config["schema_version"] == "1.4" and "version" not in config
     assert config["task"]["name"] == "acme/acme__widgets-4"
     assert config["environment"]["docker_image"] == "repo2env/task:acme__widgets-4"
+    assert config["environment"]["network_mode"] == "no-network" and "allow_internet" not in config["environment"]
     assert config["verifier"]["timeout_sec"] > 900 and config["environment"]["workdir"] == "/testbed"
+    # The verifier has its own container; the agent's diff is the artifact carried there.
+    assert config["verifier"]["environment_mode"] == "separate" and config["verifier"]["user"] == "root"
+    assert config["agent"]["user"] == "agent" and config["artifacts"] == [AGENT_DIFF_ARTIFACT]
+    [collect] = config["verifier"]["collect"]
+    assert collect["user"] == "agent" and collect["command"].endswith(AGENT_DIFF_ARTIFACT)
     assert "Widget 4 breaks when empty" in (folder / "instruction.md").read_text()
     assert (folder / "environment" / "Dockerfile").read_text().splitlines()[2] == "FROM repo2env/task:acme__widgets-4"
     assert (folder / "solution" / "gold.diff").read_text() == "diff --git a/w.py b/w.py\n"
@@ -56,7 +72,7 @@ def test_published_tree_holds_a_harbor_folder_per_task_under_the_manifest(tasks_
 
     row = next(row for row in read_tasks(tasks_folder / "tasks.jsonl") if row.instance_id == "acme__widgets-4")
     assert GradingSpec.model_validate_json((folder / "tests" / "spec.json").read_text()) == grading_spec(row)
-    assert settings["protected_pattern"] and len(task["canaries"]) == 3
+    assert settings["protected_pattern"] and len(task["canaries"]) == 3 and task["agent_diff"] == AGENT_DIFF_ARTIFACT
     assert set(task["run_ids"]) == {"tests/t.py::test_empty[a::b]", "tests/t.py::test_full",
                                     *(canary["test_id"] for canary in task["canaries"])}
     manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
@@ -66,22 +82,61 @@ def test_published_tree_holds_a_harbor_folder_per_task_under_the_manifest(tasks_
     assert verify_manifest(tmp_path / "ds") == ["tasks/acme__widgets-4/tests/grade.sh: sha256 differs"]
 
 
-def test_cli_export_harbor_and_publish_write_the_folders(tasks_folder, tmp_path):
+def _tree(root: Path) -> dict[str, str]:
+    """A Harbor export's files and their text, with what differs on every write (each folder's
+    random canaries, plugin and scratch paths) left out: the files that must be the same."""
+    varying = {"tests/grade.json", "tests/task.json", "tests/canaries.json"}
+    return {path.relative_to(root).as_posix(): path.read_text() for path in sorted(root.rglob("*"))
+            if path.is_file() and path.relative_to(root).as_posix().split("/", 1)[1] not in varying
+            and "/tests/plugin/" not in path.as_posix()}
+
+
+def test_cli_export_harbor_and_publish_write_the_same_folders(tasks_folder, tmp_path):
     def run(*args):
         return subprocess.run([sys.executable, "-m", "repo2env", *args], capture_output=True, text=True,
                               cwd=tmp_path, timeout=120)
 
-    done = run("export", "harbor", str(tmp_path / "harbor"), "--from", str(tasks_folder))
+    done = run("export", "harbor", str(tmp_path / "harbor"), "--from", str(tasks_folder), "--name", "acme/envs")
     assert done.returncode == 0, done.stderr
     assert sorted(path.name for path in (tmp_path / "harbor").iterdir()) == ["acme__widgets-2", "acme__widgets-4"]
     again = run("export", "harbor", str(tmp_path / "harbor"), "--from", str(tasks_folder))
     assert again.returncode == 1 and "exists and is not empty" in again.stderr and "Traceback" not in again.stderr
-    everything = run("export", "harbor", str(tmp_path / "harbor"), "--from", str(tasks_folder), "--include-rejected",
-                     "--overwrite")
-    assert everything.returncode == 0 and len(list((tmp_path / "harbor").iterdir())) == 3
-    published = run("publish", "--from", str(tasks_folder), "--to", str(tmp_path / "ds"), "--json")
+    published = run("publish", "--from", str(tasks_folder), "--to", str(tmp_path / "ds"), "--name", "acme/envs", "--json")
     assert published.returncode == 0, published.stderr
-    assert json.loads(published.stdout)["harbor_tasks"] == 2 and (tmp_path / "ds" / "tasks" / "acme__widgets-2").is_dir()
+    assert json.loads(published.stdout)["harbor_tasks"] == 2
+    assert _tree(tmp_path / "ds" / "tasks") == _tree(tmp_path / "harbor")
+    everything = run("export", "harbor", str(tmp_path / "harbor"), "--from", str(tasks_folder), "--include-rejected",
+                     "--network", "public", "--overwrite")
+    assert everything.returncode == 0 and len(list((tmp_path / "harbor").iterdir())) == 3
+    config = tomllib.loads((tmp_path / "harbor" / "acme__widgets-6" / "task.toml").read_text())
+    assert config["environment"]["network_mode"] == "public"
+    refused = run("export", "harbor", str(tmp_path / "other"), "--from", str(tasks_folder), "--network", "bridge")
+    assert refused.returncode == 2 and "bridge" in refused.stderr and not (tmp_path / "other").exists()
+
+
+def test_the_same_task_in_two_folders_is_exported_once_and_a_different_one_is_refused(tasks_folder, tmp_path):
+    copy = tmp_path / "pipeline" / "acme__widgets"
+    copy.mkdir(parents=True)
+    shutil.copy(tasks_folder / "tasks.jsonl", copy / "tasks.jsonl")
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "repo2env", *args], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120)
+
+    # --from a folder without tasks.jsonl finds the task folders below it, as `validate ROOT` does.
+    done = run("export", "harbor", str(tmp_path / "harbor"), "--from", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("2 Harbor tasks") and len(list((tmp_path / "harbor").iterdir())) == 2
+    rows = tmp_path / "rows.jsonl"
+    done = run("export", "swebench", str(rows), "--from", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert sorted(json.loads(line)["instance_id"] for line in rows.read_text().splitlines()) == [
+        "acme__widgets-2", "acme__widgets-4"]
+    write_jsonl(copy / "tasks.jsonl", [validated_task(4, "2024-06-01T10:00:00Z").model_copy(
+        update={"patch": "diff --git a/x.py b/x.py\n"})])
+    refused = run("export", "swebench", str(tmp_path / "again.jsonl"), "--from", str(tmp_path))
+    assert refused.returncode == 1 and "acme__widgets-4 is in" in refused.stderr and "--from" in refused.stderr
+    assert "Traceback" not in refused.stderr and not (tmp_path / "again.jsonl").exists()
 
 
 def _tar(folder: Path, name: str) -> bytes:
@@ -91,26 +146,58 @@ def _tar(folder: Path, name: str) -> bytes:
     return archive.getvalue()
 
 
+def _file_tar(name: str, payload: bytes) -> bytes:
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(payload)
+        tar.addfile(info, io.BytesIO(payload))
+    return archive.getvalue()
+
+
 def harbor_trial(client, image: str, task_dir: Path, logs: Path, *, solve: bool, agent_command: str | None = None):
-    """One trial as Harbor runs it on Docker: the agent's phase (here the oracle's solve.sh, or a
-    command), then tests/ uploaded to /tests and ``bash /tests/test.sh`` as root; returns what the
-    verifier wrote to /logs/verifier."""
+    """One trial as Harbor runs a task with a separate verifier on Docker: the agent's phase in one
+    container (the oracle's solve.sh as the task's agent user, or a command as root), the collection
+    step of task.toml there, then a pristine container of the same image with the artifact and tests/
+    uploaded and ``bash /tests/test.sh`` run as root; returns what the verifier wrote to /logs/verifier."""
+    import docker.errors
+
+    config = tomllib.loads((task_dir / "task.toml").read_text())
+    [collect] = config["verifier"]["collect"]
     logs.mkdir(parents=True)
-    container = client.containers.run(image, ["sleep", "infinity"], detach=True, user="root", network_disabled=True,
-                                      volumes={str(logs): {"bind": "/logs/verifier", "mode": "rw"}})
+    agent = client.containers.run(image, ["sleep", "infinity"], detach=True, user="root", network_disabled=True)
     try:
         if solve:
-            container.put_archive("/", _tar(task_dir / "solution", "solution"))
-            exit_code, output = container.exec_run(["bash", "/solution/solve.sh"], workdir="/testbed")
+            agent.put_archive("/", _tar(task_dir / "solution", "solution"))
+            exit_code, output = agent.exec_run(["bash", "/solution/solve.sh"], workdir="/testbed",
+                                               user=config["agent"]["user"])
             assert exit_code == 0, output.decode()
         if agent_command:
-            exit_code, output = container.exec_run(["bash", "-c", agent_command], workdir="/testbed")
+            exit_code, output = agent.exec_run(["bash", "-c", agent_command], workdir="/testbed", user="root")
             assert exit_code == 0, output.decode()
-        container.put_archive("/", _tar(task_dir / "tests", "tests"))
-        exit_code, output = container.exec_run(["bash", "/tests/test.sh"], workdir="/testbed", user="root")
+        # Harbor runs the collection best-effort and carries over whatever artifact exists.
+        agent.exec_run(["bash", "-c", collect["command"]], user=collect["user"])
+        try:
+            chunks, _ = agent.get_archive(AGENT_DIFF_ARTIFACT)
+            with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
+                agent_diff = tar.extractfile(Path(AGENT_DIFF_ARTIFACT).name).read()
+        except docker.errors.NotFound:
+            agent_diff = None
+    finally:
+        agent.remove(force=True)
+    verifier = client.containers.run(image, ["sleep", "infinity"], detach=True, user="root", network_disabled=True,
+                                     volumes={str(logs): {"bind": "/logs/verifier", "mode": "rw"}})
+    try:
+        if agent_diff is not None:
+            verifier.exec_run(["mkdir", "-p", str(Path(AGENT_DIFF_ARTIFACT).parent)], user="root")
+            verifier.put_archive(str(Path(AGENT_DIFF_ARTIFACT).parent),
+                                 _file_tar(Path(AGENT_DIFF_ARTIFACT).name, agent_diff))
+        verifier.put_archive("/", _tar(task_dir / "tests", "tests"))
+        exit_code, output = verifier.exec_run(["bash", "/tests/test.sh"], workdir="/testbed",
+                                              user=config["verifier"]["user"])
         assert exit_code == 0, output.decode()
     finally:
-        container.remove(force=True)
+        verifier.remove(force=True)
     return ((logs / "reward.txt").read_text().strip(), json.loads((logs / "reward.json").read_text()),
             json.loads((logs / "grading.json").read_text()))
 
@@ -136,8 +223,8 @@ def test_harbor_verifier_scores_the_gold_solution_1_and_nothing_0(graded_demo, d
         assert reward == "0.0" and parts["f2p_rate"] == 0.0 and parts["p2p_rate"] == 1.0, grading
         assert grading["error"] is None and not grading["tampered"], "the tests ran and failed"
 
-        # The agent (root, as Harbor runs it) rewrites the hidden tests' module and adds a conftest that
-        # passes everything: the verifier's path rules revert both, and the tests score the code as it is.
+        # The agent (root here) rewrites the hidden tests' module and adds a conftest that passes
+        # everything: the verifier's path rules revert both, and the tests score the code as it is.
         test_file = task.FAIL_TO_PASS[0].split("::", 1)[0]
         forge = (f"echo 'def test_nothing(): pass' > {test_file} && mkdir -p tests && printf '%s\\n' "
                  "'import pytest' '@pytest.hookimpl(hookwrapper=True)' 'def pytest_runtest_call(item):' "
@@ -145,6 +232,11 @@ def test_harbor_verifier_scores_the_gold_solution_1_and_nothing_0(graded_demo, d
         reward, parts, grading = harbor_trial(docker_client, tag, task_dir, tmp_path / "forged", solve=False,
                                               agent_command=forge)
         assert reward == "0.0" and parts["f2p_rate"] == 0.0 and grading["error"] is None, grading
+
+        # No diff arrives (the collection failed, or the agent removed it): 0, said why, no tests run.
+        reward, parts, grading = harbor_trial(docker_client, tag, task_dir, tmp_path / "lost", solve=True,
+                                              agent_command="rm -rf /testbed/.git")
+        assert reward == "0.0" and "not collected" in grading["error"] and grading["pytest_exit"] is None, grading
     finally:
         docker_client.images.remove(tag, force=True)
 
@@ -165,3 +257,99 @@ def test_the_verifier_imports_under_the_oldest_system_python(docker_client):
                                           volumes={str(PACKAGE): {"bind": "/pkg/repo2env", "mode": "ro"}},
                                           remove=True, network_disabled=True)
     assert output.decode().strip() == "(3, 9) 0.0"
+
+
+# --- the real Harbor CLI ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def harbor():
+    """The ``harbor`` command (PyPI, pinned), in its own virtualenv of a Python >= 3.12; its docker
+    environment needs Docker Compose v2 (``make compose`` fetches it)."""
+    binary = client_venv("harbor", [HARBOR_REQUIREMENT], minimum_python=(3, 12)) / "harbor"
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode != 0:
+        unavailable("Harbor's docker environment needs Docker Compose v2 ('docker compose'): run 'make compose'")
+    return binary
+
+
+def run_harbor(harbor: Path, *args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    # LiteLLM (imported by harbor) would try to fetch its model price list from GitHub at start-up.
+    environment = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(TESTS)}
+    return subprocess.run([str(harbor), *args], capture_output=True, text=True, cwd=cwd, timeout=timeout,
+                          env=environment)
+
+
+@pytest.fixture(scope="session")
+def harbor_export(validated, session_registry, tmp_path_factory):
+    """The validated demo exported as a user would for Harbor on this machine: images pushed to a
+    registry (pinned by digest), network policy public (Harbor's no-network sidecar needs Docker Hub)."""
+    folder, _ = validated
+    out = tmp_path_factory.mktemp("harbor-export") / "tasks"
+    done = subprocess.run([sys.executable, "-m", "repo2env", "export", "harbor", str(out), "--from", str(folder),
+                           "--name", "repo2env/demo", "--network", "public", "--push-images", f"{session_registry}/demo"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_harbor_lint_finds_nothing_in_the_exported_demo(harbor, harbor_export):
+    tasks = sorted(str(path) for path in harbor_export.iterdir())
+    assert tasks
+    linted = run_harbor(harbor, "lint", "--select", "ALL", "--json", *tasks, cwd=harbor_export)
+    assert linted.returncode == 0 and json.loads(linted.stdout) == [], linted.stdout + linted.stderr
+    config = tomllib.loads((harbor_export / Path(tasks[0]).name / "task.toml").read_text())
+    assert "@sha256:" in config["environment"]["docker_image"]
+
+
+def _job(harbor: Path, name: str, task_dir: Path, agents: list[dict], jobs: Path, *,
+         overlays: list[Path] = ()) -> dict[str, dict]:
+    """Run one Harbor job (every agent on ``task_dir``, with Compose ``overlays`` on the agent's
+    container); each agent's rewards, by its name."""
+    jobs.mkdir(parents=True, exist_ok=True)
+    config = jobs / f"{name}.json"
+    config.write_text(json.dumps({"job_name": name, "jobs_dir": str(jobs), "n_concurrent_trials": 3, "quiet": True,
+                                  "agents": agents, "tasks": [{"path": str(task_dir)}],
+                                  "environment": {"extra_docker_compose": [str(path) for path in overlays]}}))
+    done = run_harbor(harbor, "run", "-c", str(config), "-y", cwd=jobs)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rewards = {}
+    for result in (jobs / name).glob("*/result.json"):
+        trial = json.loads(result.read_text())
+        assert trial["exception_info"] is None, trial["exception_info"]
+        agent = trial["agent_info"]["name"]
+        rewards[agent] = trial["verifier_result"]["rewards"]
+    assert len(rewards) == len(agents), rewards
+    return rewards
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_harbor_runs_the_oracle_to_1_nop_to_0_and_a_root_agent_planting_the_fix_outside_testbed_to_0(
+        harbor, harbor_export, validated, tmp_path):
+    from repo2env.jsonl import read_tasks
+
+    folder, _ = validated
+    task = next(task for task in read_tasks(folder / "tasks.jsonl")
+                if task.validation and task.validation.verdict == "accepted")
+    task_dir = harbor_export / task.instance_id
+    fix = tmp_path / "fix.diff"
+    fix.write_text(task.patch)
+    planted = {"import_path": "harbor_agents:PlantedFixAgent", "kwargs": {"patch_path": str(fix)}}
+    # docs/exports.md's way to keep the agent off the network without Harbor's egress sidecar (Docker Hub).
+    offline = tmp_path / "no-network.yaml"
+    offline.write_text("services:\n  main:\n    network_mode: none\n")
+    rewards = _job(harbor, "separate", task_dir, [{"name": "oracle"}, {"name": "nop"}, planted], tmp_path / "jobs",
+                   overlays=[offline])
+    assert rewards["oracle"] == {"reward": 1.0, "f2p_rate": 1.0, "p2p_rate": 1.0, "resolved": 1.0, "tampered": 0.0}
+    assert rewards["nop"]["reward"] == 0.0 and rewards["nop"]["f2p_rate"] == 0.0 and rewards["nop"]["p2p_rate"] == 1.0
+    assert rewards["repo2env-planted-fix"]["reward"] == 0.0, "what a root agent changes outside /testbed stays behind"
+
+    # The probe is real: the same task with the verifier in the agent's container scores the planted fix.
+    shared = tmp_path / "shared" / task.instance_id
+    shutil.copytree(task_dir, shared)
+    toml = (shared / "task.toml").read_text()
+    (shared / "task.toml").write_text(toml.replace('environment_mode = "separate"', 'environment_mode = "shared"'))
+    rewards = _job(harbor, "shared", shared, [planted], tmp_path / "jobs")
+    assert rewards["repo2env-planted-fix"]["reward"] == 1.0, rewards

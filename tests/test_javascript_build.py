@@ -36,10 +36,11 @@ def _git(path: Path, *args: str, stamp: str = "2023-05-02T10:00:00+00:00") -> st
 
 
 def _repository(path: Path, *, locked: bool) -> Path:
-    """padkit: node --test suites that require ``ms`` from node_modules; one squashed PR (#1)."""
+    """padkit: node --test suites that require ``ms`` from node_modules; one squashed PR (#1).
+    ``engines`` stops below Node 20, so the choice is 18 whichever other Node bases the engine has."""
     path.mkdir()
     _git(path, "init", "-q", "-b", "main")
-    package = {"name": "padkit", "version": "1.0.0", "main": "lib/pad.js", "engines": {"node": ">=18"},
+    package = {"name": "padkit", "version": "1.0.0", "main": "lib/pad.js", "engines": {"node": ">=18 <20"},
                "scripts": {"test": "node --test checks/"}, "devDependencies": {"ms": "2.1.3"}}
     files = {
         "package.json": json.dumps(package, indent=2) + "\n",

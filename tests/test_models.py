@@ -19,12 +19,13 @@ from repo2env.models import (
     Task,
     ValidationReport,
 )
+from repo2env.publish.swebench import task_from_swebench_row
 from repo2env.validate.run import read_records
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 SWEBENCH_FIELDS = {
     "repo", "instance_id", "base_commit", "patch", "test_patch", "problem_statement", "hints_text",
-    "created_at", "version", "environment_setup_commit", "FAIL_TO_PASS", "PASS_TO_PASS",
+    "created_at", "version", "environment_setup_commit", "FAIL_TO_PASS", "PASS_TO_PASS", "image_name", "docker_image",
 }
 
 
@@ -67,9 +68,16 @@ def test_swebench_row_has_swebench_fields_and_json_string_option():
     assert row["environment_setup_commit"] == SHA
     as_strings = task.to_swebench_row(json_lists=True)
     assert json.loads(as_strings["FAIL_TO_PASS"]) == ["tests/t.py::test_empty"]
-    # SWE-bench's on-disk form reads back into a Task.
-    back = Task.from_row({**as_strings, "pull_number": 12})
+    # SWE-bench's on-disk form reads back into a Task (as `repo2env import swebench` reads it).
+    back = task_from_swebench_row(as_strings, where="row")
     assert back.FAIL_TO_PASS == task.FAIL_TO_PASS and back.PASS_TO_PASS == task.PASS_TO_PASS
+    # The image a harness runs it in, under both names harnesses read: none before the build, the
+    # local tag after it, the pinned reference once pushed.
+    assert row["image_name"] is None and row["docker_image"] is None
+    built = task.model_copy(update={"env_spec": task.env_spec.model_copy(update={"image": "repo2env/task:x"})})
+    assert built.to_swebench_row()["image_name"] == built.to_swebench_row()["docker_image"] == "repo2env/task:x"
+    pushed = built.model_copy(update={"env_spec": built.env_spec.model_copy(update={"pushed_image": "r.io/task@sha256:1"})})
+    assert pushed.to_swebench_row()["image_name"] == pushed.to_swebench_row()["docker_image"] == "r.io/task@sha256:1"
 
 
 @pytest.mark.parametrize(

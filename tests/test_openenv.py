@@ -1,10 +1,13 @@
-"""`repo2env serve` and `repo2env export openenv` on the validated demo, driven by OpenEnv's own
-clients against a real server process: a gold episode over the WebSocket earns 1.0, an empty one 0.0,
-mistakes come back as error observations or HTTP errors, OpenEnv's runtime validator passes, the
-exported package's entry module serves the same tasks, and no sandbox outlives the server."""
+"""`repo2env serve` and `repo2env export openenv` on the validated demo, driven by OpenEnv's own clients
+and tools against real server processes: MCPToolClient over the WebSocket (a gold episode earns 1.0,
+an empty one 0.0, refusals and mistakes are tool errors), OpenEnv's generic client and plain HTTP,
+MCP's JSON-RPC at /mcp, `openenv validate` on the running server and on the exported package, the
+package installed from its own uv.lock and serving, its image built with no wheel given, and no
+sandbox (and nothing in the folder the server started in) left behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -17,6 +20,12 @@ import pytest
 
 from repo2env.envs.catalog import TaskCatalog
 from repo2env.errors import InputError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from client_venvs import unavailable  # noqa: E402 - tests/ helpers
+
+BINARY = str(Path(sys.executable).with_name("repo2env"))
+TOOL_NAMES = {"bash", "read_file", "write_file", "str_replace", "run_tests", "submit"}
 
 
 def _require_openenv():
@@ -49,7 +58,7 @@ def test_missing_extra_is_one_line(tmp_path):
     result = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     assert result.stderr.splitlines()[0].startswith("error: OpenEnv support is not installed")
-    assert "pip install 'repo2env[openenv]'" in result.stderr and "Traceback" not in result.stderr
+    assert "pip install 'repo2env-rl[openenv]'" in result.stderr and "Traceback" not in result.stderr
 
 
 def _free_port() -> int:
@@ -58,15 +67,18 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _start(command: list[str], cwd: Path, logs: Path) -> tuple[subprocess.Popen, str]:
+def _start(command: list[str], cwd: Path, environment: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """A server process (``{port}`` in ``command``, and PORT/HOST in its environment, name a free
+    port); returns once /health answers."""
     port = _free_port()
-    env = {**os.environ, "REPO2ENV_ENV_LOGS_DIR": str(logs), "PYTHONUNBUFFERED": "1"}
+    inherited = {name: value for name, value in os.environ.items() if name != "REPO2ENV_ENV_LOGS_DIR"}
+    env = {**inherited, "PYTHONUNBUFFERED": "1", "PORT": str(port), "HOST": "127.0.0.1", **environment}
     process = subprocess.Popen([part.replace("{port}", str(port)) for part in command], cwd=cwd, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     import requests
 
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"the server exited: {process.stdout.read()}")
@@ -76,7 +88,7 @@ def _start(command: list[str], cwd: Path, logs: Path) -> tuple[subprocess.Popen,
         except requests.ConnectionError:
             time.sleep(0.3)
     process.kill()
-    raise AssertionError("the server did not answer /health within 120 s")
+    raise AssertionError("the server did not answer /health within 300 s")
 
 
 def _stop(process: subprocess.Popen, signal_number: int = signal.SIGINT) -> str:
@@ -89,94 +101,99 @@ def _stop(process: subprocess.Popen, signal_number: int = signal.SIGINT) -> str:
     return output
 
 
-def _containers_of(docker_client, images: set[str]) -> set[str]:
-    return {row["Id"] for row in docker_client.api.containers(all=True) if row["Image"] in images}
+def _sandboxes_of(docker_client, process: subprocess.Popen) -> set[str]:
+    """The sandbox containers a server process started (the engine is shared with other work)."""
+    from repo2env.runtime.ownership import OWNER_PID_LABEL
+
+    return {row["Id"] for row in docker_client.api.containers(
+        all=True, filters={"label": [f"{OWNER_PID_LABEL}={process.pid}"]})}
 
 
 @pytest.fixture(scope="module")
-def published(validated, tmp_path_factory):
+def published(published_demo):
     """The validated demo published to a folder: (folder, {instance_id: row})."""
     _require_openenv()
-    from repo2env.publish.dataset import PublishOptions, publish_to_folder
-
-    folder, _ = validated
-    target = tmp_path_factory.mktemp("published") / "demo-envs"
-    publish_to_folder([folder], target, PublishOptions(name="demo-envs"))
-    catalog = TaskCatalog.from_published(target)
-    return target, {task_id: catalog.row(task_id) for task_id in catalog.task_ids}
+    return published_demo
 
 
 @pytest.mark.docker
-def test_serve_runs_graded_episodes_over_openenv(published, docker_client, tmp_path):
+def test_serve_runs_graded_episodes_over_openenv_and_mcp(published, docker_client, tmp_path):
     import requests
     from openenv.cli._validation import validate_running_environment
     from openenv.core import GenericEnvClient
-
-    from repo2env.envs.openenv_server import RepoAction, RepoEnvClient
+    from openenv.core.env_server.mcp_types import CallToolAction
+    from openenv.core.mcp_client import MCPToolClient
 
     dataset, rows = published
     task_id, row = next(iter(rows.items()))
-    images = {row["image"] for row in rows.values()}
-    before = _containers_of(docker_client, images)
-    binary = str(Path(sys.executable).with_name("repo2env"))
-    server, url = _start([binary, "serve", "--dataset", str(dataset), "--port", "{port}"], tmp_path, tmp_path / "logs")
+    started_in, cache = tmp_path / "cwd", tmp_path / "cache"
+    started_in.mkdir()
+    # No REPO2ENV_ENV_LOGS_DIR: the gradings' logs go where they go by default.
+    server, url = _start([BINARY, "serve", "--dataset", str(dataset), "--port", "{port}"], started_in,
+                         {"REPO2ENV_CACHE": str(cache)})
     left_open = None
     try:
-        with RepoEnvClient(base_url=url, message_timeout_s=600).sync() as env:
-            first = env.reset(task_id=task_id)
-            assert not first.done and not first.observation.error
-            assert row["problem_statement"].strip()[:40] in first.observation.output
+        with MCPToolClient(base_url=url, message_timeout_s=600).sync() as env:
+            tools = {tool.name: tool for tool in env.list_tools()}
+            assert set(tools) == TOOL_NAMES
+            assert tools["bash"].input_schema["required"] == ["command"] and tools["bash"].description
+            assert not env.reset(task_id=task_id).done
             state = env.state()
-            assert state.task_id == task_id and state.step_count == 0 and state.episode_id
-            written = env.step(RepoAction(tool="write_file", arguments={"path": "fix.diff", "content": row["patch"]}))
-            assert not written.observation.error
-            applied = env.step(RepoAction(tool="bash", arguments={"command": "git apply fix.diff && rm fix.diff"}))
-            assert "[exit 0]" in applied.observation.output
-            assert env.state().step_count == 2
-            graded = env.step(RepoAction(tool="submit"))
-            assert graded.done and graded.reward == 1.0, graded.observation.output
-            assert env.state().submitted and env.state().reward == 1.0
-            after = env.step(RepoAction(tool="bash", arguments={"command": "true"}))
-            assert after.observation.error and "ended" in after.observation.output
+            assert state.episode_id and state.step_count == 0
+            assert "wrote" in env.call_tool("write_file", path="fix.diff", content=row["patch"])
+            assert env.call_tool("bash", command="git apply fix.diff && rm fix.diff").endswith("[exit 0]")
+            # A refused call is a tool error (MCP's is_error) with the reason as its answer; the episode goes on.
+            refused = env.step(CallToolAction(tool_name="read_file", arguments={"path": "/etc/passwd"}))
+            assert refused.observation.error is None and not refused.done
+            assert refused.observation.result["is_error"] and "outside /testbed" in refused.observation.result["data"]
+            fine = env.step(CallToolAction(tool_name="read_file", arguments={"path": "README.md"}))
+            assert not fine.observation.result["is_error"]
+            # A call that cannot be made is a failed call (OpenEnv's ToolError, which the client raises).
+            with pytest.raises(RuntimeError, match="unknown tool 'rm_everything'.*tool_not_found"):
+                env.call_tool("rm_everything")
+            with pytest.raises(RuntimeError, match="invalid_args"):
+                env.call_tool("bash", cmd="ls")
+            graded = env.step(CallToolAction(tool_name="submit"))
+            assert graded.done and graded.reward == 1.0, graded.observation
+            assert graded.observation.result["data"]["reward"] == 1.0
+            with pytest.raises(RuntimeError, match="the episode has ended"):
+                env.call_tool("bash", command="true")
 
-            second = env.reset(task_id=task_id)
-            assert env.state().episode_id != state.episode_id
-            assert env.step(RepoAction(tool="bash", arguments={"command": "git status --short"})).observation.output \
-                .strip() == "[exit 0]", "the next episode starts from a fresh sandbox"
-            empty = env.step(RepoAction(tool="submit"))
-            assert second.observation.task_id == task_id and empty.done and empty.reward == 0.0
-
-            unknown_task = env.reset(task_id="acme__nothing-1")
-            assert unknown_task.observation.error and unknown_task.done
-            assert "unknown task id" in unknown_task.observation.output
             env.reset(task_id=task_id)
-            unknown_tool = env.step(RepoAction(tool="rm_everything"))
-            assert unknown_tool.observation.error and "unknown tool" in unknown_tool.observation.output
-            bad_arguments = env.step(RepoAction(tool="bash", arguments={"cmd": "ls"}))
-            assert bad_arguments.observation.error and "command" in bad_arguments.observation.output
-            assert not env.step(RepoAction(tool="read_file", arguments={"path": "README.md"})).observation.error
+            assert env.state().episode_id != state.episode_id
+            assert env.call_tool("bash", command="git status --short").strip() == "[exit 0]", "a fresh sandbox"
+            assert env.call_tool("submit")["reward"] == 0.0
 
-        # OpenEnv's generic client (plain dicts), and an episode left open when the server stops.
+        # OpenEnv's generic client (plain dicts): the reset answers the instruction; an episode is left
+        # open when the server stops.
         left_open = GenericEnvClient(base_url=url, message_timeout_s=600).sync()
         left_open.connect()
-        turned = left_open.reset()
-        assert turned.observation["task_id"] in rows and not turned.done
-        listing = left_open.step({"tool": "bash", "arguments": {"command": "git log --oneline | wc -l"}})
-        assert listing.observation["output"].startswith("1\n"), "a one-commit repository"
+        turned = left_open.reset(task_id=task_id)
+        assert turned.observation["task_id"] == task_id and not turned.observation["error"]
+        assert row["problem_statement"].strip()[:40] in turned.observation["output"]
+        unknown = left_open.reset(task_id="acme__nothing-1")
+        assert unknown.observation["error"] and unknown.done and "unknown task id" in unknown.observation["output"]
+        left_open.reset()
+        listing = left_open.step({"type": "call_tool", "tool_name": "bash",
+                                  "arguments": {"command": "git log --oneline | wc -l"}})
+        assert listing.observation["result"]["data"].startswith("1\n"), "a one-commit repository"
         assert left_open.state()["step_count"] == 1
-        assert _containers_of(docker_client, images) - before, "the open episode has its sandbox"
+        assert _sandboxes_of(docker_client, server), "the open episode has its sandbox"
 
         # HTTP: each request is its own environment (OpenEnv's HTTP semantics); mistakes are errors, not crashes.
         reset = requests.post(f"{url}/reset", json={"task_id": task_id}, timeout=120)
         assert reset.status_code == 200 and row["problem_statement"].strip()[:40] in reset.json()["observation"]["output"]
-        assert requests.post(f"{url}/reset", json={"task_id": "nope"}, timeout=60).json()["observation"]["error"]
-        stepped = requests.post(f"{url}/step", json={"action": {"tool": "bash", "arguments": {"command": "ls"}}},
-                                timeout=60)
-        assert stepped.status_code == 200 and "no episode" in stepped.json()["observation"]["output"]
+        stepped = requests.post(f"{url}/step", timeout=60, json={"action": {
+            "type": "call_tool", "tool_name": "bash", "arguments": {"command": "ls"}}})
+        assert stepped.status_code == 200 and "no episode" in stepped.json()["observation"]["error"]["message"]
         assert requests.post(f"{url}/step", json={"action": {"verb": "ls"}}, timeout=60).status_code == 422
         assert requests.get(f"{url}/state", timeout=60).json()["step_count"] == 0
         schema = requests.get(f"{url}/schema", timeout=60).json()
-        assert {"tool", "arguments"} <= set(schema["action"]["properties"])
+        assert {"tool_name", "arguments"} <= set(schema["action"]["properties"])
+        # MCP's JSON-RPC: the tools with their schemas, from RepoEnv's signatures and docstrings.
+        listed = requests.post(f"{url}/mcp", timeout=60,
+                               json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).json()
+        assert {tool["name"] for tool in listed["result"]["tools"]} == TOOL_NAMES
         report = validate_running_environment(url, timeout_s=30)
         assert report["passed"], [criterion for criterion in report["criteria"] if not criterion["passed"]]
     finally:
@@ -188,44 +205,102 @@ def test_serve_runs_graded_episodes_over_openenv(published, docker_client, tmp_p
                 pass
     assert server.returncode in (0, 130, 143), output
     assert "Traceback" not in output, output
-    assert _containers_of(docker_client, images) <= before, "no sandbox outlives the server"
+    assert not _sandboxes_of(docker_client, server), "no sandbox outlives the server"
+    assert list(started_in.iterdir()) == [], "serve writes nothing into the folder it started in"
+    assert list((cache / "repo_env").iterdir()), "the gradings' logs went to repo2env's cache"
+
+
+@pytest.fixture(scope="module")
+def exported_package(published, tmp_path_factory):
+    """`repo2env export openenv` of the published demo, no wheel given, installed from its own uv.lock
+    into its own virtualenv (`uv sync --frozen`, one of OpenEnv's deployment modes)."""
+    dataset, _ = published
+    package = tmp_path_factory.mktemp("openenv") / "package"
+    done = subprocess.run([BINARY, "export", "openenv", str(package), "--dataset", str(dataset), "--name", "demo-envs"],
+                          capture_output=True, text=True, timeout=900)
+    if done.returncode != 0 and "uv lock failed" in done.stderr:
+        unavailable(f"uv cannot lock the package here (is the package index reachable?): {done.stderr[-500:]}")
+    assert done.returncode == 0, done.stderr
+    synced = subprocess.run([str(Path(sys.executable).with_name("uv")), "sync", "--frozen", "--no-progress",
+                             "--directory", str(package)], capture_output=True, text=True, timeout=1800)
+    if synced.returncode != 0:
+        unavailable(f"uv sync of the exported package failed (is the package index reachable?): {synced.stderr[-500:]}")
+    return package
 
 
 @pytest.mark.docker
-def test_export_openenv_package_serves_the_dataset(published, tmp_path):
-    from openenv.core import GenericEnvClient
+def test_exported_package_passes_openenv_validate_and_serves_from_its_lock(exported_package, published, tmp_path):
+    import tomllib
+
+    import yaml
+    from openenv.core.mcp_client import MCPToolClient
 
     dataset, rows = published
-    package = tmp_path / "package"
-    wheel = tmp_path / "repo2env-0.0.0-py3-none-any.whl"
-    wheel.write_bytes(b"not a real wheel: the export only copies it")
-    result = subprocess.run([str(Path(sys.executable).with_name("repo2env")), "export", "openenv", str(package),
-                             "--dataset", str(dataset), "--name", "demo-envs", "--wheel", str(wheel)],
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    import yaml
-
+    package = exported_package
     manifest = yaml.safe_load((package / "openenv.yaml").read_text())
     assert manifest == {"spec_version": 1, "name": "demo-envs", "type": "space", "runtime": "fastapi",
                         "app": "server.app:app", "port": 8000}
-    dockerfile = (package / "Dockerfile").read_text()
-    assert "repo2env[openenv]" in dockerfile and "--find-links /app/wheels" in dockerfile
-    assert "COPY dataset/ /app/dataset/" in dockerfile and "server.app:app" in dockerfile
-    assert "docker.sock" in (package / "README.md").read_text()
-    assert (package / "wheels" / wheel.name).is_file()
+    project = tomllib.loads((package / "pyproject.toml").read_text())
+    assert project["project"]["scripts"] == {"server": "server.app:main"}
+    [wheel] = [path.name for path in (package / "wheels").glob("*.whl")]
+    assert wheel.startswith("repo2env_rl-"), "this checkout's own wheel, built for the package"
+    assert project["tool"]["uv"]["sources"]["repo2env-rl"] == {"path": f"wheels/{wheel}"}
+    assert f'filename = "{wheel}", hash = "sha256:' in (package / "uv.lock").read_text(), "the lock pins its hash"
     assert (package / "dataset" / "manifest.json").read_bytes() == (dataset / "manifest.json").read_bytes()
-    again = subprocess.run([str(Path(sys.executable).with_name("repo2env")), "export", "openenv", str(package),
-                            "--dataset", str(dataset)], capture_output=True, text=True, timeout=300)
+    openenv = str(package / ".venv" / "bin" / "openenv")  # OpenEnv's own validator, from the package's environment
+    validated = subprocess.run([openenv, "validate", str(package), "--json"], capture_output=True, text=True,
+                               timeout=300)
+    assert validated.returncode == 0 and json.loads(validated.stdout)["passed"], validated.stdout + validated.stderr
+    again = subprocess.run([BINARY, "export", "openenv", str(package), "--dataset", str(dataset)],
+                           capture_output=True, text=True, timeout=300)
     assert again.returncode == 1 and "exists and is not empty" in again.stderr
 
-    # The package's entry module, run the way its Dockerfile runs it, serves the copied dataset.
-    server, url = _start([sys.executable, "-m", "uvicorn", "server.app:app", "--host", "127.0.0.1", "--port", "{port}"],
-                         package, tmp_path / "logs")
+    # The project's own script, from its own virtualenv, serves the copied dataset.
+    server, url = _start([str(package / ".venv" / "bin" / "server")], tmp_path,
+                         {"REPO2ENV_ENV_LOGS_DIR": str(tmp_path / "logs")})
     try:
-        with GenericEnvClient(base_url=url, message_timeout_s=600).sync() as env:
-            task_id = next(iter(rows))
-            first = env.reset(task_id=task_id)
-            assert first.observation["task_id"] == task_id and not first.observation["error"]
-            assert env.step({"tool": "submit"}).reward == 0.0
+        report = subprocess.run([openenv, "validate", "--url", url], capture_output=True, text=True, timeout=300)
+        assert report.returncode == 0 and json.loads(report.stdout)["passed"], report.stdout
+        with MCPToolClient(base_url=url, message_timeout_s=600).sync() as env:
+            env.reset(task_id=next(iter(rows)))
+            assert env.call_tool("submit")["reward"] == 0.0
     finally:
         _stop(server)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_exported_package_image_builds_with_no_wheel_given_and_serves(exported_package, docker_client):
+    """The package's Dockerfile as a user builds it: on a local base image (Docker Hub's python image
+    is not reachable here), the build's index settings as build arguments; the container serves with
+    the host's Docker socket."""
+    import requests
+
+    from repo2env.runtime.bootstrap import base_image_tag
+    from repo2env.runtime.images import image_namespace
+    from repo2env.runtime.package_access import PackageAccess
+
+    tag = f"{image_namespace()}-openenv/package:demo-envs"
+    docker_client.images.build(path=str(exported_package), tag=tag, rm=True, forcerm=True, timeout=1800,
+                               buildargs={"BASE_IMAGE": base_image_tag("3.11"),
+                                          **PackageAccess.from_environment().container_env()})
+    port = _free_port()
+    container = docker_client.containers.run(tag, detach=True, ports={"8000/tcp": ("127.0.0.1", port)},
+                                             volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock"}},
+                                             environment={"REPO2ENV_IMAGE_NAMESPACE": image_namespace()})
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/health", timeout=2).ok:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert time.monotonic() < deadline, container.logs().decode()[-3000:]
+            time.sleep(1)
+        listed = requests.post(f"http://127.0.0.1:{port}/mcp", timeout=60,
+                               json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).json()
+        assert {tool["name"] for tool in listed["result"]["tools"]} == TOOL_NAMES
+    finally:
+        container.remove(force=True)
+        docker_client.images.remove(tag, force=True)

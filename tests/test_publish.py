@@ -190,6 +190,18 @@ def read_tasks_of(folder):
     return read_tasks(folder / "tasks.jsonl")
 
 
+def test_a_published_folder_reads_back_its_own_rows_whatever_was_read_before_under_its_name(tasks_folder, tmp_path):
+    """datasets caches a local folder under its name alone; load_published reads each folder fresh."""
+    from repo2env.dataset_rows import load_published
+
+    first, second = tmp_path / "one" / "envs", tmp_path / "two" / "envs"
+    publish_to_folder([tasks_folder], first, PublishOptions())
+    write_jsonl(tmp_path / "other" / "tasks.jsonl", [validated_task(10, "2024-01-01T00:00:00Z")])
+    publish_to_folder([tmp_path / "other"], second, PublishOptions())
+    assert load_published(first)["train"]["instance_id"] == ["acme__widgets-2", "acme__widgets-4"]
+    assert load_published(second)["train"]["instance_id"] == ["acme__widgets-10"]
+
+
 def test_quality_columns_the_card_summary_and_its_figure(tasks_folder, tmp_path):
     from datasets import load_dataset
 

@@ -17,7 +17,6 @@ import pytest
 from repo2env.errors import InputError, Repo2EnvError
 from repo2env.jsonl import write_jsonl
 from repo2env.publish.dataset import PublishOptions, publish_to_folder
-from repo2env.publish.harbor import harbor_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_publish import validated_task  # noqa: E402 - the publish tests' task rows
@@ -54,8 +53,8 @@ def test_push_records_the_reference_and_pull_uses_it(local_registry, small_image
     task = task.model_copy(update={"env_spec": task.env_spec.model_copy(update={"image": image, "image_digest": image_id})})
     write_jsonl(tmp_path / "tasks" / "tasks.jsonl", [task])
     registry = f"{local_registry}/envs"
-    publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(push_registry=registry),
-                      extra_writers=[harbor_writer("acme/envs")], images=DockerBackend(docker_client))
+    publish_to_folder([tmp_path / "tasks"], tmp_path / "ds", PublishOptions(name="acme/envs", push_registry=registry),
+                      images=DockerBackend(docker_client))
 
     # Read with pyarrow, not datasets.load_dataset: its cache is keyed on the folder, not the content.
     row = pq.read_table(tmp_path / "ds" / "data" / "train-00000-of-00001.parquet").to_pylist()[0]

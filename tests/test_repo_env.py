@@ -14,6 +14,7 @@ import pytest
 from repo2env.dataset_rows import dataset_row
 from repo2env.envs import RepoEnv, RepoEnvConfig
 from repo2env.envs.repo_env import _Deferred, _QuietGate, _SandboxPool, _task_of
+from repo2env.envs.tools import Refusal
 
 
 def test_config_from_environment(monkeypatch):
@@ -155,12 +156,16 @@ def test_tool_errors_are_text_and_the_episode_budget_holds(demo_rows, tmp_path):
     tasks, _ = demo_rows
     task = next(iter(tasks.values()))
     env = RepoEnv(RepoEnvConfig(logs_dir=tmp_path / "logs", episode_timeout_s=3.0))
-    assert env.bash("true").startswith("error: no task")
+    refused = env.bash("true")
+    assert refused.startswith("error: no task") and isinstance(refused, Refusal)
     env.reset(**task.model_dump())
-    assert env.read_file("/etc/passwd").startswith("error")
-    assert "error" in env.str_replace("README.md", "text that is not there", "x")
+    assert env.read_file("/etc/passwd").startswith("error") and isinstance(env.read_file("/etc/passwd"), Refusal)
+    assert isinstance(env.str_replace("README.md", "text that is not there", "x"), Refusal)
+    # A command that runs and fails is an answer, not a refusal: even if it prints "error: ".
+    ran = env.bash("echo 'error: from the command'; false")
+    assert ran.startswith("error: from the command") and "[exit 1]" in ran and not isinstance(ran, Refusal)
     __import__("time").sleep(3.5)
-    assert "used up" in env.bash("true")
+    assert "used up" in env.bash("true") and isinstance(env.bash("true"), Refusal)
     env._close()
 
 

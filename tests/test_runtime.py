@@ -85,9 +85,13 @@ def test_limits_apply_to_pids(docker_runtime):
 
 
 def test_base_image_reaches_the_package_index_through_the_host_ca_bundle(docker_runtime):
-    """Builds (not sandboxes) get the network; pip must trust the host's CA bundle."""
+    """Builds (not sandboxes) get the network; pip must trust the host's CA bundle, which the base
+    image carries and each build points pip at (its build arguments, as here)."""
+    from repo2env.runtime.package_access import PackageAccess
+
     with docker_runtime.start_image(BASE, limits=SandboxLimits(network=True)) as sandbox:
-        result = sandbox.exec("python -m pip download --no-deps -q -d /tmp/wheels six==1.16.0", timeout=120)
+        result = sandbox.exec("python -m pip download --no-deps -q -d /tmp/wheels six==1.16.0", timeout=120,
+                              env=PackageAccess.from_environment().container_env())
         assert result.exit_code == 0, result.output[-2000:]
 
 
@@ -182,3 +186,40 @@ def test_reaping_spares_live_owners_and_doctor_and_gc_reap(docker_runtime, docke
                 assert _sandbox_containers(docker_client, "ghost") == []
             ghost.close()
         assert _sandbox_containers(docker_client, "alive")
+
+
+@pytest.mark.slow
+def test_bootstrap_makes_an_old_python_base_image_from_a_local_cpython(docker_runtime, docker_client):
+    """No registry serves python:3.7-slim here and no Debian release ships 3.7: `runtime bootstrap
+    --python 3.7` copies a local CPython 3.7 into the Debian root filesystem, with every guarantee of
+    a base image (the venv, the agent, git, the system python3, the CA bundle)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from repo2env.runtime.bootstrap import local_python
+
+    if local_python("3.7") is None:
+        pytest.skip("no local CPython 3.7 (pyenv install 3.7, or give one with --python-from)")
+    command = [str(Path(sys.executable).with_name("repo2env")), "runtime", "bootstrap", "--python", "3.7"]
+    made = subprocess.run(command, capture_output=True, text=True, timeout=1200)
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "repo2env/base:py3.7 ready" in made.stdout + made.stderr
+    labels = docker_client.images.get("repo2env/base:py3.7").labels
+    assert labels["repo2env.kind"] == "base" and labels["repo2env.python"] == "3.7"
+    with docker_runtime.start_image("repo2env/base:py3.7") as sandbox:
+        def run(command: str) -> str:
+            result = sandbox.exec(command)
+            assert result.exit_code == 0, (command, result.output)
+            return result.output.strip()
+
+        assert run("python --version").startswith("Python 3.7")
+        assert run("command -v python") == "/opt/venv/bin/python"
+        assert run("id -un") == "agent"
+        assert run("/usr/bin/python3 --version").startswith("Python 3.11"), "the system Python the sandbox runs"
+        assert run("git --version").startswith("git version")
+        assert run("uv --version").startswith("uv ")
+        run("python -m pip --version")
+        run("python -c 'import ssl, sqlite3, ctypes, lzma, bz2, zlib, decimal'")
+        assert run("cat \"$PIP_CERT\" | head -c 27") == "-----BEGIN CERTIFICATE-----"
+        assert sandbox.exec("touch /opt/venv/lib/python3.7/site-packages/x").exit_code != 0, "not the agent's"

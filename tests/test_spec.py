@@ -627,7 +627,7 @@ def test_load_overrides_shapes(tmp_path: Path, text: str, expected: dict[str, En
 
 @pytest.mark.parametrize(("text", "message"), [
     pytest.param("repos:\n  a/b: {pyhton: '3.9'}\n", "repos.a/b.pyhton: unknown field", id="unknown-field"),
-    pytest.param("repos:\n  - repo: a/b\n    env: {python: '3.5'}\n", "repos[0].env.python: '3.5' is not",
+    pytest.param("repos:\n  - repo: a/b\n    env: {python: '3.3'}\n", "repos[0].env.python: '3.3' is not",
                  id="bad-python"),
     pytest.param("repos:\n  a/b: {python: 3.100}\n", "'3.100' is not an available Python", id="3.100-as-written"),
     pytest.param("repos:\n  a/b: {date_pin: 'March'}\n", "repos.a/b.date_pin: expected an ISO date", id="bad-date"),
@@ -723,7 +723,7 @@ def test_fewer_extras_keeps_the_overrides_own_commands() -> None:
     spec = infer_env_spec(OLD_REPO, day("2019-06-01"), override)
     fewer = dict(install_ladder(spec, OLD_REPO, override))["fewer-extras"].install
     assert (f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2019-09-01T00:00:00Z "
-            "'setuptools<58'") in fewer
+            "--exclude-newer-package wheel=2019-09-01T00:00:00Z 'setuptools<58'") in fewer
     assert "python -m pip install --user legacy" in fewer
     assert not any("mock" in command for command in fewer)
 
@@ -770,7 +770,8 @@ def test_pinned_pytest_goes_before_the_users_extra_commands() -> None:
     assert install[-2:] == [
         f"{UV} --exclude-newer-package=pytest-mock=2020-06-06T00:00:00Z --reinstall-package=pytest-mock "
         "pytest==4.6.11 pytest-mock",
-        f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2019-09-01T00:00:00Z 'attrs<20'"]
+        f"{UV} --exclude-newer 2019-07-01T00:00:00Z --exclude-newer-package setuptools=2019-09-01T00:00:00Z "
+        "--exclude-newer-package wheel=2019-09-01T00:00:00Z 'attrs<20'"]
 
 
 def test_override_hash_changes_with_the_override() -> None:

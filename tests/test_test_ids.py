@@ -237,9 +237,9 @@ ODDLIB_FIXED = "def shout(text):\n    return text.upper()\n"
 
 
 def _built_oddlib(docker_client, tmp_path: Path, base_files: dict[str, str], test_files: dict[str, str | None], *,
-                  pytest_install: str = "pytest==6.2.5", fixed: str = ODDLIB_FIXED):
+                  pytest_install: str = "pytest==6.2.5", fixed: str = ODDLIB_FIXED, python: str = "3.9"):
     """A one-task repository (``oddlib.shout`` fixed by the PR, ``test_files`` its tests) built on
-    Python 3.9 with pytest 6.2.5 (which splits command-line ids on every '::') or ``pytest_install``.
+    ``python`` (3.9) with pytest 6.2.5 (which splits command-line ids on every '::') or ``pytest_install``.
     The tests import the package from the working directory, so pytest is all the environment
     installs. (task, runtime)"""
     from repo2env.jsonl import read_tasks, write_jsonl
@@ -264,7 +264,7 @@ def _built_oddlib(docker_client, tmp_path: Path, base_files: dict[str, str], tes
     write_jsonl(folder / "tasks.jsonl", [task])
     (folder / "source.json").write_text(f'{{"repo": "acme/oddlib", "clone_path": "{repo}", "source": "test"}}')
     runtime = DockerBackend(docker_client)
-    pytest_pin = EnvOverride(python="3.9", install=[f"python -m pip install -q {pytest_install}"], date_pin=False)
+    pytest_pin = EnvOverride(python=python, install=[f"python -m pip install -q {pytest_install}"], date_pin=False)
     summary = build_tasks_dir(folder, runtime=runtime, options=BuildOptions(jobs=1, overrides={"acme/oddlib": pytest_pin}))
     assert summary.ok == 1, summary.failures
     [task] = read_tasks(folder / "tasks.jsonl")
@@ -322,6 +322,27 @@ def test_a_tests_folder_with_its_own_ini_file_keeps_runnable_ids(docker_client, 
     assert (derivation.fail_to_pass, derivation.pass_to_pass) == (["tests/test_shout.py::test_shout"],
                                                                    ["tests/test_shout.py::test_same"])
     assert gold.reward == 1.0 and empty.reward == 0.0 and empty.p2p_rate == 1.0
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_pytest_3_0_keeps_its_ids_from_the_junit_option(docker_client, tmp_path):
+    """pytest 3.0's ``-o`` takes any number of values: ``-o junit_family=xunit2`` before the ids
+    swallowed them ("-o/--override-ini expects option=value style", no report, gold scored 0 on
+    click 2016-2017). The option goes as one word. And pytest < 3.5, named its configuration file
+    with -c, takes the tests' folder as its rootdir (ids ``test_shout.py::...``, none of derivation's:
+    marshmallow 2017, every test missing): it finds setup.cfg itself. Derivation and grading both run
+    (Python 3.6, the Python of the time, where pytest 3.0 imports)."""
+    task, runtime = _built_oddlib(docker_client, tmp_path, {"setup.cfg": "[tool:pytest]\naddopts = -rs\n"}, {
+        "tests/test_shout.py": "from oddlib import shout\n\ndef test_shout():\n    assert shout('a') == 'A'\n\n"
+                               "def test_same():\n    assert shout('') == ''\n"},
+        pytest_install="pytest==3.0.7 py==1.4.34", python="3.6")
+    assert task.env_spec.pytest_version == "3.0.7"
+    derivation, gold, empty = _derive_and_grade(task, runtime, tmp_path)
+    assert (derivation.fail_to_pass, derivation.pass_to_pass) == (["tests/test_shout.py::test_shout"],
+                                                                   ["tests/test_shout.py::test_same"])
+    assert gold.error is None and not gold.tampered and gold.reward == 1.0, (gold.error, gold.tests)
+    assert empty.error is None and empty.reward == 0.0 and empty.p2p_rate == 1.0
 
 
 @pytest.mark.docker

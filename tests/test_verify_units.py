@@ -8,7 +8,7 @@ from repo2env.models import TestStatus
 from repo2env.verify.filtering import filter_patch, is_protected_path
 from repo2env.verify.grader import _TRAILER, _parse_trailer
 from repo2env.verify.junit import junit_key, outcomes_for, parse_junit
-from repo2env.verify.reward import score
+from repo2env.verify.reward import REWARD_MODES, decided_by_fail_to_pass, score
 
 
 def file_diff(path: str, added: str = "x = 1") -> str:
@@ -125,6 +125,25 @@ def test_rewards_by_mode():
     assert score(everything, [], p2p, "graded").reward == 0.0, "no F2P test: nothing to earn"
     with pytest.raises(ValueError):
         score(everything, f2p, p2p, "lenient")
+
+
+def test_fail_to_pass_outcomes_decide_only_a_reward_of_zero():
+    """Grading stops after the F2P tests only when every P2P outcome would give the same reward, 0."""
+    f2p, p2p = ["a", "b"], ["e", "f"]
+    for mode in REWARD_MODES:
+        for f2p_outcomes in ([TestStatus.FAILED] * 2, [TestStatus.PASSED, TestStatus.FAILED], [TestStatus.PASSED] * 2):
+            partial = dict(zip(f2p, f2p_outcomes, strict=True))
+            rate = score(partial, f2p, p2p, mode).f2p_rate
+            rewards = {score({**partial, "e": e, "f": f}, f2p, p2p, mode).reward
+                       for e in (TestStatus.PASSED, TestStatus.FAILED) for f in (TestStatus.PASSED, TestStatus.FAILED)}
+            if decided_by_fail_to_pass(rate, mode):
+                assert rewards == {0.0}, (mode, f2p_outcomes)
+            else:
+                assert max(rewards) > 0.0, (mode, f2p_outcomes)
+    assert decided_by_fail_to_pass(0.0) and not decided_by_fail_to_pass(0.5)
+    assert decided_by_fail_to_pass(0.5, "binary") and not decided_by_fail_to_pass(0.5, "f2p")
+    with pytest.raises(ValueError):
+        decided_by_fail_to_pass(0.0, "lenient")
 
 
 def test_trailer_is_read_from_the_very_end_only():
@@ -386,6 +405,26 @@ def test_the_spec_is_derived_once_per_task_and_holds_what_a_grading_reads():
     assert "protected_pattern" not in settings
     assert spec.script_settings(run_ids, layout, host_filtered=False)["protected_pattern"] == spec.protected_pattern
     assert type(spec).model_validate_json(spec.model_dump_json()) == spec, "the spec travels as JSON (tests/spec.json)"
+
+
+@pytest.mark.parametrize(("version", "config_named", "options", "report"), [
+    (None, True, ["-p", "no:cacheprovider", "--rootdir=/testbed", "--junitprefix=", "--continue-on-collection-errors"], ["--override-ini=junit_family=xunit2"]),
+    ("8.3.3", True, ["-p", "no:cacheprovider", "--rootdir=/testbed", "--junitprefix=", "--continue-on-collection-errors"], ["--override-ini=junit_family=xunit2"]),
+    ("3.5.1", True, ["-p", "no:cacheprovider", "--rootdir=/testbed", "--junitprefix=", "--continue-on-collection-errors"], ["--override-ini=junit_family=xunit2"]),
+    ("3.0.7", False, ["-p", "no:cacheprovider", "--junitprefix=", "--continue-on-collection-errors"], ["--override-ini=junit_family=xunit2"]),
+    ("2.8.7", False, ["-p", "no:cacheprovider", "--junitprefix="], []),
+])
+def test_the_spec_follows_the_tasks_pytest(version, config_named, options, report):
+    """Old pytest (2016-2018 pins): no option it lacks; the JUnit-format option as one word (pytest
+    3's -o swallows the ids after it); no -c below 3.5, which would make the tests' folder its rootdir."""
+    from repo2env.models import EnvSpec
+    from repo2env.verify import spec as specs
+
+    task = _spec_task(env_spec=EnvSpec(python="3.6", pytest_version=version))
+    runner = specs.grading_spec(task).runner
+    assert runner.options == options and runner.report_options == report
+    assert (runner.config_dirs == ["/testbed/tests", "/testbed"]) is config_named
+    assert runner.config_dirs == [] or config_named
 
 
 # --- reading a run: outcomes only from a run that ended on its own, from the live stream (issue 18.1)

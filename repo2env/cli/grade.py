@@ -18,7 +18,8 @@ from repo2env.errors import InputError
 @click.option("--patch", "patch_path", type=click.Path(dir_okay=False, path_type=Path),
               help="The agent's diff against the task's snapshot ('-' for stdin).")
 @click.option("--predictions", type=click.Path(dir_okay=False, path_type=Path),
-              help="SWE-bench predictions (JSONL of instance_id, model_name_or_path, model_patch).")
+              help="SWE-bench predictions: JSONL of {instance_id, model_name_or_path, model_patch}, or "
+                   "preds.json (an object keyed by instance id, as mini-swe-agent and swebench write it).")
 @from_option
 @click.option("--mode", type=click.Choice(["graded", "binary", "f2p"]), default="graded", show_default=True,
               help="graded = f2p_rate x p2p_rate; binary = resolved; f2p = f2p_rate.")

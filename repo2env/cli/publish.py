@@ -165,19 +165,28 @@ def export_swebench_command(from_dirs: tuple[Path, ...], out_path: Path, lists: 
 @click.option("--name", default=defaults.EXPORT_NAME, show_default=True,
               help="The dataset's name; task.toml names each task OWNER/INSTANCE_ID with its first part.")
 @click.option("--include-rejected", is_flag=True, help="Export built tasks that were not accepted too.")
+@click.option("--network", type=click.Choice(["no-network", "public"]), default="no-network", show_default=True,
+              help="The tasks' network policy. Harbor enforces no-network on Docker with an egress sidecar "
+                   "built from a Docker Hub image; without Docker Hub see docs/exports.md.")
+@click.option("--push-images", "push_registry", metavar="REGISTRY",
+              help="Push every task's image to REGISTRY (host[:port][/path]) first, and pin it by digest "
+                   "(REGISTRY/NAME@sha256:DIGEST) in task.toml and environment/Dockerfile.")
 @click.option("--overwrite", is_flag=True, help="Replace an OUT_DIR that already has content.")
 def export_harbor_command(from_dirs: tuple[Path, ...], out_dir: Path, name: str, include_rejected: bool,
-                          overwrite: bool) -> None:
+                          network: str, push_registry: str | None, overwrite: bool) -> None:
     """Write accepted tasks as Harbor task folders to OUT_DIR/<instance_id>/: instruction.md, task.toml,
-    environment/Dockerfile, tests/test.sh (the hidden verifier, writing /logs/verifier/reward.txt and
-    reward.json) and solution/solve.sh (the gold patch)."""
+    environment/Dockerfile, tests/ (the hidden verifier, run in its own container on the agent's diff,
+    writing /logs/verifier/reward.txt and reward.json) and solution/solve.sh (the gold patch). The
+    same folders as the tasks/ of a published dataset."""
     from repo2env.pipeline import compose
 
-    written = compose.export_harbor(compose.task_folders(from_dirs), out_dir, name=name,
-                                    include_rejected=include_rejected, overwrite=overwrite,
-                                    backend=selected_backend_if_any())
-    console.print(f"{written.tasks} Harbor tasks -> {written.root}; run one with: harbor run -p "
-                  f"{written.root}/INSTANCE_ID", highlight=False)
+    backend = open_selected_backend() if push_registry else selected_backend_if_any()
+    with console.status("pushing the images" if push_registry else "writing the task folders"):
+        written = compose.export_harbor(compose.task_folders(from_dirs), out_dir, name=name,
+                                        include_rejected=include_rejected, network=network,
+                                        push_registry=push_registry, overwrite=overwrite, backend=backend)
+    console.print(f"{written.tasks} Harbor tasks -> {written.root}; check and run them with: harbor lint "
+                  f"{written.root}/*; harbor run -p {written.root} -a oracle", highlight=False)
 
 
 @export_group.command("openenv")
@@ -186,16 +195,21 @@ def export_harbor_command(from_dirs: tuple[Path, ...], out_dir: Path, name: str,
               help="A folder 'repo2env publish --to DIR' wrote; it is copied into the package.")
 @click.option("--name", default=defaults.EXPORT_NAME, show_default=True, help="The environment's name in openenv.yaml.")
 @click.option("--wheel", "wheels", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A wheel the image installs from (e.g. repo2env's own, when the index has no repo2env); repeatable.")
+              help="A wheel to put in wheels/ (repo2env-rl's own is then used as it is) [default: repo2env-rl's "
+                   "wheel built from this source checkout, or its version on the index]; repeatable.")
 @click.option("--overwrite", is_flag=True, help="Replace an OUT_DIR that already has content.")
 def export_openenv_command(out_dir: Path, dataset_dir: Path, name: str, wheels: tuple[Path, ...], overwrite: bool) -> None:
-    """Write a deployable OpenEnv package to OUT_DIR: openenv.yaml, server/app.py, a Dockerfile that
-    installs repo2env[openenv] and serves the dataset, and a README (the server needs a Docker engine)."""
+    """Write a deployable OpenEnv package to OUT_DIR: openenv.yaml, pyproject.toml and uv.lock (every
+    dependency pinned; 'openenv validate' passes), server/app.py, a Dockerfile that installs from the
+    lock and serves the dataset with its tools over MCP, and a README (the server needs a Docker engine).
+    Locking needs the package index."""
     from repo2env.pipeline import compose
 
-    written = compose.export_openenv(dataset_dir, out_dir, name=name, wheels=wheels, overwrite=overwrite)
-    console.print(f"OpenEnv package ({written.tasks} tasks) -> {written.root}; "
-                  f"build it with: docker build -t {name} {written.root}", highlight=False)
+    with console.status("writing the package and locking its dependencies (uv lock)"):
+        written = compose.export_openenv(dataset_dir, out_dir, name=name, wheels=wheels, overwrite=overwrite)
+    console.print(f"OpenEnv package ({written.tasks} tasks; repo2env from {written.repo2env_source}) -> "
+                  f"{written.root}; check it with: openenv validate {written.root}; build it with: docker build "
+                  f"-t {name} {written.root}", highlight=False)
 
 
 @export_group.command("trajectories")

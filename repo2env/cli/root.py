@@ -94,7 +94,8 @@ def explicit_backend() -> str | None:
 
 
 from_option = click.option("--from", "from_dirs", type=click.Path(file_okay=False, path_type=Path), multiple=True,
-                            help="Task folder(s) with a tasks.jsonl [default: every one under generated/].")
+                            help="Task folder(s) with a tasks.jsonl, or folders to search below for them "
+                                 "[default: every one under generated/].")
 
 
 def clone_mapping(clones: tuple[str, ...]) -> dict[str, str]:

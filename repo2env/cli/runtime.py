@@ -43,22 +43,27 @@ def runtime() -> None:
 
 
 @runtime.command("bootstrap")
-@click.option("--python", "python_versions", multiple=True, default=("3.11",), show_default=True,
-              help="Python X.Y of the base image (repeatable: 3.9, 3.11, 3.13 from Debian; others need a registry).")
+@click.option("--python", "python_versions", multiple=True,
+              help="Python X.Y of the base image (repeatable) [default: 3.11]: pulled when a registry answers, else "
+                   "3.9/3.11/3.13 from Debian packages, any other from a local CPython (see 'repo2env doctor').")
+@click.option("--python-from", "python_from", multiple=True, type=click.Path(exists=True),
+              help="Make the image from this local CPython (an interpreter or its prefix; repeatable); its X.Y is "
+                   "the image's.")
 @click.option("--force", is_flag=True, help="Rebuild even if the image exists.")
-@click.option("--no-pull", is_flag=True, help="Do not try a registry; build from Debian packages.")
+@click.option("--no-pull", is_flag=True, help="Do not try a registry; build from Debian packages or a local CPython.")
 @click.option("--mirror", default=None, help="Debian mirror for debootstrap (default: deb.debian.org).")
 @click.option("--node", "node_versions", multiple=True,
               help="Also a Node base image of this major (repeatable: 12, 18, 20 from Debian; others from a local Node).")
 @click.option("--node-prefix", "node_prefixes", multiple=True, type=click.Path(file_okay=False, path_type=Path),
               help="A local Node installation (with bin/node and lib/node_modules/npm) to copy in for its major.")
-def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bool, mirror: str | None,
-                      node_versions: tuple[str, ...], node_prefixes: tuple[Path, ...]) -> None:
-    """Build the base image locally (debootstrap + an import of the root filesystem) when no registry
-    serves python:X.Y-slim; on a backend whose base image another backend here has, import that one."""
+def runtime_bootstrap(python_versions: tuple[str, ...], python_from: tuple[str, ...], force: bool, no_pull: bool,
+                      mirror: str | None, node_versions: tuple[str, ...], node_prefixes: tuple[Path, ...]) -> None:
+    """Build base images locally (a registry's python:X.Y-slim, Debian packages, or a local CPython
+    copied into a Debian root filesystem); on a backend whose base image another backend here has,
+    import that one."""
     from repo2env.errors import BackendUnavailableError
     from repo2env.runtime.backends import BACKENDS, open_backend
-    from repo2env.runtime.bootstrap import DEFAULT_MIRROR, ensure_base_image
+    from repo2env.runtime.bootstrap import DEFAULT_MIRROR, ensure_base_image, python_of
     from repo2env.runtime.node_bootstrap import ensure_node_base_image, node_source
 
     backend = open_selected_backend()
@@ -69,10 +74,13 @@ def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bo
                 others.append(open_backend(name))
             except BackendUnavailableError:
                 pass  # not on this machine: nothing to import from it
-    for python_version in python_versions:
+    wanted: list[tuple[str, str | None]] = [(python_of(path), path) for path in python_from]
+    wanted += [(version, None) for version in python_versions if version not in {python for python, _ in wanted}]
+    for python_version, source in wanted or [("3.11", None)]:
         image = ensure_base_image(
-            backend, python_version, mirror=mirror or DEFAULT_MIRROR, try_pull=not no_pull, force=force,
-            progress=lambda message: console.print(f"[dim]{message}[/]"), others=tuple(others),
+            backend, python_version, mirror=mirror or DEFAULT_MIRROR, try_pull=not no_pull and source is None,
+            force=force, python_from=source, progress=lambda message: console.print(f"[dim]{message}[/]"),
+            others=tuple(others),
         )
         console.print(f"[green]{image.tag}[/] ready ({image.origin}, {image.image_id[7:19]})")
     for node in node_versions:
@@ -80,7 +88,6 @@ def runtime_bootstrap(python_versions: tuple[str, ...], force: bool, no_pull: bo
                                             mirror=mirror or DEFAULT_MIRROR, force=force,
                                             progress=lambda message: console.print(f"[dim]{message}[/]"))
         console.print(f"[green]{node_image.tag}[/] ready ({node_image.origin}, {node_image.image_id[7:19]})")
-
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})

@@ -19,11 +19,14 @@ from repo2env.cli.root import cli, console
               help="Concurrent WebSocket sessions (one sandbox each).")
 def serve(dataset_dir: Path, split: str | None, host: str, port: int, max_sessions: int) -> None:
     """Serve a published dataset's environments over OpenEnv's protocol (HTTP /reset /step /state
-    /health /schema, WebSocket /ws). Needs the 'openenv' extra and the tasks' images on this engine.
+    /health /schema, WebSocket /ws, MCP /mcp), the tools as MCP tools. Needs the 'openenv' extra and
+    the tasks' images on this engine. Grading logs go to REPO2ENV_ENV_LOGS_DIR (default: under
+    ~/.cache/repo2env), never into the current folder.
 
     \b
     reset:  {"task_id": ID} (or a seed, or nothing: the next task in turn)
-    step:   {"tool": "bash", "arguments": {"command": "ls"}}, ... then {"tool": "submit"} -> reward, done
+    step:   {"type": "call_tool", "tool_name": "bash", "arguments": {"command": "ls"}}, ...
+            then {"type": "call_tool", "tool_name": "submit"} -> reward, done
     """
     from repo2env.envs.catalog import TaskCatalog
     from repo2env.envs.openenv_server import serve as serve_openenv

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from repo2env.dataset_rows import load_published
 from repo2env.errors import InputError
 
 
@@ -33,11 +34,7 @@ class TaskCatalog:
         if not (folder / "data").is_dir():
             raise InputError(f"{folder} is not a published dataset (no data/ folder)",
                              hint="pass the folder 'repo2env publish --to DIR' wrote")
-        from datasets import load_dataset
-        from datasets.utils.logging import disable_progress_bar
-
-        disable_progress_bar()
-        splits = load_dataset(str(folder))  # the card's configs decide the splits
+        splits = load_published(folder)
         if split is not None and split not in splits:
             raise InputError(f"{folder} has no split {split!r}", hint=f"choose one of {', '.join(splits)}")
         chosen = [split] if split else list(splits)

@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from repo2env.dataset_rows import task_from_row
-from repo2env.envs.tools import AgentTools, same_tool, tool_schemas, visible_tests_command
+from repo2env.envs.tools import AgentTools, refusal, same_tool, tool_schemas, visible_tests_command
 from repo2env.errors import InputError
 from repo2env.instruction import agent_messages, instruction_text
 from repo2env.jsonl import write_json
 from repo2env.models import EpisodeTrace, GradeResult, Task, ToolRun
 from repo2env.runtime.sandbox import Runtime, Sandbox
+from repo2env.settings import cache_dir
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,8 @@ class RepoEnvConfig:
     """The container backend of the sandboxes (docker, podman) [default: ``REPO2ENV_BACKEND``, else
     docker]: TRL's ``environment_factory`` takes no arguments, so the variable is how a trainer
     chooses it."""
-    logs_dir: Path = field(default_factory=lambda: Path("generated") / "repo_env")
-    """Where gradings keep their logs."""
+    logs_dir: Path = field(default_factory=lambda: cache_dir() / "repo_env")
+    """Where gradings keep their logs (never the folder the process started in)."""
     record_traces: bool = True
     """Write each graded episode's ``trace.json`` (its tool calls, their answers, the grade) next to
     its grading's logs, for ``repo2env export trajectories``."""
@@ -436,10 +437,10 @@ class RepoEnv:
         self.repeated_calls += key in self._seen_calls
         self._seen_calls.add(key)
         if self._tools is None:
-            return "error: no task is loaded (reset first)"
+            return refusal("no task is loaded (reset first)")
         if time.monotonic() - self._started > self._config.episode_timeout_s:
             self.timeouts += 1
-            return f"error: the episode's {self._config.episode_timeout_s:.0f} s are used up; stop and answer"
+            return refusal(f"the episode's {self._config.episode_timeout_s:.0f} s are used up; stop and answer")
         began = time.monotonic()
         with self._pool.gate.tool_call():
             answer = call(self._tools)

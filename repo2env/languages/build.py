@@ -14,9 +14,15 @@ recipe:
   replacing it;
 - :meth:`BuildRecipe.env_layer` / :meth:`BuildRecipe.task_layer`: what the two layers run;
 - :meth:`BuildRecipe.check_image`: whether the task image runs the project's own code and its tests
-  load, in a sandbox the stage opens;
+  load, in a sandbox the stage opens, and :meth:`BuildRecipe.image_facts`: what the spec records of
+  an image that passed (the test runner's version);
 - :meth:`BuildRecipe.explain_failure` / :meth:`BuildRecipe.packages_needed`: what an install log
   says.
+
+Build steps that may wait on the network without end (a warm-up, a collection check) run under the
+watchdog (:func:`watched`; the script is ``repo2env/runtime/watchdog.py``, shipped into every env
+image), which stops them after :data:`STALL_IDLE_S` without output, CPU or network progress and says
+what they waited on (:func:`watchdog_verdict`).
 
 Base images are named by a *flavour* (``py3.11``, ``node18``: the image ``repo2env/base:<flavour>``),
 which a spec carries (:meth:`~repo2env.models.EnvSpec.base_flavour`); ``bases`` are the flavours this
@@ -25,6 +31,7 @@ machine has, and a recipe picks the ones it can use.
 
 from __future__ import annotations
 
+import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +47,27 @@ TOOLS_DIR = "/opt/repo2env"
 #: How an own-code probe's line starts when the project's own code is not what got installed: the
 #: build reports the rest of each such line (the probes are standalone scripts that write it).
 OWN_CODE_MARKER = "own-code check failed: "
+#: Where env images keep the watchdog (``repo2env/runtime/watchdog.py``), which stops a command that
+#: makes no progress.
+WATCHDOG = f"{TOOLS_DIR}/watchdog.py"
+#: How the watchdog's line starts when it stopped a command (the script writes it; it is standalone).
+WATCHDOG_MARKER = "repo2env-watchdog: "
+#: How long a build step that waits (on the network, typically) may go without output, CPU or
+#: network progress before it is stopped.
+STALL_IDLE_S = 60
+
+
+def watched(command: str, *, idle_s: float = STALL_IDLE_S, timeout_s: float | None = None) -> str:
+    """``command`` (a shell command line) run under the image's watchdog, by the system Python."""
+    limit = f" --timeout {timeout_s:.0f}" if timeout_s else ""
+    return f"/usr/bin/python3 -I -S {WATCHDOG} --idle {idle_s:.0f}{limit} -- sh -c {shlex.quote(command)}"
+
+
+def watchdog_verdict(output: str) -> str | None:
+    """What the watchdog said when it stopped a command (its last marker line of ``output``, e.g.
+    ``stalled after 60 s without output, CPU or network progress; waiting on host:443 (...)``), or None."""
+    lines = [line for line in output.splitlines() if line.lstrip("\x1b[0-9;m").startswith(WATCHDOG_MARKER)]
+    return lines[-1].split(WATCHDOG_MARKER, 1)[1].strip()[:300] if lines else None
 
 
 class Shell(Protocol):
@@ -121,11 +149,17 @@ class BuildRecipe(ABC):
 
     @abstractmethod
     def check_image(self, shell: Shell, task: Task, spec: EnvSpec, own: Any, *, log_path: Path,
-                    collect_check: bool, timeout_s: float) -> str | None:
+                    collect_check: bool, timeout_s: float, stall_idle_s: float = STALL_IDLE_S) -> str | None:
         """None when the task image (open in ``shell``) runs the project's own code and, with
         ``collect_check``, the tests the PR touches load; else why not (a line for ``EnvSpec.error``).
-        What ran is written to ``log_path``. A reason starting with :data:`COLLECTION_TIMEOUT` is a
-        hang, which no other install cures."""
+        What ran is written to ``log_path``. A reason starting with :data:`COLLECTION_TIMEOUT` or
+        :data:`COLLECTION_STALLED` is a hang, which no other install cures; a step that may wait
+        without end runs :func:`watched` with ``stall_idle_s``."""
+
+    def image_facts(self, shell: Shell, spec: EnvSpec) -> dict[str, Any]:
+        """EnvSpec fields read from a task image (open in ``shell``) that passed its check (by
+        default none)."""
+        return {}
 
     def explain_failure(self, log: str, spec: EnvSpec) -> str | None:
         """A short explanation of a failed image build's log (None: the log's own last line says it)."""
@@ -146,3 +180,7 @@ class BuildRecipe(ABC):
 
 #: How a check's failure reason starts when the tests hung (see :meth:`BuildRecipe.check_image`).
 COLLECTION_TIMEOUT = "test collection timed out"
+#: The same for a collection the watchdog stopped: no output or CPU progress for STALL_IDLE_S.
+COLLECTION_STALLED = "test collection stalled"
+#: How a warm-up's stall starts its reason (it names the hosts waited on); it ends the ladder.
+WARMUP_STALLED = "the warm-up stalled"

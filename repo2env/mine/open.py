@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -11,11 +10,7 @@ from repo2env.errors import InputError
 from repo2env.mine.git import GitSource, looks_like_url
 from repo2env.mine.source import Source
 from repo2env.models import REPO_NAME_PATTERN
-
-
-def cache_dir() -> Path:
-    """Where clones and HTTP caches live: ``$REPO2ENV_CACHE`` or ``~/.cache/repo2env``."""
-    return Path(os.environ.get("REPO2ENV_CACHE") or Path.home() / ".cache" / "repo2env")
+from repo2env.settings import cache_dir
 
 
 def open_source(spec: str, *, issues_path: Path | None = None, token: str | None = None,

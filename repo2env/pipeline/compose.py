@@ -180,10 +180,11 @@ def validate(folder: Path, *, policy: AcceptancePolicy, backend: Backend | None 
 
 
 def predictions(path: Path) -> list[tuple[str, str]]:
-    """SWE-bench predictions (JSONL or a JSON list) as (instance id, patch) pairs."""
-    from repo2env.verify.grader import load_predictions
+    """SWE-bench predictions (JSONL, a JSON list, or preds.json keyed by instance id) as (instance id,
+    patch) pairs."""
+    from repo2env.publish.swebench import read_predictions
 
-    return [(row["instance_id"], row.get("model_patch") or "") for row in load_predictions(path)]
+    return [(row["instance_id"], row.get("model_patch") or "") for row in read_predictions(path)]
 
 
 def grade(patches: Sequence[tuple[str, str]], folders: Sequence[Path], *, mode: str = "graded",
@@ -258,14 +259,13 @@ def publish(folders: Sequence[Path], target: str, options: PublishOptions, *, ba
     holds the images: needed to save or push them (default: the selected one), otherwise only read
     for the Harbor folders' snapshot labels when it runs here."""
     from repo2env.publish.dataset import publish_to_folder
-    from repo2env.publish.harbor import harbor_writer
     from repo2env.publish.hub import HubTarget, parse_target, publish_to_hub
     from repo2env.publish.images import image_saver
 
     destination = parse_target(target)
     if backend is None:
         backend = worker_backend() if save_images or options.push_registry else backend_if_any()
-    writers = [harbor_writer(options.name, backend), *([image_saver(backend)] if save_images else [])]
+    writers = [image_saver(backend)] if save_images else []  # the Harbor folders are part of every tree
     if isinstance(destination, HubTarget):
         return publish_to_hub(list(folders), destination.repo_id, options, token=hub.token, endpoint=hub.endpoint,
                               private=hub.private, revision=hub.revision, create_pr=hub.create_pr,
@@ -321,13 +321,15 @@ def export_swebench(folders: Sequence[Path], out_path: Path, *, json_lists: bool
 
 
 def export_harbor(folders: Sequence[Path], out_dir: Path, *, name: str = defaults.EXPORT_NAME,
-                  include_rejected: bool = False, overwrite: bool = False, backend: Backend | None = None):
-    """The selected tasks of ``folders`` as Harbor task folders in ``out_dir`` (complete or absent);
-    each folder's snapshot commit read from ``backend``'s images when given."""
+                  include_rejected: bool = False, network: str = "no-network", push_registry: str | None = None,
+                  overwrite: bool = False, backend: Backend | None = None):
+    """The selected tasks of ``folders`` as Harbor task folders in ``out_dir`` (complete or absent),
+    with the ``network`` policy; each image pushed to ``push_registry`` first and pinned by digest
+    when given (``backend`` then required), else read from ``backend``'s images when given."""
     from repo2env.publish.harbor import export_harbor as write_harbor
 
-    return write_harbor(folders, out_dir, dataset=name, accepted_only=not include_rejected, overwrite=overwrite,
-                        backend=backend)
+    return write_harbor(folders, out_dir, dataset=name, accepted_only=not include_rejected, network=network,
+                        push_registry=push_registry, overwrite=overwrite, backend=backend)
 
 
 def export_openenv(dataset_dir: Path, out_dir: Path, *, name: str = defaults.EXPORT_NAME,
@@ -410,7 +412,7 @@ def training_dataset(source: str, work_dir: Path, *, build: bool = True, clones:
                      hub: HubOptions = HubOptions(), backend: Backend | None = None) -> TrainingDataset:
     """Load a published dataset (a folder or hf://org/name) with its splits, every task's image made
     to exist here first (the task folders go to ``work_dir/tasks``); an InputError when one cannot."""
-    from datasets import load_dataset
+    from repo2env.dataset_rows import load_published
 
     tree = fetch_dataset(source, work_dir, hub=hub)
     prepared = TrainingDataset(tree=tree)
@@ -421,7 +423,7 @@ def training_dataset(source: str, work_dir: Path, *, build: bool = True, clones:
             raise InputError(f"{len(pulled.not_runnable)} task(s) of {source} cannot run here: {shown}",
                              hint="publish with --save-images, or pass the repository's clone to rebuild")
         prepared.loaded_images, prepared.rebuilt = pulled.loaded_images, pulled.rebuilt
-    loaded = load_dataset(str(tree))
+    loaded = load_published(tree)  # a cache of its own: datasets caches a local folder by its name alone
     prepared.splits = {name: loaded[name] for name in loaded}
     if "train" not in prepared.splits:
         raise InputError(f"{source} has no 'train' split", hint="publish it with repo2env publish")

@@ -1,6 +1,6 @@
 """The Ray executor: each task is a Ray task on whichever node of the cluster has its resources free.
 
-A node needs only this package (``pip install 'repo2env[ray]'``; settings are package data) and a
+A node needs only this package (``pip install 'repo2env-rl[ray]'``; settings are package data) and a
 Docker engine: a task's sandboxes and images live on the node that runs it. The ``REPO2ENV_*``
 variables of the driver travel to the workers with the job's runtime environment.
 
@@ -19,6 +19,7 @@ from concurrent.futures import CancelledError, Future, InvalidStateError
 from concurrent.futures import wait as wait_futures
 from typing import Any
 
+from repo2env import install_hint
 from repo2env.errors import (
     InputError,
     TaskCancelledError,
@@ -48,7 +49,7 @@ def import_ray():
     try:
         import ray
     except ImportError:
-        raise InputError("the Ray executor needs Ray", hint="pip install 'repo2env[ray]' (on every node of the cluster too)") from None
+        raise InputError("the Ray executor needs Ray", hint=f"{install_hint('ray')} (on every node of the cluster too)") from None
     return ray
 
 

@@ -23,8 +23,10 @@ from repo2env.pipeline.executors import ThreadExecutor
 from repo2env.pipeline.runner import Stage, run_stages
 from repo2env.runtime.backend import Backend
 from repo2env.runtime.backends import backend_name, open_backend
+from repo2env.runtime.bootstrap import makeable_pythons
 from repo2env.runtime.build import (
     COLLECT_TIMEOUT_S,
+    STALL_IDLE_S,
     BuildOptions,
     BuildSummary,
     build_task,
@@ -66,7 +68,8 @@ class BuildJob:
     override: EnvOverride | None = None
     collect_check: bool = True
     collect_timeout_s: float = COLLECT_TIMEOUT_S
-    bases: tuple[str, ...] | None = None  #: base-image flavours on the engine (None: the bootstrappable ones)
+    bases: tuple[str, ...] | None = None  #: base-image flavours a build may use (None: the bootstrappable ones)
+    stall_idle_s: float = STALL_IDLE_S
     backend: str = ""  #: the backend a worker opens for it (default: REPO2ENV_BACKEND, else docker)
 
 
@@ -86,14 +89,16 @@ def build_work(job: BuildJob, runtime: Backend | None = None) -> BuildOutput:
         return BuildOutput(job.task.env_spec, reused=True)
     spec = build_task(job.task, job.clone, store=store, runtime=runtime, logs_dir=job.logs_dir,
                       override=job.override, collect_check=job.collect_check, bases=job.bases,
-                      collect_timeout_s=job.collect_timeout_s)
+                      collect_timeout_s=job.collect_timeout_s, stall_idle_s=job.stall_idle_s)
     return BuildOutput(spec, reused=False)
 
 
 def available_bases(runtime: Backend) -> tuple[str, ...]:
-    """The base-image flavours on the backend (``py3.8``, ``node20`` ...): pulled or locally made
-    bases widen what a language's recipe may choose beyond the ones every machine can bootstrap."""
-    return local_base_flavours(runtime)
+    """The base-image flavours a build may use: those on the backend (``py3.8``, ``node20`` ...:
+    pulled, or made before), and the ``py<X.Y>`` of every Python a local CPython can make one for
+    (the build makes it when a task needs it); they widen what a language's recipe may choose
+    beyond the ones every machine can bootstrap."""
+    return tuple(sorted({*local_base_flavours(runtime), *(f"py{python}" for python in makeable_pythons())}))
 
 
 def build_job(task: Task, clone: Path, logs_dir: Path, options: BuildOptions, bases: tuple[str, ...] | None,
@@ -101,7 +106,7 @@ def build_job(task: Task, clone: Path, logs_dir: Path, options: BuildOptions, ba
     """The build job of ``task`` under ``options``, for backend ``backend``."""
     return BuildJob(task=task, clone=clone, logs_dir=logs_dir, override=options.overrides.get(task.repo),
                     collect_check=options.collect_check, collect_timeout_s=options.collect_timeout_s,
-                    bases=bases, backend=backend)
+                    bases=bases, stall_idle_s=options.stall_idle_s, backend=backend)
 
 
 def build_tasks_dir(tasks_dir: Path, *, runtime: Backend, options: BuildOptions | None = None,

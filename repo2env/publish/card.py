@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 
 import yaml
 
+from repo2env import install_hint
+
 TAGS = ["repo2env", "reinforcement-learning", "code", "swe-bench", "software-engineering", "agents", "grpo"]
 
 
@@ -67,9 +69,10 @@ def dataset_card(*, name: str, splits: Mapping[str, int], repos: Mapping[str, Ma
               "tests use that the fix introduces and the issue never names), `adequacy` and `specification` (0 to 1), "
               "`quality` (JSON: the whole quality block, pass@k of the policy rollouts included).",
               "", "## Use it", "", "TRL (GRPO with the environment's tools and hidden-test reward):", "", "```python",
+              f"# {install_hint('train')}; `repo2env pull` makes the images runnable here",
               "from datasets import load_dataset",
               f'dataset = load_dataset("{repo_id}", split="train")',
-              "# repo2env pull makes the images runnable here; RepoEnv starts a task's sandbox on reset(**row)",
+              "# RepoEnv starts a task's sandbox on reset(**row)",
               "from repo2env.envs import RepoEnv",
               "from trl import GRPOConfig, GRPOTrainer",
               "trainer = GRPOTrainer(model=MODEL, train_dataset=dataset, environment_factory=RepoEnv,",
@@ -79,12 +82,16 @@ def dataset_card(*, name: str, splits: Mapping[str, int], repos: Mapping[str, Ma
               f'instances = load_dataset("{repo_id}", split="train").select_columns(',
               '    ["instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement",',
               '     "version", "FAIL_TO_PASS", "PASS_TO_PASS", "environment_setup_commit", "created_at", "hints_text"])',
+              "```", "",
+              "SWE-bench-style harnesses read each task's image from `image_name` / `docker_image`, and swebench's "
+              "harness grades with the rows' `eval_script` / `log_parser` / `eval_type`:", "", "```bash",
+              f"mini-extra swebench --subset {repo_id} --split train -o out -m MODEL",
               "```", ""]
     if harbor_tasks:
         lines += [f"Harbor: `tasks/<instance_id>/` holds {harbor_tasks} Harbor task folders (`instruction.md`, "
                   "`task.toml`, `environment/Dockerfile`, `tests/test.sh` = the hidden verifier, "
                   "`solution/solve.sh` = the gold patch):", "", "```bash",
                   f"huggingface-cli download {repo_id} --repo-type dataset --include 'tasks/*' --local-dir ds",
-                  "harbor run -p ds/tasks/INSTANCE_ID", "```", ""]
+                  "harbor lint ds/tasks/*", "harbor run -p ds/tasks -a AGENT -m MODEL", "```", ""]
     lines += ["`manifest.json` lists every file with its sha256.", ""]
     return "\n".join(lines)

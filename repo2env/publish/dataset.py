@@ -5,20 +5,20 @@ The tree is the same whether it lands in a folder or on the Hugging Face Hub::
     README.md                 dataset card (YAML metadata; ``configs:`` points at data/)
     data/<split>-00000-of-00001.parquet
     figures/validation.png    reward distributions of the reference rollouts (all published tasks)
+    tasks/<instance_id>/      a Harbor task folder per published task (see repo2env.publish.harbor),
+                              the same folders 'repo2env export harbor' writes
     figures/quality.png       task quality: adequacy, specification, interface (docs/quality.md)
     manifest.json             every other file with its size and sha256
 
-A folder target is written next to itself and renamed into place, so after an interruption it is
-either complete or absent; an existing target with other content is refused unless ``overwrite``.
+A folder target is written next to itself and renamed into place (:func:`write_folder`), so after an
+interruption it is either complete or absent; an existing target with other content is refused
+unless ``overwrite``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,15 +28,19 @@ from pathlib import Path
 from repo2env import __version__
 from repo2env.dataset_rows import dataset_row
 from repo2env.errors import InputError
-from repo2env.jsonl import read_tasks
+from repo2env.jsonl import read_unique_tasks
 from repo2env.models import Task, ValidationReport
 from repo2env.publish.card import dataset_card
 from repo2env.publish.selection import left_out_because
+from repo2env.publish.staging import write_folder
 from repo2env.runtime.backend import Backend
 
 MANIFEST = "manifest.json"
 
-#: Extra writers of the tree (e.g. Harbor task folders): (tasks, tree root) -> files written.
+#: Where the tree keeps its Harbor task folders.
+HARBOR_FOLDER = "tasks"
+
+#: Extra writers of the tree (e.g. the images tarball): (tasks, tree root) -> how many things written.
 TreeWriter = Callable[[Sequence[Task], Path], int]
 
 
@@ -69,7 +73,8 @@ class PublishSummary:
 
 
 def select_tasks(folders: Sequence[Path], *, include_rejected: bool) -> tuple[list[Task], Counter, dict[str, Counter]]:
-    """The tasks to publish from these task folders (:func:`repo2env.publish.selection.left_out_because`),
+    """The tasks to publish from these task folders (one per instance id, see
+    :func:`repo2env.jsonl.read_unique_tasks`; which go out: :func:`repo2env.publish.selection.left_out_because`),
     what was left out and why, and per-repo counts.
 
     Tasks never validated are refused (an InputError naming them) unless ``include_rejected``:
@@ -79,22 +84,21 @@ def select_tasks(folders: Sequence[Path], *, include_rejected: bool) -> tuple[li
     left_out: Counter = Counter()
     per_repo: dict[str, Counter] = {}
     unvalidated: list[str] = []
-    for folder in folders:
-        for task in read_tasks(folder / "tasks.jsonl"):
-            counts = per_repo.setdefault(task.repo, Counter())
-            counts["mined"] += 1
-            counts["built"] += bool(task.env_spec and task.env_spec.status == "env_ok")
-            verdict = task.validation.verdict if task.validation else "pending"
-            counts["validated"] += verdict != "pending"
-            counts["accepted"] += verdict == "accepted"
-            if verdict == "pending":
-                unvalidated.append(task.instance_id)
-            reason = left_out_because(task, include_rejected=include_rejected)
-            if reason is None:
-                chosen.append(task)
-                counts["published"] += 1
-            else:
-                left_out[reason] += 1
+    for task in read_unique_tasks(folders):
+        counts = per_repo.setdefault(task.repo, Counter())
+        counts["mined"] += 1
+        counts["built"] += bool(task.env_spec and task.env_spec.status == "env_ok")
+        verdict = task.validation.verdict if task.validation else "pending"
+        counts["validated"] += verdict != "pending"
+        counts["accepted"] += verdict == "accepted"
+        if verdict == "pending":
+            unvalidated.append(task.instance_id)
+        reason = left_out_because(task, include_rejected=include_rejected)
+        if reason is None:
+            chosen.append(task)
+            counts["published"] += 1
+        else:
+            left_out[reason] += 1
     if unvalidated and not include_rejected:
         shown = ", ".join(unvalidated[:5]) + (f" and {len(unvalidated) - 5} more" if len(unvalidated) > 5 else "")
         raise InputError(f"{len(unvalidated)} task(s) were never validated: {shown}",
@@ -117,10 +121,13 @@ def split_name(task: Task, cutoff: date | None) -> str:
 def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
                extra_writers: Sequence[TreeWriter] = (), images: Backend | None = None) -> PublishSummary:
     """Write the dataset tree of the chosen tasks under ``root`` (an empty folder); ``images`` is the
-    backend ``options.push_registry`` pushes the tasks' images from."""
+    backend the tasks' images are on (``options.push_registry`` pushes them from it; the Harbor folders
+    read their snapshot commits from it; without one the verifier finds the commit itself)."""
     from datasets import Dataset
     from datasets.utils.logging import disable_progress_bar
 
+    from repo2env.publish.harbor import image_snapshots, write_task_folders
+    from repo2env.publish.swebench import harness_fields
     from repo2env.runtime.images import layer_dockerfiles
     from repo2env.validate.report import quality_summary, write_figure, write_quality_figure
     from repo2env.validate.run import read_records
@@ -136,8 +143,10 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
     summary = PublishSummary(target=str(root), left_out=left_out)
     by_split: dict[str, list[dict]] = {}
     for task in tasks:
+        # swebench's evaluation fields too (its harness grades the rows); the `image` column stays the local tag.
+        evaluation = {name: value for name, value in harness_fields(task).items() if name != "image"}
         by_split.setdefault(split_name(task, options.split_by_date), []).append(
-            dataset_row(task, layer_dockerfiles(task), json_lists=options.json_lists))
+            {**dataset_row(task, layer_dockerfiles(task), json_lists=options.json_lists), **evaluation})
     (root / "data").mkdir(parents=True)
     for split, rows in sorted(by_split.items(), key=lambda item: item[0] != "train"):
         Dataset.from_list(rows).to_parquet(str(root / "data" / f"{split}-00000-of-00001.parquet"))
@@ -150,10 +159,12 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
         (root / "figures").mkdir()
         write_figure(root / "figures" / "validation.png", records)
         figures.append("figures/validation.png")
+    summary.harbor_tasks = write_task_folders(tasks, root / HARBOR_FOLDER, dataset=options.name,
+                                              snapshots=image_snapshots(tasks, images))
     quality_figure = "figures/quality.png" if records and write_quality_figure(root / "figures" / "quality.png",
                                                                                records) else None
     for writer in extra_writers:
-        summary.harbor_tasks += writer(tasks, root)
+        writer(tasks, root)
     (root / "README.md").write_text(dataset_card(
         name=options.name, splits=summary.splits, repos={repo: dict(counts) for repo, counts in per_repo.items()},
         license_id=options.license_id, figures=figures, harbor_tasks=summary.harbor_tasks,
@@ -206,17 +217,7 @@ def verify_manifest(root: Path) -> list[str]:
 def publish_to_folder(folders: Sequence[Path], target: Path, options: PublishOptions, *, overwrite: bool = False,
                       extra_writers: Sequence[TreeWriter] = (), images: Backend | None = None) -> PublishSummary:
     """Write the dataset tree to ``target``: complete or absent, never half-written."""
-    target = target.absolute()
-    if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:
-        raise InputError(f"{target} exists and is not empty", hint="choose another target, or pass --overwrite")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
-    try:
-        summary = write_tree(folders, staging / "tree", options, extra_writers=extra_writers, images=images)
-        if target.exists():
-            os.replace(target, staging / "previous")  # removed with the staging folder
-        os.replace(staging / "tree", target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    summary.target = str(target)
+    summary = write_folder(target, lambda root: write_tree(folders, root, options, extra_writers=extra_writers,
+                                                           images=images), overwrite=overwrite)
+    summary.target = str(Path(target).absolute())
     return summary

@@ -1,33 +1,41 @@
 """Harbor task folders: ``tasks/<instance_id>/`` in a published dataset, or ``repo2env export harbor DIR``.
 
-One folder per task, in Harbor's task format::
+One folder per task, in Harbor's task format (``task.toml`` schema 1.4)::
 
     instruction.md           the issue, framed as every other place the task meets a model
-    task.toml                name, metadata, timeouts; [environment] docker_image = the task image
-    environment/Dockerfile   FROM the task image (its pushed reference when --push-images ran)
+    task.toml                name, metadata, timeouts, the agent's user (``agent``, not root), the
+                             network policy, and a verifier in its own environment (see below)
+    environment/Dockerfile   FROM the task image (its pushed reference, pinned by digest, when
+                             --push-images ran); task.toml's docker_image names the same image
     solution/solve.sh        applies solution/gold.diff, the pull request's own fix, to /testbed
-    tests/test.sh            the verifier: tests/verify.py grades /testbed with the hidden tests
-                             through the grading script repo2env's grader runs (tests/grade.sh,
-                             tests/run_tests.sh, tests/restore.py: the package's own files) and writes
+    tests/test.sh            the verifier: tests/verify.py grades the agent's diff with the hidden
+                             tests through the grading script repo2env's grader runs (tests/grade.sh,
+                             tests/run_tests.sh and tests/restore.py, the package's own files) and writes
                              /logs/verifier/reward.txt and reward.json (reward, f2p_rate, p2p_rate,
                              resolved, tampered)
+
+The verifier never shares the agent's container (``verifier.environment_mode = "separate"``), as
+in every grading repo2env does: once the agent is done, a collection step in the agent's container
+(``[[verifier.collect]]``, run as the agent's user) writes the agent's change as a git diff against
+the image's snapshot commit to :data:`AGENT_DIFF_ARTIFACT`, which task.toml declares as the
+trial's artifact; Harbor copies it out, starts a pristine container of the same image for the
+verifier and uploads it there, and verify.py applies it. Whatever the agent did outside /testbed
+(as root, say: site-packages, pytest itself) stays behind in the agent's container.
 
 ``tests/`` also holds the task's grading specification (``spec.json``, what
 :func:`repo2env.verify.spec.grading_spec` derives), the hidden tests (``test.diff``), this folder's
 canaries, the outcome plugin and, under ``lib/``, the package's run reader (exit statuses, JUnit,
-live stream, tamper verdict, reward), so a verifier reads and scores outcomes exactly as the
-grader does. Harbor uploads ``tests/`` only
-after the agent has finished, and verify.py makes it root's alone before the tests run.
+live stream, tamper verdict, reward), so a verifier reads and scores outcomes exactly as the grader
+does. Harbor uploads ``tests/`` only to the verifier's container, and verify.py makes it root's
+alone before the tests run.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import posixpath
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -36,8 +44,10 @@ from repo2env.errors import InputError
 from repo2env.instruction import instruction_text
 from repo2env.models import Task
 from repo2env.publish.selection import select_from_folders
+from repo2env.publish.staging import write_folder
 from repo2env.runtime.backend import Backend
 from repo2env.runtime.bootstrap import AGENT_UID
+from repo2env.runtime.sandbox import agent_diff_command
 from repo2env.verify.spec import GradingLayout, grading_scripts, grading_spec
 from repo2env.verify.tamper import PLUGIN_SOURCE
 
@@ -49,6 +59,17 @@ VERIFIER_FILES = ("test.sh", "verify.py")
 #: How long Harbor gives the verifier beyond the tests' own timeout: the diff, the reset, the set-up.
 VERIFIER_MARGIN_S = 300.0
 AGENT_TIMEOUT_S = 3600.0
+#: Where the collection step writes the agent's diff in the agent's container; Harbor carries it to
+#: the same path in the verifier's container (task.toml's ``artifacts``).
+AGENT_DIFF_ARTIFACT = "/tmp/repo2env-harbor/agent.diff"
+COLLECT_TIMEOUT_S = 300.0
+#: The task.toml schema these folders are written in (Harbor 0.2x's current one).
+TASK_SCHEMA_VERSION = "1.4"
+#: Harbor's network policies a task may declare: ``no-network`` (our sandboxes' own; on Docker,
+#: Harbor enforces it with an egress sidecar built from an image on Docker Hub) or ``public``.
+NETWORK_MODES = ("no-network", "public")
+#: The agent's container's resources, as repo2env's own sandboxes get them (SandboxLimits' defaults).
+CPUS, MEMORY_MB = 1, 2048
 
 
 @dataclass(frozen=True)
@@ -60,20 +81,23 @@ class HarborExport:
 
 
 def image_reference(task: Task) -> str:
-    """The image a Harbor task runs in: the pushed reference (registry, name and digest) when the
+    """The image a Harbor task runs in (:attr:`EnvSpec.runnable_image`): pinned by digest when the
     images were pushed, else the local tag ``repo2env build`` made."""
-    spec = task.env_spec
-    if spec is None or not (spec.pushed_image or spec.image):
+    image = task.env_spec.runnable_image if task.env_spec else None
+    if not image:
         raise InputError(f"task {task.instance_id} has no image", hint="run 'repo2env build' first")
-    return spec.pushed_image or spec.image
+    return image
 
 
-def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None,
+def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None, network: str = "no-network",
                       timeout_s: float | None = None) -> dict[str, bytes]:
     """Every file of the task's Harbor folder, by path relative to it. ``snapshot`` is the commit
     of the image's /testbed the agent's change is taken against (read from the image's label);
-    without it the verifier takes the repository's root commit (the snapshot has only one).
-    ``timeout_s`` overrides the hidden tests' timeout of the task's grading specification."""
+    without it the collection step takes the repository's root commit (the snapshot has only
+    one). ``network``: the task's network policy, one of :data:`NETWORK_MODES`. ``timeout_s``
+    overrides the hidden tests' timeout of the task's grading specification."""
+    if network not in NETWORK_MODES:
+        raise InputError(f"network policy {network!r}: choose one of {', '.join(NETWORK_MODES)}")
     if not task.FAIL_TO_PASS:
         raise InputError(f"task {task.instance_id} has no FAIL_TO_PASS tests", hint="run 'repo2env validate' first")
     spec = grading_spec(task, timeout_s=timeout_s)
@@ -89,13 +113,15 @@ def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None,
     # No host-side filter runs on the agent's diff there: restore.py applies the path rules itself.
     settings = spec.script_settings(run_ids, layout, host_filtered=False)
     verifier = {
-        "agent_uid": AGENT_UID, "snapshot": snapshot, "mode": "graded", "run_ids": run_ids,
+        "agent_uid": AGENT_UID, "snapshot": snapshot, "agent_diff": AGENT_DIFF_ARTIFACT, "mode": "graded",
+        "run_ids": run_ids,
         "canaries": [dataclasses.asdict(canary) for canary in plan.canaries],
         "exclusive": [list(group) for group in plan.exclusive],
     }
     text = {
         "instruction.md": instruction_text(task) + "\n",
-        "task.toml": task_toml(task, dataset=dataset, image=image, verifier_timeout_s=spec.timeout_s + VERIFIER_MARGIN_S),
+        "task.toml": task_toml(task, dataset=dataset, image=image, snapshot=snapshot, network=network,
+                               verifier_timeout_s=spec.timeout_s + VERIFIER_MARGIN_S),
         "environment/Dockerfile": dockerfile(task, image),
         "solution/solve.sh": SOLVE_SH,
         "solution/gold.diff": task.patch,
@@ -121,23 +147,45 @@ git -c safe.directory='*' apply --whitespace=nowarn --binary "$(dirname "$0")/go
 """
 
 
-def task_toml(task: Task, *, dataset: str, image: str, verifier_timeout_s: float) -> str:
-    """task.toml: Harbor's task configuration (strings written as TOML basic strings)."""
+def collect_command(snapshot: str | None) -> str:
+    """The collection step, run in the agent's container as the agent's user once the agent is
+    done: the agent's other processes are stopped, then its change to /testbed is written as a
+    git diff against ``snapshot`` (else the repository's root commit) to the artifact path, whole
+    or not at all. It runs with the agent's rights on the agent's repository, so an agent can at
+    worst spoil its own diff: the verifier applies it to a pristine snapshot like any patch."""
+    folder = posixpath.dirname(AGENT_DIFF_ARTIFACT)
+    against = snapshot or '"$(git rev-list --max-parents=0 HEAD | tail -n 1)"'
+    return (f"kill -9 -1 2>/dev/null; mkdir -p {folder} && rm -f {AGENT_DIFF_ARTIFACT} && cd /testbed && "
+            f"{agent_diff_command(against)} > {AGENT_DIFF_ARTIFACT}.partial && "
+            f"mv {AGENT_DIFF_ARTIFACT}.partial {AGENT_DIFF_ARTIFACT}")
+
+
+def task_toml(task: Task, *, dataset: str, image: str, verifier_timeout_s: float, snapshot: str | None = None,
+              network: str = "no-network") -> str:
+    """task.toml: Harbor's task configuration, schema :data:`TASK_SCHEMA_VERSION` (strings written
+    as TOML basic strings)."""
     def string(value: str) -> str:
         return json.dumps(value, ensure_ascii=False)
 
     owner = dataset.split("/", 1)[0] if "/" in dataset else "repo2env"
+    title = next((line.strip() for line in task.problem_statement.splitlines() if line.strip()), task.instance_id)
     lines = [
-        'version = "1.0"', "",
-        "[task]", f"name = {string(f'{owner}/{task.instance_id}')}", "",
+        f"schema_version = {string(TASK_SCHEMA_VERSION)}",
+        f"artifacts = [{string(AGENT_DIFF_ARTIFACT)}]", "",
+        "[task]", f"name = {string(f'{owner}/{task.instance_id}')}", f"description = {string(title[:200])}",
+        'keywords = ["repo2env", "swe", "python"]', "",
         "[metadata]", 'author_name = "repo2env"', 'category = "software-engineering"',
         'tags = ["repo2env", "swe", "python"]', f"repo = {string(task.repo)}",
         f"instance_id = {string(task.instance_id)}", f"pull_number = {task.pull_number}",
         f"base_commit = {string(task.base_commit)}", f"created_at = {string(task.created_at)}", "",
-        "[verifier]", f"timeout_sec = {float(verifier_timeout_s)}", "",
-        "[agent]", f"timeout_sec = {AGENT_TIMEOUT_S}", "",
+        "# The verifier runs in a pristine container of the same image, as root; it grades the agent's diff,",
+        "# which the collection step below writes in the agent's container and Harbor carries over (artifacts).",
+        "[verifier]", f"timeout_sec = {float(verifier_timeout_s)}", 'environment_mode = "separate"', 'user = "root"', "",
+        "[[verifier.collect]]", f"command = {string(collect_command(snapshot))}", 'user = "agent"',
+        f"timeout_sec = {COLLECT_TIMEOUT_S}", "",
+        "[agent]", f"timeout_sec = {AGENT_TIMEOUT_S}", 'user = "agent"', "",
         "[environment]", f"docker_image = {string(image)}", 'workdir = "/testbed"', "build_timeout_sec = 600.0",
-        "allow_internet = false", "",
+        f"network_mode = {string(network)}", f"cpus = {CPUS}", f"memory_mb = {MEMORY_MB}", "",
     ]
     return "\n".join(lines)
 
@@ -151,7 +199,7 @@ def dockerfile(task: Task, image: str) -> str:
 
 
 def write_task_folders(tasks: Iterable[Task], root: Path, *, dataset: str,
-                       snapshots: Mapping[str, str | None] | None = None) -> int:
+                       snapshots: Mapping[str, str | None] | None = None, network: str = "no-network") -> int:
     """Write each task's Harbor folder under ``root/<instance_id>/``; returns how many. A task with
     no FAIL_TO_PASS tests yet (never validated, published with --include-rejected) has no verifier
     and gets no folder."""
@@ -160,7 +208,8 @@ def write_task_folders(tasks: Iterable[Task], root: Path, *, dataset: str,
         if not task.FAIL_TO_PASS:
             continue
         snapshot = (snapshots or {}).get(task.instance_id)
-        for relative, payload in harbor_task_files(task, dataset=dataset, snapshot=snapshot).items():
+        files = harbor_task_files(task, dataset=dataset, snapshot=snapshot, network=network)
+        for relative, payload in files.items():
             path = root / task.instance_id / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(payload)
@@ -171,48 +220,42 @@ def write_task_folders(tasks: Iterable[Task], root: Path, *, dataset: str,
 
 
 def image_snapshots(tasks: Iterable[Task], backend: Backend | None) -> dict[str, str | None]:
-    """The snapshot commit of each task's image (its ``repo2env.snapshot`` label), where ``backend``
-    has the image; None where not, and {} without a backend (the verifier then takes the root commit)."""
-    if backend is None:
-        return {}
+    """The snapshot commit of each task's image: the one its build recorded (``env_spec.snapshot_commit``),
+    else its image's ``repo2env.snapshot`` label where ``backend`` has the image, else None (the
+    collection step then takes the repository's root commit)."""
     snapshots: dict[str, str | None] = {}
     for task in tasks:
-        image = backend.images.get(task.env_spec.image) if task.env_spec and task.env_spec.image else None
-        snapshots[task.instance_id] = image.labels.get("repo2env.snapshot") if image else None
+        recorded = task.env_spec.snapshot_commit if task.env_spec else None
+        image = None
+        if recorded is None and backend is not None and task.env_spec and task.env_spec.image:
+            image = backend.images.get(task.env_spec.image)
+        snapshots[task.instance_id] = recorded or (image.labels.get("repo2env.snapshot") if image else None)
     return snapshots
 
 
-def harbor_writer(dataset: str, backend: Backend | None = None) -> Callable[[Sequence[Task], Path], int]:
-    """A publish tree writer (see :data:`repo2env.publish.dataset.TreeWriter`): ``tasks/<instance_id>/``
-    (the snapshot commits read from ``backend``'s images when given)."""
-    def write(tasks: Sequence[Task], root: Path) -> int:
-        return write_task_folders(tasks, root / "tasks", dataset=dataset, snapshots=image_snapshots(tasks, backend))
-
-    return write
-
-
 def export_harbor(folders: Iterable[Path], out_dir: Path, *, dataset: str = "repo2env", accepted_only: bool = True,
-                  overwrite: bool = False, backend: Backend | None = None) -> HarborExport:
-    """Write the Harbor folders of the tasks in ``folders`` (accepted ones unless not
-    ``accepted_only``; built ones always) to ``out_dir``: complete or absent (the snapshot commits
-    read from ``backend``'s images when given)."""
+                  overwrite: bool = False, network: str = "no-network", push_registry: str | None = None,
+                  backend: Backend | None = None) -> HarborExport:
+    """Write the Harbor folders of the tasks in ``folders`` (one per instance id; accepted ones
+    unless not ``accepted_only``, built ones always) to ``out_dir``: complete or absent. With
+    ``push_registry`` the images are pushed there from ``backend`` first and the folders pin them
+    by digest; the snapshot commits are read from ``backend``'s images when given."""
     tasks = select_from_folders(list(folders), include_rejected=not accepted_only).tasks
     if not tasks:
         raise InputError("no task to export (none is built and accepted)",
                          hint="run 'repo2env build' and 'repo2env validate', or pass --include-rejected")
-    out_dir = Path(out_dir).absolute()
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())) and not overwrite:
-        raise InputError(f"{out_dir} exists and is not empty", hint="choose another folder, or pass --overwrite")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
-    try:
-        count = write_task_folders(tasks, staging / "tasks", dataset=dataset, snapshots=image_snapshots(tasks, backend))
-        if out_dir.exists():
-            os.replace(out_dir, staging / "previous")  # removed with the staging folder
-        os.replace(staging / "tasks", out_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return HarborExport(root=out_dir, tasks=count)
+    if network not in NETWORK_MODES:
+        raise InputError(f"--network {network!r}: choose one of {', '.join(NETWORK_MODES)}")
+    if push_registry:
+        from repo2env.publish.images import push_images
+
+        if backend is None:
+            raise InputError("--push-images needs the backend the images were built on")
+        tasks = push_images(tasks, push_registry, backend=backend)
+    snapshots = image_snapshots(tasks, backend)
+    count = write_folder(out_dir, lambda root: write_task_folders(tasks, root, dataset=dataset, snapshots=snapshots,
+                                                                 network=network), overwrite=overwrite)
+    return HarborExport(root=Path(out_dir).absolute(), tasks=count)
 
 
 def _packaged(package: str, name: str) -> str:

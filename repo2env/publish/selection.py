@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repo2env.jsonl import read_tasks
+from repo2env.jsonl import read_unique_tasks
 from repo2env.models import Task
 
 
@@ -48,6 +48,7 @@ def select_tasks(tasks: Iterable[Task], *, include_rejected: bool = False) -> Se
 
 
 def select_from_folders(folders: Sequence[Path], *, include_rejected: bool = False) -> Selection:
-    """:func:`select_tasks` over the tasks.jsonl of each task folder."""
-    return select_tasks((task for folder in folders for task in read_tasks(folder / "tasks.jsonl")),
-                        include_rejected=include_rejected)
+    """:func:`select_tasks` over the tasks.jsonl of the task folders, one task per instance id
+    (:func:`repo2env.jsonl.read_unique_tasks`: two folders holding different content under one id
+    are an InputError)."""
+    return select_tasks(read_unique_tasks(folders), include_rejected=include_rejected)

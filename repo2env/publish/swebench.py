@@ -6,12 +6,20 @@ or parquet, with the two test lists often stored as JSON strings. Importing turn
 tasks, one tasks folder per repository, so they can be built, validated and trained on with our
 runtime and verifier; the given FAIL_TO_PASS / PASS_TO_PASS are kept as ``declared`` lists, and
 ``validate`` re-derives them and reports the difference.
+
+Exported rows (and published ones) carry what SWE-bench-style harnesses read to run a task with no
+glue: the image under the names they look for (``image_name``, ``docker_image``, and swebench 5's
+``image``), and, for tasks whose tests run with pytest, swebench 5's evaluation fields
+(``eval_script``, ``log_parser``, ``eval_type``) so its own harness (``swebench.harness.
+run_evaluation``) can grade predictions in the task's image. That harness grades with its own
+checks; ``repo2env grade`` is the grader with this project's tamper defences.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,11 +119,102 @@ def import_swebench(path: Path, out_root: Path, clones: Mapping[str, str]) -> Im
     return summary
 
 
+#: swebench's markers around the test output in an evaluation log (swebench.harness.constants).
+START_TEST_OUTPUT = ">>>>> Start Test Output"
+END_TEST_OUTPUT = ">>>>> End Test Output"
+#: swebench's parser of pytest's ``-rA`` summary lines (its log_parsers registry).
+PYTEST_LOG_PARSER = "parse_log_pytest"
+
+
+def harness_fields(task: Task) -> dict[str, Any]:
+    """What swebench 5's harness reads of a row to grade it (``image``, ``eval_script``,
+    ``log_parser``, ``eval_type``); the three evaluation fields are None for a task whose tests do
+    not run with pytest (swebench has no parser for our other runners' output)."""
+    image = task.env_spec.runnable_image if task.env_spec else None
+    fields: dict[str, Any] = {"image": image, "eval_script": None, "log_parser": None, "eval_type": None}
+    command = task.test_command()
+    if not (command.startswith("python -m pytest") or command.startswith("pytest")) or not task.FAIL_TO_PASS:
+        return fields
+    fields.update(eval_script=eval_script(task), log_parser=PYTEST_LOG_PARSER, eval_type="pass_and_fail")
+    return fields
+
+
+def eval_script(task: Task) -> str:
+    """swebench's eval.sh for ``task``: in /testbed (the task image's snapshot, one commit) reset the
+    hidden tests' files, apply the test patch, run the task's tests between swebench's markers (the
+    ``-rA`` summary its pytest parser reads), and reset the files again."""
+    from repo2env.patches import parse
+
+    paths = parse(task.test_patch).paths
+    delimiter = "EOF_REPO2ENV_TEST_PATCH"
+    while delimiter in task.test_patch:
+        delimiter += "_"
+    test_ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS]))
+    command = task.test_command()
+    if " -rA" not in f" {command} ":
+        command += " -rA"
+    # A test file the snapshot has is checked out again; one the test patch creates is removed.
+    reset = "; ".join(f"(git checkout HEAD -- {shlex.quote(path)} 2>/dev/null || rm -f {shlex.quote(path)})"
+                     for path in paths)
+    patch = task.test_patch if task.test_patch.endswith("\n") else task.test_patch + "\n"
+    return "\n".join([
+        "#!/bin/bash", "set -uxo pipefail", "cd /testbed", reset or ":",
+        f"git apply -v - <<'{delimiter}'", patch + delimiter,
+        f": '{START_TEST_OUTPUT}'", f"{command} {' '.join(shlex.quote(test_id) for test_id in test_ids)}",
+        f": '{END_TEST_OUTPUT}'", reset or ":", "",
+    ])
+
+
 def export_swebench(folders: Iterable[Path], out_path: Path, *, json_lists: bool = True,
                     accepted_only: bool = True) -> int:
-    """Write the tasks of ``folders`` as SWE-bench instances (JSONL); returns how many. Like every
-    export, only built tasks (an image that runs), accepted ones unless not ``accepted_only``."""
+    """Write the tasks of ``folders`` (one row per instance id) as SWE-bench instances (JSONL), each
+    with the image a harness runs it in and swebench's evaluation fields (:func:`harness_fields`);
+    returns how many. Like every export, only built tasks (an image that runs), accepted ones unless
+    not ``accepted_only``."""
     selected = select_from_folders(list(folders), include_rejected=not accepted_only)
-    rows = [task.to_swebench_row(json_lists=json_lists) for task in selected.tasks]
+    rows = [{**task.to_swebench_row(json_lists=json_lists), **harness_fields(task)} for task in selected.tasks]
     write_json_lines(out_path, rows)
     return len(rows)
+
+
+def read_predictions(path: Path) -> list[dict[str, Any]]:
+    """SWE-bench predictions, as harnesses write them: JSONL (or a JSON list) of ``{instance_id,
+    model_name_or_path, model_patch}``, or ``preds.json``, a JSON object keyed by instance id (as
+    mini-swe-agent and swebench write it). Bytes that are not UTF-8 (a patch's Latin-1 lines) stay
+    as they were, as surrogate escapes. An InputError names the prediction that is malformed."""
+    if not Path(path).is_file():
+        raise InputError(f"no predictions file at {path}")
+    text = Path(path).read_bytes().decode("utf-8", errors="surrogateescape")
+    stripped = text.lstrip()
+    try:
+        if stripped.startswith("["):
+            rows = json.loads(text)
+        elif stripped.startswith("{") and _one_document(stripped):
+            document = json.loads(text)
+            # One prediction on one line is JSON lines too; an object of predictions is keyed by id.
+            rows = [document] if "model_patch" in document else [
+                {"instance_id": key, **value} if isinstance(value, dict) else value for key, value in document.items()]
+        else:
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON lines or a JSON object of predictions ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(rows, list):
+        raise InputError(f"{path}: expected a list of predictions or an object keyed by instance id")
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict) or "instance_id" not in row or "model_patch" not in row:
+            raise InputError(f"{path}: prediction {number} needs instance_id and model_patch")
+        if not isinstance(row["instance_id"], str):
+            raise InputError(f"{path}: prediction {number}: instance_id must be a string")
+        if row["model_patch"] is not None and not isinstance(row["model_patch"], str):
+            raise InputError(f"{path}: prediction {number} ({row['instance_id']}): model_patch must be a string "
+                             f"(a diff) or null, not {type(row['model_patch']).__name__}")
+    return rows
+
+
+def _one_document(text: str) -> bool:
+    """Whether ``text`` (starting with ``{``) is one JSON object rather than JSON lines."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True

@@ -5,7 +5,9 @@ infer the EnvSpec from the files at ``base_commit``, make the snapshot, then cli
 ladder until a rung installs the project's own code (for Python: its import names resolve to
 ``/testbed``, in the env layer and in the task image; every rung keeps the editable install the one
 that runs) and its tests load in a locked-down sandbox (pytest's collection; a JavaScript runner's
-run of the touched test files). The images a failed rung built are removed. The task's ``env_spec``
+run of the touched test files). Steps that may wait on the network without end (the warm-up, the
+collection check) run under a watchdog that stops them after ``stall_idle_s`` without progress and
+names what they waited on. The images a failed rung built are removed. The task's ``env_spec``
 records the rung, the images and ``env_ok``, or ``env_failed`` with the reason and the log. The loop over a tasks folder is the stage runner's
 (:func:`repo2env.pipeline.stages.build_tasks_dir`): one task's failure never stops the batch, and a
 re-run reuses every image that is still there.
@@ -25,7 +27,14 @@ from repo2env import defaults
 from repo2env.errors import BackendUnavailableError, BuildError, InputError, Repo2EnvError
 from repo2env.jsonl import read_repository_record
 from repo2env.languages import get_profile
-from repo2env.languages.build import COLLECTION_TIMEOUT, BuildRecipe
+from repo2env.languages.build import (
+    COLLECTION_STALLED,
+    COLLECTION_TIMEOUT,
+    STALL_IDLE_S,
+    WARMUP_STALLED,
+    BuildRecipe,
+    watchdog_verdict,
+)
 from repo2env.languages.python.spec.overrides import EnvOverride, override_hash
 from repo2env.models import EnvSpec, Task
 from repo2env.patches import parse
@@ -35,9 +44,10 @@ from repo2env.runtime.sandbox import Runtime, SandboxLimits
 from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
 
 COLLECT_TIMEOUT_S = 300.0
-# COLLECTION_TIMEOUT (how a hang's failure reason starts) ends the ladder: another install would
-# hang the same way, after one try of the same rung with the recipe's warm-up (data downloaded on
-# first use).
+# COLLECTION_TIMEOUT and COLLECTION_STALLED (how a hang's failure reason starts) end the ladder:
+# another install would hang the same way, after one try of the same rung with the recipe's warm-up
+# (data downloaded on first use). WARMUP_STALLED (the warm-up itself waited on a host that never
+# answered) ends it too.
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,7 @@ class BuildOptions:
     instance_ids: frozenset[str] = frozenset()
     collect_check: bool = True
     collect_timeout_s: float = COLLECT_TIMEOUT_S  #: how long the collection check may take
+    stall_idle_s: float = STALL_IDLE_S  #: how long a warm-up or collection check may make no progress
 
 
 # Env images a rung of this process is using right now: a failed rung never removes one of them.
@@ -94,7 +105,8 @@ def still_built(task: Task, store: ImageStore, override: EnvOverride | None = No
 
 def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, logs_dir: Path,
                override: EnvOverride | None = None, collect_check: bool = True,
-               bases: Sequence[str] | None = None, collect_timeout_s: float = COLLECT_TIMEOUT_S) -> EnvSpec:
+               bases: Sequence[str] | None = None, collect_timeout_s: float = COLLECT_TIMEOUT_S,
+               stall_idle_s: float = STALL_IDLE_S) -> EnvSpec:
     """Build one task's images, climbing its language recipe's install ladder; never raises for the
     task's own failure (it is recorded in the returned spec), only for a missing engine. ``bases``
     are the base-image flavours the engine has (None: the ones every machine can make)."""
@@ -129,10 +141,10 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, 
             with _env_users_guard:
                 _env_users[env_tag] += 1
             try:
-                problem, problem_log, image, dockerfiles = _try_rung(task, candidate, recipe, own, snapshot_dir,
-                                                                     snapshot_sha, store=store, runtime=runtime,
-                                                                     log_path=log_path, collect_check=collect_check,
-                                                                     collect_timeout_s=collect_timeout_s)
+                problem, problem_log, image, dockerfiles, facts = _try_rung(
+                    task, candidate, recipe, own, snapshot_dir, snapshot_sha, store=store, runtime=runtime,
+                    log_path=log_path, collect_check=collect_check, collect_timeout_s=collect_timeout_s,
+                    stall_idle_s=stall_idle_s)
             finally:
                 with _env_users_guard:
                     _env_users[env_tag] -= 1
@@ -141,8 +153,8 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, 
                     candidate = candidate.model_copy(update={"needs_network": _warmup_fetched(runtime, image.tag)})
                 return candidate.model_copy(update={
                     "status": "env_ok", "env_image": env_tag, "image": image.tag,
-                    "image_digest": image.image_id, "error": None, "log_path": str(log_path),
-                    "dockerfiles": dockerfiles,
+                    "image_digest": image.image_id, "snapshot_commit": snapshot_sha, "error": None,
+                    "log_path": str(log_path), "dockerfiles": dockerfiles, **facts,
                 })
             last_error, last_log = f"{rung}: {problem}", problem_log
             _discard_rung(store, task, env_tag)
@@ -159,7 +171,7 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, 
                     learned.extend(missing)
                     pending.appendleft((f"{rung}+{'compiler' if 'build-essential' in missing else 'headers'}", candidate))
                 continue
-            if (problem or "").startswith(COLLECTION_TIMEOUT):
+            if (problem or "").startswith((COLLECTION_TIMEOUT, COLLECTION_STALLED, WARMUP_STALLED)):
                 # A hang is no install problem: no other rung. Tests that download data on first use
                 # hang in the network-less sandbox; a warm-up with network may cure it.
                 if not candidate.warmup and recipe.warmup_command:
@@ -186,25 +198,31 @@ def _read_log(path: str | None) -> str:
 
 def _try_rung(task: Task, candidate: EnvSpec, recipe: BuildRecipe, own, snapshot_dir: Path, snapshot_sha: str, *,
               store: ImageStore, runtime: Runtime, log_path: Path, collect_check: bool,
-              collect_timeout_s: float = COLLECT_TIMEOUT_S):
+              collect_timeout_s: float = COLLECT_TIMEOUT_S, stall_idle_s: float = STALL_IDLE_S):
     """(problem or None, its log, the task image or None when an image build failed, the Dockerfile
-    of each layer) for one rung."""
+    of each layer, the spec fields the recipe read from a task image that passed) for one rung."""
     try:
         env = store.ensure_env(candidate, snapshot_dir, repo=task.repo, log_path=log_path,
                                layer=recipe.env_layer(candidate, own, task.scm_version, agent_uid=AGENT_UID))
         image = store.ensure_task(task, env.tag, snapshot_dir, snapshot_sha, log_path=log_path.with_suffix(".task.log"),
-                                  layer=recipe.task_layer(candidate, own, task), warmup=candidate.warmup)
+                                  layer=recipe.task_layer(candidate, own, task), warmup=candidate.warmup,
+                                  stall_idle_s=stall_idle_s)
     except BackendUnavailableError:
         raise
     except BuildError as exc:
         explained = recipe.explain_failure(_read_log(exc.log_path), candidate)
-        return (f"image build failed: {explained}" if explained else exc.message), exc.log_path, None, {}
+        return (f"image build failed: {explained}" if explained else exc.message), exc.log_path, None, {}, {}
     dockerfiles = {"base": base_image(candidate), "env": env.dockerfile, "task": image.dockerfile}
+    task_log = str(log_path.with_suffix(".task.log"))
+    if candidate.warmup and (stall := watchdog_verdict(_read_log(task_log))):
+        # It waited on a host that never answered: the collection check would wait on it again.
+        return f"{WARMUP_STALLED}: {stall}", task_log, image, dockerfiles, {}
     check_log = log_path.with_suffix(".collect.log")
     with runtime.start_image(image.tag, limits=SandboxLimits(exec_timeout_s=collect_timeout_s)) as sandbox:
         problem = recipe.check_image(sandbox, task, candidate, own, log_path=check_log, collect_check=collect_check,
-                                     timeout_s=collect_timeout_s)
-    return problem, str(check_log), image, dockerfiles
+                                     timeout_s=collect_timeout_s, stall_idle_s=stall_idle_s)
+        facts = recipe.image_facts(sandbox, candidate) if problem is None else {}
+    return problem, str(check_log), image, dockerfiles, facts
 
 
 def _discard_rung(store: ImageStore, task: Task, env_tag: str) -> None:
@@ -219,12 +237,18 @@ def _discard_rung(store: ImageStore, task: Task, env_tag: str) -> None:
 
 
 def tasks_dirs(root: Path, explicit: Sequence[Path]) -> list[Path]:
-    """The task folders to work on: ``explicit`` ones, else every folder under ``root`` with a tasks.jsonl."""
+    """The task folders to work on: each ``explicit`` folder, or the folders below it with a
+    tasks.jsonl when it has none itself (as ``validate ROOT`` searches); without ``explicit``, every
+    folder under ``root`` with a tasks.jsonl. Each folder once, in the order given then found."""
     if explicit:
+        found: list[Path] = []
         for folder in explicit:
-            if not (folder / "tasks.jsonl").is_file():
-                raise InputError(f"no tasks.jsonl in {folder}", hint="run 'repo2env mine' first, or check --from")
-        return list(explicit)
+            below = [folder] if (folder / "tasks.jsonl").is_file() else sorted(
+                path.parent for path in folder.glob("**/tasks.jsonl"))
+            if not below:
+                raise InputError(f"no tasks.jsonl in or below {folder}", hint="run 'repo2env mine' first, or check --from")
+            found.extend(below)
+        return list(dict.fromkeys(found))
     found = sorted(path.parent for path in root.glob("**/tasks.jsonl"))
     if not found:
         raise InputError(f"no tasks.jsonl under {root}", hint="run 'repo2env mine' (or 'make demo') first")

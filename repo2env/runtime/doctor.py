@@ -9,7 +9,8 @@ from pathlib import Path
 from repo2env.errors import BackendUnavailableError
 from repo2env.runtime.backend import BackendSettings
 from repo2env.runtime.backends import BACKENDS, backend_name, open_backend, preflight
-from repo2env.runtime.bootstrap import DEBIAN_SUITE_FOR_PYTHON, base_image_tag, find_base_image
+from repo2env.runtime.bootstrap import base_image_tag, find_base_image, local_base_pythons, makeable_pythons
+from repo2env.runtime.local_pythons import version_key
 from repo2env.runtime.ownership import reap_orphans
 from repo2env.runtime.package_access import PackageAccess
 
@@ -67,19 +68,26 @@ def diagnose(output_dir: Path = Path("generated"), *, backend: str | None = None
         checks.append(Check(f"orphaned sandboxes ({name})", True,
                             f"removed {len(reaped)} left by dead repo2env processes: {', '.join(reaped)}" if reaped
                             else "none (every sandbox's owner is alive)"))
-    for python in DEBIAN_SUITE_FOR_PYTHON:
+    # Every Python a base image exists for or can be made for without a registry, and how.
+    ways = makeable_pythons()
+    present = set(local_base_pythons(opened)) if opened is not None else set()
+    for python in sorted(set(ways) | present, key=version_key):
         name = f"base image {base_image_tag(python)}"
         required = python == "3.11"
         if opened is None:
             checks.append(Check(name, False, f"unknown: the {selected} backend does not run here",
                                 fix="make the selected backend run first (see its line)"))
             continue
-        image = find_base_image(opened, python)
+        image = find_base_image(opened, python) if python in present or required else None
         if image:
-            checks.append(Check(name, True, f"present ({image.image_id[7:19]})"))
+            info = opened.images.get(image.tag)
+            source = (info.labels or {}).get("repo2env.python_source", "") if info is not None else ""
+            checks.append(Check(name, True, f"present ({image.image_id[7:19]}{'; made from ' + source if source else ''})"))
         else:
+            how = ways.get(python, f"a registry's python:{python}-slim")
             checks.append(Check(
-                name, not required, "missing" + ("" if required else " (optional: only tasks that need Python " + python + ")"),
+                name, not required,
+                f"missing; can be made from {how}" + ("" if required else f" (built when a task needs Python {python})"),
                 fix=f"repo2env --backend {selected} runtime bootstrap --python {python}",
             ))
     access = PackageAccess.from_environment()

@@ -29,17 +29,19 @@ from pathlib import Path
 
 from repo2env import __version__
 from repo2env.errors import BuildError, InputError, StoppingError
-from repo2env.languages.build import OWN_CODE_MARKER, TOOLS_DIR, EnvLayer, TaskLayer
+from repo2env.languages.build import OWN_CODE_MARKER, STALL_IDLE_S, TOOLS_DIR, EnvLayer, TaskLayer, watched
 from repo2env.models import EnvSpec, Task
 from repo2env.runtime.backend import Backend, ImageInfo
 from repo2env.runtime.backends.lifecycle import stopping
-from repo2env.runtime.bootstrap import AGENT_UID, BASE_REPOSITORY
-from repo2env.runtime.package_access import CONTAINER_CA_PATH, PackageAccess
+from repo2env.runtime.bootstrap import AGENT_UID, BASE_REPOSITORY, ensure_base_image
+from repo2env.runtime.package_access import PackageAccess
 
 KIND_LABEL = "repo2env.kind"
 NAMESPACE_LABEL = "repo2env.namespace"
-#: A hash of the env image's /opt/repo2env tools (own-code probe, reinstall script).
+#: A hash of the env image's /opt/repo2env tools (own-code probe, reinstall script, watchdog).
 ENV_TOOLS_LABEL = "repo2env.env_tools"
+#: The watchdog every env image carries (:func:`repo2env.languages.build.watched` runs it).
+WATCHDOG_SOURCE = Path(__file__).with_name("watchdog.py")
 
 
 #: A task layer that only adds the snapshot.
@@ -120,7 +122,7 @@ class ImageStore:
         with _env_locks_guard:
             lock = _env_locks.setdefault(tag, threading.Lock())
         with lock:
-            tools = dict(layer.tools)
+            tools = {**layer.tools, "watchdog.py": WATCHDOG_SOURCE.read_text()}
             tools_hash = hashlib.sha256(json.dumps(tools, sort_keys=True).encode()).hexdigest()[:16]
             dockerfile = env_dockerfile(spec, self.access, layer)
             existing = self.find(tag)
@@ -128,8 +130,7 @@ class ImageStore:
             if existing is not None and existing.labels.get(ENV_TOOLS_LABEL) == tools_hash:
                 return BuiltImage(tag, existing.id, built=False, size_bytes=existing.size_bytes, dockerfile=dockerfile)
             if self.find(base_image(spec)) is None:
-                raise BuildError(f"base image {base_image(spec)} is missing",
-                                 hint=layer.base_hint or "run 'repo2env runtime bootstrap'")
+                self._make_base_image(spec, layer, log_path)
             labels = {KIND_LABEL: "env", NAMESPACE_LABEL: image_namespace(), "repo2env.repo": repo,
                       "repo2env.spec_hash": spec.spec_hash(), **layer.labels, "repo2env.version": __version__,
                       ENV_TOOLS_LABEL: tools_hash}
@@ -138,12 +139,14 @@ class ImageStore:
             return BuiltImage(tag, image.id, built=True, size_bytes=image.size_bytes, dockerfile=dockerfile)
 
     def ensure_task(self, task: Task, env_tag: str, snapshot_dir: Path, snapshot_sha: str, *,
-                    log_path: Path, layer: TaskLayer = NO_TASK_STEPS, warmup: str | None = None) -> BuiltImage:
+                    log_path: Path, layer: TaskLayer = NO_TASK_STEPS, warmup: str | None = None,
+                    stall_idle_s: float = STALL_IDLE_S) -> BuiltImage:
         """The task image: ``env_tag`` plus the snapshot, then what ``layer`` (the task's language
-        recipe's) runs, then the ``warmup`` command (see :func:`warmup_dockerfile_lines`). Reused
-        when it exists for the same env, snapshot and Dockerfile."""
+        recipe's) runs, then the ``warmup`` command (see :func:`warmup_dockerfile_lines`; stopped
+        after ``stall_idle_s`` without progress). Reused when it exists for the same env, snapshot
+        and Dockerfile."""
         tag = task_image_tag(task)
-        dockerfile = task_dockerfile(env_tag, self.access, layer, warmup=warmup)
+        dockerfile = task_dockerfile(env_tag, self.access, layer, warmup=warmup, stall_idle_s=stall_idle_s)
         recipe = hashlib.sha256(dockerfile.encode()).hexdigest()[:16]
         existing = self.find(tag)
         env = self.find(env_tag)
@@ -160,6 +163,26 @@ class ImageStore:
         image = self._build(dockerfile, snapshot_dir, tag, labels, log_path, buildargs=self._index_args())
         return BuiltImage(tag, image.id, built=True, size_bytes=image.size_bytes, dockerfile=dockerfile)
 
+    def _make_base_image(self, spec: EnvSpec, layer: EnvLayer, log_path: Path) -> None:
+        """Make the missing Python base image of ``spec`` now (the first task that needs it waits;
+        the others wait on the bootstrap lock), or raise BuildError saying why it cannot be made.
+        Another flavour (``node20``) is the recipe's ``base_hint`` to make."""
+        if spec.base is not None:
+            raise BuildError(f"base image {base_image(spec)} is missing",
+                             hint=layer.base_hint or "run 'repo2env runtime bootstrap'")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("a") as log:
+            log.write(f"base image {base_image(spec)} is missing: making it\n")
+            try:
+                made = ensure_base_image(self.backend, spec.python, access=self.access,
+                                         progress=lambda message: (log.write(message + "\n"), log.flush()))
+            except BuildError as exc:
+                log.write(f"{exc.message}\n")
+                raise BuildError(f"base image {base_image(spec)} is missing and cannot be made: {exc.message}",
+                                 hint=exc.hint or layer.base_hint or f"run 'repo2env runtime bootstrap --python {spec.python}'",
+                                 log_path=exc.log_path or str(log_path)) from None
+            log.write(f"{made.tag} made ({made.origin})\n")
+
     def used_by_task_images(self, env_tag: str) -> bool:
         """Whether a tagged task image of this namespace is built on ``env_tag``."""
         images = self.images.list(labels=[f"{KIND_LABEL}=task", f"repo2env.env_image={env_tag}"])
@@ -171,7 +194,9 @@ class ImageStore:
         return self.images.remove(tag)
 
     def _index_args(self) -> dict[str, str]:
-        return {name: value for name, value in self.access.container_env().items() if value not in (CONTAINER_CA_PATH, "1")}
+        # Build arguments, never ENV: what a build needs to reach the index (the CA bundle's variables,
+        # index URLs) must not stay in the image, where the agent and every harness would inherit it.
+        return self.access.container_env()
 
     def _build(self, dockerfile: str, snapshot_dir: Path, tag: str, labels: dict[str, str], log_path: Path,
                buildargs: dict[str, str] | None = None, tools: dict[str, str] | None = None) -> ImageInfo:
@@ -259,20 +284,23 @@ WARMUP_FETCHED_PATH = "/etc/repo2env/warmup-fetched"
 WARMUP_TIMEOUT_S = 900
 
 
-def warmup_dockerfile_lines(command: str) -> list[str]:
+def warmup_dockerfile_lines(command: str, stall_idle_s: float = STALL_IDLE_S) -> list[str]:
     """Dockerfile lines that run ``command`` once in /testbed as the agent, with the build's network.
 
     Whatever it downloads (into the agent's home, /tmp or the work tree) stays in the image, so the
-    network-less sandbox finds it. Its failure does not fail the build (the collection check judges
-    the result); the files it wrote are listed in :data:`WARMUP_FETCHED_PATH`, and the new files in
-    /testbed are added to ``.git/info/exclude`` so that they never show up in the agent's diff.
+    network-less sandbox finds it. It runs under the watchdog: stopped after :data:`WARMUP_TIMEOUT_S`,
+    or ``stall_idle_s`` without progress (a host that does not answer), the build log then saying
+    what it waited on. Its failure does not fail the build (the build reads that log, and the
+    collection check judges the result); the files it wrote are listed in :data:`WARMUP_FETCHED_PATH`,
+    and the new files in /testbed are added to ``.git/info/exclude`` so that they never show up in
+    the agent's diff.
     """
     marker = "/tmp/.repo2env-warmup-start"
     found = (f"find \"$HOME\" /tmp /testbed -newer {marker} -type f ! -path '*/__pycache__/*' ! -name '*.pyc' "
              f"! -path '/testbed/.git/*' ! -name '.repo2env-warmup-*' > /tmp/.repo2env-warmup-fetched")
     return [
         f"USER {AGENT_UID}",
-        f"RUN touch {marker}; timeout {WARMUP_TIMEOUT_S} sh -c {shlex.quote(command)}; "
+        f"RUN touch {marker}; {watched(command, idle_s=stall_idle_s, timeout_s=WARMUP_TIMEOUT_S)}; "
         f"echo \"warm-up exit $?\"; {found}; head -50 /tmp/.repo2env-warmup-fetched; "
         "mkdir -p .git/info && git ls-files --others --exclude-standard --directory >> .git/info/exclude",
         "USER root",
@@ -282,8 +310,7 @@ def warmup_dockerfile_lines(command: str) -> list[str]:
 
 
 def _arg_lines(access: PackageAccess, scm: dict[str, str]) -> list[str]:
-    names = [name for name, value in access.container_env().items() if value not in (CONTAINER_CA_PATH, "1")]
-    return [f"ARG {name}" for name in sorted([*names, *scm])]
+    return [f"ARG {name}" for name in sorted([*access.container_env(), *scm])]
 
 
 def env_dockerfile(spec: EnvSpec, access: PackageAccess, layer: EnvLayer) -> str:
@@ -304,18 +331,22 @@ def env_dockerfile(spec: EnvSpec, access: PackageAccess, layer: EnvLayer) -> str
 
 
 def task_dockerfile(env_tag: str, access: PackageAccess, layer: TaskLayer = NO_TASK_STEPS, *,
-                    warmup: str | None = None) -> str:
+                    warmup: str | None = None, stall_idle_s: float = STALL_IDLE_S) -> str:
     """The task layer: the env image plus the snapshot (the build context's ``snapshot/``) owned by
-    the agent, then what ``layer`` sets and runs, then the ``warmup`` command if any."""
+    the agent, then what ``layer`` sets and runs, then the ``warmup`` command if any (under the
+    watchdog, ``stall_idle_s``)."""
     lines = [f"FROM {env_tag}", f"COPY --chown={AGENT_UID}:{AGENT_UID} snapshot/ /testbed/", "USER root"]
     if layer.environment:
         lines.append("ENV " + " ".join(f"{name}={shlex.quote(value)}" for name, value in sorted(layer.environment.items())))
     lines.extend(_arg_lines(access, {}))
+    # /testbed belongs to the agent; git run there by anyone else (root in a harness's container, a
+    # SWE-bench-style harness's submission step) refuses it ("dubious ownership") unless trusted.
+    lines.append("RUN git config --system --add safe.directory /testbed")
     if layer.run:
         lines.append(f"RUN {layer.run}")
     lines.append("WORKDIR /testbed")
     if warmup:
-        lines.extend(warmup_dockerfile_lines(warmup))
+        lines.extend(warmup_dockerfile_lines(warmup, stall_idle_s))
     return "\n".join(lines) + "\n"
 
 

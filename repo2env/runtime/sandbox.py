@@ -13,6 +13,19 @@ from typing import Protocol, runtime_checkable
 
 from repo2env.models import ExecResult, Task
 
+#: git with every setting that makes it run other programs switched off (hooks, fsmonitor, external
+#: diff, pager): run on a repository the agent controls, it can at worst spoil the agent's own diff.
+SAFE_GIT = "git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c diff.external= -c core.pager=cat -c color.ui=false"
+
+
+def agent_diff_command(snapshot: str) -> str:
+    """The shell command (run in /testbed as the agent's user) that prints the agent's change as a
+    git patch against the ``snapshot`` commit (a commit id, or an expression such as ``HEAD``):
+    new and deleted files included, binary hunks in git's binary format. What every grading takes
+    as the agent's work: a backend's :meth:`Sandbox.diff`, and a Harbor task's collection step."""
+    return (f"{SAFE_GIT} add --all . && {SAFE_GIT} diff --cached --binary --no-ext-diff --no-textconv "
+            f"--no-renames {snapshot}")
+
 
 @dataclass(frozen=True)
 class SandboxLimits:

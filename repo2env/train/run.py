@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from repo2env import install_hint
 from repo2env.envs.tools import TOOL_NAMES
 from repo2env.errors import InputError, PatchError
 
@@ -27,7 +28,7 @@ def require_train_extra() -> None:
 
     missing = [name for name in ("trl", "transformers", "torch", "tokenizers") if importlib.util.find_spec(name) is None]
     if missing:
-        raise InputError(f"training needs {', '.join(missing)}", hint="pip install 'repo2env[train]'")
+        raise InputError(f"training needs {', '.join(missing)}", hint=install_hint("train"))
 
 
 # --- per-episode signals ----------------------------------------------------------------------

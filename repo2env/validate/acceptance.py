@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from repo2env.models import QualityReport, RolloutKind, RolloutResult, ValidationReport
 from repo2env.settings import find_settings_file, read_yaml_file, validate_settings
@@ -57,6 +57,19 @@ class AcceptancePolicy(BaseModel):
     learnable_band: tuple[float, float] = (0.0, 1.0)
     require_learnable: bool = Field(False, description="With a policy: pass rate strictly inside the band.")
     timeout_s: float = Field(600.0, gt=0)
+    stop_early: bool = Field(True, description="Grade each rollout but gold FAIL_TO_PASS first and stop when those "
+                             "outcomes decide its reward (no F2P test passes: 0); gold is always graded in full.")
+    grading_jobs: int | Literal["auto"] = Field(
+        "auto", description="Gradings (and derivation's two states) run at once; auto: as many as the cores left free "
+                            "by the machine's load, at least 1, at most 4.")
+
+
+    @field_validator("grading_jobs")
+    @classmethod
+    def _at_least_one(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("grading_jobs must be at least 1, or auto")
+        return value
 
 
 def load_acceptance_policy(name_or_path: str | Path) -> AcceptancePolicy:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import random
 import shlex
+import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from repo2env.models import Task, TestStatus
 from repo2env.patches import parse
 from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
 from repo2env.verify.filtering import is_protected_path
-from repo2env.verify.junit import ID_OPTIONS, outcomes_for, split_node_id
+from repo2env.verify.junit import ID_OPTIONS, outcomes_for, pytest_options, split_node_id
 from repo2env.verify.spec import TestRunner, grading_scripts, pytest_runner
 
 _JUNIT = "/tmp/repo2env-derive.xml"
@@ -79,12 +80,16 @@ class Derivation:
     files_after: dict[str, str] = field(default_factory=dict)
     test_sources: dict[str, str] = field(default_factory=dict)  #: the test patch's .py files after it
     test_seconds: float = 0.0
+    one_run_s: float | None = None  #: the median run after the fix: one run of the task's tests
     error: str | None = None
 
 
 def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tuple[int, ...] = (0, 1, 2),
-                 whole_suite: bool = False, timeout_s: float = 600.0, log_dir: Path | None = None) -> Derivation:
-    """Run the PR's tests ``runs`` times before and after its fix; classify every test id."""
+                 whole_suite: bool = False, timeout_s: float = 600.0, log_dir: Path | None = None,
+                 parallel: bool = False) -> Derivation:
+    """Run the PR's tests ``runs`` times before and after its fix; classify every test id. The runs
+    of one state share its sandbox (the reruns only confirm determinism); ``parallel`` runs the two
+    states at once."""
     if task.language != "python":
         return _derive_with_runner(task, runtime, runs=runs, seeds=hash_seeds, timeout_s=timeout_s, log_dir=log_dir)
     derivation = Derivation()
@@ -114,8 +119,10 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
         targets = "" if whole_suite else " ".join(shlex.quote(path) for path in test_files)
         began = time.monotonic()
         after.write_file(_COLLECT_PATH, COLLECT_SCRIPT)
+        pytest_version = task.env_spec.pytest_version if task.env_spec else None
+        id_options = shlex.join(pytest_options(ID_OPTIONS, pytest_version))
         collected = after.exec(f"rm -f {_IDS_PATH}; python {_COLLECT_PATH} {_IDS_PATH} --collect-only -q "
-                               f"-p no:cacheprovider {ID_OPTIONS} {targets}; printf '\\n{_MARKER}\\n'; cat {_IDS_PATH} 2>/dev/null",
+                               f"-p no:cacheprovider {id_options} {targets}; printf '\\n{_MARKER}\\n'; cat {_IDS_PATH} 2>/dev/null",
                                workdir="/testbed", timeout=timeout_s)
         collected_output, _, ids_json = collected.output.rpartition(f"\n{_MARKER}\n")
         test_ids = read_collected_ids(ids_json)
@@ -128,11 +135,13 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
             return derivation
         # The tests run as a grading runs them (verify/scripts/run_tests.sh, the runner's options, the
         # snapshot's configuration named explicitly): what derivation finds is what grading reads.
-        runner = pytest_runner(task.test_command(), test_files)
+        runner = pytest_runner(task.test_command(), test_files, pytest_version)
         run_tests_script = grading_scripts()["run_tests.sh"]
         for sandbox in (before, after):
             sandbox.write_file(_RUN_TESTS, run_tests_script)
-        for name, sandbox, record in (("before", before, derivation.before), ("after", after, derivation.after)):
+
+        def run_state(name: str, sandbox: Sandbox, record: dict[str, list[str]]) -> list[float]:
+            durations = []
             for run in range(runs):
                 seed = hash_seeds[run % len(hash_seeds)]
                 order = list(test_ids)
@@ -149,11 +158,21 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
                     random.Random(seed * 7919 + run).shuffle(files)
                     output, xml = _run_tests(sandbox, runner, seed, files, timeout_s)
                     outcomes, _ = outcomes_for(test_ids, xml)
-                derivation.test_seconds += time.monotonic() - began
+                durations.append(time.monotonic() - began)
                 for test_id, status in outcomes.items():
                     record.setdefault(test_id, []).append(status.value)
                 if log_dir:
                     (log_dir / f"{name}-{run}.txt").write_text(output)
+            return durations
+
+        states = (("before", before, derivation.before), ("after", after, derivation.after))
+        if parallel:
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-derive") as pool:
+                timings = list(pool.map(lambda state: run_state(*state), states))
+        else:
+            timings = [run_state(*state) for state in states]
+        derivation.test_seconds += sum(sum(durations) for durations in timings)
+        derivation.one_run_s = round(statistics.median(timings[1]), 3) if timings[1] else None
     _classify(derivation, test_ids)
     return derivation
 

@@ -8,7 +8,10 @@ FAIL_TO_PASS tests that every stub passes (they need only the new names) move to
 every rollout is scored again (:func:`name_only_tests`). The task's quality block
 (:mod:`repo2env.validate.quality`) is measured from the same evidence; when the tests use names the
 fix introduces and the issue never names, the policy adds an Interface section to the instruction
-(before any policy rollout) or rejects the task.
+(before any policy rollout) or rejects the task. Every rollout but gold is graded on its
+FAIL_TO_PASS tests first and stops there when they decide a reward of 0 (``policy.stop_early``);
+gradings, and the derivation's two states, run at once when cores are free (``policy.grading_jobs``).
+See docs/validation.md.
 The loop over a tasks folder is the stage runner's (:func:`repo2env.pipeline.stages.validate_dir`):
 ``validation.jsonl`` (one record per task, appended as each finishes, so a re-run resumes),
 ``tasks.jsonl`` updated with the tests and the verdict, ``summary.md``, ``validation.png`` and
@@ -17,8 +20,10 @@ The loop over a tasks folder is the stage runner's (:func:`repo2env.pipeline.sta
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,13 +74,17 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
     derivation = None
     rollouts: list[RolloutResult] = []
     tests_s = 0.0
+    phases: dict[str, float] = {}
+    width = grading_width(policy)
     references = None
     interface: Interface | None = None
     quality: QualityReport | None = None
     if env_ok:
+        began = time.monotonic()
         derivation = derive_tests(task, runtime, runs=policy.reruns, hash_seeds=tuple(policy.hash_seeds),
                                   whole_suite=policy.whole_suite_p2p, timeout_s=policy.timeout_s,
-                                  log_dir=logs_dir / "derive")
+                                  log_dir=logs_dir / "derive", parallel=width > 1)
+        phases["derive"] = round(time.monotonic() - began, 3)
         tests_s += derivation.test_seconds
         task = task.model_copy(update={"FAIL_TO_PASS": derivation.fail_to_pass, "PASS_TO_PASS": derivation.pass_to_pass,
                                        "interface": ""})
@@ -86,7 +95,7 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
             if policy.interface == "instruction" and interface.section:
                 task = task.model_copy(update={"interface": interface.section})
             references = _reference_rollouts(task, runtime, policy, derivation, logs_dir, policy_runner=policy_runner,
-                                             policy_k=policy_k)
+                                             policy_k=policy_k, width=width, phases=phases)
             rollouts = references.rollouts
             tests_s += references.grading_s
             gates = name_only_tests(task.FAIL_TO_PASS, rollouts)
@@ -112,7 +121,8 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
         "gold_differences": differences,
         "canary_free_modules": references.canary_free_modules if references else [],
         "grading_timeout_s": references.timeout_s if references else None,
-        "wall_s": round(time.monotonic() - started, 3), "tests_s": round(tests_s, 3), "error": error,
+        "wall_s": round(time.monotonic() - started, 3), "tests_s": round(tests_s, 3), "phases": phases,
+        "one_run_s": derivation.one_run_s if derivation else None, "error": error,
     })
     # The task keeps the whole report (each rollout's grade included); its validation.jsonl line
     # leaves the grades out (see ValidationReport.record).
@@ -178,6 +188,23 @@ def declared_differences(task: Task, flaky: dict[str, float]) -> dict[str, list[
     return {key: tests for key, tests in differences.items() if tests}
 
 
+def grading_width(policy: AcceptancePolicy) -> int:
+    """How many gradings may run at once: ``policy.grading_jobs``, or (auto) the cores the machine's
+    one-minute load leaves free, from 1 to :data:`MAX_AUTO_GRADING_JOBS`."""
+    if policy.grading_jobs != "auto":
+        return int(policy.grading_jobs)
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = float(cores)
+    return max(1, min(MAX_AUTO_GRADING_JOBS, int(cores - load + 0.5)))
+
+
+#: The most gradings ``grading_jobs: auto`` runs at once (each holds a container and its tests).
+MAX_AUTO_GRADING_JOBS = 4
+
+
 def grading_timeout(policy: AcceptancePolicy, gold_seconds: float) -> float:
     """The hidden tests' timeout for every later grading of a task whose gold gradings took
     ``gold_seconds`` at most: :data:`GRADING_TIMEOUT_FACTOR` times that, at least
@@ -215,9 +242,12 @@ class _References:
 
 
 def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,
-                        policy_runner: PolicyRunner | None, policy_k: int) -> _References:
+                        policy_runner: PolicyRunner | None, policy_k: int, width: int = 1,
+                        phases: dict[str, float] | None = None) -> _References:
+    """Grade gold (in full, ``policy.gold_runs`` times), then null and the variants (FAIL_TO_PASS
+    first when ``policy.stop_early``), ``width`` at a time; ``phases`` gets each step's wall time."""
     variants_of = get_profile(task.language).variants()
-
+    phases = {} if phases is None else phases
     references = [("gold", f"gold-{i}", task.patch) for i in range(policy.gold_runs)]
     # The unfixed code can hang on the new tests just as a mutated fix can: null runs with the variants.
     variants = [("null", f"null-{i}", "") for i in range(policy.null_runs)]
@@ -234,25 +264,36 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
     rollouts: list[RolloutResult] = []
     grading_s = 0.0
 
-    def grade_all(grader: Grader, plan: list[tuple[str, str, str]], graded: Task) -> list[RolloutResult]:
+    def grade_all(grader: Grader, plan: list[tuple[str, str, str]], graded: Task, *, stop_early: bool,
+                  phase: str) -> list[RolloutResult]:
         nonlocal grading_s
-        done = []
-        for kind, name, patch in plan:
-            result = grader.grade(graded, patch, run_name=name)
-            grading_s += result.tests_duration_s
-            done.append(RolloutResult(kind=kind, name=name, reward=result.reward, resolved=result.resolved, grade=result))
+        began = time.monotonic()
+
+        def one(entry: tuple[str, str, str]) -> RolloutResult:
+            kind, name, patch = entry
+            result = grader.grade(graded, patch, run_name=name, stop_early=stop_early)
+            return RolloutResult(kind=kind, name=name, reward=result.reward, resolved=result.resolved, grade=result)
+
+        if width > 1 and len(plan) > 1:
+            with ThreadPoolExecutor(max_workers=width, thread_name_prefix="repo2env-grading") as pool:
+                done = list(pool.map(one, plan))  # in the plan's order, whatever order they finished in
+        else:
+            done = [one(entry) for entry in plan]
+        grading_s += sum(rollout.grade.tests_duration_s if rollout.grade else 0.0 for rollout in done)
+        phases[phase] = round(phases.get(phase, 0.0) + time.monotonic() - began, 3)
         return done
 
     canary_free: list[str] = []
     with Grader(runtime, logs_dir / "grades", timeout_s=policy.timeout_s, keep_warm=True) as grader:
-        rollouts.extend(grade_all(grader, references, task))
+        rollouts.extend(grade_all(grader, references, task, stop_early=False, phase="gold"))
         # Tests that count their own module's tests see the canaries placed among them: gold then
         # fails only in grading. Graded again with no canaries in those modules, a gold that passes
         # makes them canary-free for every grading of the task (the report says so).
         sensitive = _modules_gold_failed_in(task, rollouts)
         if sensitive:
             exempt = task.model_copy(update={"validation": ValidationReport(canary_free_modules=sensitive)})
-            again = grade_all(grader, [(kind, f"{name}-canary-free", patch) for kind, name, patch in references], exempt)
+            again = grade_all(grader, [(kind, f"{name}-canary-free", patch) for kind, name, patch in references], exempt,
+                              stop_early=False, phase="gold")
             if all(rollout.reward == 1.0 for rollout in again):
                 rollouts[:], canary_free, task = again, sensitive, exempt
         # A mutated fix can hang where the gold one finishes (a loop that no longer ends): null and
@@ -261,12 +302,14 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
         gold_seconds = max((r.grade.tests_duration_s for r in rollouts if r.kind == "gold" and r.grade), default=0.0)
         variant_timeout = grading_timeout(policy, gold_seconds)
         with Grader(runtime, logs_dir / "grades", timeout_s=variant_timeout, keep_warm=True) as variant_grader:
-            rollouts.extend(grade_all(variant_grader, variants, task))
+            rollouts.extend(grade_all(variant_grader, variants, task, stop_early=policy.stop_early, phase="variants"))
         k = policy_k or policy.policy_k
         if policy_runner is not None and k:
+            began = time.monotonic()
             for rollout in policy_runner(task, runtime, grader, k, 0):
                 grading_s += rollout.grade.tests_duration_s if rollout.grade else 0.0
                 rollouts.append(rollout)
+            phases["policy"] = round(time.monotonic() - began, 3)
     return _References(rollouts=rollouts, grading_s=grading_s, timeout_s=variant_timeout, canary_free_modules=canary_free)
 
 

@@ -52,7 +52,7 @@ from repo2env.verify.filtering import filter_patch
 from repo2env.verify.junit import failure_lines
 from repo2env.verify.logs import JUNIT_CAP_BYTES, write_capped_log
 from repo2env.verify.reading import read_run, read_script_run
-from repo2env.verify.reward import RewardMode, score
+from repo2env.verify.reward import RewardMode, decided_by_fail_to_pass, score
 from repo2env.verify.spec import (
     DEFAULT_TIMEOUT_S,
     GRADING_SCRIPT_FILES,
@@ -68,7 +68,7 @@ from repo2env.verify.trailer import parse_trailer
 _COLLECTORS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="repo2env-outcomes")
 _COLLECTOR_GRACE_S = 15.0
 _parse_trailer = parse_trailer  # the grader's name for it, as before
-__all__ = ["DEFAULT_TIMEOUT_S", "GRADING_SCRIPT_FILES", "Grader", "grading_scripts", "load_predictions", "rescore",
+__all__ = ["DEFAULT_TIMEOUT_S", "GRADING_SCRIPT_FILES", "Grader", "grading_scripts", "rescore",
            "scored"]
 
 
@@ -138,14 +138,41 @@ class Grader:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def grade(self, task: Task, patch: str, *, mode: RewardMode = "graded", run_name: str | None = None) -> GradeResult:
-        """Grade ``patch`` (a git diff against the task's snapshot) for ``task``."""
+    def grade(self, task: Task, patch: str, *, mode: RewardMode = "graded", run_name: str | None = None,
+              stop_early: bool = False) -> GradeResult:
+        """Grade ``patch`` (a git diff against the task's snapshot) for ``task``.
+
+        ``stop_early``: first grade the FAIL_TO_PASS tests alone (a whole grading of its own: fresh
+        sandbox, canaries, cross-checks); when their outcomes already decide the reward (no F2P test
+        passes: 0 whatever PASS_TO_PASS does; see :func:`~repo2env.verify.reward.decided_by_fail_to_pass`)
+        or that grading failed, its result is the answer (``stopped_early``, PASS_TO_PASS not run);
+        otherwise the patch is graded again in full, exactly as without it. A reward above 0 therefore
+        only ever comes from a full grading, and the shortcut can only give 0 where the full grading
+        gives 0 too (for a patch that passes its F2P tests alone but not beside the P2P ones, less)."""
         if not task.FAIL_TO_PASS:
             raise InputError(f"task {task.instance_id} has no FAIL_TO_PASS tests yet",
                              hint="run 'repo2env validate' first: it derives them")
+        name = run_name or time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
+        if not stop_early or not task.PASS_TO_PASS:
+            return self._grade(task, patch, mode=mode, run_name=name)
+        first = self._grade(task, patch, mode=mode, run_name=f"{name}-f2p", fail_to_pass_only=True)
+        if first.error is not None or first.tampered or decided_by_fail_to_pass(first.f2p_rate, mode):
+            stopped = first.model_copy(update={"stopped_early": True})
+            if stopped.log_dir:
+                write_json(Path(stopped.log_dir) / "result.json", stopped)
+            return stopped
+        full = self._grade(task, patch, mode=mode, run_name=name)
+        return full.model_copy(update={"duration_s": round(full.duration_s + first.duration_s, 3),
+                                       "tests_duration_s": round(full.tests_duration_s + first.tests_duration_s, 3)})
+
+    def _grade(self, task: Task, patch: str, *, mode: RewardMode, run_name: str,
+               fail_to_pass_only: bool = False) -> GradeResult:
+        """One grading; ``fail_to_pass_only``: run just the FAIL_TO_PASS tests (the canaries still keep
+        clear of every test id of the task, and the configuration is the full grading's)."""
         spec = grading_spec(task, timeout_s=self.timeout_s)
-        test_ids = spec.test_ids
-        run_dir = self.logs_root / task.instance_id / (run_name or time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3))
+        run_spec = spec.model_copy(update={"pass_to_pass": []}) if fail_to_pass_only else spec
+        test_ids = run_spec.test_ids
+        run_dir = self.logs_root / task.instance_id / run_name
         run_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         filtered = filter_patch(patch, spec.runner.protected_paths)
@@ -165,8 +192,8 @@ class Grader:
 
         layout = GradingLayout.fresh()
         plan = spec.plan_canaries()
-        run_ids = spec.run_ids(plan)
-        settings = spec.script_settings(run_ids, layout)
+        run_ids = run_spec.run_ids(plan)
+        settings = run_spec.script_settings(run_ids, layout)
         limits = self._limits_for(spec.timeout_s)
         sandbox = self._fresh_sandbox(task, limits)
         collector: Future | None = None
@@ -287,24 +314,3 @@ def _inputs_archive(layout: GradingLayout, *, files: dict[str, str], private: di
                 info.size, info.mode, info.mtime, info.uid, info.gid = len(payload), mode, now, uid, uid
                 tar.addfile(info, io.BytesIO(payload))
     return archive.getvalue()
-
-
-def load_predictions(path: Path) -> list[dict]:
-    """SWE-bench predictions: JSONL (or a JSON list) of {instance_id, model_name_or_path, model_patch}."""
-    if not Path(path).is_file():
-        raise InputError(f"no predictions file at {path}")
-    # Bytes that are not UTF-8 (a patch's Latin-1 lines) stay as they were, as surrogate escapes.
-    text = Path(path).read_bytes().decode("utf-8", errors="surrogateescape")
-    try:
-        rows = json.loads(text) if text.lstrip().startswith("[") else [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not JSON lines ({exc.msg}, line {exc.lineno})") from None
-    for number, row in enumerate(rows, start=1):
-        if not isinstance(row, dict) or "instance_id" not in row or "model_patch" not in row:
-            raise InputError(f"{path}: prediction {number} needs instance_id and model_patch")
-        if not isinstance(row["instance_id"], str):
-            raise InputError(f"{path}: prediction {number}: instance_id must be a string")
-        if row["model_patch"] is not None and not isinstance(row["model_patch"], str):
-            raise InputError(f"{path}: prediction {number} ({row['instance_id']}): model_patch must be a string "
-                             f"(a diff) or null, not {type(row['model_patch']).__name__}")
-    return rows

@@ -11,6 +11,7 @@ passed; so is every test when the XML cannot be read.
 from __future__ import annotations
 
 import re
+import shlex
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable
 
@@ -76,6 +77,51 @@ _XML_ILLEGAL = re.compile("[^\u0009\u000a\u000d\u0020-\u007e\u0080-\ud7ff\ue000-
 #:   would name no file from ``/testbed`` and could not be selected. The ini file is still read.
 #: - no JUnit prefix: ``--junitprefix=NAME`` in addopts would put NAME before every classname.
 ID_OPTIONS = "--rootdir=/testbed --junitprefix="
+
+#: JUnit names as pytest 5+ writes them by default, from every pytest that has the ini option. One
+#: word, ``=`` and all: pytest 3's ``-o`` takes any number of values and would swallow the test ids
+#: that follow it ("-o/--override-ini expects option=value style").
+JUNIT_FAMILY_OPTION = "--override-ini=junit_family=xunit2"
+
+#: The pytest release that brought each option repo2env passes (older pytest refuses it as an
+#: unrecognized argument: a 2016 commit's pinned pytest 2.8): ``--rootdir`` 3.5, ``-o``
+#: (``--override-ini``) and ``--continue-on-collection-errors`` 3.0.
+_OPTION_SINCE = {"--rootdir": (3, 5), "-o": (3, 0), "--override-ini": (3, 0), "--continue-on-collection-errors": (3, 0)}
+
+
+def pytest_options(options: str | list[str], pytest_version: str | None) -> list[str]:
+    """``options`` (shell words) without the ones ``pytest_version`` lacks (an option's value goes
+    with it); all of them when the version is unknown. Without ``--rootdir`` pytest < 3.5 takes the
+    folder of the repository's ini file or setup.py as its rootdir: ``/testbed`` for nearly every
+    project of that time."""
+    words = shlex.split(options) if isinstance(options, str) else list(options)
+    version = _release(pytest_version)
+    kept: list[str] = []
+    skip_value = False
+    for word in words:
+        if skip_value:
+            skip_value = False
+            continue
+        since = _OPTION_SINCE.get(word.split("=", 1)[0])
+        if version is not None and since is not None and version < since:
+            skip_value = word == "-o"
+            continue
+        kept.append(word)
+    return kept
+
+
+def names_its_rootdir(pytest_version: str | None) -> bool:
+    """Whether this pytest keeps the rootdir it is given (``--rootdir``, 3.5+; an unknown version is
+    taken to). An older one, given its configuration file with ``-c``, takes the test files' common
+    folder as its rootdir instead (``tests/``), and its ids and JUnit names would no longer be the
+    ones derivation saw."""
+    version = _release(pytest_version)
+    return version is None or version >= _OPTION_SINCE["--rootdir"]
+
+
+def _release(version: str | None) -> tuple[int, int] | None:
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 #: Most bytes of ids one pytest command line gets; the kernel allows 2 MiB of arguments and
 #: environment together, and the grading script's environment and options take some of it.

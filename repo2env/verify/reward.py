@@ -34,3 +34,13 @@ def score(outcomes: Mapping[str, TestStatus], fail_to_pass: Sequence[str], pass_
     resolved = bool(fail_to_pass) and f2p_rate == 1.0 and p2p_rate == 1.0
     reward = {"graded": f2p_rate * p2p_rate, "binary": float(resolved), "f2p": f2p_rate}[mode]
     return Score(reward=round(reward, 6), f2p_rate=round(f2p_rate, 6), p2p_rate=round(p2p_rate, 6), resolved=resolved)
+
+
+def decided_by_fail_to_pass(f2p_rate: float, mode: RewardMode = "graded") -> bool:
+    """Whether the FAIL_TO_PASS outcomes alone make the reward 0 (and nothing resolved), whatever
+    PASS_TO_PASS does: no F2P test passed, or, in ``binary`` mode, not every one. Only a reward of 0
+    is ever decided this way (not ``f2p`` mode's partial rates): a reward above 0 must come from a
+    grading of every test together."""
+    if mode not in REWARD_MODES:
+        raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(REWARD_MODES)}")
+    return f2p_rate < 1.0 if mode == "binary" else f2p_rate == 0.0

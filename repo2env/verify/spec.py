@@ -44,7 +44,14 @@ from repo2env.verify.filtering import (
     protected_path_pattern,
     runner_references,
 )
-from repo2env.verify.junit import ID_OPTIONS, selection_args, split_node_id
+from repo2env.verify.junit import (
+    ID_OPTIONS,
+    JUNIT_FAMILY_OPTION,
+    names_its_rootdir,
+    pytest_options,
+    selection_args,
+    split_node_id,
+)
 from repo2env.verify.reading import PYTEST_SESSION_STATUSES, SCRIPT_SESSION_STATUSES
 
 #: The hidden tests' timeout when validation measured none for the task (it sets one from the gold
@@ -99,7 +106,7 @@ class TestRunner(_Spec):
     config_dirs: list[str] = Field(description="Folders the configuration is taken from, nearest to the tests first: "
                                                "the first file of config_files found there is named explicitly.")
     report_option: str = Field("--junitxml=", description="The option that names the report's path (path appended).")
-    report_options: list[str] = Field(default_factory=lambda: ["-o", "junit_family=xunit2"],
+    report_options: list[str] = Field(default_factory=lambda: shlex.split(JUNIT_FAMILY_OPTION),
                                       description="Arguments that fix the report's format.")
     report_format: str = Field("junit-xml", description="The report's format: junit-xml (pytest), or a language "
                                                         "runner's (jest-json, mocha-json, node-tap ...).")
@@ -145,10 +152,17 @@ class TestRunner(_Spec):
 PYTEST_RUN_OPTIONS = ("-p", "no:cacheprovider", *shlex.split(ID_OPTIONS), "--continue-on-collection-errors")
 
 
-def pytest_runner(test_command: str, test_ids: list[str]) -> TestRunner:
-    """The pytest part of a spec: the task's command, pytest's files and statuses."""
-    return TestRunner(command=test_command, options=list(PYTEST_RUN_OPTIONS), config_files=list(PYTEST_CONFIG_FILES),
-                      config_dirs=config_search_dirs(test_ids), session_statuses=list(PYTEST_SESSION_STATUSES))
+def pytest_runner(test_command: str, test_ids: list[str], pytest_version: str | None = None) -> TestRunner:
+    """The pytest part of a spec: the task's command, pytest's files and statuses; the options
+    ``pytest_version`` lacks are left out (pytest 2.8 of a 2016 pin has no ``--rootdir`` or ``-o``)."""
+    # pytest < 3.5 cannot be told its rootdir, and given its configuration file it takes the tests'
+    # folder as one: it finds the snapshot's file itself, as in derivation (the filter keeps the
+    # patch from adding or changing one: it knows every name such a pytest reads).
+    config_dirs = config_search_dirs(test_ids) if names_its_rootdir(pytest_version) else []
+    return TestRunner(command=test_command, options=pytest_options(list(PYTEST_RUN_OPTIONS), pytest_version),
+                      report_options=pytest_options(shlex.split(JUNIT_FAMILY_OPTION), pytest_version),
+                      config_files=list(PYTEST_CONFIG_FILES), config_dirs=config_dirs,
+                      session_statuses=list(PYTEST_SESSION_STATUSES))
 
 
 def profile_runner(task: Task) -> TestRunner:
@@ -330,7 +344,7 @@ def _derive(task: Task, timeout_s: float) -> GradingSpec:
         instance_id=task.instance_id, fail_to_pass=list(task.FAIL_TO_PASS), pass_to_pass=list(task.PASS_TO_PASS),
         hidden_tests=task.test_patch, hidden_test_files=hidden.paths, gold_paths=gold.paths,
         gold_runner_references=sorted(runner_references(gold)), protected_pattern=protected_path_pattern(),
-        runner=pytest_runner(task.test_command(), test_ids), timeout_s=timeout_s,
+        runner=pytest_runner(task.test_command(), test_ids, _pytest_version(task)), timeout_s=timeout_s,
         canary_modules=[module for module in canary_modules(hidden, task.FAIL_TO_PASS, test_ids)
                         if module.path not in canary_free],
         canary_free_modules=canary_free,
@@ -342,11 +356,16 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 256
 
 
+def _pytest_version(task: Task) -> str | None:
+    return task.env_spec.pytest_version if task.env_spec else None
+
+
 def _task_key(task: Task, timeout_s: float) -> str:
     """A digest of everything a spec is derived from."""
     spec = task.env_spec
     fields = [task.instance_id, task.patch, task.test_patch, task.FAIL_TO_PASS, task.PASS_TO_PASS,
-              task.test_command(), timeout_s, task.validation.canary_free_modules if task.validation else [],
+              task.test_command(), timeout_s, _pytest_version(task),
+              task.validation.canary_free_modules if task.validation else [],
               task.language, spec.test_runner if spec else None, spec.package_dir if spec else None]
     return hashlib.sha256(json.dumps(fields).encode("utf-8", "surrogateescape")).hexdigest()
 

@@ -29,6 +29,7 @@ from repo2env.errors import InputError
 from repo2env.languages.build import (
     COLLECTION_TIMEOUT,
     OWN_CODE_MARKER,
+    STALL_IDLE_S,
     TOOLS_DIR,
     BuildRecipe,
     EnvLayer,
@@ -216,7 +217,7 @@ class JavaScriptBuild(BuildRecipe):
                              "chown -R --reference=.git .git/info")
 
     def check_image(self, shell: Shell, task: Task, spec: EnvSpec, own: JsOwnCode, *, log_path: Path,
-                    collect_check: bool, timeout_s: float) -> str | None:
+                    collect_check: bool, timeout_s: float, stall_idle_s: float = STALL_IDLE_S) -> str | None:
         """The own-code probe from the folders of the tests the PR touches, then those test files
         that exist at the base run with the project's runner: some test of them must report."""
         touched = _test_files(task)

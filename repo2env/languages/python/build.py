@@ -1,11 +1,17 @@
 """The Python profile's build recipe: pip/uv installs with the project in editable mode, proven to be
-the project's own code (:mod:`repo2env.languages.python.own_code`), checked with pytest's collection.
+the project's own code (:mod:`repo2env.languages.python.own_code`), checked with pytest's collection
+(under the watchdog: a collection that waits on the network without end is stopped and says on what).
 
 The env layer installs in ``/testbed``, proves with ``own_code_probe.py`` that the project's import
 names resolve there, records the files the install generated, then empties ``/testbed`` (the
 editable install keeps pointing at it; site-packages stay). The task layer brings the snapshot and,
 when the install generated files or the version comes from version control, runs the editable
 install again (``--no-deps``) so they exist at the base commit.
+
+A date-pinned install that fails is tried again with its cure, on that rung and every later one
+(:meth:`PythonBuild.rungs_after_failure`): packages whose releases of the pin's time are gone from
+the index are let reach the first release that exists, and dependencies whose sdists need an old
+setuptools are built apart from the project's editable install.
 """
 
 from __future__ import annotations
@@ -20,18 +26,23 @@ from datetime import datetime
 from pathlib import Path
 
 from repo2env.languages.build import (
+    COLLECTION_STALLED,
     COLLECTION_TIMEOUT,
     OWN_CODE_MARKER,
+    STALL_IDLE_S,
     TOOLS_DIR,
     BuildRecipe,
     EnvLayer,
     Shell,
     TaskLayer,
+    watchdog_verdict,
+    watched,
 )
 from repo2env.languages.files import RepoFiles
 from repo2env.languages.python.own_code import (
     PROBE_PATH,
     OwnCode,
+    install_parts,
     protect_own_install,
     read_own_code,
     reinstall_command,
@@ -41,10 +52,13 @@ from repo2env.languages.python.paths import PYTHON_PATHS
 from repo2env.languages.python.spec import (
     AVAILABLE_PYTHONS,
     WARMUP_COLLECT,
-    build_packages_needed,
+    exempt_from_pin,
     infer_env_spec,
     install_failure_reason,
     install_ladder,
+    old_setuptools_needed,
+    releases_gone_before_pin,
+    split_editable_build,
 )
 from repo2env.languages.python.spec.overrides import EnvOverride
 from repo2env.models import EnvSpec, Task
@@ -56,14 +70,15 @@ _DEPENDENCY_FILE = re.compile(
     r"^(?:pyproject\.toml|setup\.py|setup\.cfg|tox\.ini|Pipfile|poetry\.lock|uv\.lock"
     r"|[^/]*requirements[^/]*\.(?:txt|in)|requirements/[^/]+\.(?:txt|in))$"
 )
-_PYTHON_FLAVOUR = re.compile(r"py(3\.\d{1,2})")
+_PYTHON_FLAVOUR = re.compile(r"py([23]\.\d{1,2})")
 
 
 def available_pythons(bases: Sequence[str] | None) -> tuple[str, ...]:
     """The Pythons a build may choose: the ones every machine can bootstrap, and those of the
-    ``py<X.Y>`` base-image flavours in ``bases`` (3.8, 3.10 pulled or made locally)."""
+    ``py<X.Y>`` base-image flavours in ``bases`` (3.8, 3.10 pulled; 2.7, 3.6 made from a local
+    CPython), oldest first."""
     local = {match.group(1) for flavour in bases or () if (match := _PYTHON_FLAVOUR.fullmatch(flavour))}
-    return tuple(sorted(set(AVAILABLE_PYTHONS) | local, key=lambda python: int(python.split(".")[1])))
+    return tuple(sorted(set(AVAILABLE_PYTHONS) | local, key=lambda python: tuple(map(int, python.split(".")))))
 
 
 class PythonBuild(BuildRecipe):
@@ -102,6 +117,8 @@ class PythonBuild(BuildRecipe):
 
     def env_layer(self, spec: EnvSpec, own: OwnCode, scm_version: str, *, agent_uid: int) -> EnvLayer:
         install = "; ".join(f"({command})" for command in spec.install) or "true"
+        if own_lines := drop_own_editable_lines(spec.install):
+            install = f"{own_lines}; {install}"
         editable = reinstall_command(spec.install, own.distribution) is not None
         check = shlex.quote(json.dumps(own.probe_arguments(editable=editable), separators=(",", ":")))
         dist = shlex.quote(own.distribution or "")
@@ -153,9 +170,10 @@ class PythonBuild(BuildRecipe):
                          run=f"if [ -f {TOOLS_DIR}/reinstall ] && {wanted}; then sh {TOOLS_DIR}/reinstall; fi")
 
     def check_image(self, shell: Shell, task: Task, spec: EnvSpec, own: OwnCode, *, log_path: Path,
-                    collect_check: bool, timeout_s: float) -> str | None:
+                    collect_check: bool, timeout_s: float, stall_idle_s: float = STALL_IDLE_S) -> str | None:
         """The own-code probe, then pytest's collection of the test files the PR touches that exist at
-        the base (or the suite), then one collected test run (run-time hooks collection skips)."""
+        the base (or the suite), then one collected test run (run-time hooks collection skips); both
+        under the watchdog (``stall_idle_s``)."""
         editable = reinstall_command(spec.install, own.distribution) is not None
         touched = [path for path in _patch_paths(task.test_patch) if PYTHON_PATHS.classify(path) == "test"
                    and path.endswith(".py") and not path.endswith("conftest.py")]
@@ -172,14 +190,16 @@ class PythonBuild(BuildRecipe):
             return None
         existing = [path for path in touched if shell.exec(["test", "-f", path], timeout=10).exit_code == 0]
         command = f"python -m pytest --collect-only -q -p no:cacheprovider {' '.join(map(shlex.quote, existing))}"
-        result = shell.exec(command, timeout=timeout_s)
-        ran = _run_one_test(shell, result.output, timeout_s) if result.exit_code == 0 else None
+        result = shell.exec(watched(command, idle_s=stall_idle_s), timeout=timeout_s)
+        ran = _run_one_test(shell, result.output, timeout_s, stall_idle_s) if result.exit_code == 0 else None
         with log_path.open("a") as log:
             log.write(f"$ {command}\n{result.output}\n(exit {result.exit_code})\n")
             if ran is not None:
                 log.write(f"$ {ran[0]}\n{ran[1].output}\n(exit {ran[1].exit_code})\n")
         if result.timed_out:
             return f"{COLLECTION_TIMEOUT} after {timeout_s:.0f} s"
+        if stall := watchdog_verdict(result.output):
+            return f"{COLLECTION_STALLED}: {stall}"
         if result.exit_code not in (0, 5):  # 5: nothing collected, which is not a broken environment
             lines = [line for line in result.output.splitlines() if "Error" in line or "error" in line]
             return (f"test collection failed (exit {result.exit_code}): "
@@ -190,14 +210,38 @@ class PythonBuild(BuildRecipe):
                     f"{(lines[-1] if lines else ran[1].output[-200:]).strip()[:200]}")
         return None
 
+    def image_facts(self, shell: Shell, spec: EnvSpec) -> dict[str, str | None]:
+        """The version of the pytest the image runs (2016's pin gets pytest 2.8, which lacks options
+        derivation and grading pass otherwise: they follow it)."""
+        version = shell.exec(["python", "-c", "import pytest; print(pytest.__version__)"], timeout=60)
+        lines = version.output.strip().splitlines()
+        return {"pytest_version": lines[-1].strip() if version.exit_code == 0 and lines else None}
+
     def explain_failure(self, log: str, spec: EnvSpec) -> str | None:
         return install_failure_reason(log, spec.python, spec.date_pin)
 
-    def packages_needed(self, log: str) -> list[str]:
-        return build_packages_needed(log)
+    def rungs_after_failure(self, log: str, failed: tuple[str, EnvSpec],
+                            pending: list[tuple[str, EnvSpec]]) -> list[tuple[str, EnvSpec]]:
+        """A date-pinned install's cures, each tried on the failed rung again and kept for every
+        later rung: the packages whose releases of the pin's time the index lost (atomicwrites
+        before 2022) let reach the first one that exists; else, for sdists that need the
+        setuptools of their day (markupsafe 1.0 imports ``setuptools.Feature``), the project's
+        editable install apart from its dependencies' builds."""
+        rung, spec = failed
+        if not spec.date_pin:
+            return pending
+        gone = releases_gone_before_pin(log)
+        cures = [("exempt", lambda candidate: exempt_from_pin(candidate.install, gone))] if gone else []
+        if old_setuptools_needed(log):
+            cures.append(("split-build", lambda candidate: split_editable_build(candidate.install, candidate.python)))
+        for name, cure in cures:
+            if cure(spec) != spec.install:  # else cured already: this failure has another cause
+                return [(f"{rung}+{name}", spec.model_copy(update={"install": cure(spec)})),
+                        *((other, candidate.model_copy(update={"install": cure(candidate)})) for other, candidate in pending)]
+        return pending
 
 
-def _run_one_test(shell: Shell, collected: str, timeout_s: float):
+def _run_one_test(shell: Shell, collected: str, timeout_s: float, stall_idle_s: float = STALL_IDLE_S):
     """(command, result) of running the first test the collection listed, or None when it listed none.
 
     Collection does not run pytest's run-time hooks: a ``filterwarnings`` naming a module a rung left
@@ -207,7 +251,27 @@ def _run_one_test(shell: Shell, collected: str, timeout_s: float):
     if first is None:
         return None
     command = f"python -m pytest -q -p no:cacheprovider -x {shlex.quote(first)}"
-    return command, shell.exec(command, timeout=min(timeout_s, 120))
+    return command, shell.exec(watched(command, idle_s=stall_idle_s), timeout=min(timeout_s, 120))
+
+
+#: Deletes a requirement file's line that installs the project itself editable (``-e .``, quoted or
+#: not, with extras or not): the spec's own editable install does that, and uv cannot take the line
+#: on 3.6 (no PEP 660 hook) nor read it quoted (marshmallow 2018's ``-e '.'``).
+_OWN_EDITABLE_LINE = r"""/^[[:space:]]*(-e|--editable)[[:space:]=]*["']?\.\/?(\[[^]]*\])?["']?[[:space:]]*(#.*)?$/d"""
+
+
+def drop_own_editable_lines(install: list[str]) -> str:
+    """The shell command that deletes the project's own editable line from every requirement file
+    ``install`` names (``-r FILE``), in the env layer's copy of the snapshot (the task layer brings
+    the files as they are); '' when it names none."""
+    files: list[str] = []
+    for command in install:
+        parts = install_parts(command)
+        if parts is not None:
+            files.extend(value for flag, value in parts[1] if flag in ("-r", "--requirement") and value)
+    if not files:
+        return ""
+    return shlex.join(["sed", "-i", "-E", _OWN_EDITABLE_LINE, *dict.fromkeys(files)]) + " 2>/dev/null || true"
 
 
 def _patch_paths(patch: str) -> list[str]:

@@ -31,11 +31,11 @@ from packaging.utils import canonicalize_name
 
 from repo2env.languages.python.spec.files import RepoFiles, _ini_get, _ini_lines, _read_project
 from repo2env.languages.python.spec.pinning import (
-    _UV_PREFIX,
     _join_args,
     _pip_install_args,
     _requirement_name,
     _split_args,
+    uv_install_args,
 )
 
 #: The in-container script (standard library only, Python 3.9+).
@@ -193,7 +193,7 @@ def editable_install(install: list[str]) -> tuple[int, list[str], list[tuple[str
     options, the editable path without extras), or None."""
     found = None
     for index, command in enumerate(install):
-        parsed = _install_parts(command)
+        parsed = install_parts(command)
         if parsed is None:
             continue
         prefix, options, _ = parsed
@@ -211,7 +211,7 @@ def reinstall_command(install: list[str], distribution: str | None) -> str | Non
         return None
     _, prefix, options, path = found
     kept = [(flag, value) for flag, value in options if flag in _KEPT_OPTIONS]
-    if tuple(prefix) == _UV_PREFIX:
+    if uv_install_args(prefix) is not None:
         # One token, so that reading the command back does not take the name for a requirement.
         force = f"--reinstall-package={distribution}" if distribution else "--reinstall"
     else:
@@ -226,7 +226,7 @@ def protect_own_install(install: list[str], own: OwnCode) -> list[str]:
     A command left with nothing to install is dropped. Applying it twice changes nothing more."""
     protected: list[str] = []
     for command in install:
-        parsed = _install_parts(command)
+        parsed = install_parts(command)
         if parsed is None or own.distribution is None:
             protected.append(command)
             continue
@@ -240,7 +240,7 @@ def protect_own_install(install: list[str], own: OwnCode) -> list[str]:
     again = reinstall_command(protected, own.distribution)
     if found is None or again is None:
         return protected
-    later_installs = [command for command in protected[found[0] + 1:] if _install_parts(command) is not None]
+    later_installs = [command for command in protected[found[0] + 1:] if install_parts(command) is not None]
     if later_installs and later_installs[-1] != again:
         protected.append(again)
     return protected
@@ -255,15 +255,16 @@ def scm_environment(version: str) -> dict[str, str]:
             "POETRY_DYNAMIC_VERSIONING_BYPASS": version}
 
 
-def _install_parts(command: str) -> tuple[list[str], list[tuple[str, str | None]], list[str]] | None:
+def install_parts(command: str) -> tuple[list[str], list[tuple[str, str | None]], list[str]] | None:
     """(prefix tokens, options, targets) of a pip or ``uv pip`` install command, else None."""
     try:
         tokens = shlex.split(command)
     except ValueError:
         return None
-    if tuple(tokens[: len(_UV_PREFIX)]) == _UV_PREFIX:
-        options, targets = _split_args(tokens[len(_UV_PREFIX):])
-        return list(_UV_PREFIX), options, targets
+    uv_args = uv_install_args(tokens)
+    if uv_args is not None:
+        options, targets = _split_args(uv_args)
+        return tokens[: len(tokens) - len(uv_args)], options, targets
     args = _pip_install_args(command)
     if args is None:
         return None

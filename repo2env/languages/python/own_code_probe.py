@@ -1,4 +1,4 @@
-"""Runs inside env and task images (standard library only, Python 3.9+); see ``own_code.py``.
+"""Runs inside env and task images (standard library only, Python 3.6+); see ``own_code.py``.
 
 ``python own_code_probe.py check JSON``: every import name of the project resolves to a file under
 ``/testbed``, its installed distribution is the editable install of ``/testbed``, and its console
@@ -45,12 +45,55 @@ def _find(name):
 def _distribution(name):
     try:
         from importlib import metadata
-    except ImportError:  # pragma: no cover - Python < 3.8
-        return None
+    except ImportError:  # Python < 3.8: the backport where installed, else setuptools' pkg_resources
+        try:
+            import importlib_metadata as metadata
+        except ImportError:
+            return _LegacyDistribution.find(name)
     try:
         return metadata.distribution(name)
     except metadata.PackageNotFoundError:
         return None
+
+
+class _EntryPoint:
+    def __init__(self, group, name, value):
+        self.group, self.name, self.value = group, name, value
+
+
+class _LegacyDistribution:
+    """pkg_resources' view of an installed distribution, with the few ``importlib.metadata`` members
+    this probe reads (Python 3.6 and 3.7 have no ``importlib.metadata``)."""
+
+    def __init__(self, dist):
+        self._dist = dist
+        self.version = dist.version
+        # An egg-link (setup.py develop) points at the source tree, where the .egg-info sits.
+        self._path = getattr(dist, "egg_info", None) or dist.location
+
+    @classmethod
+    def find(cls, name):
+        try:
+            import pkg_resources
+        except ImportError:
+            return None
+        try:
+            return cls(pkg_resources.get_distribution(name))
+        except Exception:  # DistributionNotFound, VersionConflict: not what the check asks for
+            return None
+
+    def read_text(self, filename):
+        if not self._dist.has_metadata(filename):
+            return None
+        return self._dist.get_metadata(filename)
+
+    def locate_file(self, path):
+        return os.path.join(self._dist.location or "", path)
+
+    @property
+    def entry_points(self):
+        return [_EntryPoint(group, name, str(entry).split("=", 1)[1].strip())
+                for group, entries in self._dist.get_entry_map().items() for name, entry in entries.items()]
 
 
 def _installed_from(dist):

@@ -1,24 +1,26 @@
-"""A Harbor task's verifier, run by tests/test.sh as root in the agent's container once the agent is done.
+"""A Harbor task's verifier, run by tests/test.sh as root once the agent is done.
 
-It grades the agent's changes to /testbed the way ``repo2env grade`` does, with the same files:
-the grading script (``grade.sh``, ``run_tests.sh`` and ``restore.py``, copied from the package's
-``verify/scripts``)
-and the outcome readers (``lib/repo2env/...``, copied from the package). Steps:
+Harbor runs it in the verifier's own container (task.toml: ``environment_mode = "separate"``), a
+pristine container of the task image, where the agent's diff arrives as the trial's artifact
+(``agent_diff`` in task.json): the collection step wrote it in the agent's container. It grades
+that diff the way ``repo2env grade`` does, with the same files: the grading script (``grade.sh``,
+``run_tests.sh`` and ``restore.py``, copied from the package's ``verify/scripts``) and the run reader
+(``lib/repo2env/...``, copied from the package). Steps:
 
-1. /tests becomes root's alone (the hidden tests and the canaries never reach the agent's user), and
-   every process of the agent's user is killed;
-2. the agent's change is taken as a git diff against the snapshot commit, /testbed is reset to the
-   snapshot, and the grading script applies the diff again as the agent's user: restore.py reverts
-   what the filter's path rules protect (``protected_pattern``), applies the hidden tests, places
-   the canaries; pytest runs the task's tests while a root collector reads the live outcome stream;
+1. /tests becomes root's alone (the hidden tests and the canaries never reach the agent's user),
+   and every process of the agent's user is killed;
+2. /testbed is reset to the snapshot commit (a no-op in a pristine container; in a container the
+   agent used, if the task is run with a shared verifier, it undoes the agent's changes there), and
+   the grading script applies the agent's diff as the agent's user: restore.py reverts what the
+   filter's path rules protect (``protected_pattern``), applies the hidden tests, places the
+   canaries; pytest runs the task's tests while a root collector reads the live outcome stream;
 3. the run is read by the package's own reader (``repo2env.verify.reading``: exit statuses, JUnit,
    stream, summary line, canaries), against the task's grading specification (``spec.json``), and
    scored; ``/logs/verifier/reward.txt`` gets the reward, ``reward.json`` its parts,
    ``grading.json`` the per-test outcomes and why it failed, if it did.
 
-What Harbor's shared container leaves open, unlike a fresh grading sandbox: changes the agent made
-outside /testbed (it may have run as root) and processes it left running as another user than the
-task image's ``agent`` stay. Standard library only: the container's system Python may be 3.9.
+A missing or oversized diff scores 0 without running the tests. Standard library only: the
+container's system Python may be 3.9.
 """
 
 import json
@@ -31,7 +33,8 @@ import threading
 TESTS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TESTS, "lib"))
 
-from repo2env.verify.canaries import Canary, CanaryPlan  # noqa: E402 - the copies under lib/, after the path is set
+from repo2env.outcomes import TestStatus  # noqa: E402 - the copies under lib/, after the path is set
+from repo2env.verify.canaries import Canary, CanaryPlan  # noqa: E402
 from repo2env.verify.reading import read_run  # noqa: E402
 from repo2env.verify.reward import score  # noqa: E402
 from repo2env.verify.tamper import COLLECTOR_SCRIPT  # noqa: E402
@@ -39,6 +42,7 @@ from repo2env.verify.tamper import COLLECTOR_SCRIPT  # noqa: E402
 LOGS = os.environ.get("REPO2ENV_VERIFIER_LOGS", "/logs/verifier")
 TESTBED = "/testbed"
 OUTPUT_CAP_BYTES = 50_000_000
+DIFF_CAP_BYTES = 50_000_000
 COLLECTOR_GRACE_S = 15.0
 GIT = ["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
        "-c", "diff.external=", "-c", "core.pager=cat", "-c", "color.ui=false"]
@@ -53,10 +57,11 @@ def main() -> int:
     as_agent = ["setpriv", "--reuid=" + uid, "--regid=" + uid, "--init-groups"]
     kill_agent = as_agent + ["/bin/bash", "-c", "kill -9 -1 2>/dev/null; true"]
     subprocess.run(kill_agent, check=False)
+    agent_diff, missing = read_agent_diff(task["agent_diff"])
+    if missing:
+        write_reward(unscored(spec, task, missing))
+        return 0
     snapshot = task["snapshot"] or git_text("rev-list", "--max-parents=0", "HEAD").split()[-1]
-    subprocess.run(GIT + ["add", "--all", "."], cwd=TESTBED, check=True, capture_output=True)
-    agent_diff = subprocess.run(GIT + ["diff", "--cached", "--binary", "--no-ext-diff", "--no-textconv", "--no-renames",
-                                       snapshot], cwd=TESTBED, check=True, capture_output=True).stdout
     subprocess.run(GIT + ["reset", "-q", "--hard", snapshot], cwd=TESTBED, check=True)
     subprocess.run(GIT + ["clean", "-fdq"], cwd=TESTBED, check=True)
     subprocess.run(["chown", "-R", uid + ":" + uid, TESTBED], check=True)
@@ -103,6 +108,26 @@ def evaluate(spec, task, *, exit_code, timed_out, truncated, output, stream_text
     return {"error": reading.error, "tampered": reading.tampered, "pytest_exit": reading.test_status,
             "reward": parts.reward, "f2p_rate": parts.f2p_rate, "p2p_rate": parts.p2p_rate, "resolved": parts.resolved,
             "tests": {test_id: str(status) for test_id, status in reading.tests.items()}}
+
+
+def read_agent_diff(path):
+    """(the agent's diff as bytes, None), or (None, why it cannot be graded)."""
+    if not os.path.isfile(path):
+        return None, "the agent's diff was not collected (no " + path + "): its changes cannot be graded"
+    if os.path.getsize(path) > DIFF_CAP_BYTES:
+        return None, "the agent's diff is larger than " + str(DIFF_CAP_BYTES) + " bytes"
+    with open(path, "rb") as handle:
+        return handle.read(), None
+
+
+def unscored(spec, task, error):
+    """The result of a grading that could not run: every test missing, reward 0."""
+    test_ids = list(dict.fromkeys(spec["fail_to_pass"] + spec["pass_to_pass"]))
+    tests = {test_id: TestStatus.MISSING for test_id in test_ids}
+    parts = score(tests, spec["fail_to_pass"], spec["pass_to_pass"], task["mode"])
+    return {"error": error, "tampered": False, "pytest_exit": None, "reward": parts.reward, "f2p_rate": parts.f2p_rate,
+            "p2p_rate": parts.p2p_rate, "resolved": parts.resolved,
+            "tests": {test_id: str(status) for test_id, status in tests.items()}}
 
 
 def write_reward(result):

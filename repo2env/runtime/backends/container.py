@@ -27,7 +27,7 @@ from repo2env.runtime.backends import lifecycle
 from repo2env.runtime.backends.keepalive import DISK_CAP_EXIT, channel_shell, timed_shell
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.channel import ChannelBroken, ChannelClosed, ChannelTransport, CommandChannel
-from repo2env.runtime.sandbox import SandboxLimits
+from repo2env.runtime.sandbox import SandboxLimits, agent_diff_command
 
 #: Tries to start one command when the container runtime cannot (no pid left while a killed fork
 #: bomb is being reaped): it never ran, so running it again a moment later is safe.
@@ -193,11 +193,8 @@ class ContainerSandbox:
         switched off: an agent can at worst spoil its own diff. Never through the command channel:
         what is graded comes from the engine, not from a process the agent can replace."""
         snapshot = self.labels.get(SNAPSHOT_LABEL) or "HEAD"
-        git = ("git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c diff.external= "
-               "-c core.pager=cat -c color.ui=false")
         # Bytes as git wrote them (a Latin-1 file stays Latin-1), carried as surrogate escapes.
-        result = self._exec(f"{git} add --all . && {git} diff --cached --binary --no-ext-diff --no-textconv "
-                            f"--no-renames {snapshot}", workdir="/testbed", timeout=120, errors="surrogateescape",
+        result = self._exec(agent_diff_command(snapshot), workdir="/testbed", timeout=120, errors="surrogateescape",
                             through_channel=False)
         if result.exit_code != 0 or result.truncated:
             reason = "the diff is larger than the output cap" if result.truncated else result.output.strip()[-300:]

@@ -35,6 +35,8 @@ from repo2env.languages.python.spec.failures import (
     MISSING_COMPILER,
     build_packages_needed,
     install_failure_reason,
+    old_setuptools_needed,
+    releases_gone_before_pin,
 )
 from repo2env.languages.python.spec.files import DictRepoFiles, RepoFiles
 from repo2env.languages.python.spec.install import (
@@ -51,7 +53,9 @@ from repo2env.languages.python.spec.pinning import (
     UV_BOOTSTRAP,
     build_floor,
     date_pin,
+    exempt_from_pin,
     pinned_install,
+    split_editable_build,
 )
 from repo2env.languages.python.spec.pytest_config import (
     DEFAULT_TEST_CMD,
@@ -75,7 +79,7 @@ __all__ = [
     "DEFAULT_BUILD_FLOOR", "DEFAULT_TEST_CMD", "KNOWN_PYTHONS", "LADDER_RUNGS", "MAX_REQUIREMENT_ALTERNATIVES",
     "MISSING_COMPILER", "PIP_INSTALL", "PIP_UPGRADE", "PYTEST_RELEASES", "PYTHON_RELEASE_DATES", "SETUPTOOLS_RUNS_ON", "UV_BOOTSTRAP",
     "WARMUP_COLLECT", "DictRepoFiles", "PytestRelease", "RepoFiles", "build_floor", "build_packages_needed", "date_pin",
-    "infer_env_spec", "infer_install", "infer_python", "infer_system_packages", "infer_test_cmd",
-    "install_failure_reason", "install_ladder", "load_yaml_text", "pinned_install", "pytest_for",
+    "exempt_from_pin", "infer_env_spec", "infer_install", "infer_python", "infer_system_packages", "infer_test_cmd",
+    "install_failure_reason", "install_ladder", "load_yaml_text", "old_setuptools_needed", "pinned_install", "pytest_for", "releases_gone_before_pin", "split_editable_build",
     "pytest_pin_commands",
 ]

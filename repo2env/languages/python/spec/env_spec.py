@@ -16,7 +16,6 @@ from repo2env.languages.python.spec.files import RepoFiles, _Project, _read_proj
 from repo2env.languages.python.spec.install import _infer_install, _requirement_choice, config_imports_command
 from repo2env.languages.python.spec.overrides import EnvOverride
 from repo2env.languages.python.spec.pinning import (
-    _UV_PREFIX,
     UV_BOOTSTRAP,
     _is_tooling,
     _join_args,
@@ -26,6 +25,7 @@ from repo2env.languages.python.spec.pinning import (
     _unpinned,
     date_pin,
     pinned_install,
+    uv_prefix,
 )
 from repo2env.languages.python.spec.pytest_config import (
     _INI_PLUGINS,
@@ -83,6 +83,10 @@ def infer_env_spec(files: RepoFiles, commit_date: datetime, override: EnvOverrid
             pin = None
         elif isinstance(override.date_pin, str):
             pin = override.date_pin
+    if pin and _xy(python)[0] < 3:
+        # uv, which applies date pins, installs into Python 3 only; pip has no upload-date filter
+        # that runs on Python 2.
+        pin, reason = None, f"{reason}; no date pin on Python 2 (uv installs into Python 3 only)"
     return EnvSpec(
         python=python,
         python_reason=reason,
@@ -172,7 +176,7 @@ def install_ladder(
         release = pytest_for(spec.date_pin, base.python, pytest_requirement)
         # A pytest the user's own commands install is theirs to choose.
         if release is not None and not _installs_pytest(own):
-            pin_commands = pytest_pin_commands(release, _pytest_plugins(logical, project), spec.date_pin)
+            pin_commands = pytest_pin_commands(release, _pytest_plugins(logical, project), spec.date_pin, base.python)
             # Before the override's extra commands, so that what they install has the last word.
             extra = {_canonical(command) for command in override.extra_install} if override else set()
             at = next((i for i, command in enumerate(logical) if _canonical(command) in extra), len(logical))
@@ -189,7 +193,8 @@ def install_ladder(
     return distinct
 
 
-def pytest_pin_commands(release: PytestRelease, plugins: list[str], date_pin: str) -> list[str]:
+def pytest_pin_commands(release: PytestRelease, plugins: list[str], date_pin: str,
+                        python: str | None = None) -> list[str]:
     """The commands that pin pytest to ``release`` in a ladder rung, with its ``plugins`` (requirements).
 
     Alone, pytest is one exact pin. With plugins, each is installed again as of the later of the date
@@ -207,7 +212,7 @@ def pytest_pin_commands(release: PytestRelease, plugins: list[str], date_pin: st
     names = list(dict.fromkeys(name for plugin in plugins if (name := _requirement_name(plugin))))
     options = [*(f"--exclude-newer-package={name}={day}T00:00:00Z" for name in names),
                *(f"--reinstall-package={name}" for name in names)]
-    return [UV_BOOTSTRAP, shlex.join([*_UV_PREFIX, *options, pin, *plugins])]
+    return [UV_BOOTSTRAP, shlex.join([*uv_prefix(python), *options, pin, *plugins])]
 
 
 def _pytest_plugins(commands: list[str], project: _Project) -> list[str]:
@@ -239,14 +244,23 @@ def _own_commands(override: EnvOverride | None) -> list[str]:
 def _logical_install(install: list[str], own: list[str], pin: str | None, python: str | None = None) -> list[str]:
     """``install`` without its date pin: the user's own commands exactly as written, the inferred
     ones as :func:`_unpinned` spells them."""
-    written = {pinned_install([command], pin, python)[-1]: command for command in own} if pin else {}
+    # What each of the user's commands became (one command, or two for a legacy editable install).
+    written = {tuple(pinned_install([command], pin, python)[1:] or [command]): command for command in own} if pin else {}
     logical: list[str] = []
-    for command in install:
-        if command in written:
-            logical.append(written[command])
-        elif command != UV_BOOTSTRAP or UV_BOOTSTRAP in own:
-            logical.extend(_unpinned([command]))
-    return logical
+    inferred: list[str] = []
+    index = 0
+    while index < len(install):
+        mine = next((spelled for spelled in written if tuple(install[index:index + len(spelled)]) == spelled), None)
+        if mine is not None:
+            logical.extend(_unpinned(inferred))
+            inferred = []
+            logical.append(written[mine])
+            index += len(mine)
+            continue
+        if install[index] != UV_BOOTSTRAP or UV_BOOTSTRAP in own:
+            inferred.append(install[index])
+        index += 1
+    return [*logical, *_unpinned(inferred)]
 
 
 def _installs_pytest(commands: list[str]) -> bool:
@@ -285,7 +299,9 @@ def _build_inputs(spec: EnvSpec) -> dict[str, Any]:
 
 def _older_python(python: str, project: _Project, available: Sequence[str]) -> str | None:
     constraint = _requires_python(project)
-    older = sorted((version for version in available if _xy(version) < _xy(python)), key=_xy)
+    # Never from Python 3 down to 2: the chosen Python 3 says the project runs on Python 3.
+    older = sorted((version for version in available
+                    if _xy(version) < _xy(python) and _xy(version)[0] == _xy(python)[0]), key=_xy)
     for version in reversed(older):
         if constraint is None or _allows(constraint, _xy(version)):
             return version

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
 from repo2env.languages.python.spec.system_packages import COMPILER_PACKAGES
@@ -45,6 +46,36 @@ def build_packages_needed(log: str) -> list[str]:
         needed.extend(package for header, package in _HEADER_PACKAGES.items()
                       if missing == header or missing.startswith(header))
     return list(dict.fromkeys(needed))
+_FILTERED_OUT = re.compile(r"`([A-Za-z0-9_.-]+)` was filtered by `exclude-newer` to only include packages uploaded before "
+                           r"\S+\. The latest version satisfying the requirement is \S+, published at (\d{4}-\d{2}-\d{2})")
+
+
+def releases_gone_before_pin(log: str) -> dict[str, str]:
+    """Packages the date pin left with no release at all (uv: "`atomicwrites` was filtered by
+    `exclude-newer` ... The latest version satisfying the requirement is v1.4.1, published at
+    2022-07-08"): name -> the day after the release uv names. The index no longer serves the
+    releases of the pin's time (atomicwrites' before 2022 are gone), so the pin may let that one
+    package reach a release that exists, and keep every other package at the commit's date."""
+    text = _ANSI.sub("", log.replace("\x1b[0m\n", ""))
+    text = re.sub(r"\s+", " ", text)
+    found: dict[str, str] = {}
+    for name, day in _FILTERED_OUT.findall(text):
+        following = (date.fromisoformat(day) + timedelta(days=1)).isoformat()
+        found[name.lower()] = max(found.get(name.lower(), following), following)
+    return found
+
+
+_OLD_SETUPTOOLS_NEEDED = re.compile(r"cannot import name '?Feature'?|use_2to3 is invalid|"
+                                    r"error in \S+ setup command: use_2to3|module 'setuptools' has no attribute 'Feature'")
+
+
+def old_setuptools_needed(log: str) -> bool:
+    """Whether a dependency's sdist failed to build for want of an old setuptools (``Feature``, gone
+    in 46; ``use_2to3``, gone in 58): the setuptools an editable install's back-end needs (PEP 660,
+    64+) is too new for the dependencies built beside it."""
+    return bool(_OLD_SETUPTOOLS_NEEDED.search(_ANSI.sub("", log)))
+
+
 _NEEDS_PYTHON = re.compile(r"Python\s*(>=?|~=|==|<=?)\s*(3\.\d+)")
 
 

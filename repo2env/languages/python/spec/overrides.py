@@ -37,7 +37,7 @@ class EnvOverride(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     python: str | None = Field(None, description="Python X.Y of the base image, one of KNOWN_PYTHONS "
-                                 "(beyond 3.9/3.11/3.13 it needs a pulled python:X.Y-slim).")
+                                 "(beyond 3.9/3.11/3.13 it needs a pulled python:X.Y-slim or a local CPython X.Y).")
     install: list[str] | None = Field(None, description="Replaces the inferred install commands.")
     pre_install: list[str] = Field(default_factory=list, description="Commands run before the install commands.")
     extra_install: list[str] = Field(default_factory=list, description="Commands run after the install commands.")

@@ -23,17 +23,20 @@ if TYPE_CHECKING:
     pass
 
 
-#: Pythons the base images are built for, oldest first (see ``bootstrap.DEBIAN_SUITE_FOR_PYTHON``).
+#: Pythons a base image can be made for on any machine (a Debian release ships each; see
+#: ``bootstrap.DEBIAN_SUITE_FOR_PYTHON``), oldest first. The build offers inference every Python a
+#: base image exists for or can be made for here (``bootstrap.makeable_pythons``: local CPythons too).
 AVAILABLE_PYTHONS = ("3.9", "3.11", "3.13")
 
 #: The day each Python had its final x.y.0 release. Inference may choose any of them for which a
-#: base image exists (``python:X.Y-slim`` pulled by ``runtime bootstrap``), beyond AVAILABLE_PYTHONS.
+#: base image exists or can be made, beyond AVAILABLE_PYTHONS.
 PYTHON_RELEASE_DATES = {
+    "2.7": date(2010, 7, 3), "3.4": date(2014, 3, 16), "3.5": date(2015, 9, 13),
     "3.6": date(2016, 12, 23), "3.7": date(2018, 6, 27), "3.8": date(2019, 10, 14), "3.9": date(2020, 10, 5),
     "3.10": date(2021, 10, 4), "3.11": date(2022, 10, 24), "3.12": date(2023, 10, 2), "3.13": date(2024, 10, 7),
     "3.14": date(2025, 10, 7),
 }
-#: Every Python a base image may be made for (pulled; Debian suites ship only AVAILABLE_PYTHONS).
+#: Every Python a base image may be made for (pulled, or from a local CPython).
 KNOWN_PYTHONS = tuple(PYTHON_RELEASE_DATES)
 
 #: How long after a commit a new Python still counts as "of its time". Projects start testing on
@@ -72,7 +75,10 @@ def infer_python(files: RepoFiles, commit_date: datetime,
     3. The commit date: Pythons released before the commit date plus :data:`ADOPTION_GRACE`;
        none -> the oldest remaining.
 
-    The newest remaining Python wins. The reason names each source that was found, e.g.
+    Python 2 only where the evidence leaves no Python 3: a project tested on Python 3 too is judged
+    by its Python 3 versions alone (a 2016 project tested on 2.7 and 3.3-3.5 gets 3.6, the nearest
+    Python 3 here), since the tooling of later years (uv's date pins, the own-code probe) runs on
+    Python 3 only. The newest remaining Python wins. The reason names each source that was found, e.g.
     ``"requires-python >=3.5; tox envlist 3.5-3.8"``, and the commit date when it narrowed the
     choice; when a Python of :data:`KNOWN_PYTHONS` without a base image would fit better, it says
     so (``"3.8 fits better: no base image"``).
@@ -85,7 +91,8 @@ def _infer_python(project: _Project, commit_date: datetime,
     chosen, reason = _choose_python(project, commit_date, available)
     ideal, _ = _choose_python(project, commit_date, KNOWN_PYTHONS)
     if ideal != chosen and ideal not in available:
-        reason += f"; {ideal} fits better: no base image (runtime bootstrap --python {ideal} needs a registry)"
+        reason += (f"; {ideal} fits better: no base image can be made for it here (no registry, Debian "
+                   f"release or local CPython has it: pyenv install {ideal}, or runtime bootstrap --python-from PATH)")
     return chosen, reason
 
 
@@ -99,6 +106,10 @@ def _choose_python(project: _Project, commit_date: datetime, available: Sequence
         reasons.append(f"requires-python {constraint}")
     tested_sources = _tested_versions(project)
     tested = set().union(*tested_sources.values()) if tested_sources else set()
+    python3 = [version for version in candidates if version[0] >= 3]
+    if python3 and (not tested or any(version[0] >= 3 for version in tested)):
+        candidates = python3
+        tested = {version for version in tested if version[0] >= 3}
     if tested:
         low, high = min(tested), max(tested)
         within = [version for version in candidates if low <= version <= high]
@@ -124,12 +135,12 @@ def _allows(constraint: SpecifierSet, version: _Minor) -> bool:
 
 
 def _nearest_allowed(constraint: SpecifierSet, candidates: list[_Minor]) -> list[_Minor]:
-    allowed_minors = [(3, minor) for minor in range(0, 30) if _allows(constraint, (3, minor))]
+    allowed_minors = [(major, minor) for major in (2, 3) for minor in range(0, 30) if _allows(constraint, (major, minor))]
     if not allowed_minors:
         return [min(candidates)]
 
     def distance(version: _Minor) -> int:
-        return min(abs(version[1] - minor[1]) for minor in allowed_minors)
+        return min(abs(version[1] - minor[1]) + 100 * abs(version[0] - minor[0]) for minor in allowed_minors)
 
     best = min(distance(version) for version in candidates)
     return [version for version in candidates if distance(version) == best]
