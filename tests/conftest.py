@@ -123,6 +123,36 @@ def built_demo(docker_client, demo_repo, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def built_js_demo(docker_client, js_demo_repo, tmp_path_factory):
+    """fmtkit mined and built (env + task images) once per session: (tasks folder, {pull: Task})."""
+    from repo2env.jsonl import read_tasks
+    from repo2env.mine.git import GitSource
+    from repo2env.mine.miner import mine
+    from repo2env.pipeline.stages import build_tasks_dir
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.runtime.build import BuildOptions
+
+    folder = tmp_path_factory.mktemp("built-js-demo")
+    mine(GitSource(js_demo_repo.path, issues_path=js_demo_repo.issues_path), folder)
+    summary = build_tasks_dir(folder, runtime=DockerBackend(docker_client), options=BuildOptions(jobs=2))
+    assert summary.failed == 0, summary.failures
+    return folder, {task.pull_number: task for task in read_tasks(folder / "tasks.jsonl")}
+
+
+@pytest.fixture(scope="session")
+def validated_js_demo(docker_client, built_js_demo):
+    """The built fmtkit tasks validated (default policy) once per session: (tasks folder, {pull: Task})."""
+    from repo2env.jsonl import read_tasks
+    from repo2env.pipeline.stages import validate_dir
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.validate.acceptance import load_acceptance_policy
+
+    folder, _ = built_js_demo
+    validate_dir(folder, DockerBackend(docker_client), load_acceptance_policy("default"), jobs=2)
+    return folder, {task.pull_number: task for task in read_tasks(folder / "tasks.jsonl")}
+
+
+@pytest.fixture(scope="session")
 def podman_demo(built_demo, podman_backend, docker_client):
     """The built demo's env and task images moved to podman (``docker save | podman load``: the
     same image ids, so the tasks' recorded digests hold there): the podman backend, ready to run them."""

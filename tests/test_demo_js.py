@@ -854,3 +854,29 @@ def test_the_mocha_adapter_reads_the_ground_truth(number: int, js_demo_repo: Dem
     if number == 16:
         assert {outcomes["before"][test_id] for test_id in pull.fail_to_pass if test_id.startswith("test/random")} \
             == {TestStatus.ERROR}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_validation_matches_the_ground_truth(validated_js_demo):
+    """Mined, built and validated through the JavaScript profile's runner (mocha): every kept PR
+    gets the verdict and reasons the ground truth declares, FAIL_TO_PASS and PASS_TO_PASS as
+    declared, the flaky test caught by the seeded reruns, the gold patch 1.0 and the empty patch 0."""
+    from repo2env.validate.run import read_records
+
+    folder, tasks = validated_js_demo
+    records = {int(record.instance_id.rsplit("-", 1)[1]): record for record in read_records(folder / "validation.jsonl")}
+    assert set(records) == {pull.number for pull in KEPT}
+    assert {number: tuple(record.reasons) for number, record in records.items()} == {
+        pull.number: pull.expected_reasons for pull in KEPT}
+    for pull in KEPT:
+        record, task = records[pull.number], tasks[pull.number]
+        assert record.verdict == ("accepted" if not pull.expected_reasons else "rejected"), pull.number
+        assert set(task.FAIL_TO_PASS) | set(task.PASS_TO_PASS) <= set(pull.fail_to_pass) | set(pull.pass_to_pass)
+        assert set(record.flaky_tests) == set(pull.flaky), pull.number
+        if record.verdict == "accepted":
+            assert set(task.FAIL_TO_PASS) == set(pull.fail_to_pass) and set(task.PASS_TO_PASS) == set(pull.pass_to_pass)
+            rewards = {rollout.kind: [] for rollout in task.validation.rollouts}
+            for rollout in task.validation.rollouts:
+                rewards[rollout.kind].append(rollout.reward)
+            assert set(rewards["gold"]) == {1.0} and set(rewards["null"]) == {0.0}, (pull.number, rewards)

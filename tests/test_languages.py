@@ -355,14 +355,7 @@ def test_the_javascript_ladder_follows_what_an_install_log_says():
     assert python.rungs_after_failure("npm ERR! code ERESOLVE", ladder[0], ladder[1:]) == ladder[1:]
 
 
-def test_validation_does_not_grade_a_language_the_grader_cannot(tmp_path):
-    from repo2env.models import EnvSpec
-    from repo2env.validate.acceptance import load_acceptance_policy
-    from repo2env.validate.run import validate_task
-
-    task = Task(instance_id="acme__padkit-1", repo="acme/padkit", language="javascript", pull_number=1,
-                base_commit="0" * 40, patch="", test_patch="", problem_statement="x", created_at="2024-01-01T00:00:00Z",
-                env_spec=EnvSpec(status="env_ok", base="node18", node="18", test_runner="mocha"))
-    validated, record = validate_task(task, runtime=None, policy=load_acceptance_policy("default"), logs_dir=tmp_path)
-    assert (record.verdict, record.reasons) == ("rejected", ["ungradable_language"])
-    assert "JavaScript" in record.error and validated.validation.verdict == "rejected"
+def test_every_registered_language_is_graded():
+    """Validation rejects a built task of a language the grader cannot grade as ``ungradable_language``
+    (validate/run.py); JavaScript's runners are graded now (tests/test_grade_js.py)."""
+    assert get_profile("python").gradable and get_profile("javascript").gradable

@@ -13,6 +13,7 @@ given trivial bodies) need the language's syntax tree: the Python profile makes 
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import random
 import re
@@ -200,3 +201,41 @@ def _joined_hunks(selected: Sequence[_GoldHunk]) -> str:
             offset += gold.hunk.target_length - gold.hunk.source_length
         parts.append(members[0].file.with_hunks(renumbered).render())
     return "".join(parts)
+
+
+_NO_NEWLINE = "\\ No newline at end of file\n"
+
+
+def diff_files(paths: Sequence[str], before: Mapping[str, str], after: Mapping[str, str]) -> str:
+    return "".join(file_diff(path, before.get(path), after.get(path)) for path in paths)
+
+
+def file_diff(path: str, old: str | None, new: str | None) -> str:
+    """The ``git diff`` section turning ``old`` into ``new`` (``None``: the file does not exist)."""
+    if old == new:
+        return ""
+    parts = [f"diff --git a/{path} b/{path}\n"]
+    if old is None:
+        parts.append("new file mode 100644\n")
+    elif new is None:
+        parts.append("deleted file mode 100644\n")
+    unified = difflib.unified_diff(
+        text_lines(old or ""),
+        text_lines(new or ""),
+        fromfile="/dev/null" if old is None else f"a/{path}",
+        tofile="/dev/null" if new is None else f"b/{path}",
+        n=3,
+    )
+    for line in unified:
+        parts.append(line if line.endswith("\n") else line + "\n" + _NO_NEWLINE)
+    return "".join(parts)
+
+
+def text_lines(text: str) -> list[str]:
+    """``text`` cut after each ``\\n`` and nowhere else (``str.splitlines`` also cuts at form
+    feeds and other separators that git and libcst do not count as line ends)."""
+    pieces = text.split("\n")
+    lines = [piece + "\n" for piece in pieces[:-1]]
+    if pieces[-1]:
+        lines.append(pieces[-1])
+    return lines

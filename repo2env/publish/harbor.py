@@ -100,8 +100,12 @@ def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None, 
         raise InputError(f"network policy {network!r}: choose one of {', '.join(NETWORK_MODES)}")
     if not task.FAIL_TO_PASS:
         raise InputError(f"task {task.instance_id} has no FAIL_TO_PASS tests", hint="run 'repo2env validate' first")
-    image = image_reference(task)
     spec = grading_spec(task, timeout_s=timeout_s)
+    if not spec.runner.is_pytest:
+        # tests/verify.py reads pytest's run (JUnit XML, the outcome stream): it would grade nothing here.
+        raise InputError(f"task {task.instance_id}: a Harbor verifier for {spec.runner.name} tasks is not built yet",
+                         hint="export this task as a dataset or an OpenEnv environment instead")
+    image = image_reference(task)
     # Drawn once per published task: the agent never sees tests/, and each folder has its own.
     plan = spec.plan_canaries()
     run_ids = spec.run_ids(plan)

@@ -6,6 +6,14 @@ files the test patch touches (or the whole suite, on request) runs ``runs`` time
 run in a new shuffled order under its own ``PYTHONHASHSEED``. F2P: never passes before, always
 passes after. P2P: always passes in both. A test whose outcome changes between identical runs is
 flaky: it gets a flip rate and is in neither list.
+
+A task of another language runs through its profile's runner (:meth:`~repo2env.languages.
+LanguageProfile.test_runner`, the same plan and report reading the grader uses): the test files of
+the test patch run whole after the fix to list their ids, then those ids run ``runs`` times per
+state, each run in a new shuffled order under its own random seed (V8's ``--random-seed`` where the
+runner passes it on: mocha, ``node --test``), so that a rerun catches a ``Math.random`` flake the
+same way every time; with such a runner the fixed state runs under the seeds 1..
+:data:`SEEDED_AFTER_RUNS` at least.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repo2env.languages import get_profile
+from repo2env.languages.runner import TestRunnerFacts
 from repo2env.models import Task, TestStatus
 from repo2env.patches import parse
 from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
@@ -80,6 +90,8 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
     """Run the PR's tests ``runs`` times before and after its fix; classify every test id. The runs
     of one state share its sandbox (the reruns only confirm determinism); ``parallel`` runs the two
     states at once."""
+    if task.language != "python":
+        return _derive_with_runner(task, runtime, runs=runs, seeds=hash_seeds, timeout_s=timeout_s, log_dir=log_dir)
     derivation = Derivation()
     # A test file the test patch deletes (or renames away) is no target: pytest stops at a path that
     # does not exist, and nothing would be collected at all.
@@ -163,6 +175,101 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
         derivation.one_run_s = round(statistics.median(timings[1]), 3) if timings[1] else None
     _classify(derivation, test_ids)
     return derivation
+
+
+#: Runners whose plan gives V8 a random seed (``plan_run``'s ``random_seed``), and how many seeded
+#: runs the fixed state gets at least with them (fmtkit's ``Math.random`` flake flips within seeds
+#: 1..12; three runs under 1..3 all pass it).
+SEEDED_RUNNERS = frozenset({"mocha", "node"})
+SEEDED_AFTER_RUNS = 12
+#: Where a runner's reports go in a derivation sandbox.
+_REPORTS = "/tmp/repo2env-derive-reports"
+
+
+def _derive_with_runner(task: Task, runtime: Runtime, *, runs: int, seeds: tuple[int, ...], timeout_s: float,
+                        log_dir: Path | None) -> Derivation:
+    """:func:`derive_tests` for a task whose profile runs its tests (module docstring)."""
+    profile = get_profile(task.language)
+    facts = profile.test_runner(task.env_spec)
+    rules = profile.path_rules()
+    derivation = Derivation()
+    test_files = [file.path for file in parse(task.test_patch).files if not file.is_deleted
+                  and rules.classify(file.path) == "test" and rules.is_code(file.path)
+                  and not rules.is_test_config(file.path)]
+    source_files = [path for path in _patch_paths(task.patch) if rules.is_code(path)]
+    limits = SandboxLimits(exec_timeout_s=timeout_s + 60, output_cap_bytes=20_000_000)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        sandboxes = [future.result() for future in [pool.submit(runtime.start, task, limits=limits) for _ in range(2)]]
+    with sandboxes[0] as before, sandboxes[1] as after:
+        derivation.files_before = _read_files(before, source_files)
+        for sandbox, patches in ((before, [task.test_patch]), (after, [task.patch, task.test_patch])):
+            for index, patch in enumerate(patches):
+                sandbox.write_file(f"/tmp/repo2env-patch-{index}.diff", patch)
+            applied = sandbox.exec(" && ".join(f"git apply --whitespace=nowarn /tmp/repo2env-patch-{index}.diff"
+                                               for index in range(len(patches))), workdir="/testbed", timeout=60)
+            if applied.exit_code != 0:
+                derivation.error = f"a patch does not apply: {applied.output.strip()[-300:]}"
+                return derivation
+        derivation.files_after = _read_files(after, source_files)
+        if log_dir:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        began = time.monotonic()
+        # Listing the ids: each test file whole, after the fix (an id naming a file runs it unfiltered).
+        listed, output = run_with_runner(after, facts, test_files, seed=None, timeout_s=timeout_s)
+        derivation.test_seconds += time.monotonic() - began
+        if log_dir:
+            (log_dir / "collect.txt").write_text(output)
+        test_ids = [test_id for test_id in listed if facts.split_id(test_id)[1]]
+        if not test_ids:
+            broken = sorted(test_id for test_id, status in listed.items() if status == TestStatus.ERROR)
+            derivation.error = (f"no test collected after the fix ({', '.join(broken)} did not load)" if broken
+                                else None if test_files else "the test patch holds no test file")
+            return derivation
+        # Where the runner passes V8 a seed, the fixed state runs under seeds 1..SEEDED_AFTER_RUNS at
+        # least: a Math.random flake shows under the same seeds on every derivation.
+        after_runs = max(runs, SEEDED_AFTER_RUNS) if facts.name in SEEDED_RUNNERS else runs
+        for name, sandbox, record, count in (("before", before, derivation.before, runs),
+                                             ("after", after, derivation.after, after_runs)):
+            for run in range(count):
+                seed = seeds[run] if run < len(seeds) else run
+                order = list(test_ids)
+                random.Random(seed * 7919 + run).shuffle(order)
+                began = time.monotonic()
+                # V8 reads 0 as "no seed": the runs are seeded from 1 up.
+                outcomes, output = run_with_runner(sandbox, facts, order, seed=seed + 1, timeout_s=timeout_s)
+                derivation.test_seconds += time.monotonic() - began
+                for test_id in test_ids:
+                    record.setdefault(test_id, []).append(outcomes.get(test_id, TestStatus.MISSING).value)
+                if log_dir:
+                    (log_dir / f"{name}-{run}.txt").write_text(output)
+    _classify(derivation, test_ids)
+    return derivation
+
+
+def run_with_runner(sandbox: Sandbox, facts: TestRunnerFacts, test_ids: list[str], *, seed: int | None,
+                    timeout_s: float) -> tuple[dict[str, TestStatus], str]:
+    """One run of ``test_ids`` by the profile's plan in one exec: every outcome its reports name (the
+    requested ids, and the ids of files requested whole), and the run's output. The reports come back
+    after markers: no agent code runs in derivation."""
+    from repo2env.languages.javascript.runners import RunPlan, reported_outcomes
+
+    plan: RunPlan = facts.plan(test_ids, _REPORTS, random_seed=seed)
+    script = [f"rm -rf {_REPORTS}", f"timeout -k 5 {timeout_s:.0f} sh -c {shlex.quote(plan.command)}"]
+    script += [f"printf '\\n{_MARKER} %s\\n' {shlex.quote(report.path)}; cat {shlex.quote(report.path)} 2>/dev/null"
+               for report in plan.reports]
+    sandbox.write_file(_RUN_SCRIPT, "\n".join(script) + "\n")
+    result = sandbox.exec(["/bin/sh", _RUN_SCRIPT], workdir="/testbed", timeout=timeout_s + 30)
+    output, *sections = result.output.split(f"\n{_MARKER} ")
+    texts = {}
+    for section in sections:
+        path, _, text = section.partition("\n")
+        texts[path] = text if text.strip() else None
+    outcomes = reported_outcomes(plan, texts.get)
+    requested = set(test_ids)
+    whole = {test_id for test_id in test_ids if not facts.split_id(test_id)[1]}
+    kept = {test_id: status for test_id, status in outcomes.items()
+            if test_id in requested or facts.split_id(test_id)[0] in whole}
+    return kept, f"$ {plan.command}\n{output}"
 
 
 def read_collected_ids(ids_json: str) -> list[str]:

@@ -139,6 +139,8 @@ class CanaryModule(_Model):
                                           "hidden tests add there: canaries are placed beside them.")
     templates: list[TestTemplate] = Field(default_factory=list)
     vocabulary: list[str] = Field(default_factory=list, description="The words of the module's added string literals.")
+    style: str = Field("python", description="How its canaries are written: 'python' (pytest functions) or "
+                                             "'describe-it' (JavaScript's describe/it globals: mocha, jest, jasmine).")
 
 
 def _function(test_id: str) -> str:
@@ -180,6 +182,78 @@ def canary_modules(hidden_tests: Patch, fail_to_pass: list[str], known_ids: list
             vocabulary=sorted({word.lower() for line in added for literal in _STRING_LITERAL.findall(line)
                                for word in re.findall(r"[A-Za-z]+", literal)})))
     return modules
+
+
+#: JavaScript runners whose test files see describe/it as globals (vitest's only with its globals
+#: option; ava, tape and node's runner have none): canaries are placed for these.
+DESCRIBE_IT_RUNNERS = frozenset({"mocha", "jest", "jasmine"})
+
+
+def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: str) -> list[CanaryModule]:
+    """What the canaries of each JavaScript test file of ``fail_to_pass`` are drawn from (ids
+    ``<file>::<describe> > <title>``): its describe titles and the words of its tests' titles.
+    None for a runner without describe/it globals (:data:`DESCRIBE_IT_RUNNERS`)."""
+    from repo2env.languages.javascript.test_ids import split_test_id
+
+    if runner not in DESCRIBE_IT_RUNNERS:
+        return []
+    modules = []
+    for path in dict.fromkeys(split_test_id(test_id)[0] for test_id in fail_to_pass):
+        titles = [split_test_id(test_id)[1] for test_id in fail_to_pass if split_test_id(test_id)[0] == path]
+        titles = [one for one in titles if one]
+        if not titles:
+            continue
+        words = list(dict.fromkeys(word for one in titles for word in re.findall(r"[A-Za-z]{2,}", one[-1])))
+        modules.append(CanaryModule(
+            path=path, container=list(titles[0][:-1]), prefix="", words=words or list(_FILLER_WORDS),
+            lengths=[max(2, len(one[-1].split())) for one in titles], taken=sorted({one[-1] for one in titles}),
+            added_lines=[line for file in hidden_tests.files if file.new_path == path for line in file.added_lines],
+            style="describe-it"))
+    return modules
+
+
+def _script_canaries(module: CanaryModule, rng: random.Random) -> tuple[list[Canary], list[str]]:
+    """A describe-it module's canaries: two that must fail, one that must pass, each in the describe
+    blocks of the module's first FAIL_TO_PASS test (JavaScript, appended to the file)."""
+    from repo2env.languages.javascript.test_ids import test_id
+
+    taken = set(module.taken)
+    canaries, texts = [], []
+    for must_pass in (False, False, True):
+        for _ in range(50):
+            chosen = rng.sample(module.words, min(max(1, rng.choice(module.lengths) - 1), len(module.words)))
+            chosen.insert(rng.randrange(len(chosen) + 1), rng.choice(_FILLER_WORDS))
+            title = " ".join(chosen)
+            if title not in taken:
+                break
+        else:
+            title = " ".join([*chosen, secrets_word(rng)])
+        taken.add(title)
+        expected = json_string(_random_text(rng))
+        actual = expected if must_pass else json_string(_random_text(rng) + "!")
+        body = (f"const expected = {expected}; const actual = {actual}; "
+                f"if (actual !== expected) {{ throw new Error('expected ' + expected + ', got ' + actual); }}")
+        text = f"it({json_string(title)}, function () {{ {body} }});"
+        for describe in reversed(module.container):
+            text = f"describe({json_string(describe)}, function () {{ {text} }});"
+        texts.append(text)
+        canaries.append(Canary(test_id(module.path, [*module.container, title]), module.path,
+                               must_pass=must_pass, must_fail=not must_pass))
+    return canaries, texts
+
+
+def json_string(text: str) -> str:
+    import json
+
+    return json.dumps(text)
+
+
+def secrets_word(rng: random.Random) -> str:
+    return "".join(rng.choice(string.ascii_lowercase) for _ in range(6))
+
+
+def _random_text(rng: random.Random) -> str:
+    return " ".join(rng.choice(_FILLER_WORDS) for _ in range(rng.randint(1, 3))) + f" {rng.randint(2, 999)}"
 
 
 def _container(test_id: str) -> list[str]:
@@ -373,6 +447,10 @@ def plan_canaries(modules: list[CanaryModule], known_ids: list[str], rng: random
     exclusive: list[tuple[str, ...]] = []
     definitions: dict[str, list[dict]] = {}
     for module in modules:
+        if module.style == "describe-it":
+            placed, definitions[module.path] = _script_canaries(module, rng)
+            canaries.extend(placed)
+            continue
         taken |= set(module.taken)
         draw = _Draw(module, taken, rng)
         templates = list(module.templates)

@@ -19,6 +19,7 @@ check again on the files as they stand after applying, decoded the way Python de
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -65,9 +66,11 @@ def is_protected_path(path: str) -> bool:
             or any(part.endswith(METADATA_SUFFIXES) for part in lowered))
 
 
-def protected_path_pattern() -> str:
+def protected_path_pattern(extra: str = "") -> str:
     """:func:`is_protected_path` as one regular expression (``re.search`` on the whole path), for the
-    grading script where no filter ran on the host (a Harbor task's verifier has no repo2env)."""
+    grading script where no filter ran on the host (a Harbor task's verifier has no repo2env); with
+    ``extra`` (a regular expression: a language's test paths and its runner's configuration files,
+    :attr:`repo2env.verify.spec.TestRunner.protected_paths`) protected too."""
     configs = "|".join(re.escape(name) for name in sorted(TEST_CONFIG_NAMES))
     startup = "|".join(sorted(STARTUP_MODULES))
     metadata = "|".join(re.escape(suffix) for suffix in METADATA_SUFFIXES)
@@ -75,11 +78,22 @@ def protected_path_pattern() -> str:
         PYTHON_PATHS.test_pattern(),
         rf"(?i:(?:^|/)(?:{configs})\Z)", r"(?i:\.(?:pth|pyc|pyo)\Z)", r"(?i:(?:^|/)(?:__pycache__|\.git)(?:/|\Z))",
         r"\A/", r"(?:^|/)\.\.(?:/|\Z)", rf"(?i:(?:^|/)(?:{startup})(?:\.[^/]*)?(?:/|\Z))",
-        rf"(?i:(?:{metadata})(?:/|\Z))",
+        rf"(?i:(?:{metadata})(?:/|\Z))", *([extra] if extra else []),
     ])
 
 
-def filter_patch(patch: str) -> FilteredPatch:
+def config_pattern(config_patterns: tuple[str, ...] | list[str]) -> str:
+    """A language runner's configuration files (fnmatch patterns, ``*`` crossing ``/``) as one
+    regular expression on a whole path; package.json files are left out (their runner fields are
+    restored inside the grading sandbox, the rest is the fix's to change). '' for none."""
+    kept = [pattern for pattern in config_patterns if not pattern.endswith("package.json")]
+    if not kept:
+        return ""
+    return "|".join(r"\A" + fnmatch.translate(pattern).removeprefix("(?s:").removesuffix(r")\Z") + r"\Z"
+                    for pattern in kept)
+
+
+def filter_patch(patch: str, extra_protected: str = "") -> FilteredPatch:
     """Keep the agent's changes to non-test files; see the module docstring for the rules.
 
     The patch is read with :mod:`repo2env.patches`, as ``git apply`` reads it, and what is kept is
@@ -93,8 +107,9 @@ def filter_patch(patch: str) -> FilteredPatch:
         return FilteredPatch("", (), (), (), error=error.message)
     kept: list[FilePatch] = []
     dropped: list[str] = []
+    extra = re.compile(extra_protected) if extra_protected else None
     for file in files:
-        if _refused(file):
+        if _refused(file) or (extra is not None and any(extra.search(name) for name in (*file.paths, *file.names))):
             dropped.extend(path for path in file.paths if path not in dropped)
         else:
             kept.append(file)

@@ -40,6 +40,7 @@ import tarfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from repo2env.errors import InputError
@@ -50,7 +51,7 @@ from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
 from repo2env.verify.filtering import filter_patch
 from repo2env.verify.junit import failure_lines
 from repo2env.verify.logs import JUNIT_CAP_BYTES, write_capped_log
-from repo2env.verify.reading import read_run
+from repo2env.verify.reading import read_run, read_script_run
 from repo2env.verify.reward import RewardMode, decided_by_fail_to_pass, score
 from repo2env.verify.spec import (
     DEFAULT_TIMEOUT_S,
@@ -174,7 +175,7 @@ class Grader:
         run_dir = self.logs_root / task.instance_id / run_name
         run_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        filtered = filter_patch(patch)
+        filtered = filter_patch(patch, spec.runner.protected_paths)
         write_capped_log(run_dir / "submitted.diff", patch)
         write_capped_log(run_dir / "applied.diff", filtered.patch)
         base = GradeResult(instance_id=task.instance_id, mode=mode, filtered_paths=list(filtered.dropped_paths),
@@ -216,9 +217,19 @@ class Grader:
             raise
         sandbox.close(wait=False)  # the result does not wait for the container's removal
         stream_text = stream_result.output if stream_result is not None and not stream_result.truncated else None
-        reading = read_run(exit_code=result.exit_code, truncated=result.truncated, timed_out=result.timed_out,
-                           output=result.output, stream_text=stream_text, test_ids=test_ids, run_ids=run_ids,
-                           plan=plan, timeout_s=spec.timeout_s, session_statuses=spec.runner.session_statuses)
+        if not spec.runner.is_pytest:
+            # A language runner's run: no live stream (its reporters write files the grading
+            # script returns once every test process is dead); read_script_run applies the same
+            # rules to them (a run cut short earns nothing, canaries must come out as they must).
+            reading = read_script_run(
+                exit_code=result.exit_code, truncated=result.truncated, timed_out=result.timed_out,
+                output=result.output, test_ids=test_ids, run_ids=run_ids, plan=plan, timeout_s=spec.timeout_s,
+                session_statuses=spec.runner.session_statuses,
+                read_reports=partial(_runner_outcomes, spec.runner.plan(run_ids, layout.report_dir)))
+        else:
+            reading = read_run(exit_code=result.exit_code, truncated=result.truncated, timed_out=result.timed_out,
+                               output=result.output, stream_text=stream_text, test_ids=test_ids, run_ids=run_ids,
+                               plan=plan, timeout_s=spec.timeout_s, session_statuses=spec.runner.session_statuses)
         write_capped_log(run_dir / "test_output.txt", reading.test_output)
         if reading.xml_text is not None:
             write_capped_log(run_dir / "junit.xml", reading.xml_text, cap=JUNIT_CAP_BYTES)
@@ -230,7 +241,11 @@ class Grader:
                 "stream": {canary.test_id: reading.stream.status(canary.test_id) if reading.stream else None
                            for canary in plan.canaries}})
         failing = [test_id for test_id, status in reading.tests.items() if status != TestStatus.PASSED]
-        failures = failure_lines(failing, reading.xml_text) if reading.script_finished and not reading.tampered else {}
+        failures = {}
+        if reading.script_finished and not reading.tampered:
+            # A language runner's reports are no JUnit XML: its failures are in the test output.
+            failures = failure_lines(failing, reading.xml_text) if spec.runner.is_pytest else {
+                test_id: f"{reading.tests[test_id].value}: see the runner's output" for test_id in failing[:20]}
         return self._finish(task, base.model_copy(update={
             "tests": reading.tests, "error": reading.error, "tampered": reading.tampered, "failures": failures,
             "patch_applied": reading.patch_applied, "pytest_exit": reading.test_status}), run_dir, started)
@@ -257,11 +272,18 @@ def rescore(run_dir: Path, task: Task, mode: RewardMode) -> GradeResult:
     stored = GradeResult.model_validate_json(result_path.read_text())
     stream = Path(run_dir) / "stream.jsonl"
     tests = stored.tests
-    if stream.is_file() and stored.error is None:
+    if stream.is_file() and stored.error is None and task.language == "python":  # a runner's reports: as stored
         # The live stream is where the outcomes came from (the report only agreed with it).
         live = parse_stream(stream.read_text())
         tests = {test_id: live.status(test_id) for test_id in stored.tests}
     return scored(stored.model_copy(update={"mode": mode, "tests": tests}), task)
+
+
+def _runner_outcomes(run_plan, texts: dict[str, str | None]) -> dict[str, TestStatus]:
+    """Every outcome a language runner's reports (``texts`` by path) name, by its plan."""
+    from repo2env.languages.javascript.runners import reported_outcomes
+
+    return reported_outcomes(run_plan, texts.get)
 
 
 def _collected(collector: Future):

@@ -16,6 +16,11 @@ of its own. The rules, in order:
 4. a session that never finished, a stream that could not be read or a report that cannot be read
    counts every test as failed, with the reason.
 
+A language runner's run (a JavaScript task: no outcome plugin, no live stream) is read by
+:func:`read_script_run` under rules 1 and 2 (its plan's own status is 0 only), its outcomes from the
+reports the grading script returned once every process of the tests was dead, the canaries the
+cross-check.
+
 Standard library only: the verifier runs under the task image's Python (3.9 and up).
 """
 
@@ -45,6 +50,9 @@ SCRIPT_FAILURES = {
 #: usage error, no tests collected): a run that ends with any other status did not end on its own.
 #: The grading specification's runner says which statuses are its own (``TestRunner.session_statuses``).
 PYTEST_SESSION_STATUSES = (0, 1, 2, 3, 4, 5)
+#: A language runner's plan (:func:`repo2env.languages.javascript.runners.plan_run`) is one ``sh -c``
+#: program that ends with ``exit 0`` whatever its runners gave: any other status did not end on its own.
+SCRIPT_SESSION_STATUSES = (0,)
 
 
 @dataclass(frozen=True)
@@ -137,6 +145,63 @@ def cut_short(status: int, timeout_s: float) -> str:
             name = f"signal {number}"
         return f"the tests were stopped by {name} (exit {status}); a run cut short earns nothing"
     return f"the tests exited with status {status}, not one of the runner's own: the run did not end on its own and earns nothing"
+
+
+def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output: str, test_ids: list[str],
+                    run_ids: list[str], plan: CanaryPlan, timeout_s: float, read_reports,
+                    session_statuses: tuple[int, ...] | list[int] = SCRIPT_SESSION_STATUSES) -> RunReading:
+    """:func:`read_run` for a language runner's run (``script_runner`` in the settings): the one report
+    is the runner's reports, each on a line ``REPO2ENV-REPORT <path> <text>`` (base64; ``-``: not
+    written), and ``read_reports(texts)`` reads them into every outcome they name (a runner plan's
+    reading). Failed closed: a run that did not end on its own (its status not one of
+    ``session_statuses``: the plan's program ends with ``exit 0``, so a timeout, a kill, any
+    signal) earns nothing; a report that is missing,
+    incomplete or unreadable fails its tests; a canary that did not come out as it must (a
+    forged report) makes every test an error."""
+    import base64
+
+    missing = {test_id: TestStatus.MISSING for test_id in test_ids}
+    parsed = parse_trailer(output) if exit_code == 0 and not truncated else None
+    if parsed is None:
+        message, applied = SCRIPT_FAILURES.get(exit_code, (
+            f"the grading script did not finish (exit {exit_code}{', timed out' if timed_out else ''}"
+            f"{', output over the cap' if truncated else ''})", True))
+        if exit_code == RUNNER_REFERENCED:
+            message = message.format(references=runner_references_of(output))
+        return RunReading(tests=missing, error=message, script_finished=False, tampered=False, patch_applied=applied,
+                          test_status=exit_code, test_output=output, xml_text=None, stream=None, all_outcomes={})
+    test_status, bundle, test_output = parsed
+    texts: dict[str, str | None] = {}
+    for line in (bundle or "").splitlines():
+        fields = line.split(" ")
+        if len(fields) != 3 or fields[0] != "REPO2ENV-REPORT":
+            continue
+        try:
+            path = base64.b64decode(fields[1]).decode("utf-8")
+            texts[path] = None if fields[2] == "-" else base64.b64decode(fields[2]).decode("utf-8", "replace")
+        except ValueError:
+            continue
+    if test_status not in session_statuses:
+        return RunReading(tests=missing, error=cut_short(test_status, timeout_s), script_finished=True,
+                          tampered=False, patch_applied=True, test_status=test_status, test_output=test_output,
+                          xml_text=bundle, stream=None, all_outcomes={})
+    from repo2env.languages.javascript.reports import requested_outcomes
+
+    all_outcomes = requested_outcomes(run_ids, read_reports(texts))
+    outcomes = {test_id: all_outcomes[test_id] for test_id in test_ids}
+    error, tampered = None, False
+    # A must-pass canary that did not run (its file did not load, a hook of its describe failed: a
+    # fix that breaks the module) is no lie; one reported as run and failed is.
+    lie = next((f"a canary that must fail passed ({test_id})" for test_id in plan.must_fail
+                if all_outcomes.get(test_id) == TestStatus.PASSED), None) or next(
+        (f"a canary that must pass failed ({test_id})" for test_id in plan.must_pass
+         if all_outcomes.get(test_id) == TestStatus.FAILED), None)
+    if lie is not None:
+        tampered, error = True, f"tampered: {lie}"
+        outcomes = {test_id: TestStatus.ERROR for test_id in test_ids}
+    return RunReading(tests=outcomes, error=error, script_finished=True, tampered=tampered, patch_applied=True,
+                      test_status=test_status, test_output=test_output, xml_text=bundle, stream=None,
+                      all_outcomes=all_outcomes)
 
 
 def runner_references_of(output: str) -> str:

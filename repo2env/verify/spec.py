@@ -37,8 +37,13 @@ from repo2env import defaults
 from repo2env.models import Task
 from repo2env.patches import parse
 from repo2env.verify.canaries import CanaryPlan
-from repo2env.verify.canary_maker import CanaryModule, canary_modules, plan_canaries
-from repo2env.verify.filtering import RUNNER_PATTERN, protected_path_pattern, runner_references
+from repo2env.verify.canary_maker import CanaryModule, canary_modules, plan_canaries, script_canary_modules
+from repo2env.verify.filtering import (
+    RUNNER_PATTERN,
+    config_pattern,
+    protected_path_pattern,
+    runner_references,
+)
 from repo2env.verify.junit import (
     ID_OPTIONS,
     JUNIT_FAMILY_OPTION,
@@ -47,7 +52,7 @@ from repo2env.verify.junit import (
     selection_args,
     split_node_id,
 )
-from repo2env.verify.reading import PYTEST_SESSION_STATUSES
+from repo2env.verify.reading import PYTEST_SESSION_STATUSES, SCRIPT_SESSION_STATUSES
 
 #: The hidden tests' timeout when validation measured none for the task (it sets one from the gold
 #: patch's gradings, see :data:`repo2env.models.ValidationReport.grading_timeout_s`).
@@ -92,7 +97,7 @@ class TestRunner(_Spec):
 
     __test__ = False  # not a pytest test class, despite the name
 
-    name: Literal["pytest"] = "pytest"
+    name: Literal["pytest", "jest", "vitest", "mocha", "jasmine", "ava", "tape", "node"] = "pytest"
     command: str = Field(description="Shell words that start the runner (the task's test command); every other "
                                      "argument is passed after them, one argument each.")
     options: list[str] = Field(description="Arguments after the command, before the configuration file and the ids: "
@@ -103,9 +108,30 @@ class TestRunner(_Spec):
     report_option: str = Field("--junitxml=", description="The option that names the report's path (path appended).")
     report_options: list[str] = Field(default_factory=lambda: shlex.split(JUNIT_FAMILY_OPTION),
                                       description="Arguments that fix the report's format.")
-    report_format: Literal["junit-xml"] = "junit-xml"
+    report_format: str = Field("junit-xml", description="The report's format: junit-xml (pytest), or a language "
+                                                        "runner's (jest-json, mocha-json, node-tap ...).")
     session_statuses: list[int] = Field(description="Exit statuses of a run whose session ended on its own; any "
                                                     "other (a timeout, a kill, a signal, os._exit) earns nothing.")
+    directory: str = Field("", description="The package folder the runner starts in (a monorepo's workspace); "
+                                           "'' for the root.")
+    config_patterns: list[str] = Field(default_factory=list, description="Files (fnmatch patterns, '*' crosses '/') "
+                                       "the runner, its module loader or package manager read: an agent's patch may "
+                                       "not change them (package.json files aside: their config_fields are restored).")
+    config_fields: list[str] = Field(default_factory=list, description="package.json fields the runner reads, "
+                                                                       "restored to the snapshot's.")
+    protected_paths: str = Field("", description="Paths an agent's patch may not change besides the grader's own "
+                                                 "rules, as one regular expression: the language's test paths and "
+                                                 "the runner's configuration files ('' for pytest: the rules are its).")
+
+    @property
+    def is_pytest(self) -> bool:
+        return self.name == "pytest"
+
+    def plan(self, run_ids: list[str], report_dir: str):
+        """A language runner's run of ``run_ids`` (:class:`repo2env.languages.javascript.runners.RunPlan`)."""
+        from repo2env.languages.javascript.runners import plan_run
+
+        return plan_run(self.name, run_ids, report_dir, directory=self.directory)
 
     def selection(self, test_ids: list[str]) -> list[str]:
         """The arguments that make the runner run ``test_ids`` (see :func:`repo2env.verify.junit.selection_args`)."""
@@ -137,6 +163,21 @@ def pytest_runner(test_command: str, test_ids: list[str], pytest_version: str | 
                       report_options=pytest_options(shlex.split(JUNIT_FAMILY_OPTION), pytest_version),
                       config_files=list(PYTEST_CONFIG_FILES), config_dirs=config_dirs,
                       session_statuses=list(PYTEST_SESSION_STATUSES))
+
+
+def profile_runner(task: Task) -> TestRunner:
+    """The runner part of a spec from the task's language profile (a built task's runner, e.g. mocha)."""
+    from repo2env.languages import get_profile
+
+    profile = get_profile(task.language)
+    facts = profile.test_runner(task.env_spec)
+    protected = "|".join(part for part in (profile.path_rules().test_pattern(), config_pattern(facts.config_patterns))
+                         if part)
+    return TestRunner(name=facts.name, command="", options=[], config_files=[], config_dirs=[], report_option="",
+                      report_options=[], report_format=facts.report_format,
+                      session_statuses=list(SCRIPT_SESSION_STATUSES),
+                      directory=facts.directory, config_patterns=list(facts.config_patterns),
+                      config_fields=list(facts.config_fields), protected_paths=protected)
 
 
 def config_search_dirs(test_ids: list[str]) -> list[str]:
@@ -193,10 +234,33 @@ class GradingSpec(_Spec):
         where its inputs are, what to run and for how long, and what restore.py checks the patch
         against. Without ``host_filtered`` (a Harbor verifier: no filter ran on the agent's diff)
         restore.py keeps only the changes ``protected_pattern`` allows."""
+        if not self.runner.is_pytest:
+            return self._runner_settings(run_ids, layout, host_filtered=host_filtered)
         settings = {
             "inputs": layout.inputs, "private": layout.private, "junit": layout.junit, "python_path": layout.plugin_dir,
             "plugin": layout.plugin, "fifo": layout.fifo,
             **self.runner.run_settings(self.runner.selection(run_ids), junit=layout.junit, timeout_s=self.timeout_s),
+            "gold_paths": self.gold_paths, "runner_pattern": self.runner_pattern,
+            "gold_references": self.gold_runner_references,
+        }
+        if not host_filtered:
+            settings["protected_pattern"] = self.protected_pattern
+        return settings
+
+
+    def _runner_settings(self, run_ids: list[str], layout: GradingLayout, *, host_filtered: bool) -> dict:
+        """:meth:`script_settings` for a language runner: its plan (one ``sh -c`` program that runs
+        exactly ``run_ids`` and writes the reports ``reports`` lists) is the test command run_tests.sh
+        runs, with no other argument; ``script_runner`` makes grade.sh return the reports, and
+        restore.py append the canaries and restore the runner's package.json fields."""
+        plan = self.runner.plan(run_ids, layout.report_dir)
+        settings = {
+            "inputs": layout.inputs, "private": layout.private, "junit": layout.junit, "python_path": "",
+            "plugin": layout.plugin, "fifo": layout.fifo,
+            "test_cmd": "/bin/sh -c " + shlex.quote(plan.command), "timeout_s": f"{self.timeout_s:.0f}",
+            "run_options": [], "config_dirs": [], "config_names": [], "config_sections": [], "report_options": [],
+            "test_ids": [], "script_runner": self.runner.name, "reports": [report.path for report in plan.reports],
+            "config_patterns": self.runner.config_patterns, "config_fields": self.runner.config_fields,
             "gold_paths": self.gold_paths, "runner_pattern": self.runner_pattern,
             "gold_references": self.gold_runner_references,
         }
@@ -222,6 +286,11 @@ class GradingLayout:
     @property
     def plugin_dir(self) -> str:
         return f"{self.inputs}/plugin"
+
+    @property
+    def report_dir(self) -> str:
+        """Where a language runner's reports go (the private folder: the tests run as the agent)."""
+        return f"{self.private}/reports"
 
     @classmethod
     def fresh(cls) -> GradingLayout:
@@ -261,6 +330,16 @@ def _derive(task: Task, timeout_s: float) -> GradingSpec:
     hidden = parse(task.test_patch)
     test_ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS]))
     canary_free = list(task.validation.canary_free_modules) if task.validation else []
+    if task.language != "python":
+        runner = profile_runner(task)
+        return GradingSpec(
+            instance_id=task.instance_id, fail_to_pass=list(task.FAIL_TO_PASS), pass_to_pass=list(task.PASS_TO_PASS),
+            hidden_tests=task.test_patch, hidden_test_files=hidden.paths, gold_paths=gold.paths,
+            gold_runner_references=sorted(runner_references(gold)),
+            protected_pattern=protected_path_pattern(runner.protected_paths), runner=runner, timeout_s=timeout_s,
+            canary_modules=[module for module in script_canary_modules(hidden, task.FAIL_TO_PASS, runner.name)
+                            if module.path not in canary_free],
+            canary_free_modules=canary_free)
     return GradingSpec(
         instance_id=task.instance_id, fail_to_pass=list(task.FAIL_TO_PASS), pass_to_pass=list(task.PASS_TO_PASS),
         hidden_tests=task.test_patch, hidden_test_files=hidden.paths, gold_paths=gold.paths,
@@ -283,9 +362,11 @@ def _pytest_version(task: Task) -> str | None:
 
 def _task_key(task: Task, timeout_s: float) -> str:
     """A digest of everything a spec is derived from."""
+    spec = task.env_spec
     fields = [task.instance_id, task.patch, task.test_patch, task.FAIL_TO_PASS, task.PASS_TO_PASS,
               task.test_command(), timeout_s, _pytest_version(task),
-              task.validation.canary_free_modules if task.validation else []]
+              task.validation.canary_free_modules if task.validation else [],
+              task.language, spec.test_runner if spec else None, spec.package_dir if spec else None]
     return hashlib.sha256(json.dumps(fields).encode("utf-8", "surrogateescape")).hexdigest()
 
 

@@ -38,6 +38,7 @@ class JavaScriptProfile(LanguageProfile):
 
     name = "javascript"
     title = "JavaScript"
+    gradable = True
     version_sources = JAVASCRIPT_VERSION_SOURCES
     project_files = "package.json at the root or above the changed files"
 
@@ -60,8 +61,9 @@ class JavaScriptProfile(LanguageProfile):
         return javascript_facts(spec, files)
 
     def variants(self) -> VariantMaker:
-        # Partial fixes need no parser; near misses and stubs of JavaScript await one (tree-sitter).
-        return VariantMaker()
+        from repo2env.languages.javascript.variants import JavaScriptVariants  # tree-sitter
+
+        return JavaScriptVariants()
 
 
 def _folders_above(paths: Sequence[str]) -> list[str]:

@@ -54,5 +54,6 @@ def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunne
     )
 
 
-def _plan(runner: str, directory: str, invocation, test_ids: Sequence[str], report_dir: str) -> RunPlan:
-    return plan_run(runner, test_ids, report_dir, directory=directory, invocation=invocation)
+def _plan(runner: str, directory: str, invocation, test_ids: Sequence[str], report_dir: str, *,
+          random_seed: int | None = None) -> RunPlan:
+    return plan_run(runner, test_ids, report_dir, directory=directory, invocation=invocation, random_seed=random_seed)

@@ -400,10 +400,13 @@ def _group(test_ids: Sequence[str]) -> tuple[list[str], dict[str, list[tuple[str
 
 def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str = "/testbed",
              directory: str = "", invocation: Invocation | None = None,
-             mocha_reporter: str = MOCHA_REPORTER_PATH, jasmine_reporter: str = JASMINE_REPORTER_PATH) -> RunPlan:
+             mocha_reporter: str = MOCHA_REPORTER_PATH, jasmine_reporter: str = JASMINE_REPORTER_PATH,
+             random_seed: int | None = None) -> RunPlan:
     """The command that runs exactly ``test_ids`` (repository-relative ids) under ``runner`` in the
     package ``directory`` (relative to ``root``), writing reports under ``report_dir``. The
-    script's environment and kept options come from ``invocation``."""
+    script's environment and kept options come from ``invocation``. ``random_seed`` (at least 1)
+    seeds V8's ``Math.random`` where the runner passes a V8 flag on to the tests' process (mocha's
+    ``--v8-random-seed``, ``node --random-seed``); other runners ignore it."""
     if runner not in RUNNERS:
         raise ValueError(f"unknown JavaScript test runner {runner!r}; known: {', '.join(RUNNERS)}")
     invocation = invocation or Invocation(script="")
@@ -448,7 +451,8 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
                 grep = f" --grep {shlex.quote(_name_pattern([' '.join(t) for t in titles]))}" if titles else ""
                 # --reporter-options (plural) is the spelling every mocha since 2 accepts; the
                 # variable serves mochas that pass reporters no options.
-                commands.append(f"REPO2ENV_MOCHA_REPORT={shlex.quote(report)} mocha --reporter "
+                seeded = f"--v8-random-seed={random_seed} " if random_seed else ""
+                commands.append(f"REPO2ENV_MOCHA_REPORT={shlex.quote(report)} mocha {seeded}--reporter "
                                 f"{shlex.quote(mocha_reporter)} --reporter-options output={shlex.quote(report)} "
                                 f"{options}{grep} {quoted([file])}")
                 reports.append(Report(report, "mocha-json", file))
@@ -478,7 +482,8 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
                 node_options = " ".join(shlex.quote(option) for option in invocation.node_options)
                 pattern = (f" --test-name-pattern={shlex.quote(_name_pattern([t[-1] for t in titles], anchored_start=False))}"
                            if titles else "")
-                commands.append(f"node {node_options} --test --test-reporter=tap "
+                seeded = f"--random-seed={random_seed} " if random_seed else ""
+                commands.append(f"node {seeded}{node_options} --test --test-reporter=tap "
                                 f"--test-reporter-destination={shlex.quote(report)}{pattern} {quoted([file])}")
                 reports.append(Report(report, "node-tap", file))
     # Every command runs whatever the previous one gave: the reports, not exit codes, tell outcomes.

@@ -7,7 +7,8 @@
 #    place the canaries (exit 91: the hidden tests do not apply; 92: the patch reaches into the runner);
 # 3. run exactly the settings' test ids as run_tests.sh (beside this file, shared with derivation)
 #    runs them: the snapshot's pytest configuration named explicitly, under a timeout, JUnit XML to
-#    the settings' path; the outcome plugin streams to a FIFO;
+#    the settings' path; the outcome plugin streams to a FIFO (a language runner's settings, with
+#    script_runner, run its plan instead and return its reports in place of the XML);
 # 4. stop every process the tests left, then print the output's tail, the XML and a trailer
 #    ("REPO2ENV-GRADE-TRAILER <pytest status> <XML bytes, -1: none>") that the reader trusts only
 #    when this script ran to its end.
@@ -18,6 +19,8 @@ settings=$1
 here=$(dirname "$0")
 # shellcheck source=run_tests.sh
 . "$here/run_tests.sh"
+# A language runner's settings (see below) name it and its reports; pytest's have neither.
+script_runner='' reports=()
 read_settings "$settings" || exit 93
 cd /testbed
 # The outcome plugin by name, not with -p: `-p` makes pytest look the name up among the installed
@@ -38,6 +41,10 @@ case $restored in 0) ;; 91|92) exit $restored;; *) exit 90;; esac
 tries=0
 while [ ! -p "$fifo" ] && [ $tries -lt 1000 ]; do sleep 0.01; tries=$((tries + 1)); done
 output=$junit.out
+# A language runner's test_cmd (script_runner names it) is its profile's whole plan, one sh -c
+# program that runs exactly the ids and writes the settings' reports (see
+# repo2env.languages.javascript.runners.plan_run), with no other argument; its reports become the
+# one report below.
 run_tests "$output"
 status=$?
 # Nothing the tests started may outlive them and touch the report or this script's output: stop
@@ -51,5 +58,17 @@ while [ "$pid" -gt 0 ] && read -r stat </proc/$pid/stat; do spare+="$pid "; stat
 for dir in /proc/[0-9]*; do case "$spare" in *" ${dir#/proc/} "*) ;; *) kill -9 "${dir#/proc/}" 2>/dev/null;; esac; done
 for pid in $spare; do kill -CONT "$pid" 2>/dev/null; done
 tail -c 200000 "$output"
+if [ -n "$script_runner" ]; then
+  # Every process of the tests is dead by now: the reports are what they left. One line per report
+  # the plan names, its text in base64 ("-" when it was not written), as the one report read back.
+  rm -f "$junit"
+  for report in "${reports[@]}"; do
+    if [ -f "$report" ] && [ ! -L "$report" ]; then
+      printf 'REPO2ENV-REPORT %s %s\n' "$(printf %s "$report" | base64 -w0)" "$(base64 -w0 <"$report")" >>"$junit"
+    else
+      printf 'REPO2ENV-REPORT %s -\n' "$(printf %s "$report" | base64 -w0)" >>"$junit"
+    fi
+  done
+fi
 if [ -f "$junit" ]; then size=$(stat -c %s "$junit"); cat "$junit"; else size=-1; fi
 printf '\nREPO2ENV-GRADE-TRAILER %03d %012d\n' "$status" "$size"

@@ -173,6 +173,12 @@ os.remove(canaries)
 if applied:
     sys.exit(91)
 rng = random.SystemRandom()
+if grading.get("script_runner"):
+    # A language runner's canaries are whole describe/it blocks: appended to their test file.
+    for path, blocks in plan.items():
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write("\n" + "\n".join(blocks) + "\n")
+    plan = {}
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -281,3 +287,32 @@ for path in dict.fromkeys(["pyproject.toml", *touched]):
             restore_pytest_sections(path)
         except UnicodeDecodeError:
             revert(path, " (it is not UTF-8 text)")
+
+
+# package.json fields a language runner (or Node's loader, or the package manager) reads come back
+# as the snapshot has them; the patch's other changes (a new export, a dependency) stay.
+for path in [path for path in changed if path == "package.json" or path.endswith("/package.json")]:
+    if not grading.get("config_fields"):
+        continue
+    if os.path.islink(path):  # read through the link, another file would be the configuration
+        revert(path, " (a link)")
+        continue
+    if not os.path.isfile(path):
+        continue
+    original = snapshot_blobs([path]).get(path)
+    try:
+        before = json.loads(original.decode("utf-8")) if original is not None else {}
+        after = json.load(open(path, encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        revert(path, " (not JSON)")
+        continue
+    if not isinstance(after, dict) or not isinstance(before, dict):
+        revert(path, " (not a JSON object)")
+        continue
+    for field in grading["config_fields"]:
+        if field in before:
+            after[field] = before[field]
+        else:
+            after.pop(field, None)
+    open(path, "w", encoding="utf-8").write(json.dumps(after, indent=2) + "\n")
+    print("restored the runner's fields of " + path)

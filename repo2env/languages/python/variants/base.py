@@ -14,7 +14,7 @@ import ast
 import difflib
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
 
@@ -22,13 +22,18 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from repo2env import pysyntax
-from repo2env.languages.variants import Variant, VariantKind  # noqa: F401 - re-exported for the variant modules
+from repo2env.languages.variants import (  # noqa: F401 - re-exported for the variant modules
+    Variant,
+    VariantKind,
+    diff_files,
+    file_diff,
+    text_lines,
+)
 
 MutationKind = Literal["undo-statement", "flip-compare", "alter-return"]
 
 # Only modules are mutated: a stub (.pyi) never runs, so a mutated one would score like gold.
 MUTABLE_SUFFIX = ".py"
-_NO_NEWLINE = "\\ No newline at end of file\n"
 _SNIPPET_CHARS = 60
 Node = TypeVar("Node", bound=cst.CSTNode)
 
@@ -185,37 +190,4 @@ def spliced(lines: list[str], start: int, stop: int, block: list[str]) -> str:
 # --- writing patches -----------------------------------------------------------------------
 
 
-def diff_files(paths: Sequence[str], before: Mapping[str, str], after: Mapping[str, str]) -> str:
-    return "".join(file_diff(path, before.get(path), after.get(path)) for path in paths)
-
-
-def file_diff(path: str, old: str | None, new: str | None) -> str:
-    """The ``git diff`` section turning ``old`` into ``new`` (``None``: the file does not exist)."""
-    if old == new:
-        return ""
-    parts = [f"diff --git a/{path} b/{path}\n"]
-    if old is None:
-        parts.append("new file mode 100644\n")
-    elif new is None:
-        parts.append("deleted file mode 100644\n")
-    unified = difflib.unified_diff(
-        text_lines(old or ""),
-        text_lines(new or ""),
-        fromfile="/dev/null" if old is None else f"a/{path}",
-        tofile="/dev/null" if new is None else f"b/{path}",
-        n=3,
-    )
-    for line in unified:
-        parts.append(line if line.endswith("\n") else line + "\n" + _NO_NEWLINE)
-    return "".join(parts)
-
-
-def text_lines(text: str) -> list[str]:
-    """``text`` cut after each ``\\n`` and nowhere else (``str.splitlines`` also cuts at form
-    feeds and other separators that git and libcst do not count as line ends)."""
-    pieces = text.split("\n")
-    lines = [piece + "\n" for piece in pieces[:-1]]
-    if pieces[-1]:
-        lines.append(pieces[-1])
-    return lines
 

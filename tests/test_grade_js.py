@@ -1,0 +1,163 @@
+"""Grading a JavaScript task without Docker: the spec's runner from the profile, the grading script's
+settings, the host filter's refusals, and the reading of a run (forged, incomplete, cut short).
+The Docker side (the fmtkit demo's tasks graded, and the attacks on them) is tests/test_hacks_js.py."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from functools import partial
+
+from repo2env.languages.javascript.runners import plan_run, reported_outcomes
+from repo2env.models import EnvSpec, Task, TestStatus
+from repo2env.verify.filtering import filter_patch, protected_path_pattern
+from repo2env.verify.reading import read_script_run
+from repo2env.verify.spec import GradingLayout, grading_spec
+from repo2env.verify.trailer import TRAILER
+
+F2P = ["test/pad.test.js::pad > pads to the width", "test/pad.test.js::pad > keeps long text"]
+P2P = ["test/pad.test.js::pad > returns strings"]
+TEST_PATCH = """\
+diff --git a/test/pad.test.js b/test/pad.test.js
+--- a/test/pad.test.js
++++ b/test/pad.test.js
+@@ -1,3 +1,5 @@
+ describe("pad", () => {
+   it("returns strings", () => {});
++  it("pads to the width", () => { assert.strictEqual(pad("a", 3), "  a"); });
++  it("keeps long text", () => { assert.strictEqual(pad("abcd", 3), "abcd"); });
+ });
+"""
+
+GOLD = """\
+diff --git a/lib/pad.js b/lib/pad.js
+--- a/lib/pad.js
++++ b/lib/pad.js
+@@ -1 +1 @@
+-module.exports = (text) => text;
++module.exports = (text, width) => text.padStart(width);
+"""
+
+
+def _task(runner: str = "mocha") -> Task:
+    return Task(instance_id="acme__padkit-1", repo="acme/padkit", language="javascript", pull_number=1,
+                base_commit="0" * 40, patch=GOLD, test_patch=TEST_PATCH,
+                problem_statement="x", created_at="2024-01-01T00:00:00Z", FAIL_TO_PASS=F2P, PASS_TO_PASS=P2P,
+                env_spec=EnvSpec(status="env_ok", base="node18", node="18", test_runner=runner))
+
+
+def _run_output(settings: dict, reports: dict[str, str | None], status: int = 0, output: str = "ok\n") -> str:
+    bundle = "".join(f"REPO2ENV-REPORT {base64.b64encode(path.encode()).decode()} "
+                     f"{'-' if text is None else base64.b64encode(text.encode()).decode()}\n"
+                     for path, text in reports.items())
+    return output + bundle + f"\n{TRAILER} {status:03d} {len(bundle.encode()):012d}\n"
+
+
+def _mocha_report(titles_states: dict[tuple[str, ...], str]) -> str:
+    tests = [{"file": "/testbed/test/pad.test.js", "titles": list(titles), "state": state}
+             for titles, state in titles_states.items()]
+    return json.dumps({"runner": "mocha", "tests": tests, "hooks": [], "complete": True})
+
+
+def _graded(task: Task, states, *, status: int = 0, exit_code: int = 0, written: bool = True):
+    spec = grading_spec(task)
+    plan = spec.plan_canaries(random.Random(7))
+    run_ids = spec.run_ids(plan)
+    layout = GradingLayout.fresh()
+    settings = spec.script_settings(run_ids, layout)
+    run_plan = spec.runner.plan(run_ids, layout.report_dir)
+    report = _mocha_report({tuple(test_id.split("::")[1].split(" > ")): states(test_id, plan)
+                            for test_id in run_ids}) if written else None
+    output = _run_output(settings, {settings["reports"][0]: report}, status=status)
+    return read_script_run(exit_code=exit_code, truncated=False, timed_out=False, output=output, test_ids=spec.test_ids,
+                           run_ids=run_ids, plan=plan, timeout_s=spec.timeout_s,
+                           read_reports=lambda texts: reported_outcomes(run_plan, texts.get)), plan
+
+
+def test_the_spec_takes_its_runner_from_the_profile():
+    spec = grading_spec(_task())
+    assert spec.runner.name == "mocha" and spec.runner.report_format == "mocha-json"
+    assert ".mocharc*" in spec.runner.config_patterns and "mocha" in spec.runner.config_fields
+    plan = spec.plan_canaries(random.Random(1))
+    assert len(plan.must_fail) == 2 and len(plan.must_pass) == 1
+    assert all(canary.startswith("test/pad.test.js::pad > ") for canary in plan.must_fail + plan.must_pass)
+    settings = spec.script_settings(spec.run_ids(plan), GradingLayout.fresh())
+    assert settings["script_runner"] == "mocha" and "mocha --reporter" in settings["test_cmd"]
+    assert len(settings["reports"]) == 1 and settings["reports"][0].startswith(settings["private"])
+    # Runners without describe/it globals get no canaries (yet).
+    assert grading_spec(_task("vitest")).canary_modules == []
+
+
+def test_runner_configuration_is_refused_by_the_filter():
+    spec = grading_spec(_task())
+    patch = "".join(f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x\n"
+                    for path in (".mocharc.yml", "node_modules/mocha/index.js", ".npmrc", "lib/pad.js", "package.json",
+                                 "lib/pad.test.js", "src/__tests__/pad.js", "lib/pad.spec.ts"))
+    filtered = filter_patch(patch, spec.runner.protected_paths)
+    # Configuration, and tests beside the code (JavaScript's conventions, which Python's rules do not know).
+    assert set(filtered.dropped_paths) == {".mocharc.yml", "node_modules/mocha/index.js", ".npmrc", "lib/pad.test.js",
+                                           "src/__tests__/pad.js", "lib/pad.spec.ts"}
+    assert set(filtered.kept_paths) == {"lib/pad.js", "package.json"}  # package.json: its runner fields are restored
+    import re
+
+    protected = re.compile(protected_path_pattern(spec.runner.protected_paths))
+    assert protected.search(".mocharc.json") and protected.search("node_modules/x.js") and not protected.search("lib/pad.js")
+    assert protected.search("lib/pad.test.js") and protected.search("jest.config.js")
+
+
+def _honest(test_id, plan):
+    return "failed" if test_id in plan.must_fail else "passed"
+
+
+def test_an_honest_run_is_read():
+    reading, _ = _graded(_task(), _honest)
+    assert reading.error is None and not reading.tampered
+    assert set(reading.tests.values()) == {TestStatus.PASSED}
+
+
+def test_a_forged_report_earns_nothing():
+    reading, _ = _graded(_task(), lambda test_id, plan: "passed")
+    assert reading.tampered and "must fail passed" in reading.error
+    assert set(reading.tests.values()) == {TestStatus.ERROR}
+
+
+def test_a_missing_or_incomplete_report_fails_its_tests():
+    reading, _ = _graded(_task(), _honest, written=False)
+    assert set(reading.tests.values()) == {TestStatus.ERROR} and not reading.tampered
+    spec = grading_spec(_task())
+    plan = spec.plan_canaries(random.Random(3))
+    run_ids = spec.run_ids(plan)
+    run_plan = plan_run("mocha", run_ids, "/tmp/r")
+    incomplete = json.dumps({"runner": "mocha", "tests": [], "complete": False})
+    output = _run_output({}, {run_plan.reports[0].path: incomplete})
+    reading = read_script_run(exit_code=0, truncated=False, timed_out=False, output=output, test_ids=spec.test_ids,
+                              run_ids=run_ids, plan=plan, timeout_s=60,
+                              read_reports=partial(lambda p, texts: reported_outcomes(p, texts.get), run_plan))
+    assert set(reading.tests.values()) == {TestStatus.ERROR}
+
+
+def test_a_run_cut_short_earns_nothing():
+    reading, _ = _graded(_task(), _honest, status=124)
+    assert "timed out" in reading.error and set(reading.tests.values()) == {TestStatus.MISSING}
+    # A script that did not end (its trailer unread) earns nothing either.
+    reading, _ = _graded(_task(), _honest, exit_code=137)
+    assert not reading.script_finished and set(reading.tests.values()) == {TestStatus.MISSING}
+
+
+def test_outcomes_turned_around_are_caught():
+    reading, _ = _graded(_task(), lambda test_id, plan: "passed" if test_id in plan.must_fail else "failed")
+    assert reading.tampered and set(reading.tests.values()) == {TestStatus.ERROR}
+    # A must-pass canary that fails while the must-fail ones fail too: the report is not the tests'.
+    reading, _ = _graded(_task(), lambda test_id, plan: "failed")
+    assert reading.tampered and "must pass failed" in reading.error
+
+
+def test_a_harbor_verifier_is_refused_not_faked():
+    import pytest
+
+    from repo2env.errors import InputError
+    from repo2env.publish.harbor import harbor_task_files
+
+    with pytest.raises(InputError, match="Harbor verifier for mocha tasks is not built yet"):
+        harbor_task_files(_task(), dataset="acme")

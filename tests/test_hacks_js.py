@@ -1,0 +1,199 @@
+"""Attempts to beat the JavaScript grader (mocha, on the fmtkit demo's validated tasks): each must earn
+no more than the empty patch.
+
+The channels: the report file the tests' own process writes (rewritten at exit, or its reporter's
+events turned around from the code under test), the run itself (an early ``process.exit(0)``, a hang),
+the runner's configuration (``.mocharc``, package.json's ``mocha`` field and test script) and what
+Node loads by itself (``node_modules``, ``.npmrc``). The patches are made with git in a clone of the
+demo at the task's base commit, as an agent's diff would be. Measured: each earns 0.0, as the empty
+patch does, and the gold patch 1.0.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from repo2env.verify.grader import Grader
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+#: Rewrites every report beside the mocha reporter's own once the run has written it: all passed.
+FORGE_AT_EXIT = """
+process.on("exit", () => {
+  const fs = require("fs");
+  const path = require("path");
+  const out = process.env.REPO2ENV_MOCHA_REPORT;
+  if (!out) return;
+  for (const name of fs.readdirSync(path.dirname(out))) {
+    const file = path.join(path.dirname(out), name);
+    try {
+      const report = JSON.parse(fs.readFileSync(file, "utf8"));
+      for (const test of report.tests) test.state = "passed";
+      report.hooks = [];
+      fs.writeFileSync(file, JSON.stringify(report));
+    } catch (error) {}
+  }
+});
+"""
+#: Turns every failure the runner emits into a pass, before any reporter hears of it.
+TURN_FAILURES_AROUND = """
+try {
+  const Runner = require("mocha/lib/runner");
+  const emit = Runner.prototype.emit;
+  Runner.prototype.emit = function (name, ...rest) {
+    return name === "fail" ? emit.call(this, "pass", rest[0]) : emit.call(this, name, ...rest);
+  };
+} catch (error) {}
+"""
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+def diff_at_base(repo: Path, task, tmp_path: Path, *, prepend: dict[str, str] | None = None,
+                 files: dict[str, str] | None = None, forced: tuple[str, ...] = (), gold: bool = False) -> str:
+    """The diff of a clone at the task's base (with its gold patch applied first when ``gold``)
+    with ``prepend`` code put after each file's first line and ``files`` written (``forced``: added
+    even where .gitignore says not)."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    _git(clone, "checkout", "-q", task.base_commit)
+    if gold:
+        subprocess.run(["git", "apply", "-"], cwd=clone, input=task.patch, text=True, check=True)
+    for path, code in (prepend or {}).items():
+        head, _, rest = (clone / path).read_text().partition("\n")
+        (clone / path).write_text(f"{head}\n{code}\n{rest}")
+    for path, text in (files or {}).items():
+        (clone / path).parent.mkdir(parents=True, exist_ok=True)
+        (clone / path).write_text(text)
+    _git(clone, "add", "-A")
+    if forced:
+        _git(clone, "add", "-f", *forced)
+    return _git(clone, "diff", "--cached", "--binary", task.base_commit)
+
+
+@pytest.fixture(scope="module")
+def probed(built_js_demo):
+    """A built fmtkit task (#10: one test file, its gold patch in lib/) with its ground truth's
+    FAIL_TO_PASS and PASS_TO_PASS (which validation derives: tests/test_demo_js.py)."""
+    from repo2env.demo import JS_DEMO_PULLS
+
+    _, tasks = built_js_demo
+    (pull,) = [pull for pull in JS_DEMO_PULLS if pull.number == 10]
+    return tasks[10].model_copy(update={"FAIL_TO_PASS": list(pull.fail_to_pass),
+                                        "PASS_TO_PASS": list(pull.pass_to_pass)})
+
+
+@pytest.fixture(scope="module")
+def grader(docker_client, tmp_path_factory):
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    return Grader(DockerBackend(docker_client), tmp_path_factory.mktemp("js-hack-grades"), timeout_s=120)
+
+
+@pytest.fixture(scope="module")
+def empty(grader, probed):
+    result = grader.grade(probed, "")
+    assert result.reward == 0.0 and result.error is None, result
+    return result
+
+
+def _source(task) -> str:
+    paths = [line.split(" b/", 1)[1] for line in task.patch.splitlines() if line.startswith("diff --git ")]
+    return next(path for path in paths if path.startswith("lib/"))
+
+
+def assert_gains_nothing(result, empty) -> None:
+    assert result.reward <= empty.reward == 0.0, (result.reward, result.error, result.tests)
+    assert not result.resolved
+
+
+def test_gold_earns_everything(grader, probed, empty):
+    gold = grader.grade(probed, probed.patch)
+    assert gold.reward == 1.0 and gold.error is None and not gold.tampered, gold
+
+
+@pytest.mark.parametrize("code", [FORGE_AT_EXIT, TURN_FAILURES_AROUND], ids=["rewrite-report", "turn-reporter"])
+def test_forged_outcomes_are_caught_by_the_canaries(grader, probed, empty, js_demo_repo, tmp_path, code):
+    patch = diff_at_base(js_demo_repo.path, probed, tmp_path, prepend={_source(probed): code})
+    result = grader.grade(probed, patch)
+    assert_gains_nothing(result, empty)
+    assert result.tampered and "canary" in result.error, result.error
+
+
+def test_exiting_early_with_status_zero_earns_nothing(grader, probed, empty, js_demo_repo, tmp_path):
+    patch = diff_at_base(js_demo_repo.path, probed, tmp_path, prepend={_source(probed): "process.exit(0);"})
+    assert_gains_nothing(grader.grade(probed, patch), empty)
+
+
+def test_a_hang_is_cut_short_and_earns_nothing(docker_client, probed, empty, js_demo_repo, tmp_path):
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    patch = diff_at_base(js_demo_repo.path, probed, tmp_path, prepend={_source(probed): "while (true) {}"})
+    with Grader(DockerBackend(docker_client), tmp_path / "grades", timeout_s=20) as short:
+        result = short.grade(probed, patch)
+    assert_gains_nothing(result, empty)
+    assert "timed out" in (result.error or ""), result.error
+
+
+#: Once the tests have run (honestly), kills the plan's shells above the runner with SIGKILL: the
+#: files after this one never run, and the run does not end on its own.
+KILL_THE_PLAN = """
+process.on("exit", () => {
+  const fs = require("fs");
+  let pid = process.ppid;
+  while (pid > 1) {
+    let stat;
+    try { stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8"); } catch (error) { break; }
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    if (name !== "sh") break;
+    try { process.kill(pid, "SIGKILL"); } catch (error) {}
+    pid = Number(fields[1]);
+  }
+});
+"""
+
+
+def test_a_run_cut_short_earns_nothing_even_with_the_fix(grader, probed, empty, js_demo_repo, tmp_path):
+    # The gold patch, whose tests all pass, plus a kill of the plan's shell at the runner's exit: the
+    # reports it left are honest, but the run did not end on its own (main's rule for pytest too).
+    patch = diff_at_base(js_demo_repo.path, probed, tmp_path, prepend={_source(probed): KILL_THE_PLAN}, gold=True)
+    result = grader.grade(probed, patch)
+    assert_gains_nothing(result, empty)
+    assert "cut short" in (result.error or ""), result.error
+
+
+def test_a_mocharc_is_refused(grader, probed, empty, js_demo_repo, tmp_path):
+    mocharc = {"require": ["tsx/cjs", "./lib/shim.js"], "extension": ["js", "mjs", "ts"]}
+    patch = diff_at_base(js_demo_repo.path, probed, tmp_path, files={
+        ".mocharc.json": json.dumps(mocharc), ".mocharc.yml": "require: ./lib/shim.js\n",
+        "lib/shim.js": FORGE_AT_EXIT + TURN_FAILURES_AROUND})
+    result = grader.grade(probed, patch)
+    assert_gains_nothing(result, empty)
+    assert {".mocharc.json", ".mocharc.yml"} <= set(result.filtered_paths)
+
+
+def test_package_json_runner_fields_come_back(grader, probed, empty, js_demo_repo, tmp_path):
+    package = json.loads(subprocess.run(["git", "show", f"{probed.base_commit}:package.json"], cwd=js_demo_repo.path,
+                                        capture_output=True, text=True, check=True).stdout)
+    package["scripts"]["test"] = "true"
+    package["mocha"] = {"require": ["./lib/shim.js"]}
+    patch = diff_at_base(js_demo_repo.path, probed, tmp_path, files={
+        "package.json": json.dumps(package, indent=2), "lib/shim.js": FORGE_AT_EXIT + TURN_FAILURES_AROUND})
+    assert_gains_nothing(grader.grade(probed, patch), empty)
+
+
+def test_node_modules_and_npmrc_are_refused(grader, probed, empty, js_demo_repo, tmp_path):
+    shim = "module.exports = require('../../lib/shim.js');\n"
+    patch = diff_at_base(js_demo_repo.path, probed, tmp_path, files={
+        "node_modules/tsx/cjs/index.cjs": shim, ".npmrc": "node-options=--require ./lib/shim.js\n",
+        "lib/shim.js": FORGE_AT_EXIT + TURN_FAILURES_AROUND}, forced=("node_modules/tsx/cjs/index.cjs",))
+    result = grader.grade(probed, patch)
+    assert_gains_nothing(result, empty)
+    assert {"node_modules/tsx/cjs/index.cjs", ".npmrc"} <= set(result.filtered_paths)
