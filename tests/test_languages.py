@@ -359,3 +359,17 @@ def test_every_registered_language_is_graded():
     """Validation rejects a built task of a language the grader cannot grade as ``ungradable_language``
     (validate/run.py); JavaScript's runners are graded now (tests/test_grade_js.py)."""
     assert get_profile("python").gradable and get_profile("javascript").gradable
+    assert get_profile("python").ungradable_reason("pytest") is None
+
+
+@pytest.mark.parametrize("runner", ["vitest", "ava", "tape", "node", None])
+def test_a_javascript_runner_without_canaries_is_not_graded(runner):
+    """Outcomes that come only from a report the tests write, with no canary to catch a forged one,
+    earn no published reward: validation rejects the task as ungradable_language with this reason."""
+    reason = get_profile("javascript").ungradable_reason(runner)
+    assert reason and "forgery" in reason
+
+
+@pytest.mark.parametrize("runner", ["mocha", "jest", "jasmine"])
+def test_a_javascript_runner_with_canaries_is_graded(runner):
+    assert get_profile("javascript").ungradable_reason(runner) is None

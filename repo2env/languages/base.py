@@ -96,6 +96,12 @@ class LanguageProfile(ABC):
     #: or above the changed files").
     project_files: ClassVar[str] = "project file of the language"
 
+    def ungradable_reason(self, test_runner: str | None) -> str | None:
+        """Why the grader cannot grade, safely, a task of this language whose tests run with
+        ``test_runner`` (the built EnvSpec's); None when it can. Validation rejects such a task as
+        ``ungradable_language`` with this reason rather than publish a reward that can be forged."""
+        return None if self.gradable else f"the grader does not grade {self.title} tasks yet"
+
     # --- mining -----------------------------------------------------------------------------
 
     @abstractmethod

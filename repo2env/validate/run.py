@@ -65,11 +65,12 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
     started = time.monotonic()
     env_ok = bool(task.env_spec and task.env_spec.status == "env_ok")
     profile = get_profile(task.language)
-    if env_ok and not profile.gradable:
-        # Built, but the grader cannot run this language's tests yet: say so rather than grade it as Python.
+    ungradable = profile.ungradable_reason(task.env_spec.test_runner) if env_ok and task.env_spec else None
+    if ungradable:
+        # Built, but the grader cannot grade its tests safely yet: say so rather than publish a
+        # reward that can be forged (or grade it as another language).
         report = ValidationReport(instance_id=task.instance_id, repo=task.repo, policy=policy.name, verdict="rejected",
-                                  reasons=["ungradable_language"], leak_score=task.leak_score,
-                                  error=f"the grader does not grade {profile.title} tasks yet")
+                                  reasons=["ungradable_language"], leak_score=task.leak_score, error=ungradable)
         return task.model_copy(update={"validation": report}), report.record()
     derivation = None
     rollouts: list[RolloutResult] = []

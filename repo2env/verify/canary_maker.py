@@ -58,6 +58,7 @@ from collections import Counter
 from pydantic import BaseModel, ConfigDict, Field
 
 from repo2env import pysyntax
+from repo2env.languages.javascript.runners import DESCRIBE_IT_RUNNERS
 from repo2env.patches import FilePatch, Patch
 from repo2env.verify.canaries import Canary, CanaryPlan
 from repo2env.verify.junit import split_node_id
@@ -183,10 +184,6 @@ def canary_modules(hidden_tests: Patch, fail_to_pass: list[str], known_ids: list
                                for word in re.findall(r"[A-Za-z]+", literal)})))
     return modules
 
-
-#: JavaScript runners whose test files see describe/it as globals (vitest's only with its globals
-#: option; ava, tape and node's runner have none): canaries are placed for these.
-DESCRIBE_IT_RUNNERS = frozenset({"mocha", "jest", "jasmine"})
 
 
 def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: str) -> list[CanaryModule]:

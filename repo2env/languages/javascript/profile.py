@@ -11,6 +11,7 @@ from repo2env.languages.base import LanguageProfile, PathRules, VersionSources
 from repo2env.languages.build import BuildRecipe
 from repo2env.languages.files import RepoFiles
 from repo2env.languages.javascript.paths import javascript_paths
+from repo2env.languages.javascript.runners import DESCRIBE_IT_RUNNERS
 from repo2env.languages.runner import TestRunnerFacts
 from repo2env.languages.variants import VariantMaker
 from repo2env.models import EnvSpec
@@ -41,6 +42,14 @@ class JavaScriptProfile(LanguageProfile):
     gradable = True
     version_sources = JAVASCRIPT_VERSION_SOURCES
     project_files = "package.json at the root or above the changed files"
+
+    def ungradable_reason(self, test_runner: str | None) -> str | None:
+        if test_runner in DESCRIBE_IT_RUNNERS:
+            return None
+        # Its outcomes would come only from a report file the code under test can write, with no
+        # canary to catch a forged one: no reward rather than a reward a policy can forge.
+        return (f"the grader cannot yet check a {test_runner or 'this runner'} report against forgery (canaries "
+                f"need describe/it globals: {', '.join(sorted(DESCRIBE_IT_RUNNERS))})")
 
     def path_rules(self, files: RepoFiles | None = None) -> PathRules:
         return javascript_paths(files)
