@@ -1215,7 +1215,10 @@ def test_killing_the_command_channel_keeps_the_agents_limits_and_the_grading(doc
         assert "pkill" in tools.bash("ps -eo args"), "the killer still runs: the commands above ran beside it"
         assert tools.write_file("fix.diff", slug_task.patch).startswith("wrote")
         assert tools.bash("git apply fix.diff && rm fix.diff").endswith("[exit 0]")
-        assert tools.bash(f"printf '%s' {_shell_quote(NO_CHANNEL_IN_GRADING)} >> src/textkit/__init__.py").endswith("[exit 0]")
+        # Through a file: a command line holding the channel's name is what the killer's pkill -f
+        # matches, so a printf of the snippet would be killed with the channel (exit 137).
+        assert tools.write_file("no_channel.py", NO_CHANNEL_IN_GRADING).startswith("wrote")
+        assert tools.bash("cat no_channel.py >> src/textkit/__init__.py && rm no_channel.py").endswith("[exit 0]")
         patch = sandbox.diff()
     result = grader.grade(slug_task, patch)
     assert (result.reward, result.tampered, result.error) == (1.0, False, None), \
