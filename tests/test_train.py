@@ -122,3 +122,16 @@ def test_a_model_taught_to_call_a_tool_gets_it_executed_and_different_rewards(sl
     rewards = [env.get_reward() for env in environments]
     assert len(set(rewards)) > 1 and entry["rewards/RepoEnv/std"] > 0, f"the group's rewards differ: {rewards}"
     assert all(env.last_diff for env in environments if env.get_reward() > 0)
+
+
+def test_trl_ready_rows_keep_one_docker_image_column():
+    """Published rows carry the tag as ``image`` (ours) and ``docker_image`` (what SWE-bench-style
+    harnesses read); TRL takes ``image`` for a picture, so only ``docker_image`` reaches it."""
+    from datasets import Dataset
+
+    from repo2env.train.run import trl_ready
+
+    both = trl_ready(Dataset.from_list([{"prompt": "p", "image": "t:1", "docker_image": "t:1"}]))
+    assert both.column_names == ["prompt", "docker_image"] and both[0]["docker_image"] == "t:1"
+    older = trl_ready(Dataset.from_list([{"prompt": "p", "image": "t:1"}]))
+    assert older.column_names == ["prompt", "docker_image"]

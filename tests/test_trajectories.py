@@ -44,3 +44,4 @@ def test_traces_become_a_dataset_and_a_failed_export_leaves_the_old_one(tmp_path
     assert sorted(path.name for path in out.rglob("*")) == before, "a refused export changes nothing"
     assert export_trajectories([runs], out, overwrite=True).rows == 2
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == [], "no staging folder left"
+

@@ -105,7 +105,12 @@ def trl_ready(dataset):
     if dataset is None:
         return None
     for name in TRL_RESERVED_COLUMNS:
-        if name in dataset.column_names:
+        if name not in dataset.column_names:
+            continue
+        if f"docker_{name}" in dataset.column_names:
+            # Rows carry the tag as ``docker_image`` already (the field SWE-bench-style harnesses read).
+            dataset = dataset.remove_columns(name)
+        else:
             dataset = dataset.rename_column(name, f"docker_{name}")
     return dataset
 
