@@ -31,7 +31,7 @@ import uuid
 from functools import partial
 from typing import Any
 
-from repo2env import install_hint
+from repo2env import defaults, install_hint
 from repo2env.envs.catalog import TaskCatalog
 from repo2env.envs.repo_env import RepoEnv, RepoEnvConfig
 from repo2env.envs.tools import TOOL_NAMES, Refusal
@@ -92,8 +92,9 @@ class RepoOpenEnv(MCPEnvironment):
         self._catalog = catalog
         self._env = RepoEnv(config)
         config = config or RepoEnvConfig.from_environment()
-        self._tool_timeout_s = max(config.command_timeout_s, config.test_timeout_s, config.grade_timeout_s) \
-            + TOOL_CALL_MARGIN_S
+        # A grading without its own timeout takes the task's (at most the default policy's).
+        grade_timeout_s = config.grade_timeout_s or defaults.GRADE_TIMEOUT_S
+        self._tool_timeout_s = max(config.command_timeout_s, config.test_timeout_s, grade_timeout_s) + TOOL_CALL_MARGIN_S
         self._state = RepoState(episode_id=None)
         server = FastMCP("repo2env")
         for name in TOOLS:
