@@ -88,13 +88,7 @@ def read_run(*, exit_code: int, truncated: bool, timed_out: bool, output: str, s
         # script ran to its end and nothing was cut.
         parsed = None
     if parsed is None:
-        message, applied = SCRIPT_FAILURES.get(exit_code, (
-            f"the grading script did not finish (exit {exit_code}{', timed out' if timed_out else ''}"
-            f"{', output over the cap' if truncated else ''})", True))
-        if exit_code == RUNNER_REFERENCED:
-            message = message.format(references=runner_references_of(output))
-        return RunReading(tests=missing, error=message, script_finished=False, tampered=False, patch_applied=applied,
-                          test_status=exit_code, test_output=output, xml_text=None, stream=None, all_outcomes={})
+        return _unfinished(missing, exit_code, output, timed_out=timed_out, truncated=truncated)
     test_status, xml_text, test_output = parsed
     reading = {"test_status": test_status, "test_output": test_output, "xml_text": xml_text, "script_finished": True,
                "patch_applied": True, "tampered": False}
@@ -163,13 +157,7 @@ def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output:
     missing = {test_id: TestStatus.MISSING for test_id in test_ids}
     parsed = parse_trailer(output) if exit_code == 0 and not truncated else None
     if parsed is None:
-        message, applied = SCRIPT_FAILURES.get(exit_code, (
-            f"the grading script did not finish (exit {exit_code}{', timed out' if timed_out else ''}"
-            f"{', output over the cap' if truncated else ''})", True))
-        if exit_code == RUNNER_REFERENCED:
-            message = message.format(references=runner_references_of(output))
-        return RunReading(tests=missing, error=message, script_finished=False, tampered=False, patch_applied=applied,
-                          test_status=exit_code, test_output=output, xml_text=None, stream=None, all_outcomes={})
+        return _unfinished(missing, exit_code, output, timed_out=timed_out, truncated=truncated)
     test_status, bundle, test_output = parsed
     texts: dict[str, str | None] = {}
     for line in (bundle or "").splitlines():
@@ -211,3 +199,16 @@ def runner_references_of(output: str) -> str:
         return ", ".join(json.loads(found.group(1))) if found else "unknown references"
     except ValueError:
         return "unreadable references"
+
+
+def _unfinished(missing: dict[str, TestStatus], exit_code: int, output: str, *, timed_out: bool,
+                truncated: bool) -> RunReading:
+    """The reading of a grading script that did not finish with its own trailer: every test missing,
+    the reason from its exit status (SCRIPT_FAILURES), or that it was cut short."""
+    message, applied = SCRIPT_FAILURES.get(exit_code, (
+        f"the grading script did not finish (exit {exit_code}{', timed out' if timed_out else ''}"
+        f"{', output over the cap' if truncated else ''})", True))
+    if exit_code == RUNNER_REFERENCED:
+        message = message.format(references=runner_references_of(output))
+    return RunReading(tests=missing, error=message, script_finished=False, tampered=False, patch_applied=applied,
+                      test_status=exit_code, test_output=output, xml_text=None, stream=None, all_outcomes={})
