@@ -541,3 +541,17 @@ def test_a_test_that_expects_an_exception_is_mirrored_with_an_unrelated_one():
         expected = source.split("pytest.raises(", 1)[1].split(")", 1)[0]
         assert expected in _EXCEPTIONS and expected != "ValueError" and 'parse_duration("1h30x")' in source
         assert not next(canary for canary in plan.canaries if canary.test_id == mirror).must_fail
+
+
+@pytest.mark.parametrize(("gold_seconds", "policy_timeout", "expected"), [
+    (0.8, 600.0, 60.0),     # a fast task gets the floor: a loaded machine still finishes an honest run
+    (12.0, 600.0, 120.0),   # ten times gold's measured time
+    (90.0, 600.0, 600.0),   # never more than the policy's own timeout
+    (90.0, 300.0, 300.0),
+])
+def test_validation_sets_each_tasks_timeout_from_golds_time_with_a_wide_margin(gold_seconds, policy_timeout, expected):
+    from repo2env.validate.acceptance import load_acceptance_policy
+    from repo2env.validate.run import grading_timeout
+
+    policy = load_acceptance_policy("default").model_copy(update={"timeout_s": policy_timeout})
+    assert grading_timeout(policy, gold_seconds) == expected
