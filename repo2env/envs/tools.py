@@ -31,6 +31,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from repo2env.languages.python.test_ids import split_node_id
 from repo2env.models import ExecResult, Task
 from repo2env.runtime.sandbox import Sandbox
 
@@ -235,12 +236,12 @@ cat > "$target" 2>/dev/null || exit {_UNWRITABLE}
         except ValueError as exc:
             return refusal(f"cannot read the test list ({exc})")
         for one in targets:
-            file_part, separator, test_part = one.partition("::")
+            file_part = split_node_id(one)[0]
             target = _inside_workdir(file_part)
             if target is None:
                 return _refused(file_part)
             # An absolute path cannot be mistaken for a pytest option, whatever the agent wrote.
-            command += " " + shlex.quote(target + separator + test_part)
+            command += " " + shlex.quote(target + one[len(file_part):])
         result = self._sandbox.exec(command, timeout=self._test_timeout_s, workdir=WORKDIR)
         return self._report(result, self._test_timeout_s)
 
