@@ -31,6 +31,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from repo2env import defaults
 from repo2env.languages.python.test_ids import split_node_id
 from repo2env.models import ExecResult, Task
 from repo2env.runtime.sandbox import Sandbox
@@ -78,8 +79,9 @@ case "$resolved" in {WORKDIR}|{WORKDIR}/*) ;; *) exit {_OUTSIDE} ;; esac
 class AgentTools:
     """The tools of one episode, acting in ``sandbox`` (the repository at /testbed)."""
 
-    def __init__(self, sandbox: Sandbox, *, command_timeout_s: float = 120.0, test_timeout_s: float = 300.0,
-                 output_cap_chars: int = 20_000, test_command: str = PYTEST_VISIBLE_TESTS) -> None:
+    def __init__(self, sandbox: Sandbox, *, command_timeout_s: float = float(defaults.TOOL_COMMAND_TIMEOUT_S),
+                 test_timeout_s: float = float(defaults.TOOL_TEST_TIMEOUT_S),
+                 output_cap_chars: int = defaults.TOOL_OUTPUT_CAP_CHARS, test_command: str = PYTEST_VISIBLE_TESTS) -> None:
         """``output_cap_chars`` bounds every answer, so one tool result cannot flood the context;
         ``test_command`` is what ``run_tests`` runs, its targets appended (:func:`visible_tests_command`
         gives a task's)."""

@@ -360,7 +360,8 @@ def export_trajectories(roots: Sequence[Path], out_dir: Path, *, min_reward: flo
 # --- harnesses ------------------------------------------------------------------------------------
 
 
-def harness_options(*, max_turns: int = 50, max_tokens: int = 0, max_wall_s: float = 1800.0,
+def harness_options(*, max_turns: int = defaults.EPISODE_MAX_TURNS, max_tokens: int = 0,
+                    max_wall_s: float = defaults.EPISODE_MAX_WALL_S,
                     perturbations: dict[str, float] | None = None, seed: int = 0, reward_mode: str = "graded") -> Any:
     """How every episode of a harness run goes (a :class:`~repo2env.harness.run.HarnessOptions`): its
     budget (model calls, tokens, seconds), the faults injected at ``perturbations``' rates by name
@@ -447,7 +448,8 @@ def train(training: TrainingDataset, model_path: str, args: Any, output_dir: Pat
 
 
 def train_on_harness(training: TrainingDataset, model_path: str, args: Any, output_dir: Path, *, agent: str,
-                     model_url: str, jobs: int = 2, backend: Backend | None = None) -> tuple[Any, Path]:
+                     model_url: str, jobs: int = defaults.HARNESS_TRAIN_JOBS,
+                     backend: Backend | None = None) -> tuple[Any, Path]:
     """GRPO with TRL on ``training``'s 'train' split whose episodes are the harness ``agent``'s
     (TRL's ``rollout_func`` through the capturing proxy in front of ``model_url``, ``jobs``
     sandboxes at once; traces under ``output_dir/harness``). No evaluation: it would run harness
