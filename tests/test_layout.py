@@ -159,7 +159,7 @@ LAYERS: tuple[tuple[frozenset[str], bool], ...] = (
     (frozenset({"repo2env.runtime", "repo2env.demo"}), False),
     (frozenset({"repo2env.languages"}), False),
     (frozenset({"repo2env.patches", "repo2env.jsonl", "repo2env.instruction", "repo2env.dataset_rows",
-                "repo2env.leakage"}), True),
+                "repo2env.leakage", "repo2env.folders"}), True),
     (frozenset({"repo2env", "repo2env.models", "repo2env.errors", "repo2env.outcomes", "repo2env.settings",
                 "repo2env.defaults", "repo2env.pysyntax"}), True),
 )

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from repo2env import defaults
 from repo2env.errors import BackendUnavailableError, InputError
+from repo2env.folders import write_folder
 from repo2env.jsonl import append_jsonl, find_task, read_task_ids
 from repo2env.mine.miner import MineOptions, MineResult, default_out_dir
 from repo2env.mine.miner import mine as mine_source
@@ -113,11 +113,9 @@ def demo_repository(folder: Path, language: str = "python", *,
         return DemoSource(repo_path, issues_path)
     if progress:
         progress(f"building the demo repository in {folder}")
-    scratch = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(scratch, ignore_errors=True)
-    shutil.rmtree(folder, ignore_errors=True)
-    built = build_demo(scratch, language)
-    scratch.rename(folder)  # whole or absent: a kill during the build leaves only the scratch folder
+    # Whole or absent: a kill during the build leaves only a hidden staging folder; what an earlier
+    # cut-short build left at ``folder`` is replaced.
+    built = write_folder(folder, lambda staging: build_demo(staging, language), overwrite=True)
     return DemoSource(repo_path, issues_path, dataclasses.replace(built, path=repo_path, issues_path=issues_path))
 
 

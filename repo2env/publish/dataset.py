@@ -28,11 +28,11 @@ from pathlib import Path
 from repo2env import __version__
 from repo2env.dataset_rows import dataset_row
 from repo2env.errors import InputError
+from repo2env.folders import write_folder
 from repo2env.jsonl import read_unique_tasks
 from repo2env.models import Task, ValidationReport
 from repo2env.publish.card import dataset_card
 from repo2env.publish.selection import left_out_because
-from repo2env.publish.staging import write_folder
 from repo2env.runtime.backend import Backend
 
 MANIFEST = "manifest.json"
