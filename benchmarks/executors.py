@@ -2,9 +2,10 @@
 
 Prints, per executor: the start-up (Ray: the head started here; local: nothing to start), the
 first task (a worker process started and the task's module imported), a no-op task's round trip
-(submit -> result, one at a time, p50/p95) and a batch's throughput, and a task that runs
-`docker exec <sandbox> true`: each round trip less the exec's own time measured inside the task is
-what the executor adds to a task that talks to Docker. Needs the Ray extra and a Docker engine with
+(submit -> result, one at a time, p50/p95) and a batch's throughput, and a task that makes one call
+to the engine through its backend (the sandboxes carrying the benchmark's label): each round trip
+less the call's own time measured inside the task is what the executor adds to a task that talks
+to the engine. Needs the Ray extra and a container engine (``REPO2ENV_BACKEND``, else docker) with
 the base image (``make base-image``).
 """
 
@@ -17,16 +18,17 @@ import time
 from pathlib import Path
 
 from repo2env.pipeline.executors import LocalExecutor, RayExecutor
-from repo2env.runtime.backends.docker import DockerBackend
+from repo2env.runtime.backends import open_backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from executor_tasks import docker_exec_true, noop  # noqa: E402
+from executor_tasks import engine_round_trip, noop  # noqa: E402
 from results import Figure, record  # noqa: E402
 
 BASE = "repo2env/base:py3.11"
 SEQUENTIAL = 50
 BATCH = 200
-DOCKER_EXECS = 30
+ENGINE_CALLS = 30
+LABEL = "repo2env.bench=executors"
 
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
@@ -43,7 +45,7 @@ def round_trips(executor, fn, *args, count: int) -> list[tuple[float, float]]:
     return times
 
 
-def measure(make, container_id: str) -> dict[str, float]:
+def measure(make) -> dict[str, float]:
     started = time.perf_counter()
     executor = make()
     startup = time.perf_counter() - started
@@ -56,45 +58,46 @@ def measure(make, container_id: str) -> dict[str, float]:
     for future in [executor.submit(noop) for _ in range(BATCH)]:
         future.result()
     batch = time.perf_counter() - started
-    executor.submit(docker_exec_true, container_id).result()  # the worker's client, connected once
-    via_executor = round_trips(executor, docker_exec_true, container_id, count=DOCKER_EXECS)
+    executor.submit(engine_round_trip, LABEL).result()  # the worker's backend, opened once
+    via_executor = round_trips(executor, engine_round_trip, LABEL, count=ENGINE_CALLS)
     executor.shutdown()
     return {"startup_s": startup, "first_task_s": first, "noop_p50_ms": percentile(sequential, 0.5) * 1e3,
             "noop_p95_ms": percentile(sequential, 0.95) * 1e3, "batch_tasks_per_s": BATCH / batch,
-            "docker_exec_p50_ms": percentile([seconds for seconds, _ in via_executor], 0.5) * 1e3,
-            # The exec's own time, measured inside the task, taken off each round trip: what is left
+            "engine_call_p50_ms": percentile([seconds for seconds, _ in via_executor], 0.5) * 1e3,
+            # The call's own time, measured inside the task, taken off each round trip: what is left
             # is the executor's share, free of the engine's noise on a loaded machine.
             "added_p50_ms": percentile([seconds - inside for seconds, inside in via_executor], 0.5) * 1e3}
 
 
 def main() -> None:
-    runtime = DockerBackend()
-    with runtime.start_image(BASE, labels={"repo2env.bench": "executors"}) as sandbox:
-        container_id = sandbox.id
-        docker_exec_true(container_id)
-        inline = [docker_exec_true(container_id) for _ in range(DOCKER_EXECS)]
+    runtime = open_backend()  # REPO2ENV_BACKEND, else docker
+    key, _, value = LABEL.partition("=")
+    with runtime.start_image(BASE, labels={key: value}):
+        engine_round_trip(LABEL)
+        inline = [engine_round_trip(LABEL) for _ in range(ENGINE_CALLS)]
         inline_p50 = statistics.median(inline) * 1e3
         results = {
-            "local (2 jobs)": measure(lambda: LocalExecutor(jobs=2), container_id),
-            "ray (local head, 2 CPUs)": measure(lambda: RayExecutor(address=None, num_cpus=2), container_id),
+            "local (2 jobs)": measure(lambda: LocalExecutor(jobs=2)),
+            "ray (local head, 2 CPUs)": measure(lambda: RayExecutor(address=None, num_cpus=2)),
         }
-    print(f"executors on this machine ({os.cpu_count()} cores); `docker exec true` inline here: p50 {inline_p50:.1f} ms")
+    print(f"executors on this machine ({os.cpu_count()} cores, {runtime.name}); an engine call inline here: "
+          f"p50 {inline_p50:.1f} ms")
     print(f"{'executor':<26} {'start-up':>9} {'1st task':>9} {'no-op p50':>10} {'no-op p95':>10} "
-          f"{'batch':>11} {'exec p50':>9} {'added':>8}")
+          f"{'batch':>11} {'call p50':>9} {'added':>8}")
     for name, row in results.items():
         print(f"{name:<26} {row['startup_s']:>8.2f}s {row['first_task_s']:>8.2f}s {row['noop_p50_ms']:>8.1f}ms "
-              f"{row['noop_p95_ms']:>8.1f}ms {row['batch_tasks_per_s']:>7.0f}/s {row['docker_exec_p50_ms']:>7.1f}ms "
+              f"{row['noop_p95_ms']:>8.1f}ms {row['batch_tasks_per_s']:>7.0f}/s {row['engine_call_p50_ms']:>7.1f}ms "
               f"{row['added_p50_ms']:>6.1f}ms")
-    print("no-op: submit -> result one at a time; batch: 200 no-ops submitted at once; exec: a task running "
-          "`docker exec true`; added: p50 of its round trip minus the exec's own time inside the task")
-    figures = [Figure("docker exec true inline, p50", round(inline_p50, 1), "ms")]
+    print("no-op: submit -> result one at a time; batch: 200 no-ops submitted at once; call: a task making one "
+          "engine call (the sandboxes by label); added: p50 of its round trip minus the call's own time inside the task")
+    figures = [Figure(f"{runtime.name} engine call inline, p50", round(inline_p50, 1), "ms")]
     for name, row in results.items():
         figures += [Figure(f"{name}: start-up", round(row["startup_s"], 2), "s"),
                     Figure(f"{name}: first task", round(row["first_task_s"], 2), "s"),
                     Figure(f"{name}: no-op round trip p50", round(row["noop_p50_ms"], 1), "ms"),
                     Figure(f"{name}: no-op round trip p95", round(row["noop_p95_ms"], 1), "ms"),
                     Figure(f"{name}: batch throughput", round(row["batch_tasks_per_s"]), "tasks/s"),
-                    Figure(f"{name}: added to a docker exec task, p50", round(row["added_p50_ms"], 1), "ms")]
+                    Figure(f"{name}: added to an engine-call task, p50", round(row["added_p50_ms"], 1), "ms")]
     record("executors", figures)
 
 

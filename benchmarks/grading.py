@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from repo2env.jsonl import read_tasks
-from repo2env.runtime.backends.docker import DockerBackend
+from repo2env.runtime.backends import open_backend
 from repo2env.verify.grader import Grader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -26,7 +26,7 @@ REPEATS = 3
 
 
 def main() -> None:
-    runtime = DockerBackend()
+    runtime = open_backend()  # REPO2ENV_BACKEND, else docker
     with tempfile.TemporaryDirectory(prefix="repo2env-bench-grade-") as scratch:
         root = Path(scratch)
         demo, tasks_dir, _ = built_demo_tasks(root, runtime)

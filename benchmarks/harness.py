@@ -131,11 +131,11 @@ def episodes_per_minute() -> list:
     from repo2env.harness.run import run_harness
     from repo2env.jsonl import read_tasks
     from repo2env.pipeline.stages import validate_dir
-    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.runtime.backends import open_backend
     from repo2env.validate.acceptance import load_acceptance_policy
     from repo2env.verify.grader import Grader
 
-    runtime = DockerBackend()
+    runtime = open_backend()  # REPO2ENV_BACKEND, else docker
     figures = []
     agent = harness_agent("mini-swe-agent")
     agent.install(lambda message: print(message))

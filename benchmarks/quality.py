@@ -165,10 +165,11 @@ def _known(model: Any, row: dict) -> dict:
 # --- the passes -------------------------------------------------------------------------------
 
 
-def validated_pass(folders: list[Path], clones: dict[str, Path], *, grade_drops: bool, logs: Path) -> list[dict]:
+def validated_pass(folders: list[Path], clones: dict[str, Path], *, grade_drops: bool, logs: Path,
+                   backend: str | None = None) -> list[dict]:
     results = []
     default, strict = load_acceptance_policy("default"), load_acceptance_policy("strict")
-    grader = _grader(logs) if grade_drops else None
+    grader = _grader(logs, backend) if grade_drops else None
     for path in sorted({path for folder in folders for path in folder.rglob("tasks.jsonl")}):
         for task in lenient_tasks(path):
             report = task.validation
@@ -198,13 +199,16 @@ def validated_pass(folders: list[Path], clones: dict[str, Path], *, grade_drops:
     return results
 
 
-def _grader(logs: Path):
-    from repo2env.runtime.backends.docker import DockerBackend, connect_docker
+def _grader(logs: Path, backend: str | None = None):
+    import dataclasses
+
+    from repo2env.runtime.backend import BackendSettings
+    from repo2env.runtime.backends import open_backend
     from repo2env.verify.grader import Grader
 
-    client = connect_docker()
-    client.api.timeout = 120  # an engine shared by several runs answers slowly
-    return Grader(DockerBackend(client), logs, timeout_s=600, keep_warm=False)
+    # An engine shared by several runs answers slowly (docker: the client's timeout of every request).
+    settings = dataclasses.replace(BackendSettings.from_environment(), connect_timeout_s=120)
+    return Grader(open_backend(backend, settings), logs, timeout_s=600, keep_warm=False)
 
 
 def _drop_rollouts(grader, task: Task, rollouts: list[RolloutResult], limit: int,
@@ -362,6 +366,8 @@ def main() -> int:
     parser.add_argument("--per-repo", type=int, default=40, help="mined candidates per repository (0: all)")
     parser.add_argument("--no-static", action="store_true", help="skip the pass over mined candidates")
     parser.add_argument("--samples", type=int, default=4, help="instructions before/after to print")
+    parser.add_argument("--backend", help="the container backend grading runs on (docker, podman) "
+                                          "[default: $REPO2ENV_BACKEND, else docker]")
     parser.add_argument("--out", type=Path, default=PROJECT / "generated" / "bench-quality")
     args = parser.parse_args()
     clones = {repo: clone for repo, clone in find_clones().items()}
@@ -373,7 +379,8 @@ def main() -> int:
         args.folders = [PROJECT / "generated" / "bench-real"]
     began = time.monotonic()
     print(f"validated tasks under {', '.join(map(str, args.folders)) or '(no --from)'}", flush=True)
-    validated = validated_pass(args.folders, clones, grade_drops=args.grade_drops, logs=args.out / "grades")
+    validated = validated_pass(args.folders, clones, grade_drops=args.grade_drops, logs=args.out / "grades",
+                               backend=args.backend)
     static = [] if args.no_static else static_pass(clones, args.out, args.per_repo)
     summary = report(validated, static)
     summary["seconds"] = round(time.monotonic() - began, 1)

@@ -439,6 +439,7 @@ def main() -> None:
     parser.add_argument("--no-build", action="store_true", help="mining figures only")
     parser.add_argument("--no-validate", action="store_true")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--backend", help="the container backend (docker, podman) [default: $REPO2ENV_BACKEND, else docker]")
     args = parser.parse_args()
     first, _, last = args.years.partition("-")
     years = range(int(first), int(last or first) + 1)
@@ -449,9 +450,9 @@ def main() -> None:
         return
     runtime = None
     if not args.no_build:
-        from repo2env.runtime.backends.docker import DockerBackend
+        from repo2env.runtime.backends import open_backend
 
-        runtime = DockerBackend()
+        runtime = open_backend(args.backend)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name, clone in repositories:

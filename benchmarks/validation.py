@@ -19,7 +19,8 @@ from pathlib import Path
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
 from repo2env.pipeline.stages import build_tasks_dir, validate_dir
-from repo2env.runtime.backends.docker import DockerBackend
+from repo2env.runtime.backend import Backend
+from repo2env.runtime.backends import open_backend
 from repo2env.runtime.build import BuildOptions
 from repo2env.validate.acceptance import load_acceptance_policy
 
@@ -28,7 +29,7 @@ from demo_tasks import built_demo_tasks  # noqa: E402
 from results import Figure, record  # noqa: E402
 
 
-def report(label: str, folder: Path, runtime: DockerBackend, mined: int) -> list[Figure]:
+def report(label: str, folder: Path, runtime: Backend, mined: int) -> list[Figure]:
     """Validate ``folder``; print and return its figures."""
     began = time.perf_counter()
     summary = validate_dir(folder, runtime, load_acceptance_policy("default"), jobs=1)
@@ -51,7 +52,7 @@ def report(label: str, folder: Path, runtime: DockerBackend, mined: int) -> list
 
 
 def main() -> None:
-    runtime = DockerBackend()
+    runtime = open_backend()  # REPO2ENV_BACKEND, else docker
     with tempfile.TemporaryDirectory(prefix="repo2env-bench-validate-") as scratch:
         root = Path(scratch)
         _, tasks_dir, built = built_demo_tasks(root, runtime)

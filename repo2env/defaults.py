@@ -39,6 +39,21 @@ GRADE_TIMEOUT_S = 900
 #: Seconds a command given to ``repo2env run`` may take.
 RUN_TIMEOUT_S = 600
 
+# --- agents' episodes and tools -------------------------------------------------------------------
+
+#: Model calls one harness episode is answered (``harness run --max-turns``, ``EpisodeBudget``).
+EPISODE_MAX_TURNS = 50
+#: Seconds one harness episode may take from its start (``harness run --max-wall``, ``EpisodeBudget``).
+EPISODE_MAX_WALL_S = 1800
+#: Seconds one command of the agent's tools may take (``bash``; ``AgentTools``, ``RepoEnvConfig``).
+TOOL_COMMAND_TIMEOUT_S = 120
+#: Seconds one ``run_tests`` call of the agent's tools may take.
+TOOL_TEST_TIMEOUT_S = 300
+#: Longest answer of one tool call, in characters (longer ones are cut in the middle).
+TOOL_OUTPUT_CAP_CHARS = 20_000
+#: Harness episodes (sandboxes) at once when training on a harness's episodes (``train --harness-jobs``).
+HARNESS_TRAIN_JOBS = 2
+
 # --- publishing and exports --------------------------------------------------------------------------
 
 #: The dataset name of exports (Harbor task names are ``<its first part>/<instance id>``, OpenEnv's manifest).

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from repo2env import defaults
 from repo2env.errors import TaskFormatError
 from repo2env.outcomes import TestStatus  # noqa: F401 - one of the schemas, defined where the sandbox can import it
 
@@ -558,11 +559,11 @@ class EpisodeBudget(_Schema):
     """What one episode may use. The capturing proxy refuses the model call past a limit (and says
     so in the trace); the harness is then stopped and its diff graded as it stands."""
 
-    max_turns: int = Field(50, ge=1, description="Model calls answered.")
+    max_turns: int = Field(defaults.EPISODE_MAX_TURNS, ge=1, description="Model calls answered.")
     max_tokens: int = Field(0, ge=0, description=(
         "The episode's length in tokens: the latest call's prompt plus its completion (what a GRPO sample of "
         "the episode holds); 0: no limit."))
-    max_wall_s: float = Field(1800.0, gt=0, description="Seconds from the episode's start.")
+    max_wall_s: float = Field(float(defaults.EPISODE_MAX_WALL_S), gt=0, description="Seconds from the episode's start.")
 
 
 class PerturbationPlan(_Schema):

@@ -159,7 +159,7 @@ LAYERS: tuple[tuple[frozenset[str], bool], ...] = (
     (frozenset({"repo2env.runtime", "repo2env.demo"}), False),
     (frozenset({"repo2env.languages"}), False),
     (frozenset({"repo2env.patches", "repo2env.jsonl", "repo2env.instruction", "repo2env.dataset_rows",
-                "repo2env.leakage"}), True),
+                "repo2env.leakage", "repo2env.folders"}), True),
     (frozenset({"repo2env", "repo2env.models", "repo2env.errors", "repo2env.outcomes", "repo2env.settings",
                 "repo2env.defaults", "repo2env.pysyntax"}), True),
 )
@@ -247,14 +247,30 @@ def test_no_private_name_is_imported_from_another_folder():
     assert used == KNOWN_PRIVATE_IMPORTS, f"no longer imported, drop: {KNOWN_PRIVATE_IMPORTS - used}"
 
 
+BENCHMARKS = PACKAGE.parent / "benchmarks"
+
+
 def test_nothing_outside_the_backends_imports_docker():
     backends = PACKAGE / "runtime" / "backends"
+    sources = [path for path in sorted(PACKAGE.rglob("*.py")) if backends not in path.parents]
+    sources += sorted(BENCHMARKS.glob("*.py"))
     offenders = {str(path.relative_to(PACKAGE.parent)): sorted(name for name in _file_imports(path)
                                                                if name.split(".")[0] == "docker")
-                 for path in sorted(PACKAGE.rglob("*.py")) if backends not in path.parents}
+                 for path in sources}
     offenders = {path: names for path, names in offenders.items() if names}
     assert not offenders, f"talk to the engine through repo2env.runtime.backends (open_backend): {offenders}"
     assert any(name.split(".")[0] == "docker" for name in _file_imports(backends / "docker.py")), "the check sees imports"
+    assert any(path.parent == BENCHMARKS for path in sources), "the check sees the benchmarks"
+
+
+def test_the_benchmarks_open_their_backend_through_the_registry():
+    """So that REPO2ENV_BACKEND (and a benchmark's --backend) choose it, as for every command."""
+    offenders = {path.name: sorted(name for name in _file_imports(path)
+                                   if name.startswith("repo2env.runtime.backends."))
+                 for path in sorted(BENCHMARKS.glob("*.py"))}
+    offenders = {name: modules for name, modules in offenders.items() if modules}
+    assert not offenders, f"open the backend with repo2env.runtime.backends.open_backend: {offenders}"
+    assert "repo2env.runtime.backends" in _file_imports(BENCHMARKS / "executor_tasks.py"), "the check sees imports"
 
 
 #: What a command module may import of the package: the composition layer (repo2env.pipeline's

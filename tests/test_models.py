@@ -232,3 +232,32 @@ def test_one_default_test_command():
     assert INFERRED.startswith(DEFAULT_TEST_CMD + " ")
     assert make_task(env_spec=None).test_command() == DEFAULT_TEST_CMD
     assert make_task(env_spec=EnvSpec(test_cmd="python -m pytest -x")).test_command() == "python -m pytest -x"
+
+
+def test_the_episode_and_tool_defaults_are_written_once():
+    """The harness budget, the agent tools' limits and the harness training jobs are read from
+    repo2env.defaults by every place that offers them (schema, command line, composition, tools)."""
+    import inspect
+
+    from repo2env import defaults
+    from repo2env.cli.harness import harness_run
+    from repo2env.cli.train import train
+    from repo2env.envs import RepoEnvConfig
+    from repo2env.envs.tools import AgentTools
+    from repo2env.models import EpisodeBudget
+    from repo2env.pipeline import compose, harness_runs
+
+    budget = EpisodeBudget()
+    assert (budget.max_turns, budget.max_wall_s) == (defaults.EPISODE_MAX_TURNS, defaults.EPISODE_MAX_WALL_S)
+    options = {option.name: option.default for option in harness_run.params}
+    assert (options["max_turns"], options["max_wall"]) == (defaults.EPISODE_MAX_TURNS, defaults.EPISODE_MAX_WALL_S)
+    assert compose.harness_options().budget == budget
+    assert {option.name: option.default for option in train.params}["harness_jobs"] == defaults.HARNESS_TRAIN_JOBS
+    for function in (compose.train_on_harness, harness_runs.harness_rollouts):
+        assert inspect.signature(function).parameters["jobs"].default == defaults.HARNESS_TRAIN_JOBS
+    tools = inspect.signature(AgentTools).parameters
+    config = RepoEnvConfig()
+    for name, value in (("command_timeout_s", defaults.TOOL_COMMAND_TIMEOUT_S),
+                        ("test_timeout_s", defaults.TOOL_TEST_TIMEOUT_S),
+                        ("output_cap_chars", defaults.TOOL_OUTPUT_CAP_CHARS)):
+        assert tools[name].default == getattr(config, name) == value, name

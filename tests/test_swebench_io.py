@@ -96,3 +96,31 @@ def test_export_import_round_trip_validates_and_reports_declared_differences(val
     assert record.declared_differences["f2p_passes_before"] == [passing_before]
     assert record.declared_differences["f2p_missing"] == ["tests/test_gone.py::test_x"]
     assert record.verdict == "accepted", "our derivation decides the lists, not the dataset's"
+
+
+def test_the_evaluation_fields_are_read_from_the_grading_specification(monkeypatch):
+    """The eval_script swebench runs is written from the task's grading specification (its hidden
+    tests, their files, the ids and the runner's command), as the grader's and Harbor's are."""
+    from repo2env.models import EnvSpec
+    from repo2env.publish import swebench
+    from repo2env.verify.spec import grading_spec
+
+    test_patch = ("diff --git a/tests/t.py b/tests/t.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/t.py\n"
+                  "@@ -0,0 +1,2 @@\n+def test_empty():\n+    assert True\n")
+    task = task_from_swebench_row(ROW | {"test_patch": test_patch, "PASS_TO_PASS": ["tests/u.py::test_kept[a b]"]},
+                                  where="row").model_copy(update={"env_spec": EnvSpec(
+                                      status="env_ok", image="repo2env/task:acme__widgets-12", test_cmd="python -m pytest")})
+    fields = swebench.harness_fields(task)
+    spec = grading_spec(task)
+    assert fields["eval_script"] == swebench.eval_script(spec) and fields["log_parser"] == "parse_log_pytest"
+    lines = fields["eval_script"].splitlines()
+    assert "python -m pytest -rA tests/t.py::test_empty 'tests/u.py::test_kept[a b]'" in lines
+    assert lines.count("(git checkout HEAD -- tests/t.py 2>/dev/null || rm -f tests/t.py)") == 2
+    assert "+def test_empty():" in lines, "the hidden tests' patch, applied inline"
+
+    changed = spec.model_copy(update={"fail_to_pass": ["tests/t.py::test_other"], "pass_to_pass": []})
+    monkeypatch.setattr(swebench, "grading_spec", lambda _task: changed)
+    assert "python -m pytest -rA tests/t.py::test_other" in swebench.harness_fields(task)["eval_script"].splitlines()
+    no_f2p = spec.model_copy(update={"fail_to_pass": []})
+    monkeypatch.setattr(swebench, "grading_spec", lambda _task: no_f2p)
+    assert swebench.harness_fields(task)["eval_script"] is None, "swebench grades nothing without FAIL_TO_PASS"

@@ -366,3 +366,42 @@ def test_pytest_3_instance_ids_deleted_test_files_and_late_usage_errors_grade_cl
     assert derivation.pass_to_pass == ["tests/test_shout.py::TestShout::()::test_same"]
     assert gold.error is None and not gold.tampered and gold.reward == 1.0
     assert empty.error is None and not empty.tampered and empty.reward == 0.0 and empty.pytest_exit == 4
+
+
+def test_every_layer_splits_ids_with_the_python_profiles_function(tmp_path):
+    """One splitter, below every layer: the grader's module re-exports it, and validation's report,
+    the agent's run_tests tool and the interface probe read an id with ``::`` in its parameters whole."""
+    from repo2env.envs.tools import AgentTools
+    from repo2env.languages.python import test_ids
+    from repo2env.languages.python_interface import read_tests
+    from repo2env.models import ExecResult, ValidationReport
+    from repo2env.validate.acceptance import AcceptancePolicy
+    from repo2env.validate.report import write_summary
+    from repo2env.verify import junit
+
+    assert junit.split_node_id is test_ids.split_node_id
+    assert test_ids.short_name("tests/a.py::T::f[x::y]") == "f[x::y]"
+    assert test_ids.short_name("tests/a.py::f") == "f" and test_ids.short_name("README.rst") == "README.rst"
+
+    flaky = "tests/a.py::test_f[a::b]"
+    summary = tmp_path / "summary.md"
+    write_summary(summary, [ValidationReport(instance_id="o__r-1", repo="o/r", verdict="rejected",
+                                             reasons=["f2p_flaky"], flaky_tests={flaky: 0.5})],
+                  policy=AcceptancePolicy(), funnel_path=tmp_path / "none.json", total_tasks=1)
+    assert "test_f[a::b] (0.50)" in summary.read_text()
+
+    class RecordingSandbox:
+        commands: list[str] = []
+
+        def exec(self, command, **_):
+            self.commands.append(command)
+            return ExecResult(exit_code=0, output="ok")
+
+    sandbox = RecordingSandbox()
+    AgentTools(sandbox, test_command="python -m pytest").run_tests(f"{flaky} ../x.py::t[a::b]")
+    assert sandbox.commands == [], "a target outside /testbed refuses the whole call"
+    AgentTools(sandbox, test_command="python -m pytest").run_tests(f"'{flaky}' tests/b.py")
+    assert sandbox.commands == ["python -m pytest '/testbed/tests/a.py::test_f[a::b]' /testbed/tests/b.py"]
+
+    source = "import pytest\n\n@pytest.mark.parametrize('x', ['a::b'])\ndef test_f(x):\n    assert x == 'a::b'\n"
+    assert set(read_tests({"tests/a.py": source}, [flaky, "tests/a.py::"])) == {flaky}

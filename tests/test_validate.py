@@ -287,3 +287,63 @@ def test_force_with_a_task_revalidates_that_task_only(validated, docker_client, 
     assert set(after) == set(before), "the other tasks' records stay"
     assert all(after[name] == before[name] for name in before if name != target)
     assert after[target].wall_s != before[target].wall_s, "the target was validated again"
+
+
+class _ScriptedSandbox:
+    """A sandbox whose `git apply` fails when ``refuse_apply``; every other command succeeds, silent."""
+
+    def __init__(self, refuse_apply: bool) -> None:
+        self.refuse_apply, self.closed, self.commands = refuse_apply, False, []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.closed = True
+
+    def write_file(self, path: str, content: str) -> None:
+        pass
+
+    def read_file(self, path: str) -> str:
+        return f"contents of {path}"
+
+    def exec(self, command, **_):
+        from repo2env.models import ExecResult
+
+        self.commands.append(command)
+        failed = self.refuse_apply and command.startswith("git apply")
+        return ExecResult(exit_code=1 if failed else 0, output="error: patch failed" if failed else "")
+
+
+@pytest.mark.parametrize("refuse_in", [None, "before", "after"])
+def test_derivation_reads_the_test_patch_once_and_prepares_both_states_alike(monkeypatch, refuse_in):
+    from repo2env.models import Task
+    from repo2env.validate import derive
+
+    task = Task(instance_id="acme__w-2", repo="acme/w", pull_number=2, base_commit="0" * 40,
+                patch="diff --git a/w.py b/w.py\n--- a/w.py\n+++ b/w.py\n@@ -1 +1 @@\n-a\n+b\n",
+                test_patch="diff --git a/tests/test_w.py b/tests/test_w.py\n--- a/tests/test_w.py\n"
+                           "+++ b/tests/test_w.py\n@@ -1 +1 @@\n-a\n+b\n", problem_statement="w",
+                created_at="2024-01-01T00:00:00Z")
+    started = []
+
+    class Runtime:
+        def start(self, task, *, limits):
+            started.append(_ScriptedSandbox(refuse_apply=len(started) == ("before", "after").index(refuse_in)
+                                            if refuse_in else False))
+            return started[-1]
+
+    parsed = []
+    real_parse = derive.parse
+    monkeypatch.setattr(derive, "parse", lambda text: parsed.append(text) or real_parse(text))
+    derivation = derive.derive_tests(task, Runtime(), runs=1)
+    assert parsed.count(task.test_patch) == 1 and len(started) == 2 and all(sandbox.closed for sandbox in started)
+    assert derivation.files_before == {"w.py": "contents of /testbed/w.py"}
+    if refuse_in:
+        assert derivation.error == "a patch does not apply: error: patch failed"
+        applied_after = [command.count("git apply") for command in started[1].commands]
+        assert applied_after == ([2] if refuse_in == "after" else []), "the fixed state gets both patches, once"
+    else:
+        assert derivation.files_after == {"w.py": "contents of /testbed/w.py"}
+        assert set(derivation.test_sources) == {"tests/test_w.py"}
+        assert derivation.error and derivation.error.startswith("no test collected after the fix")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from repo2env import defaults
 from repo2env.cli.root import SECONDS, Group, cli, console, from_option, open_selected_backend, stdout
 from repo2env.errors import InputError
 
@@ -39,10 +40,11 @@ def _perturbation_rates(spec: str | None) -> dict[str, float]:
 @from_option
 @click.option("--episodes", "-k", type=click.IntRange(min=1), default=1, show_default=True, help="Episodes to run.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Sandboxes at once.")
-@click.option("--max-turns", type=click.IntRange(min=1), default=50, show_default=True, help="Model calls per episode.")
+@click.option("--max-turns", type=click.IntRange(min=1), default=defaults.EPISODE_MAX_TURNS, show_default=True,
+              help="Model calls per episode.")
 @click.option("--max-tokens", type=click.IntRange(min=0), default=0, show_default=True,
               help="The episode's length in tokens (latest prompt + completion); 0: no limit.")
-@click.option("--max-wall", type=SECONDS, default=1800, show_default=True, help="Seconds per episode.")
+@click.option("--max-wall", type=SECONDS, default=defaults.EPISODE_MAX_WALL_S, show_default=True, help="Seconds per episode.")
 @click.option("--perturb", metavar="NAME=RATE,...",
               help="Inject faults: tool_timeout, output_cut (host harnesses' commands), endpoint_failure (model calls).")
 @click.option("--perturb-seed", type=int, default=0, show_default=True, help="Seed of the injected faults.")

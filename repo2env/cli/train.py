@@ -27,7 +27,7 @@ from repo2env.errors import InputError
               "TRL's rollout_func through the capturing proxy; needs --model-url.")
 @click.option("--model-url", metavar="URL", help="With --harness: the OpenAI-compatible server of the policy being "
               "trained (trl vllm-serve, with --use_vllm --vllm_mode server so TRL keeps its weights current).")
-@click.option("--harness-jobs", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--harness-jobs", type=click.IntRange(min=1), default=defaults.HARNESS_TRAIN_JOBS, show_default=True,
               help="With --harness: episodes (sandboxes) at once.")
 @click.pass_context
 def train(ctx: click.Context, source: str | None, model_path: str | None, output_dir: Path | None, eval_steps: int,

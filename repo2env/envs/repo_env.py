@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repo2env import defaults
 from repo2env.dataset_rows import task_from_row
 from repo2env.envs.tools import AgentTools, refusal, same_tool, tool_schemas, visible_tests_command
 from repo2env.errors import InputError
@@ -43,13 +44,13 @@ class RepoEnvConfig:
 
     reward_mode: str = "graded"
     """graded (f2p rate x p2p rate), binary or f2p; see ``repo2env grade --mode``."""
-    command_timeout_s: float = 120.0
+    command_timeout_s: float = float(defaults.TOOL_COMMAND_TIMEOUT_S)
     """Wall-clock limit of one bash call."""
-    test_timeout_s: float = 300.0
+    test_timeout_s: float = float(defaults.TOOL_TEST_TIMEOUT_S)
     """Wall-clock limit of one run_tests call."""
     episode_timeout_s: float = 1800.0
     """After this long since reset, tools answer that time is up (the episode's budget)."""
-    output_cap_chars: int = 20_000
+    output_cap_chars: int = defaults.TOOL_OUTPUT_CAP_CHARS
     """Longest tool answer; longer ones are cut in the middle."""
     grade_timeout_s: float | None = None
     """Wall-clock limit of the hidden tests when grading (None: each task's own, which validation

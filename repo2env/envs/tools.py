@@ -31,6 +31,8 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from repo2env import defaults
+from repo2env.languages.python.test_ids import split_node_id
 from repo2env.models import ExecResult, Task
 from repo2env.runtime.sandbox import Sandbox
 
@@ -77,8 +79,9 @@ case "$resolved" in {WORKDIR}|{WORKDIR}/*) ;; *) exit {_OUTSIDE} ;; esac
 class AgentTools:
     """The tools of one episode, acting in ``sandbox`` (the repository at /testbed)."""
 
-    def __init__(self, sandbox: Sandbox, *, command_timeout_s: float = 120.0, test_timeout_s: float = 300.0,
-                 output_cap_chars: int = 20_000, test_command: str = PYTEST_VISIBLE_TESTS) -> None:
+    def __init__(self, sandbox: Sandbox, *, command_timeout_s: float = float(defaults.TOOL_COMMAND_TIMEOUT_S),
+                 test_timeout_s: float = float(defaults.TOOL_TEST_TIMEOUT_S),
+                 output_cap_chars: int = defaults.TOOL_OUTPUT_CAP_CHARS, test_command: str = PYTEST_VISIBLE_TESTS) -> None:
         """``output_cap_chars`` bounds every answer, so one tool result cannot flood the context;
         ``test_command`` is what ``run_tests`` runs, its targets appended (:func:`visible_tests_command`
         gives a task's)."""
@@ -235,12 +238,12 @@ cat > "$target" 2>/dev/null || exit {_UNWRITABLE}
         except ValueError as exc:
             return refusal(f"cannot read the test list ({exc})")
         for one in targets:
-            file_part, separator, test_part = one.partition("::")
+            file_part = split_node_id(one)[0]
             target = _inside_workdir(file_part)
             if target is None:
                 return _refused(file_part)
             # An absolute path cannot be mistaken for a pytest option, whatever the agent wrote.
-            command += " " + shlex.quote(target + separator + test_part)
+            command += " " + shlex.quote(target + one[len(file_part):])
         result = self._sandbox.exec(command, timeout=self._test_timeout_s, workdir=WORKDIR)
         return self._report(result, self._test_timeout_s)
 

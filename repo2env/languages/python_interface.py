@@ -35,6 +35,7 @@ from typing import Literal
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
+from repo2env.languages.python.test_ids import split_node_id
 from repo2env.models import InterfaceKind, InterfaceName
 
 AssertionKind = Literal["message", "string", "other"]
@@ -416,11 +417,10 @@ def read_tests(test_files: Mapping[str, str], tests: Iterable[str]) -> dict[str,
     files = {path: _TestFile.of(module) for path, module in modules.items()}
     readings = {}
     for test in tests:
-        path, _, rest = test.partition("::")
+        path, parts, _ = split_node_id(test)
         test_file = files.get(path)
-        if test_file is None or not rest:
+        if test_file is None or not parts:
             continue
-        parts = rest.split("[", 1)[0].split("::")
         function = test_file.find(parts)
         if function is None:
             continue

@@ -7,15 +7,14 @@ working clone with the branches and PR heads fetched, with its token in git's en
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import git
 
-from repo2env.errors import SourceError
+from repo2env.errors import InputError, SourceError
+from repo2env.folders import write_folder
 
 #: Every ref of the remote, as a mirror clone keeps them (fetched with --prune: a deleted branch goes).
 MIRROR_REFSPECS = ("+refs/*:refs/*",)
@@ -49,9 +48,8 @@ def clone_or_fetch(url: str, target: Path, *, name: str, mirror: bool, refspecs:
         if not repo.head.is_valid():
             raise _empty(name)
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".clone-", dir=target.parent))
-    try:
+
+    def clone(staging: Path) -> None:
         try:
             repo = git.Repo.clone_from(url, staging, mirror=mirror, env=env)
         except git.GitCommandError as error:
@@ -61,10 +59,11 @@ def clone_or_fetch(url: str, target: Path, *, name: str, mirror: bool, refspecs:
         if not mirror:  # a mirror clone already has every ref
             _fetch(repo, refspecs, env, shown_url, hint, prune=False)
         repo.close()
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+
+    try:
+        write_folder(target, clone)
+    except InputError as error:  # another process made the clone meanwhile: it is used next time
+        raise SourceError(f"{target} appeared while {name} was being cloned", hint="run again: it is reused") from error
     return target
 
 

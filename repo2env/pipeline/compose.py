@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from repo2env import defaults
 from repo2env.errors import BackendUnavailableError, InputError
+from repo2env.folders import write_folder
 from repo2env.jsonl import append_jsonl, find_task, read_task_ids
 from repo2env.mine.miner import MineOptions, MineResult, default_out_dir
 from repo2env.mine.miner import mine as mine_source
@@ -113,11 +113,9 @@ def demo_repository(folder: Path, language: str = "python", *,
         return DemoSource(repo_path, issues_path)
     if progress:
         progress(f"building the demo repository in {folder}")
-    scratch = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(scratch, ignore_errors=True)
-    shutil.rmtree(folder, ignore_errors=True)
-    built = build_demo(scratch, language)
-    scratch.rename(folder)  # whole or absent: a kill during the build leaves only the scratch folder
+    # Whole or absent: a kill during the build leaves only a hidden staging folder; what an earlier
+    # cut-short build left at ``folder`` is replaced.
+    built = write_folder(folder, lambda staging: build_demo(staging, language), overwrite=True)
     return DemoSource(repo_path, issues_path, dataclasses.replace(built, path=repo_path, issues_path=issues_path))
 
 
@@ -360,7 +358,8 @@ def export_trajectories(roots: Sequence[Path], out_dir: Path, *, min_reward: flo
 # --- harnesses ------------------------------------------------------------------------------------
 
 
-def harness_options(*, max_turns: int = 50, max_tokens: int = 0, max_wall_s: float = 1800.0,
+def harness_options(*, max_turns: int = defaults.EPISODE_MAX_TURNS, max_tokens: int = 0,
+                    max_wall_s: float = defaults.EPISODE_MAX_WALL_S,
                     perturbations: dict[str, float] | None = None, seed: int = 0, reward_mode: str = "graded") -> Any:
     """How every episode of a harness run goes (a :class:`~repo2env.harness.run.HarnessOptions`): its
     budget (model calls, tokens, seconds), the faults injected at ``perturbations``' rates by name
@@ -447,7 +446,8 @@ def train(training: TrainingDataset, model_path: str, args: Any, output_dir: Pat
 
 
 def train_on_harness(training: TrainingDataset, model_path: str, args: Any, output_dir: Path, *, agent: str,
-                     model_url: str, jobs: int = 2, backend: Backend | None = None) -> tuple[Any, Path]:
+                     model_url: str, jobs: int = defaults.HARNESS_TRAIN_JOBS,
+                     backend: Backend | None = None) -> tuple[Any, Path]:
     """GRPO with TRL on ``training``'s 'train' split whose episodes are the harness ``agent``'s
     (TRL's ``rollout_func`` through the capturing proxy in front of ``model_url``, ``jobs``
     sandboxes at once; traces under ``output_dir/harness``). No evaluation: it would run harness

@@ -68,7 +68,8 @@ def _served_model(proxy: CapturingProxy, model_url: str) -> str:
 
 @contextmanager
 def harness_rollouts(rows, agent: str, model_url: str, *, backend: Backend, logs_dir: Path, model: str | None = None,
-                     api_key: str | None = None, jobs: int = 2, options: HarnessOptions | None = None) -> Iterator:
+                     api_key: str | None = None, jobs: int = defaults.HARNESS_TRAIN_JOBS,
+                     options: HarnessOptions | None = None) -> Iterator:
     """A :class:`~repo2env.train.harness.HarnessRollouts` over the tasks of published ``rows`` (a
     dataset split), its proxy open in front of ``model_url`` for as long as the block runs."""
     from repo2env.dataset_rows import task_from_row

@@ -28,11 +28,11 @@ from pathlib import Path
 from repo2env import __version__
 from repo2env.dataset_rows import dataset_row
 from repo2env.errors import InputError
+from repo2env.folders import write_folder
 from repo2env.jsonl import read_unique_tasks
 from repo2env.models import Task, ValidationReport
 from repo2env.publish.card import dataset_card
 from repo2env.publish.selection import left_out_because
-from repo2env.publish.staging import write_folder
 from repo2env.runtime.backend import Backend
 
 MANIFEST = "manifest.json"
@@ -72,7 +72,7 @@ class PublishSummary:
         return sum(self.splits.values())
 
 
-def select_tasks(folders: Sequence[Path], *, include_rejected: bool) -> tuple[list[Task], Counter, dict[str, Counter]]:
+def tasks_to_publish(folders: Sequence[Path], *, include_rejected: bool) -> tuple[list[Task], Counter, dict[str, Counter]]:
     """The tasks to publish from these task folders (one per instance id, see
     :func:`repo2env.jsonl.read_unique_tasks`; which go out: :func:`repo2env.publish.selection.left_out_because`),
     what was left out and why, and per-repo counts.
@@ -133,7 +133,7 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
     from repo2env.validate.run import read_records
 
     disable_progress_bar()  # the CLI shows its own progress; datasets' bars would interleave with it
-    tasks, left_out, per_repo = select_tasks(folders, include_rejected=options.include_rejected)
+    tasks, left_out, per_repo = tasks_to_publish(folders, include_rejected=options.include_rejected)
     if options.push_registry:
         from repo2env.publish.images import push_images
 

@@ -41,10 +41,10 @@ from importlib import resources
 from pathlib import Path
 
 from repo2env.errors import InputError
+from repo2env.folders import write_folder
 from repo2env.instruction import instruction_text
 from repo2env.models import Task
 from repo2env.publish.selection import select_from_folders
-from repo2env.publish.staging import write_folder
 from repo2env.runtime.backend import Backend
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.sandbox import agent_diff_command

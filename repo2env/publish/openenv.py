@@ -37,8 +37,8 @@ from urllib.parse import unquote, urlparse
 
 from repo2env import DISTRIBUTION, __version__
 from repo2env.errors import InputError, Repo2EnvError
+from repo2env.folders import write_folder
 from repo2env.publish.dataset import check_published_tree
-from repo2env.publish.staging import write_folder
 
 PORT = 8000
 LOCK_TIMEOUT_S = 600

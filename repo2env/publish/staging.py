@@ -1,40 +1,9 @@
-"""Folders written whole: what ``publish --to DIR`` and every ``export`` write lands complete or not at all.
-
-The new tree is built in a staging folder beside the target (same file system) and renamed into
-place; an old target is moved aside first and removed with the staging folder. After an
-interruption the target is therefore the old content, the new content, or absent, never a mix.
-"""
+"""Folders written whole for publish and every export: :func:`repo2env.folders.write_folder`,
+which lives at the bottom of the package so that mining and the composition layer write their
+folders the same way."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from collections.abc import Callable
-from pathlib import Path
-from typing import TypeVar
+from repo2env.folders import write_folder
 
-from repo2env.errors import InputError
-
-Result = TypeVar("Result")
-
-
-def write_folder(target: Path, build: Callable[[Path], Result], *, overwrite: bool = False) -> Result:
-    """Run ``build(folder)`` on an empty staging folder and rename it to ``target``: complete or
-    absent. A ``target`` that exists with content is refused (an InputError) unless ``overwrite``;
-    if ``build`` raises, ``target`` is left as it was. Returns what ``build`` returned."""
-    target = Path(target).absolute()
-    if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:
-        raise InputError(f"{target} exists and is not empty", hint="choose another folder, or pass --overwrite")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
-    try:
-        fresh = staging / "new"
-        fresh.mkdir()
-        result = build(fresh)
-        if target.exists():
-            os.replace(target, staging / "previous")  # removed with the staging folder
-        os.replace(fresh, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return result
+__all__ = ["write_folder"]

@@ -29,6 +29,7 @@ from repo2env.errors import InputError, TaskFormatError
 from repo2env.jsonl import update_tasks, write_json_lines, write_repository_record
 from repo2env.models import RepositoryRecord, Task
 from repo2env.publish.selection import select_from_folders
+from repo2env.verify.spec import GradingSpec, grading_spec
 
 #: Fields we take from a SWE-bench-style row (others, dataset-specific, are ignored).
 SWEBENCH_FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement", "hints_text",
@@ -128,39 +129,39 @@ PYTEST_LOG_PARSER = "parse_log_pytest"
 
 def harness_fields(task: Task) -> dict[str, Any]:
     """What swebench 5's harness reads of a row to grade it (``image``, ``eval_script``,
-    ``log_parser``, ``eval_type``); the three evaluation fields are None for a task whose tests do
-    not run with pytest (swebench has no parser for our other runners' output)."""
+    ``log_parser``, ``eval_type``), from the task's grading specification (as swebench's own rows
+    come from its ``TestSpec``); the three evaluation fields are None for a task whose tests do not
+    run with pytest (swebench has no parser for our other runners' output)."""
     image = task.env_spec.runnable_image if task.env_spec else None
     fields: dict[str, Any] = {"image": image, "eval_script": None, "log_parser": None, "eval_type": None}
-    command = task.test_command()
-    if not (command.startswith("python -m pytest") or command.startswith("pytest")) or not task.FAIL_TO_PASS:
+    spec = grading_spec(task)
+    command = spec.runner.command
+    if not spec.runner.is_pytest or not (command.startswith("python -m pytest") or command.startswith("pytest")) \
+            or not spec.fail_to_pass:
         return fields
-    fields.update(eval_script=eval_script(task), log_parser=PYTEST_LOG_PARSER, eval_type="pass_and_fail")
+    fields.update(eval_script=eval_script(spec), log_parser=PYTEST_LOG_PARSER, eval_type="pass_and_fail")
     return fields
 
 
-def eval_script(task: Task) -> str:
-    """swebench's eval.sh for ``task``: in /testbed (the task image's snapshot, one commit) reset the
-    hidden tests' files, apply the test patch, run the task's tests between swebench's markers (the
-    ``-rA`` summary its pytest parser reads), and reset the files again."""
-    from repo2env.patches import parse
-
-    paths = parse(task.test_patch).paths
+def eval_script(spec: GradingSpec) -> str:
+    """swebench's eval.sh for a task's grading specification: in /testbed (the task image's snapshot,
+    one commit) reset the hidden tests' files, apply the hidden tests' patch, run the runner's command
+    on the spec's test ids between swebench's markers (with the ``-rA`` summary its pytest parser
+    reads), and reset the files again."""
     delimiter = "EOF_REPO2ENV_TEST_PATCH"
-    while delimiter in task.test_patch:
+    while delimiter in spec.hidden_tests:
         delimiter += "_"
-    test_ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS]))
-    command = task.test_command()
+    command = spec.runner.command
     if " -rA" not in f" {command} ":
         command += " -rA"
     # A test file the snapshot has is checked out again; one the test patch creates is removed.
     reset = "; ".join(f"(git checkout HEAD -- {shlex.quote(path)} 2>/dev/null || rm -f {shlex.quote(path)})"
-                     for path in paths)
-    patch = task.test_patch if task.test_patch.endswith("\n") else task.test_patch + "\n"
+                     for path in spec.hidden_test_files)
+    patch = spec.hidden_tests if spec.hidden_tests.endswith("\n") else spec.hidden_tests + "\n"
     return "\n".join([
         "#!/bin/bash", "set -uxo pipefail", "cd /testbed", reset or ":",
         f"git apply -v - <<'{delimiter}'", patch + delimiter,
-        f": '{START_TEST_OUTPUT}'", f"{command} {' '.join(shlex.quote(test_id) for test_id in test_ids)}",
+        f": '{START_TEST_OUTPUT}'", f"{command} {' '.join(shlex.quote(test_id) for test_id in spec.test_ids)}",
         f": '{END_TEST_OUTPUT}'", reset or ":", "",
     ])
 

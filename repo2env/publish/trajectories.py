@@ -33,8 +33,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from repo2env.errors import InputError
+from repo2env.folders import write_folder
 from repo2env.models import EpisodeTrace
-from repo2env.publish.staging import write_folder
 
 TRACE_FILE = "trace.json"
 #: Roles kept in an exported conversation (a harness's own bookkeeping turns are not the model's).

@@ -30,7 +30,7 @@ from pathlib import Path
 from repo2env.languages import get_profile
 from repo2env.languages.runner import TestRunnerFacts
 from repo2env.models import Task, TestStatus
-from repo2env.patches import parse
+from repo2env.patches import Patch, parse
 from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
 from repo2env.verify.filtering import is_protected_path
 from repo2env.verify.junit import ID_OPTIONS, outcomes_for, pytest_options, split_node_id
@@ -90,31 +90,22 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
     """Run the PR's tests ``runs`` times before and after its fix; classify every test id. The runs
     of one state share its sandbox (the reruns only confirm determinism); ``parallel`` runs the two
     states at once."""
+    test_patch = parse(task.test_patch)
     if task.language != "python":
-        return _derive_with_runner(task, runtime, runs=runs, seeds=hash_seeds, timeout_s=timeout_s, log_dir=log_dir)
+        return _derive_with_runner(task, test_patch, runtime, runs=runs, seeds=hash_seeds, timeout_s=timeout_s,
+                                   log_dir=log_dir)
     derivation = Derivation()
     # A test file the test patch deletes (or renames away) is no target: pytest stops at a path that
     # does not exist, and nothing would be collected at all.
-    test_files = [file.path for file in parse(task.test_patch).files if not file.is_deleted
+    test_files = [file.path for file in test_patch.files if not file.is_deleted
                   and file.path.endswith(".py") and is_protected_path(file.path) and not file.path.endswith("conftest.py")]
     source_files = [path for path in _patch_paths(task.patch) if path.endswith(".py")]
-    limits = SandboxLimits(exec_timeout_s=timeout_s + 60, output_cap_bytes=20_000_000)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        # Both states' sandboxes start at once: a container start is mostly waiting on the engine.
-        starting = [pool.submit(runtime.start, task, limits=limits) for _ in range(2)]
-        sandboxes = [future.result() for future in starting]
+    sandboxes = _start_states(task, runtime, timeout_s)
     with sandboxes[0] as before, sandboxes[1] as after:
-        derivation.files_before = _read_files(before, source_files)
-        for sandbox, patches in ((before, [task.test_patch]), (after, [task.patch, task.test_patch])):
-            for index, patch in enumerate(patches):
-                sandbox.write_file(f"/tmp/repo2env-patch-{index}.diff", patch)
-            applied = sandbox.exec(" && ".join(f"git apply --whitespace=nowarn /tmp/repo2env-patch-{index}.diff"
-                                               for index in range(len(patches))), workdir="/testbed", timeout=60)
-            if applied.exit_code != 0:
-                derivation.error = f"a patch does not apply: {applied.output.strip()[-300:]}"
-                return derivation
-        derivation.files_after = _read_files(after, source_files)
-        derivation.test_sources = _read_files(after, [file.path for file in parse(task.test_patch).files
+        derivation.error = _prepare_states(task, before, after, source_files, derivation)
+        if derivation.error:
+            return derivation
+        derivation.test_sources = _read_files(after, [file.path for file in test_patch.files
                                                       if file.path.endswith(".py") and not file.is_deleted])
         targets = "" if whole_suite else " ".join(shlex.quote(path) for path in test_files)
         began = time.monotonic()
@@ -186,31 +177,23 @@ SEEDED_AFTER_RUNS = 12
 _REPORTS = "/tmp/repo2env-derive-reports"
 
 
-def _derive_with_runner(task: Task, runtime: Runtime, *, runs: int, seeds: tuple[int, ...], timeout_s: float,
-                        log_dir: Path | None) -> Derivation:
-    """:func:`derive_tests` for a task whose profile runs its tests (module docstring)."""
+def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs: int, seeds: tuple[int, ...],
+                        timeout_s: float, log_dir: Path | None) -> Derivation:
+    """:func:`derive_tests` for a task whose profile runs its tests (module docstring); ``test_patch``
+    is the task's, parsed."""
     profile = get_profile(task.language)
     facts = profile.test_runner(task.env_spec)
     rules = profile.path_rules()
     derivation = Derivation()
-    test_files = [file.path for file in parse(task.test_patch).files if not file.is_deleted
+    test_files = [file.path for file in test_patch.files if not file.is_deleted
                   and rules.classify(file.path) == "test" and rules.is_code(file.path)
                   and not rules.is_test_config(file.path)]
     source_files = [path for path in _patch_paths(task.patch) if rules.is_code(path)]
-    limits = SandboxLimits(exec_timeout_s=timeout_s + 60, output_cap_bytes=20_000_000)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        sandboxes = [future.result() for future in [pool.submit(runtime.start, task, limits=limits) for _ in range(2)]]
+    sandboxes = _start_states(task, runtime, timeout_s)
     with sandboxes[0] as before, sandboxes[1] as after:
-        derivation.files_before = _read_files(before, source_files)
-        for sandbox, patches in ((before, [task.test_patch]), (after, [task.patch, task.test_patch])):
-            for index, patch in enumerate(patches):
-                sandbox.write_file(f"/tmp/repo2env-patch-{index}.diff", patch)
-            applied = sandbox.exec(" && ".join(f"git apply --whitespace=nowarn /tmp/repo2env-patch-{index}.diff"
-                                               for index in range(len(patches))), workdir="/testbed", timeout=60)
-            if applied.exit_code != 0:
-                derivation.error = f"a patch does not apply: {applied.output.strip()[-300:]}"
-                return derivation
-        derivation.files_after = _read_files(after, source_files)
+        derivation.error = _prepare_states(task, before, after, source_files, derivation)
+        if derivation.error:
+            return derivation
         if log_dir:
             log_dir.mkdir(parents=True, exist_ok=True)
         began = time.monotonic()
@@ -325,6 +308,31 @@ def _classify(derivation: Derivation, test_ids: list[str]) -> None:
             derivation.fail_to_pass.append(test_id)
         elif all(status == passed for status in before + after):
             derivation.pass_to_pass.append(test_id)
+
+
+def _start_states(task: Task, runtime: Runtime, timeout_s: float) -> list[Sandbox]:
+    """The sandboxes of the two states (before, after), started at once: a container start is mostly
+    waiting on the engine."""
+    limits = SandboxLimits(exec_timeout_s=timeout_s + 60, output_cap_bytes=20_000_000)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        starting = [pool.submit(runtime.start, task, limits=limits) for _ in range(2)]
+        return [future.result() for future in starting]
+
+
+def _prepare_states(task: Task, before: Sandbox, after: Sandbox, source_files: list[str],
+                    derivation: Derivation) -> str | None:
+    """Apply the test patch before, the gold patch and the test patch after, and record
+    ``source_files`` as each state has them; why a patch does not apply, or None."""
+    derivation.files_before = _read_files(before, source_files)
+    for sandbox, patches in ((before, [task.test_patch]), (after, [task.patch, task.test_patch])):
+        for index, patch in enumerate(patches):
+            sandbox.write_file(f"/tmp/repo2env-patch-{index}.diff", patch)
+        applied = sandbox.exec(" && ".join(f"git apply --whitespace=nowarn /tmp/repo2env-patch-{index}.diff"
+                                           for index in range(len(patches))), workdir="/testbed", timeout=60)
+        if applied.exit_code != 0:
+            return f"a patch does not apply: {applied.output.strip()[-300:]}"
+    derivation.files_after = _read_files(after, source_files)
+    return None
 
 
 def _patch_paths(patch: str) -> list[str]:

@@ -8,6 +8,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
+from repo2env.languages.python.test_ids import short_name
 from repo2env.models import ValidationReport
 from repo2env.validate.acceptance import AcceptancePolicy
 
@@ -61,7 +62,7 @@ def write_summary(path: Path, records: list[ValidationReport], *, policy: Accept
         for record in sorted(mine, key=lambda r: r.instance_id):
             rewards = "; ".join(f"{kind}: {', '.join(f'{value:.2f}' for value in record.rewards[kind])}"
                                 for kind in KIND_ORDER if kind in record.rewards)
-            flaky = ", ".join(f"{test.split('::')[-1]} ({rate:.2f})" for test, rate in record.flaky_tests.items())
+            flaky = ", ".join(f"{short_name(test)} ({rate:.2f})" for test, rate in record.flaky_tests.items())
             verdict = record.verdict + (f" ({', '.join(record.reasons)})" if record.reasons else "")
             share = record.tests_s / record.wall_s if record.wall_s else 0.0
             lines.append(f"| {record.instance_id} | {verdict} | {len(record.FAIL_TO_PASS)} | {len(record.PASS_TO_PASS)} | "

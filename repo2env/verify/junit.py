@@ -15,6 +15,8 @@ import shlex
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable
 
+# split_node_id is the Python profile's; importers of it from here keep working.
+from repo2env.languages.python.test_ids import split_node_id
 from repo2env.outcomes import TestStatus
 
 _RANK = {TestStatus.PASSED: 0, TestStatus.SKIPPED: 1, TestStatus.FAILED: 2, TestStatus.ERROR: 3}
@@ -22,17 +24,6 @@ _RANK = {TestStatus.PASSED: 0, TestStatus.SKIPPED: 1, TestStatus.FAILED: 2, Test
 
 class JUnitError(ValueError):
     """The XML is missing or cannot be parsed."""
-
-
-def split_node_id(node_id: str) -> tuple[str, list[str], str]:
-    """(file path, names, parameters with their brackets) of a node id, split as pytest splits it:
-    the path ends at the first ``::``, the parameters start at the first ``[`` after it
-    (``a.py::T::f[x::y]`` -> ``("a.py", ["T", "f"], "[x::y]")``)."""
-    path, separator, rest = node_id.partition("::")
-    if not separator:
-        return path, [], ""
-    names, bracket, params = rest.partition("[")
-    return path, names.split("::"), bracket + params
 
 
 def junit_keys(node_id: str) -> list[tuple[str, str]]:
