@@ -14,6 +14,7 @@ from pathlib import Path
 
 from repo2env.jsonl import read_tasks
 from repo2env.pipeline import compose
+from repo2env.publish.harbor import without_folders
 from repo2env.runtime.backend import Backend
 from repo2env.validate.run import read_records
 
@@ -87,8 +88,10 @@ def run_demo(out_dir: Path, *, backend: Backend, language: str = "python",
     published = compose.publish([tasks_dir], str(dataset_dir), compose.PublishOptions(name=name), backend=backend,
                                 overwrite=True)
     splits = ", ".join(f"{split} {count}" for split, count in published.splits.items())
+    without = without_folders(published.harbor_left_out)
     report.stages.append(StageReport(
-        "publish", "done", f"{published.rows} environments ({splits}), {published.harbor_tasks} Harbor tasks, "
+        "publish", "done", f"{published.rows} environments ({splits}), {published.harbor_tasks} Harbor tasks"
+        f"{' (' + without + ')' if without else ''}, "
         f"{published.files} files -> {dataset_dir} (datasets.load_dataset loads it)"))
     report.stages.append(StageReport(
         "train", "not run here", f"'make train-demo' (or 'repo2env train --dataset {dataset_dir} ...') runs GRPO with "

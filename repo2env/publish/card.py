@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import yaml
 
 from repo2env import install_hint
+from repo2env.publish.harbor import without_folders
 
 TAGS = ["repo2env", "reinforcement-learning", "code", "swe-bench", "software-engineering", "agents", "grpo"]
 
@@ -20,10 +21,11 @@ def _size_category(rows: int) -> str:
 
 def dataset_card(*, name: str, splits: Mapping[str, int], repos: Mapping[str, Mapping[str, int]], license_id: str,
                  figures: Sequence[str], harbor_tasks: int, json_lists: bool, quality_lines: Sequence[str] = (),
-                 quality_figure: str | None = None) -> str:
+                 quality_figure: str | None = None, harbor_left_out: Mapping[str, int] | None = None) -> str:
     """README.md of the dataset: metadata (``configs:`` points at ``data/`` so the ``tasks/`` tree is
     not read as data), what a row holds, the funnel per repository, figures, the task-quality
-    summary (``quality_lines``: markdown, headed; ``quality_figure``: its distributions) and snippets."""
+    summary (``quality_lines``: markdown, headed; ``quality_figure``: its distributions), snippets,
+    and how many rows have no Harbor folder and why (``harbor_left_out``: reason -> rows)."""
     metadata = {
         "license": license_id,
         "pretty_name": name,
@@ -93,5 +95,7 @@ def dataset_card(*, name: str, splits: Mapping[str, int], repos: Mapping[str, Ma
                   "`solution/solve.sh` = the gold patch):", "", "```bash",
                   f"huggingface-cli download {repo_id} --repo-type dataset --include 'tasks/*' --local-dir ds",
                   "harbor lint ds/tasks/*", "harbor run -p ds/tasks -a AGENT -m MODEL", "```", ""]
+    if harbor_left_out:
+        lines += [f"Harbor task folders: {harbor_tasks}, {without_folders(harbor_left_out)}.", ""]
     lines += ["`manifest.json` lists every file with its sha256.", ""]
     return "\n".join(lines)
