@@ -139,6 +139,26 @@ def test_the_same_task_in_two_folders_is_exported_once_and_a_different_one_is_re
     assert "Traceback" not in refused.stderr and not (tmp_path / "again.jsonl").exists()
 
 
+def test_export_swebench_by_default_reads_every_folder_under_generated_and_writes_each_task_once(tasks_folder,
+                                                                                                  tmp_path):
+    """No --from: every task folder under generated/ of the current folder; the demo's own folder
+    and a pipeline run's copy of it hold the same tasks, and each instance id is written once."""
+    cwd = tmp_path / "work"
+    for name in ("demo", "pipeline-out/acme__widgets"):
+        (cwd / "generated" / name).mkdir(parents=True)
+        shutil.copy(tasks_folder / "tasks.jsonl", cwd / "generated" / name / "tasks.jsonl")
+    write_jsonl(cwd / "generated" / "other" / "tasks.jsonl", [validated_task(8, "2024-08-01T10:00:00Z")])
+    (cwd / "elsewhere").mkdir()
+    write_jsonl(cwd / "elsewhere" / "tasks.jsonl", [validated_task(10, "2024-09-01T10:00:00Z")])
+
+    done = subprocess.run([sys.executable, "-m", "repo2env", "export", "swebench", "rows.jsonl"], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+    assert done.returncode == 0, done.stderr
+    exported = [json.loads(line)["instance_id"] for line in (cwd / "rows.jsonl").read_text().splitlines()]
+    assert sorted(exported) == ["acme__widgets-2", "acme__widgets-4", "acme__widgets-8"], "once each; not elsewhere/"
+    assert done.stderr.startswith("3 SWE-bench instances")
+
+
 def _fmtkit_task_as_validated(demo, folder: Path):
     """A JavaScript (mocha) task of the fmtkit demo as build and validation leave it, without Docker:
     mined from the demo into ``folder``, its environment inferred by the JavaScript build recipe
