@@ -56,7 +56,6 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
     A folder target is complete or absent after an interruption.
     """
     from repo2env.pipeline import compose
-    from repo2env.publish.harbor import without_folders
 
     default_name = compose.dataset_name(target)  # a malformed hf:// target is refused first
     folders = compose.task_folders(from_dirs)
@@ -77,7 +76,7 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
         return
     splits = ", ".join(f"{split} {count}" for split, count in summary.splits.items())
     left = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.left_out.items()))
-    without = without_folders(summary.harbor_left_out)
+    without = summary.without_harbor_folders
     console.print(f"published {summary.rows} environments ({splits}) to {summary.target}; "
                   f"{summary.harbor_tasks} Harbor task folders{', ' + without if without else ''}; "
                   f"{summary.files} files with checksums in manifest.json"

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from repo2env.jsonl import read_tasks
 from repo2env.pipeline import compose
-from repo2env.publish.harbor import without_folders
 from repo2env.runtime.backend import Backend
 from repo2env.validate.run import read_records
 
@@ -88,7 +87,7 @@ def run_demo(out_dir: Path, *, backend: Backend, language: str = "python",
     published = compose.publish([tasks_dir], str(dataset_dir), compose.PublishOptions(name=name), backend=backend,
                                 overwrite=True)
     splits = ", ".join(f"{split} {count}" for split, count in published.splits.items())
-    without = without_folders(published.harbor_left_out)
+    without = published.without_harbor_folders
     report.stages.append(StageReport(
         "publish", "done", f"{published.rows} environments ({splits}), {published.harbor_tasks} Harbor tasks"
         f"{' (' + without + ')' if without else ''}, "

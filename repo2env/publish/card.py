@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 import yaml
 
 from repo2env import install_hint
-from repo2env.publish.harbor import without_folders
 
 TAGS = ["repo2env", "reinforcement-learning", "code", "swe-bench", "software-engineering", "agents", "grpo"]
 
@@ -17,6 +16,16 @@ def _size_category(rows: int) -> str:
         if rows < limit:
             return label
     return "100K<n<1M"
+
+
+def without_folders(reasons: Mapping[str, int]) -> str:
+    """How many tasks got no Harbor folder and why, as one phrase ('' when every task got one):
+    ``2 tasks without one (a Harbor verifier for mocha tasks is not built yet: 2)``."""
+    if not reasons:
+        return ""
+    total = sum(reasons.values())
+    why = "; ".join(f"{reason}: {count}" for reason, count in sorted(reasons.items()))
+    return f"{total} task{'s' if total != 1 else ''} without one ({why})"
 
 
 def dataset_card(*, name: str, splits: Mapping[str, int], repos: Mapping[str, Mapping[str, int]], license_id: str,

@@ -30,7 +30,7 @@ from repo2env.dataset_rows import dataset_row
 from repo2env.errors import InputError
 from repo2env.jsonl import read_unique_tasks
 from repo2env.models import Task, ValidationReport
-from repo2env.publish.card import dataset_card
+from repo2env.publish.card import dataset_card, without_folders
 from repo2env.publish.selection import left_out_because
 from repo2env.publish.staging import write_folder
 from repo2env.runtime.backend import Backend
@@ -71,6 +71,11 @@ class PublishSummary:
     @property
     def rows(self) -> int:
         return sum(self.splits.values())
+
+    @property
+    def without_harbor_folders(self) -> str:
+        """How many published tasks have no Harbor folder and why, as one phrase ('' when none)."""
+        return without_folders(self.harbor_left_out)
 
 
 def select_tasks(folders: Sequence[Path], *, include_rejected: bool) -> tuple[list[Task], Counter, dict[str, Counter]]:

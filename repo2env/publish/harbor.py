@@ -47,6 +47,7 @@ from pathlib import Path
 from repo2env.errors import InputError
 from repo2env.instruction import instruction_text
 from repo2env.models import Task
+from repo2env.publish.card import without_folders
 from repo2env.publish.selection import select_from_folders
 from repo2env.publish.staging import write_folder
 from repo2env.runtime.backend import Backend
@@ -122,16 +123,6 @@ def no_folder_because(task: Task) -> str | None:
     if not task.FAIL_TO_PASS:
         return "no FAIL_TO_PASS tests"
     return missing_verifier(grading_spec(task).runner)
-
-
-def without_folders(reasons: Mapping[str, int]) -> str:
-    """How many tasks got no Harbor folder and why, as one phrase ('' when every task got one):
-    ``2 tasks without one (a Harbor verifier for mocha tasks is not built yet: 2)``."""
-    if not reasons:
-        return ""
-    total = sum(reasons.values())
-    why = "; ".join(f"{reason}: {count}" for reason, count in sorted(reasons.items()))
-    return f"{total} task{'s' if total != 1 else ''} without one ({why})"
 
 
 def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None, network: str = "no-network",
