@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from repo2env.jsonl import write_jsonl
+from repo2env.jsonl import read_tasks, write_jsonl
 from repo2env.publish.dataset import PublishOptions, publish_to_folder, verify_manifest
 from repo2env.publish.harbor import AGENT_DIFF_ARTIFACT, write_task_folders
 
@@ -137,6 +137,93 @@ def test_the_same_task_in_two_folders_is_exported_once_and_a_different_one_is_re
     refused = run("export", "swebench", str(tmp_path / "again.jsonl"), "--from", str(tmp_path))
     assert refused.returncode == 1 and "acme__widgets-4 is in" in refused.stderr and "--from" in refused.stderr
     assert "Traceback" not in refused.stderr and not (tmp_path / "again.jsonl").exists()
+
+
+def test_export_swebench_by_default_reads_every_folder_under_generated_and_writes_each_task_once(tasks_folder,
+                                                                                                  tmp_path):
+    """No --from: every task folder under generated/ of the current folder; the demo's own folder
+    and a pipeline run's copy of it hold the same tasks, and each instance id is written once."""
+    cwd = tmp_path / "work"
+    for name in ("demo", "pipeline-out/acme__widgets"):
+        (cwd / "generated" / name).mkdir(parents=True)
+        shutil.copy(tasks_folder / "tasks.jsonl", cwd / "generated" / name / "tasks.jsonl")
+    write_jsonl(cwd / "generated" / "other" / "tasks.jsonl", [validated_task(8, "2024-08-01T10:00:00Z")])
+    (cwd / "elsewhere").mkdir()
+    write_jsonl(cwd / "elsewhere" / "tasks.jsonl", [validated_task(10, "2024-09-01T10:00:00Z")])
+
+    done = subprocess.run([sys.executable, "-m", "repo2env", "export", "swebench", "rows.jsonl"], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+    assert done.returncode == 0, done.stderr
+    exported = [json.loads(line)["instance_id"] for line in (cwd / "rows.jsonl").read_text().splitlines()]
+    assert sorted(exported) == ["acme__widgets-2", "acme__widgets-4", "acme__widgets-8"], "once each; not elsewhere/"
+    assert done.stderr.startswith("3 SWE-bench instances")
+
+
+def _fmtkit_task_as_validated(demo, folder: Path):
+    """A JavaScript (mocha) task of the fmtkit demo as build and validation leave it, without Docker:
+    mined from the demo into ``folder``, its environment inferred by the JavaScript build recipe
+    from the repository at its base commit (the image tag a build gives it), its FAIL_TO_PASS and
+    PASS_TO_PASS the demo's declared ground truth, accepted."""
+    from repo2env.languages import get_profile
+    from repo2env.mine.git import GitSource
+    from repo2env.mine.miner import mine
+    from repo2env.models import RolloutResult, ValidationReport
+    from repo2env.runtime.snapshot import GitRepoFiles
+
+    mine(GitSource(demo.path, issues_path=demo.issues_path), folder)
+    pull = next(pull for pull in demo.pulls if pull.fail_to_pass)
+    task = next(task for task in read_tasks(folder / "tasks.jsonl") if task.pull_number == pull.number)
+    files = GitRepoFiles(demo.path, task.base_commit)
+    env_spec = get_profile(task.language).build_recipe().infer_env_spec(files, files.commit_date()).model_copy(
+        update={"status": "env_ok", "image": f"repo2env/task:{task.instance_id}", "image_digest": "sha256:" + "1" * 64})
+    validation = ValidationReport(verdict="accepted", reasons=[], policy="default", reward_mean=0.5,
+                                  rollouts=[RolloutResult(kind="gold", reward=1.0), RolloutResult(kind="null", reward=0.0)])
+    task = task.model_copy(update={"FAIL_TO_PASS": list(pull.fail_to_pass), "PASS_TO_PASS": list(pull.pass_to_pass),
+                                   "env_spec": env_spec, "validation": validation})
+    write_jsonl(folder / "tasks.jsonl", [task])
+    return task
+
+
+def test_a_task_with_no_harbor_verifier_gets_no_folder_and_is_counted_with_why(js_demo_repo, tmp_path):
+    """A JavaScript task's row is published, but it gets no Harbor folder (verify.py reads pytest's
+    runs): the publish and the export write the others and say which and why; an export with only
+    such tasks is refused."""
+    from datasets import load_dataset
+
+    python_tasks = tmp_path / "generated" / "acme__widgets"
+    write_jsonl(python_tasks / "tasks.jsonl", [validated_task(2, "2023-03-01T10:00:00Z")])
+    js_task = _fmtkit_task_as_validated(js_demo_repo, tmp_path / "generated" / "fmtkit")
+    assert js_task.env_spec.test_runner == "mocha"
+    why = "a Harbor verifier for mocha tasks is not built yet"
+
+    summary = publish_to_folder([python_tasks, tmp_path / "generated" / "fmtkit"], tmp_path / "ds",
+                                PublishOptions(name="acme/envs"))
+    assert summary.rows == 2 and summary.harbor_tasks == 1 and summary.harbor_left_out == {why: 1}
+    assert sorted(row["instance_id"] for row in load_dataset(str(tmp_path / "ds"), split="train")) == sorted(
+        ["acme__widgets-2", js_task.instance_id])
+    assert [path.name for path in (tmp_path / "ds" / "tasks").iterdir()] == ["acme__widgets-2"]
+    card = (tmp_path / "ds" / "README.md").read_text()
+    assert f"Harbor task folders: 1, 1 task without one ({why}: 1)." in card
+    assert verify_manifest(tmp_path / "ds") == []
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "repo2env", *args], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120)
+
+    # The CLI's default --from: every task folder under generated/.
+    published = run("publish", "--to", str(tmp_path / "ds2"), "--json")
+    assert published.returncode == 0, published.stderr
+    assert json.loads(published.stdout)["harbor_left_out"] == {why: 1}
+    published = run("publish", "--to", str(tmp_path / "ds3"))
+    assert "1 Harbor task folders, 1 task without one" in published.stderr, published.stderr
+    done = run("export", "harbor", str(tmp_path / "harbor"))
+    assert done.returncode == 0, done.stderr
+    assert [path.name for path in (tmp_path / "harbor").iterdir()] == ["acme__widgets-2"]
+    assert done.stderr.startswith("1 Harbor tasks") and f"no Harbor folder {js_task.instance_id}: {why}" in done.stderr
+
+    refused = run("export", "harbor", str(tmp_path / "js-only"), "--from", str(tmp_path / "generated" / "fmtkit"))
+    assert refused.returncode == 1 and f"no Harbor folder to write: 1 task without one ({why}: 1)" in refused.stderr
+    assert "Traceback" not in refused.stderr and not (tmp_path / "js-only").exists()
 
 
 def _tar(folder: Path, name: str) -> bytes:

@@ -7,8 +7,10 @@ sandbox (and nothing in the folder the server started in) left behind."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -146,6 +148,8 @@ def test_serve_runs_graded_episodes_over_openenv_and_mcp(published, docker_clien
             refused = env.step(CallToolAction(tool_name="read_file", arguments={"path": "/etc/passwd"}))
             assert refused.observation.error is None and not refused.done
             assert refused.observation.result["is_error"] and "outside /testbed" in refused.observation.result["data"]
+            # ... so call_tool hands the reason back as the answer (only a call that cannot be made raises).
+            assert env.call_tool("read_file", path="/etc/passwd").startswith("error: ")
             fine = env.step(CallToolAction(tool_name="read_file", arguments={"path": "README.md"}))
             assert not fine.observation.result["is_error"]
             # A call that cannot be made is a failed call (OpenEnv's ToolError, which the client raises).
@@ -178,6 +182,10 @@ def test_serve_runs_graded_episodes_over_openenv_and_mcp(published, docker_clien
                                   "arguments": {"command": "git log --oneline | wc -l"}})
         assert listing.observation["result"]["data"].startswith("1\n"), "a one-commit repository"
         assert left_open.state()["step_count"] == 1
+        # A refusal as a client of plain dicts sees it: the tool's error in `result`, no `error` of the call.
+        refused = left_open.step({"type": "call_tool", "tool_name": "read_file", "arguments": {"path": "/etc/passwd"}})
+        assert refused.observation["result"]["is_error"] is True and refused.observation["error"] is None
+        assert refused.observation["result"]["data"].startswith("error: ") and not refused.done
         assert _sandboxes_of(docker_client, server), "the open episode has its sandbox"
 
         # HTTP: each request is its own environment (OpenEnv's HTTP semantics); mistakes are errors, not crashes.
@@ -264,6 +272,27 @@ def test_exported_package_passes_openenv_validate_and_serves_from_its_lock(expor
         with MCPToolClient(base_url=url, message_timeout_s=600).sync() as env:
             env.reset(task_id=next(iter(rows)))
             assert env.call_tool("submit")["reward"] == 0.0
+        # The package README's examples, run as they are written (the task and the port filled in)
+        # with the package's own Python: each client does what the README says it does.
+        task_id, row = next(iter(rows.items()))
+        readme = (package / "README.md").read_text()
+        [tools_example, instruction_example] = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+        assert 'metadata["instruction"]' not in readme
+
+        def run_example(code: str) -> list[str]:
+            script = code.replace("http://localhost:8000", url).replace("<instance_id>", task_id)
+            ran = subprocess.run([str(package / ".venv" / "bin" / "python"), "-c", script], capture_output=True,
+                                 text=True, timeout=900)
+            assert ran.returncode == 0, ran.stderr
+            return ran.stdout.splitlines()
+
+        printed = run_example(tools_example)
+        assert set(ast.literal_eval(printed[0])) == TOOL_NAMES, printed
+        assert printed[-2].startswith("error: ") and "outside /testbed" in printed[-2], "the refusal, as text"
+        assert printed[-1] == "0.0"
+        printed = run_example(instruction_example)
+        assert row["problem_statement"].strip()[:40] in "\n".join(printed), "the instruction"
+        assert printed[-1] == "0.0 True"
     finally:
         _stop(server)
 

@@ -71,11 +71,14 @@ def publish(from_dirs: tuple[Path, ...], target: str, name: str | None, split_by
     if as_json:
         stdout.print_json(json.dumps({"target": summary.target, "splits": summary.splits, "rows": summary.rows,
                                       "left_out": dict(summary.left_out), "files": summary.files,
-                                      "harbor_tasks": summary.harbor_tasks}))
+                                      "harbor_tasks": summary.harbor_tasks,
+                                      "harbor_left_out": dict(summary.harbor_left_out)}))
         return
     splits = ", ".join(f"{split} {count}" for split, count in summary.splits.items())
     left = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.left_out.items()))
+    without = summary.without_harbor_folders
     console.print(f"published {summary.rows} environments ({splits}) to {summary.target}; "
+                  f"{summary.harbor_tasks} Harbor task folders{', ' + without if without else ''}; "
                   f"{summary.files} files with checksums in manifest.json"
                   f"{'; left out: ' + left if left else ''}", highlight=False)
 
@@ -177,7 +180,8 @@ def export_harbor_command(from_dirs: tuple[Path, ...], out_dir: Path, name: str,
     """Write accepted tasks as Harbor task folders to OUT_DIR/<instance_id>/: instruction.md, task.toml,
     environment/Dockerfile, tests/ (the hidden verifier, run in its own container on the agent's diff,
     writing /logs/verifier/reward.txt and reward.json) and solution/solve.sh (the gold patch). The
-    same folders as the tasks/ of a published dataset."""
+    same folders as the tasks/ of a published dataset. A task with no Harbor verifier yet (a
+    JavaScript task) is left out and named with the reason; if none has one, nothing is written."""
     from repo2env.pipeline import compose
 
     backend = open_selected_backend() if push_registry else selected_backend_if_any()
@@ -187,6 +191,8 @@ def export_harbor_command(from_dirs: tuple[Path, ...], out_dir: Path, name: str,
                                         push_registry=push_registry, overwrite=overwrite, backend=backend)
     console.print(f"{written.tasks} Harbor tasks -> {written.root}; check and run them with: harbor lint "
                   f"{written.root}/*; harbor run -p {written.root} -a oracle", highlight=False)
+    for instance_id, reason in written.left_out.items():
+        console.print(f"[yellow]no Harbor folder[/] {instance_id}: {reason}", highlight=False)
 
 
 @export_group.command("openenv")

@@ -65,9 +65,10 @@ TOOL_CALL_MARGIN_S = 60.0
 
 
 class RepoObservation(Observation):
-    """What a reset answers: the task's instruction, or why the episode could not start. OpenEnv's
-    MCP clients read an observation's ``metadata`` only, so it carries the task id and the
-    instruction too."""
+    """What a reset answers: the task's instruction, or why the episode could not start. Its
+    ``metadata`` (the task id, the instruction) is for in-process callers: OpenEnv sends no
+    observation's metadata over HTTP or the WebSocket, so ``MCPToolClient`` (which reads nothing
+    else) gets none of it; a client reads ``output``."""
 
     output: str = Field("", description="The task's instruction, or 'error: ...' when the reset failed.")
     task_id: str | None = Field(None, description="The task of the episode.")

@@ -87,8 +87,10 @@ def run_demo(out_dir: Path, *, backend: Backend, language: str = "python",
     published = compose.publish([tasks_dir], str(dataset_dir), compose.PublishOptions(name=name), backend=backend,
                                 overwrite=True)
     splits = ", ".join(f"{split} {count}" for split, count in published.splits.items())
+    without = published.without_harbor_folders
     report.stages.append(StageReport(
-        "publish", "done", f"{published.rows} environments ({splits}), {published.harbor_tasks} Harbor tasks, "
+        "publish", "done", f"{published.rows} environments ({splits}), {published.harbor_tasks} Harbor tasks"
+        f"{' (' + without + ')' if without else ''}, "
         f"{published.files} files -> {dataset_dir} (datasets.load_dataset loads it)"))
     report.stages.append(StageReport(
         "train", "not run here", f"'make train-demo' (or 'repo2env train --dataset {dataset_dir} ...') runs GRPO with "

@@ -18,12 +18,23 @@ def _size_category(rows: int) -> str:
     return "100K<n<1M"
 
 
+def without_folders(reasons: Mapping[str, int]) -> str:
+    """How many tasks got no Harbor folder and why, as one phrase ('' when every task got one):
+    ``2 tasks without one (a Harbor verifier for mocha tasks is not built yet: 2)``."""
+    if not reasons:
+        return ""
+    total = sum(reasons.values())
+    why = "; ".join(f"{reason}: {count}" for reason, count in sorted(reasons.items()))
+    return f"{total} task{'s' if total != 1 else ''} without one ({why})"
+
+
 def dataset_card(*, name: str, splits: Mapping[str, int], repos: Mapping[str, Mapping[str, int]], license_id: str,
                  figures: Sequence[str], harbor_tasks: int, json_lists: bool, quality_lines: Sequence[str] = (),
-                 quality_figure: str | None = None) -> str:
+                 quality_figure: str | None = None, harbor_left_out: Mapping[str, int] | None = None) -> str:
     """README.md of the dataset: metadata (``configs:`` points at ``data/`` so the ``tasks/`` tree is
     not read as data), what a row holds, the funnel per repository, figures, the task-quality
-    summary (``quality_lines``: markdown, headed; ``quality_figure``: its distributions) and snippets."""
+    summary (``quality_lines``: markdown, headed; ``quality_figure``: its distributions), snippets,
+    and how many rows have no Harbor folder and why (``harbor_left_out``: reason -> rows)."""
     metadata = {
         "license": license_id,
         "pretty_name": name,
@@ -93,5 +104,7 @@ def dataset_card(*, name: str, splits: Mapping[str, int], repos: Mapping[str, Ma
                   "`solution/solve.sh` = the gold patch):", "", "```bash",
                   f"huggingface-cli download {repo_id} --repo-type dataset --include 'tasks/*' --local-dir ds",
                   "harbor lint ds/tasks/*", "harbor run -p ds/tasks -a AGENT -m MODEL", "```", ""]
+    if harbor_left_out:
+        lines += [f"Harbor task folders: {harbor_tasks}, {without_folders(harbor_left_out)}.", ""]
     lines += ["`manifest.json` lists every file with its sha256.", ""]
     return "\n".join(lines)

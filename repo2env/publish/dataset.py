@@ -5,8 +5,8 @@ The tree is the same whether it lands in a folder or on the Hugging Face Hub::
     README.md                 dataset card (YAML metadata; ``configs:`` points at data/)
     data/<split>-00000-of-00001.parquet
     figures/validation.png    reward distributions of the reference rollouts (all published tasks)
-    tasks/<instance_id>/      a Harbor task folder per published task (see repo2env.publish.harbor),
-                              the same folders 'repo2env export harbor' writes
+    tasks/<instance_id>/      a Harbor task folder per published task that can have one (see
+                              repo2env.publish.harbor), the same folders 'repo2env export harbor' writes
     figures/quality.png       task quality: adequacy, specification, interface (docs/quality.md)
     manifest.json             every other file with its size and sha256
 
@@ -31,7 +31,7 @@ from repo2env.errors import InputError
 from repo2env.folders import write_folder
 from repo2env.jsonl import read_unique_tasks
 from repo2env.models import Task, ValidationReport
-from repo2env.publish.card import dataset_card
+from repo2env.publish.card import dataset_card, without_folders
 from repo2env.publish.selection import left_out_because
 from repo2env.runtime.backend import Backend
 
@@ -66,10 +66,16 @@ class PublishSummary:
     left_out: Counter = field(default_factory=Counter)  # reason -> tasks not published
     files: int = 0
     harbor_tasks: int = 0
+    harbor_left_out: Counter = field(default_factory=Counter)  # reason -> published tasks with no Harbor folder
 
     @property
     def rows(self) -> int:
         return sum(self.splits.values())
+
+    @property
+    def without_harbor_folders(self) -> str:
+        """How many published tasks have no Harbor folder and why, as one phrase ('' when none)."""
+        return without_folders(self.harbor_left_out)
 
 
 def tasks_to_publish(folders: Sequence[Path], *, include_rejected: bool) -> tuple[list[Task], Counter, dict[str, Counter]]:
@@ -159,8 +165,9 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
         (root / "figures").mkdir()
         write_figure(root / "figures" / "validation.png", records)
         figures.append("figures/validation.png")
-    summary.harbor_tasks = write_task_folders(tasks, root / HARBOR_FOLDER, dataset=options.name,
-                                              snapshots=image_snapshots(tasks, images))
+    harbor = write_task_folders(tasks, root / HARBOR_FOLDER, dataset=options.name,
+                                snapshots=image_snapshots(tasks, images))
+    summary.harbor_tasks, summary.harbor_left_out = len(harbor.written), harbor.reasons
     quality_figure = "figures/quality.png" if records and write_quality_figure(root / "figures" / "quality.png",
                                                                                records) else None
     for writer in extra_writers:
@@ -168,6 +175,7 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
     (root / "README.md").write_text(dataset_card(
         name=options.name, splits=summary.splits, repos={repo: dict(counts) for repo, counts in per_repo.items()},
         license_id=options.license_id, figures=figures, harbor_tasks=summary.harbor_tasks,
+        harbor_left_out=summary.harbor_left_out,
         json_lists=options.json_lists, quality_lines=quality_summary(records), quality_figure=quality_figure))
     summary.files = write_manifest(root, tasks=len(tasks))
     return summary

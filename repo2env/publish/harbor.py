@@ -28,6 +28,9 @@ canaries, the outcome plugin and, under ``lib/``, the package's run reader (exit
 live stream, tamper verdict, reward), so a verifier reads and scores outcomes exactly as the grader
 does. Harbor uploads ``tests/`` only to the verifier's container, and verify.py makes it root's
 alone before the tests run.
+
+verify.py reads pytest's runs: a task graded by another runner (a JavaScript task's mocha, jest ...)
+gets no folder, and is named with that reason (:func:`no_folder_because`) wherever folders are written.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import posixpath
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -44,11 +48,12 @@ from repo2env.errors import InputError
 from repo2env.folders import write_folder
 from repo2env.instruction import instruction_text
 from repo2env.models import Task
+from repo2env.publish.card import without_folders
 from repo2env.publish.selection import select_from_folders
 from repo2env.runtime.backend import Backend
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.sandbox import agent_diff_command
-from repo2env.verify.spec import GradingLayout, grading_scripts, grading_spec
+from repo2env.verify.spec import GradingLayout, TestRunner, grading_scripts, grading_spec
 from repo2env.verify.tamper import PLUGIN_SOURCE
 
 #: The package's modules a verifier imports, under tests/lib/ (standard library only, Python 3.9+).
@@ -73,11 +78,25 @@ CPUS, MEMORY_MB = 1, 2048
 
 
 @dataclass(frozen=True)
+class HarborFolders:
+    """Which tasks got a Harbor folder, and why each other one did not."""
+
+    written: list[str] = field(default_factory=list)
+    left_out: dict[str, str] = field(default_factory=dict)  # instance id -> why it has no folder
+
+    @property
+    def reasons(self) -> Counter:
+        """Reason -> how many tasks got no folder for it."""
+        return Counter(self.left_out.values())
+
+
+@dataclass(frozen=True)
 class HarborExport:
-    """What ``repo2env export harbor`` wrote."""
+    """What ``repo2env export harbor`` wrote, and which tasks it left out (instance id -> why)."""
 
     root: Path
     tasks: int
+    left_out: dict[str, str] = field(default_factory=dict)
 
 
 def image_reference(task: Task) -> str:
@@ -87,6 +106,23 @@ def image_reference(task: Task) -> str:
     if not image:
         raise InputError(f"task {task.instance_id} has no image", hint="run 'repo2env build' first")
     return image
+
+
+def missing_verifier(runner: TestRunner) -> str | None:
+    """Why a task graded by ``runner`` can have no Harbor verifier, None when it can: tests/verify.py
+    reads pytest's runs (JUnit XML, the outcome stream) and would grade nothing of another runner's."""
+    if runner.is_pytest:
+        return None
+    return f"a Harbor verifier for {runner.name} tasks is not built yet"
+
+
+def no_folder_because(task: Task) -> str | None:
+    """Why ``task`` gets no Harbor folder, None when it gets one: a task with no FAIL_TO_PASS tests
+    yet (never validated, published with --include-rejected) has nothing to verify, and its grading
+    specification's runner must have a verifier (:func:`missing_verifier`)."""
+    if not task.FAIL_TO_PASS:
+        return "no FAIL_TO_PASS tests"
+    return missing_verifier(grading_spec(task).runner)
 
 
 def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None, network: str = "no-network",
@@ -101,9 +137,9 @@ def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None, 
     if not task.FAIL_TO_PASS:
         raise InputError(f"task {task.instance_id} has no FAIL_TO_PASS tests", hint="run 'repo2env validate' first")
     spec = grading_spec(task, timeout_s=timeout_s)
-    if not spec.runner.is_pytest:
-        # tests/verify.py reads pytest's run (JUnit XML, the outcome stream): it would grade nothing here.
-        raise InputError(f"task {task.instance_id}: a Harbor verifier for {spec.runner.name} tasks is not built yet",
+    missing = missing_verifier(spec.runner)
+    if missing:
+        raise InputError(f"task {task.instance_id}: {missing}",
                          hint="export this task as a dataset or an OpenEnv environment instead")
     image = image_reference(task)
     # Drawn once per published task: the agent never sees tests/, and each folder has its own.
@@ -199,13 +235,14 @@ def dockerfile(task: Task, image: str) -> str:
 
 
 def write_task_folders(tasks: Iterable[Task], root: Path, *, dataset: str,
-                       snapshots: Mapping[str, str | None] | None = None, network: str = "no-network") -> int:
-    """Write each task's Harbor folder under ``root/<instance_id>/``; returns how many. A task with
-    no FAIL_TO_PASS tests yet (never validated, published with --include-rejected) has no verifier
-    and gets no folder."""
-    count = 0
+                       snapshots: Mapping[str, str | None] | None = None, network: str = "no-network") -> HarborFolders:
+    """Write each task's Harbor folder under ``root/<instance_id>/``; returns which tasks got one
+    and why each other one did not (:func:`no_folder_because`)."""
+    result = HarborFolders()
     for task in tasks:
-        if not task.FAIL_TO_PASS:
+        reason = no_folder_because(task)
+        if reason:
+            result.left_out[task.instance_id] = reason
             continue
         snapshot = (snapshots or {}).get(task.instance_id)
         files = harbor_task_files(task, dataset=dataset, snapshot=snapshot, network=network)
@@ -215,8 +252,8 @@ def write_task_folders(tasks: Iterable[Task], root: Path, *, dataset: str,
             path.write_bytes(payload)
             if path.suffix == ".sh":
                 path.chmod(0o755)
-        count += 1
-    return count
+        result.written.append(task.instance_id)
+    return result
 
 
 def image_snapshots(tasks: Iterable[Task], backend: Backend | None) -> dict[str, str | None]:
@@ -237,15 +274,21 @@ def export_harbor(folders: Iterable[Path], out_dir: Path, *, dataset: str = "rep
                   overwrite: bool = False, network: str = "no-network", push_registry: str | None = None,
                   backend: Backend | None = None) -> HarborExport:
     """Write the Harbor folders of the tasks in ``folders`` (one per instance id; accepted ones
-    unless not ``accepted_only``, built ones always) to ``out_dir``: complete or absent. With
-    ``push_registry`` the images are pushed there from ``backend`` first and the folders pin them
-    by digest; the snapshot commits are read from ``backend``'s images when given."""
+    unless not ``accepted_only``, built ones always) to ``out_dir``: complete or absent. A task with
+    no Harbor folder (:func:`no_folder_because`) is left out and named with its reason; none with
+    one is refused. With ``push_registry`` the images are pushed there from ``backend`` first and
+    the folders pin them by digest; the snapshot commits are read from ``backend``'s images when given."""
     tasks = select_from_folders(list(folders), include_rejected=not accepted_only).tasks
     if not tasks:
         raise InputError("no task to export (none is built and accepted)",
                          hint="run 'repo2env build' and 'repo2env validate', or pass --include-rejected")
     if network not in NETWORK_MODES:
         raise InputError(f"--network {network!r}: choose one of {', '.join(NETWORK_MODES)}")
+    left_out = {task.instance_id: reason for task in tasks if (reason := no_folder_because(task))}
+    tasks = [task for task in tasks if task.instance_id not in left_out]
+    if not tasks:
+        raise InputError(f"no Harbor folder to write: {without_folders(Counter(left_out.values()))}",
+                         hint="export them as a dataset ('repo2env publish') or SWE-bench rows instead")
     if push_registry:
         from repo2env.publish.images import push_images
 
@@ -253,9 +296,9 @@ def export_harbor(folders: Iterable[Path], out_dir: Path, *, dataset: str = "rep
             raise InputError("--push-images needs the backend the images were built on")
         tasks = push_images(tasks, push_registry, backend=backend)
     snapshots = image_snapshots(tasks, backend)
-    count = write_folder(out_dir, lambda root: write_task_folders(tasks, root, dataset=dataset, snapshots=snapshots,
-                                                                 network=network), overwrite=overwrite)
-    return HarborExport(root=Path(out_dir).absolute(), tasks=count)
+    written = write_folder(out_dir, lambda root: write_task_folders(tasks, root, dataset=dataset, snapshots=snapshots,
+                                                                   network=network), overwrite=overwrite)
+    return HarborExport(root=Path(out_dir).absolute(), tasks=len(written.written), left_out=left_out)
 
 
 def _packaged(package: str, name: str) -> str:

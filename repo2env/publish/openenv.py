@@ -181,21 +181,43 @@ Settings: `HOST`, `PORT`, `REPO2ENV_MAX_SESSIONS` (concurrent WebSocket sessions
 ## Protocol: the tools are MCP tools
 
 - reset: `{{"task_id": "<instance_id>"}}` (or `seed`, or nothing: the next task in turn) -> the
-  instruction (`observation.output`, and `metadata.instruction` for MCP clients).
+  instruction as the observation's `output` (`error` true and `done` when the reset failed).
 - step: an MCP tool call, `{{"type": "call_tool", "tool_name": "bash", "arguments": {{"command": "ls"}}}}`;
   tools `bash`, `read_file`, `write_file`, `str_replace`, `run_tests` and `submit`, which grades with
   the hidden tests -> `reward`, `done`. `{{"type": "list_tools"}}` lists them with their schemas.
-- A refused call (a path outside /testbed, say) comes back with `result.is_error` true; a call that
-  cannot be made (unknown tool, wrong arguments, no episode) with `error` set.
+- A refused call (a path outside /testbed, say) is an MCP tool error, as MCP reports a tool's own
+  failures: `result.is_error` true and `result.data` the reason (`error: ...`), the observation's
+  `error` null, the episode goes on (`MCPToolClient.call_tool` returns the reason). A call that
+  cannot be made (unknown tool, wrong arguments, no episode) sets the observation's `error`
+  (`{{"error_type": ..., "message": ...}}`; `MCPToolClient.call_tool` raises it).
+
+`MCPToolClient` keeps none of the reset observation's fields (OpenEnv sends an observation's
+`metadata` nowhere, and that client reads nothing else): it is the client for the tools.
 
 ```python
 from openenv.core.mcp_client import MCPToolClient
 
-with MCPToolClient(base_url="http://localhost:{PORT}").sync() as env:
-    print(env.reset(task_id="<instance_id>").observation.metadata["instruction"])
+# submit grades with the hidden tests in a fresh sandbox: allow it more than the client's default 60 s
+with MCPToolClient(base_url="http://localhost:{PORT}", message_timeout_s=600).sync() as env:
+    env.reset(task_id="<instance_id>")
     print([tool.name for tool in env.list_tools()])
     print(env.call_tool("bash", command="git status"))
+    print(env.call_tool("read_file", path="/etc/passwd"))  # refused: "error: ..."
     print(env.call_tool("submit")["reward"])
+```
+
+The instruction is the reset's `output` for `GenericEnvClient` (plain dicts, one episode per
+connection as well), or the `prompt` of the task's row in `dataset/`:
+
+```python
+from openenv.core import GenericEnvClient
+
+with GenericEnvClient(base_url="http://localhost:{PORT}", message_timeout_s=600).sync() as env:
+    print(env.reset(task_id="<instance_id>").observation["output"])
+    step = env.step({{"type": "call_tool", "tool_name": "bash", "arguments": {{"command": "git status"}}}})
+    print(step.observation["result"]["data"])
+    step = env.step({{"type": "call_tool", "tool_name": "submit", "arguments": {{}}}})
+    print(step.reward, step.done)
 ```
 """
 
