@@ -9,7 +9,7 @@ import json
 import random
 from functools import partial
 
-from repo2env.languages.javascript.runners import plan_run, reported_outcomes
+from repo2env.languages.javascript.runners import plan_run
 from repo2env.models import EnvSpec, Task, TestStatus
 from repo2env.verify.filtering import filter_patch, protected_path_pattern
 from repo2env.verify.reading import read_script_run
@@ -72,7 +72,7 @@ def _graded(task: Task, states, *, status: int = 0, exit_code: int = 0, written:
     output = _run_output(settings, {settings["reports"][0]: report}, status=status)
     return read_script_run(exit_code=exit_code, truncated=False, timed_out=False, output=output, test_ids=spec.test_ids,
                            run_ids=run_ids, plan=plan, timeout_s=spec.timeout_s,
-                           read_reports=lambda texts: reported_outcomes(run_plan, texts.get)), plan
+                           read_reports=partial(spec.runner.read, run_plan)), plan
 
 
 def test_the_spec_takes_its_runner_from_the_profile():
@@ -133,7 +133,7 @@ def test_a_missing_or_incomplete_report_fails_its_tests():
     output = _run_output({}, {run_plan.reports[0].path: incomplete})
     reading = read_script_run(exit_code=0, truncated=False, timed_out=False, output=output, test_ids=spec.test_ids,
                               run_ids=run_ids, plan=plan, timeout_s=60,
-                              read_reports=partial(lambda p, texts: reported_outcomes(p, texts.get), run_plan))
+                              read_reports=partial(spec.runner.read, run_plan))
     assert set(reading.tests.values()) == {TestStatus.ERROR}
 
 

@@ -373,3 +373,39 @@ def test_a_javascript_runner_without_canaries_is_not_graded(runner):
 @pytest.mark.parametrize("runner", ["mocha", "jest", "jasmine"])
 def test_a_javascript_runner_with_canaries_is_graded(runner):
     assert get_profile("javascript").ungradable_reason(runner) is None
+
+
+# --- what the stages ask of a task's tests ---------------------------------------------------
+
+
+def test_only_python_runs_its_tests_as_pytest():
+    assert get_profile("python").runs_tests_as_pytest() and not get_profile("javascript").runs_tests_as_pytest()
+    assert get_profile("python").test_runner().plan is None, "pytest's run is the grader's own"
+
+
+def test_the_agents_visible_tests_run_with_the_tasks_runner():
+    from repo2env.models import EnvSpec
+
+    assert get_profile("python").visible_tests_command() == "python -m pytest -q -x -p no:cacheprovider"
+    javascript = get_profile("javascript")
+    spec = EnvSpec(status="env_ok", base="node18", node="18", test_runner="mocha")
+    command = javascript.visible_tests_command(spec)
+    assert command.startswith("cd /testbed && export PATH=/testbed/node_modules/.bin:") and command.endswith(" && mocha --bail")
+    workspace = javascript.visible_tests_command(spec.model_copy(update={"test_runner": "jest", "package_dir": "packages/core"}))
+    assert workspace.startswith("cd /testbed/packages/core && ") and workspace.endswith(" jest --ci --bail --coverage=false "
+                                                                                          "--watchAll=false")
+    assert "pytest" not in command + workspace
+    with pytest.raises(ValueError, match="EnvSpec.test_runner"):
+        javascript.visible_tests_command(None)
+
+
+@pytest.mark.parametrize("runner", ["mocha", "jest", "vitest", "ava"])
+def test_javascript_facts_join_what_they_split_and_name_their_canary_style(runner):
+    from repo2env.models import EnvSpec
+
+    facts = get_profile("javascript").test_runner(EnvSpec(status="env_ok", base="node18", node="18", test_runner=runner))
+    made = facts.join_id("test/a.test.js", ["pad", "keeps a > b"])
+    assert facts.split_id(made) == ("test/a.test.js", ("pad", "keeps a > b"))
+    assert facts.canary_style == ("describe-it" if runner in ("mocha", "jest") else "")
+    assert facts.reported is not None and facts.read is not None
+    assert get_profile("python").test_runner().canary_style == "python"

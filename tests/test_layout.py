@@ -295,3 +295,86 @@ def test_the_cli_calls_the_composition_layer_not_the_stages():
         if stages:
             offenders[path.name] = sorted(stages)
     assert not offenders, f"CLI modules importing stages instead of repo2env.pipeline.compose: {offenders}"
+
+
+# --- a language is a profile: stages ask it, never name it ---------------------------------------
+
+#: The stages that must reach a language through the registry (repo2env.languages.get_profile) and
+#: its profile's answers, never by its name (issue 22).
+LANGUAGE_BLIND = ("mine", "runtime", "verify", "validate", "publish", "envs", "harness", "pipeline")
+#: Language modules a stage still imports by path, each with its reason. Keep it short: a new one is
+#: a question for the profile.
+KNOWN_LANGUAGE_IMPORTS = {
+    # The per-repository environment override every build recipe takes (batch specs' ``env:``) still
+    # lives in the Python profile's spec package, beside the Python versions it checks.
+    "repo2env.languages.python.spec.overrides": {"repo2env/runtime/build.py", "repo2env/pipeline/compose.py",
+                                                 "repo2env/pipeline/spec.py", "repo2env/pipeline/stages.py"},
+    # The host filter's base rules, applied to every task's patch, are Python's (test paths, pytest's
+    # configuration files, startup modules, package metadata): they guard the grader's own pytest
+    # path, which has no profile object where it also runs (a Harbor verifier's restore.py).
+    "repo2env.languages.python.paths": {"repo2env/verify/filtering.py"},
+    "repo2env.languages.python.runner": {"repo2env/verify/filtering.py"},
+}
+
+
+def _language_words() -> set[str]:
+    from repo2env.languages import get_profile, language_names
+
+    return {word for name in language_names() for word in (name, get_profile(name).title)}
+
+
+def language_name_comparisons(tree: ast.AST, words: set[str]) -> list[str]:
+    """The comparisons in ``tree`` with a language's name (or title) as a string literal on one side
+    (``task.language != "python"``, ``language in ("python", "javascript")``), and ``case "python":``."""
+    def names_a_language(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in words
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(names_a_language(element) for element in node.elts)
+        return False
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(names_a_language(side) for side in [node.left, *node.comparators]):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.MatchValue) and names_a_language(node.value):
+            found.append(f"{node.lineno}: case {ast.unparse(node.value)}")
+    return found
+
+
+def test_the_scan_sees_a_language_branch():
+    words = _language_words()
+    assert {"python", "javascript"} <= words
+    code = 'if task.language != "python":\n    pass\nok = lang in ("go", "javascript")\nsame = runner == "pytest"\n'
+    assert [line.split(":")[0] for line in language_name_comparisons(ast.parse(code), words)] == ["1", "3"]
+    matched = 'match language:\n    case "javascript":\n        pass\n'
+    assert language_name_comparisons(ast.parse(matched), words) == ["2: case 'javascript'"]
+
+
+def test_no_stage_branches_on_a_language_name():
+    words = _language_words()
+    offenders = {}
+    for stage in LANGUAGE_BLIND:
+        for path in sorted((PACKAGE / stage).rglob("*.py")):
+            found = language_name_comparisons(ast.parse(path.read_text(encoding="utf-8")), words)
+            if found:
+                offenders[str(path.relative_to(PACKAGE.parent))] = found
+    assert not offenders, f"ask the language's profile (repo2env.languages.get_profile) instead: {offenders}"
+
+
+def test_stages_reach_a_language_through_the_registry():
+    from repo2env.languages import language_names
+
+    languages = set(language_names())
+    found: dict[str, set[str]] = defaultdict(set)
+    for stage in LANGUAGE_BLIND:
+        for path in sorted((PACKAGE / stage).rglob("*.py")):
+            for name in _file_imports(path):
+                parts = name.split(".")
+                if parts[:2] == ["repo2env", "languages"] and len(parts) > 2 and parts[2] in languages:
+                    found[name].add(str(path.relative_to(PACKAGE.parent)))
+    unknown = {name: sorted(paths - KNOWN_LANGUAGE_IMPORTS.get(name, set())) for name, paths in found.items()}
+    unknown = {name: paths for name, paths in unknown.items() if paths}
+    assert not unknown, f"ask the profile (repo2env.languages.get_profile) instead of importing: {unknown}"
+    # An import that went away leaves the list too, so that it cannot come back unnoticed.
+    assert {name: found.get(name, set()) for name in KNOWN_LANGUAGE_IMPORTS} == KNOWN_LANGUAGE_IMPORTS

@@ -69,9 +69,23 @@ def test_folder_dataset_loads_with_datasets_and_round_trips(tasks_folder, tmp_pa
     card = (target / "README.md").read_text()
     assert card.startswith("---\n") and "configs:" in card and "data/test-*.parquet" in card
     assert "| acme/widgets | 4 | 3 | 4 | 2 | 2 |" in card
+    assert "## Languages" in card and "| Python | 2 |" in card and "\n- python\n" in card
     assert verify_manifest(target) == []
     (target / "data" / "train-00000-of-00001.parquet").write_bytes(b"tampered")
     assert verify_manifest(target) == ["data/train-00000-of-00001.parquet: sha256 differs"]
+
+
+def test_the_card_lists_the_languages_with_their_counts():
+    from repo2env.publish.card import dataset_card
+
+    card = dataset_card(name="acme/envs", splits={"train": 6}, repos={}, license_id="mit", figures=[], harbor_tasks=0,
+                        json_lists=False, languages={"python": 2, "javascript": 3, "go": 1})
+    languages = card.split("## Languages", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in languages.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows == ["| language | environments |", "| JavaScript | 3 |", "| Python | 2 |", "| go | 1 |"]
+    assert {"javascript", "python", "go"} <= set(card.split("---", 2)[1].split("tags:", 1)[1].split()), "tags name them"
+    assert "## Languages" not in dataset_card(name="acme/envs", splits={"train": 0}, repos={}, license_id="mit",
+                                              figures=[], harbor_tasks=0, json_lists=False)
 
 
 def test_json_lists_match_swebench_style(tasks_folder, tmp_path):

@@ -311,3 +311,30 @@ def test_the_pool_hands_out_answering_sandboxes_and_housekeeps_between_tool_call
     remaining = {row["Id"] for row in docker_client.api.containers(all=True)}
     assert warm.id not in remaining and not pool._ready
     assert next_spare.future.cancelled() or next_spare.future.result().id not in remaining
+
+
+@pytest.mark.docker
+def test_run_tests_on_a_javascript_task_runs_its_own_runner(built_js_demo, js_demo_repo, tmp_path):
+    """The agent's run_tests on a JavaScript task (fmtkit: mocha) runs the visible tests with the
+    task's runner, from its profile, not pytest: the PR's new tests fail before the fix and pass after."""
+    from repo2env.patches import parse
+
+    _, tasks = built_js_demo
+    pull = next(pull for pull in js_demo_repo.pulls if pull.fail_to_pass and not pull.flaky and pull.number in tasks)
+    task = tasks[pull.number]
+    assert task.language == "javascript" and task.env_spec.test_runner == "mocha"
+    test_file = next(path for path in parse(task.test_patch).paths if path.endswith(".js"))
+    env = RepoEnv(RepoEnvConfig(logs_dir=tmp_path / "logs"))
+    try:
+        env.reset(**task.model_dump())
+        assert "[exit 0]" in _apply(env, task.test_patch)
+        before = env.run_tests(test_file)
+        assert "failing" in before and "[exit 0]" not in before, before
+        assert "[exit 0]" in _apply(env, task.patch)
+        after = env.run_tests(test_file)
+        assert "passing" in after and "failing" not in after and after.endswith("[exit 0]"), after
+        assert "pytest" not in before + after
+        # No target: the runner's own default (the project's mocha configuration) runs the suite.
+        assert env.run_tests().endswith("[exit 0]")
+    finally:
+        env._close()  # the sandbox goes with the test, not whenever the collector runs

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from repo2env import defaults
+from repo2env.languages import DEFAULT_LANGUAGE, get_profile
 from repo2env.languages.python.test_ids import split_node_id
 from repo2env.models import ExecResult, Task
 from repo2env.runtime.sandbox import Sandbox
@@ -41,8 +42,9 @@ _Method = TypeVar("_Method", bound=Callable[..., str])
 WORKDIR = "/testbed"
 #: The tools, in the order their schemas are listed.
 TOOL_NAMES = ("bash", "read_file", "write_file", "str_replace", "run_tests")
-#: The visible tests of a Python task (pytest, stopping at the first failure, writing no cache).
-PYTEST_VISIBLE_TESTS = "python -m pytest -q -x -p no:cacheprovider"
+#: What ``run_tests`` runs when no task says otherwise: a Python task's visible tests, as its profile
+#: gives them (pytest, stopping at the first failure, writing no cache).
+PYTEST_VISIBLE_TESTS = get_profile(DEFAULT_LANGUAGE).visible_tests_command()
 
 _ERROR = "error: "
 
@@ -320,11 +322,12 @@ exec cat -- "$target"
 
 
 def visible_tests_command(task: Task | None = None) -> str:
-    """The command ``run_tests`` runs for ``task`` (its targets appended as absolute paths).
-
-    The one place that knows it: the task's language profile answers here once profiles carry a
-    visible-tests command (today every built task runs pytest)."""
-    return PYTEST_VISIBLE_TESTS
+    """The command ``run_tests`` runs for ``task`` (its targets appended as absolute paths): its
+    language profile's, with the task's runner (pytest for Python, the built spec's runner for
+    JavaScript); a Python task's without one."""
+    if task is None:
+        return PYTEST_VISIBLE_TESTS
+    return get_profile(task.language).visible_tests_command(task.env_spec)
 
 
 def same_tool(name: str) -> Callable[[_Method], _Method]:

@@ -12,7 +12,9 @@ A profile (one folder under ``repo2env/languages/``, registered by name in
   (:meth:`LanguageProfile.dependency_fingerprint`), the layers' recipes and how to prove the project's
   own code is what runs (:mod:`repo2env.languages.build`);
 - **testing** -- the runner, how a list of test ids is run and its per-test outcomes read, how ids
-  are written, and which files the grader must restore (:meth:`LanguageProfile.test_runner`).
+  are written, and which files the grader must restore (:meth:`LanguageProfile.test_runner`);
+  whether that is the grader's own pytest path (:meth:`LanguageProfile.runs_tests_as_pytest`); what
+  the agent's ``run_tests`` tool runs (:meth:`LanguageProfile.visible_tests_command`).
 
 Profiles are pure: they read a repository through :class:`~repo2env.languages.files.RepoFiles` and
 return values; git, Docker and the network stay in the stages.
@@ -142,6 +144,21 @@ class LanguageProfile(ABC):
     def test_runner(self, spec: EnvSpec | None = None, files: RepoFiles | None = None) -> TestRunnerFacts:
         """What grading needs of the runner of a task built with ``spec`` (the repository at its base
         commit in ``files``, when given): :class:`repo2env.languages.runner.TestRunnerFacts`."""
+
+    def runs_tests_as_pytest(self) -> bool:
+        """Whether the stages run this language's tests as pytest, by the grader's own modules
+        (selection, configuration and JUnit reading in :mod:`repo2env.verify.junit`, the run in
+        ``verify/scripts/run_tests.sh``, the outcome stream of the grader's plugin), which also run
+        in a Harbor verifier without any profile. Otherwise derivation and grading run the plan and
+        read the reports that :meth:`test_runner`'s facts give."""
+        return False
+
+    @abstractmethod
+    def visible_tests_command(self, spec: EnvSpec | None = None) -> str:
+        """The shell command the agent's ``run_tests`` tool runs in ``/testbed`` for a task built with
+        ``spec``: the task's runner over its visible tests, stopping at the first failure where the
+        runner can; the tool appends the targets (test files or folders, as absolute paths), and none
+        runs the whole visible suite."""
 
     @abstractmethod
     def variants(self) -> VariantMaker:

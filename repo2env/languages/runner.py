@@ -5,9 +5,13 @@ refused; outcomes from a machine-readable report, cross-checked; anything missin
 is the same for every language; what differs is in these facts, which a profile gives for a
 task's spec (:meth:`~repo2env.languages.LanguageProfile.test_runner`):
 
-- how test ids are written and split back to their file (``split_id``);
+- how test ids are written, split back to their file (``split_id``) and joined (``join_id``);
 - the command that runs a list of ids with a report, and the reports it leaves (``plan``);
-- how a report is read into per-test outcomes (``read``), missing and unreadable counting as failed;
+- how a report is read into per-test outcomes: the planned ids' (``read``), missing and unreadable
+  counting as failed, or every id the reports name (``reported``: a test file run whole lists its ids);
+- how the grader's canaries are written among the tests (``canary_style``, as
+  :class:`repo2env.verify.canary_maker.CanaryModule` names it: ``python`` for pytest functions,
+  ``describe-it`` for a runner whose test files see ``describe``/``it`` as globals, '' for none);
 - every file the runner, the module loader or the package manager reads for configuration
   (``config_patterns``: restore them before the hidden tests run, or refuse a patch that changes
   them), and the manifest fields they read (``config_fields``: ``package.json``'s ``jest`` ...);
@@ -15,7 +19,7 @@ task's spec (:meth:`~repo2env.languages.LanguageProfile.test_runner`):
 
 Python's pytest path predates the seam: its reading, selection and configuration files are the
 grader's own modules (:mod:`repo2env.verify.junit`, :mod:`repo2env.verify.spec`), which the
-Python facts name rather than wrap (``plan``/``read``/``split_id`` left None), because those
+Python facts name rather than wrap (``plan``/``read``/``split_id``/... left None), because those
 modules also run inside a Harbor task's verifier, with nothing of repo2env but them.
 """
 
@@ -29,8 +33,8 @@ from repo2env.outcomes import TestStatus
 
 #: ``plan(test_ids, report_dir)`` -> an object with ``command`` (``sh -c``) and ``reports``.
 PlanRun = Callable[[Sequence[str], str], Any]
-#: ``read(plan, read_report)`` -> each planned id's outcome; ``read_report(path)`` gives a report's
-#: text, None when it was not written.
+#: ``read(plan, read_report)`` -> each planned id's outcome (``reported``: every id the reports name);
+#: ``read_report(path)`` gives a report's text, None when it was not written.
 ReadOutcomes = Callable[[Any, Callable[[str], str | None]], Mapping[str, TestStatus]]
 
 
@@ -48,6 +52,9 @@ class TestRunnerFacts:
     runner_pattern: str = ""
     directory: str = ""
     split_id: Callable[[str], tuple[str, tuple[str, ...]]] | None = None
+    join_id: Callable[[str, Sequence[str]], str] | None = None
     plan: PlanRun | None = None
     read: ReadOutcomes | None = None
+    reported: ReadOutcomes | None = None
+    canary_style: str = ""
     notes: Mapping[str, str] = field(default_factory=dict)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repo2env.jsonl import read_tasks
+from repo2env.languages import DEFAULT_LANGUAGE
 from repo2env.pipeline import compose
 from repo2env.runtime.backend import Backend
 from repo2env.validate.run import read_records
@@ -35,7 +36,7 @@ class DemoReport:
     stages: list[StageReport] = field(default_factory=list)
 
 
-def run_demo(out_dir: Path, *, backend: Backend, language: str = "python",
+def run_demo(out_dir: Path, *, backend: Backend, language: str = DEFAULT_LANGUAGE,
              progress: Callable[[str], None] = lambda message: None) -> DemoReport:
     """Build the ``language`` demo repository under ``out_dir/source`` (once) and run every built
     stage on it, its images and sandboxes on ``backend``. A folder that already holds another
@@ -83,7 +84,8 @@ def run_demo(out_dir: Path, *, backend: Backend, language: str = "python",
         f"{'; rejected PR ' + reasons if reasons else ''}; -> {tasks_dir / 'summary.md'}"))
     progress("publishing the accepted environments as a dataset folder")
     dataset_dir = out_dir / "dataset"
-    name = "repo2env/demo" if language == "python" else f"repo2env/demo-{language}"
+    # The default language's demo keeps the name it had before there were others.
+    name = "repo2env/demo" if language == DEFAULT_LANGUAGE else f"repo2env/demo-{language}"
     published = compose.publish([tasks_dir], str(dataset_dir), compose.PublishOptions(name=name), backend=backend,
                                 overwrite=True)
     splits = ", ".join(f"{split} {count}" for split, count in published.splits.items())

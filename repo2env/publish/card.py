@@ -7,8 +7,14 @@ from collections.abc import Mapping, Sequence
 import yaml
 
 from repo2env import install_hint
+from repo2env.languages import get_profile, language_names
 
 TAGS = ["repo2env", "reinforcement-learning", "code", "swe-bench", "software-engineering", "agents", "grpo"]
+
+
+def _language_title(language: str) -> str:
+    """How a language is written (its profile's title: ``javascript`` -> ``JavaScript``), else as given."""
+    return get_profile(language).title if language in language_names() else language
 
 
 def _size_category(rows: int) -> str:
@@ -30,15 +36,19 @@ def without_folders(reasons: Mapping[str, int]) -> str:
 
 def dataset_card(*, name: str, splits: Mapping[str, int], repos: Mapping[str, Mapping[str, int]], license_id: str,
                  figures: Sequence[str], harbor_tasks: int, json_lists: bool, quality_lines: Sequence[str] = (),
-                 quality_figure: str | None = None, harbor_left_out: Mapping[str, int] | None = None) -> str:
+                 quality_figure: str | None = None, harbor_left_out: Mapping[str, int] | None = None,
+                 languages: Mapping[str, int] | None = None) -> str:
     """README.md of the dataset: metadata (``configs:`` points at ``data/`` so the ``tasks/`` tree is
-    not read as data), what a row holds, the funnel per repository, figures, the task-quality
-    summary (``quality_lines``: markdown, headed; ``quality_figure``: its distributions), snippets,
-    and how many rows have no Harbor folder and why (``harbor_left_out``: reason -> rows)."""
+    not read as data; the languages among the tags), what a row holds, the environments per language
+    (``languages``: each task's ``language``, the rows' column, with its count), the funnel per
+    repository, figures, the task-quality summary (``quality_lines``: markdown, headed;
+    ``quality_figure``: its distributions), snippets, and how many rows have no Harbor folder and
+    why (``harbor_left_out``: reason -> rows)."""
+    by_count = sorted((languages or {}).items(), key=lambda item: (-item[1], item[0]))
     metadata = {
         "license": license_id,
         "pretty_name": name,
-        "tags": TAGS,
+        "tags": [*TAGS, *(language for language, _ in by_count if language not in TAGS)],
         "task_categories": ["text-generation"],
         "size_categories": [_size_category(sum(splits.values()))],
         "configs": [{"config_name": "default",
@@ -54,6 +64,10 @@ def dataset_card(*, name: str, splits: Mapping[str, int], repos: Mapping[str, Ma
              "rollouts (the gold patch scores 1.0 every time, the empty patch 0, partial fixes in between).",
              "", "## Splits", "", "| split | rows |", "|---|---|"]
     lines += [f"| {split} | {count} |" for split, count in splits.items()]
+    if by_count:
+        lines += ["", "## Languages", "", "The `language` column; each language's tasks run its own test runner.", "",
+                  "| language | environments |", "|---|---|"]
+        lines += [f"| {_language_title(language)} | {count} |" for language, count in by_count]
     lines += ["", "## Funnel per repository", "",
               "| repository | mined | built | validated | accepted | published |", "|---|---|---|---|---|---|"]
     for repo, counts in sorted(repos.items()):

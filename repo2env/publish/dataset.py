@@ -176,7 +176,8 @@ def write_tree(folders: Sequence[Path], root: Path, options: PublishOptions, *,
         name=options.name, splits=summary.splits, repos={repo: dict(counts) for repo, counts in per_repo.items()},
         license_id=options.license_id, figures=figures, harbor_tasks=summary.harbor_tasks,
         harbor_left_out=summary.harbor_left_out,
-        json_lists=options.json_lists, quality_lines=quality_summary(records), quality_figure=quality_figure))
+        json_lists=options.json_lists, quality_lines=quality_summary(records), quality_figure=quality_figure,
+        languages=Counter(task.language for task in tasks)))
     summary.files = write_manifest(root, tasks=len(tasks))
     return summary
 

@@ -91,7 +91,7 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
     of one state share its sandbox (the reruns only confirm determinism); ``parallel`` runs the two
     states at once."""
     test_patch = parse(task.test_patch)
-    if task.language != "python":
+    if not get_profile(task.language).runs_tests_as_pytest():
         return _derive_with_runner(task, test_patch, runtime, runs=runs, seeds=hash_seeds, timeout_s=timeout_s,
                                    log_dir=log_dir)
     derivation = Derivation()
@@ -234,9 +234,7 @@ def run_with_runner(sandbox: Sandbox, facts: TestRunnerFacts, test_ids: list[str
     """One run of ``test_ids`` by the profile's plan in one exec: every outcome its reports name (the
     requested ids, and the ids of files requested whole), and the run's output. The reports come back
     after markers: no agent code runs in derivation."""
-    from repo2env.languages.javascript.runners import RunPlan, reported_outcomes
-
-    plan: RunPlan = facts.plan(test_ids, _REPORTS, random_seed=seed)
+    plan = facts.plan(test_ids, _REPORTS, random_seed=seed)
     script = [f"rm -rf {_REPORTS}", f"timeout -k 5 {timeout_s:.0f} sh -c {shlex.quote(plan.command)}"]
     script += [f"printf '\\n{_MARKER} %s\\n' {shlex.quote(report.path)}; cat {shlex.quote(report.path)} 2>/dev/null"
                for report in plan.reports]
@@ -247,7 +245,7 @@ def run_with_runner(sandbox: Sandbox, facts: TestRunnerFacts, test_ids: list[str
     for section in sections:
         path, _, text = section.partition("\n")
         texts[path] = text if text.strip() else None
-    outcomes = reported_outcomes(plan, texts.get)
+    outcomes = facts.reported(plan, texts.get)
     requested = set(test_ids)
     whole = {test_id for test_id in test_ids if not facts.split_id(test_id)[1]}
     kept = {test_id: status for test_id, status in outcomes.items()

@@ -54,14 +54,18 @@ import re
 import string
 import tokenize
 from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from repo2env import pysyntax
-from repo2env.languages.javascript.runners import DESCRIBE_IT_RUNNERS
 from repo2env.patches import FilePatch, Patch
 from repo2env.verify.canaries import Canary, CanaryPlan
 from repo2env.verify.junit import split_node_id
+
+if TYPE_CHECKING:
+    from repo2env.languages.runner import TestRunnerFacts
 
 #: Mirrors per template: a forger that forges one test picks the real one of 1 + MIRRORS at best.
 MIRRORS = 2
@@ -186,14 +190,14 @@ def canary_modules(hidden_tests: Patch, fail_to_pass: list[str], known_ids: list
 
 
 
-def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: str) -> list[CanaryModule]:
-    """What the canaries of each JavaScript test file of ``fail_to_pass`` are drawn from (ids
-    ``<file>::<describe> > <title>``): its describe titles and the words of its tests' titles.
-    None for a runner without describe/it globals (:data:`DESCRIBE_IT_RUNNERS`)."""
-    from repo2env.languages.javascript.test_ids import split_test_id
-
-    if runner not in DESCRIBE_IT_RUNNERS:
+def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: TestRunnerFacts) -> list[CanaryModule]:
+    """What the canaries of each test file of ``fail_to_pass`` are drawn from, for a runner whose
+    canaries are ``describe-it`` (its ``canary_style``; ids split by its ``split_id``, as JavaScript's
+    ``<file>::<describe> > <title>``): its describe titles and the words of its tests' titles. None
+    for a runner of another style (no describe/it globals to place them with)."""
+    if runner.canary_style != "describe-it" or runner.split_id is None:
         return []
+    split_test_id = runner.split_id
     modules = []
     for path in dict.fromkeys(split_test_id(test_id)[0] for test_id in fail_to_pass):
         titles = [split_test_id(test_id)[1] for test_id in fail_to_pass if split_test_id(test_id)[0] == path]
@@ -209,11 +213,11 @@ def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: 
     return modules
 
 
-def _script_canaries(module: CanaryModule, rng: random.Random) -> tuple[list[Canary], list[str]]:
+def _script_canaries(module: CanaryModule, rng: random.Random,
+                     test_id: Callable[[str, Sequence[str]], str]) -> tuple[list[Canary], list[str]]:
     """A describe-it module's canaries: two that must fail, one that must pass, each in the describe
-    blocks of the module's first FAIL_TO_PASS test (JavaScript, appended to the file)."""
-    from repo2env.languages.javascript.test_ids import test_id
-
+    blocks of the module's first FAIL_TO_PASS test (JavaScript, appended to the file), their ids
+    joined by the runner's ``test_id``."""
     taken = set(module.taken)
     canaries, texts = [], []
     for must_pass in (False, False, True):
@@ -435,9 +439,11 @@ def _offset(text: str, offsets: list[int], line: int, byte_column: int) -> int:
 # --- one grading's draw ----------------------------------------------------------------------------
 
 
-def plan_canaries(modules: list[CanaryModule], known_ids: list[str], rng: random.Random | None = None) -> CanaryPlan:
+def plan_canaries(modules: list[CanaryModule], known_ids: list[str], rng: random.Random | None = None, *,
+                  join_id: Callable[[str, Sequence[str]], str] | None = None) -> CanaryPlan:
     """One grading's canaries in ``modules``, never colliding with ``known_ids``; ``rng`` defaults
-    to the system's randomness."""
+    to the system's randomness. ``join_id`` makes the ids of describe-it canaries (the runner's
+    facts give it: :attr:`repo2env.languages.runner.TestRunnerFacts.join_id`)."""
     rng = rng or random.SystemRandom()
     taken = {_function(test_id) for test_id in known_ids}
     canaries: list[Canary] = []
@@ -445,7 +451,9 @@ def plan_canaries(modules: list[CanaryModule], known_ids: list[str], rng: random
     definitions: dict[str, list[dict]] = {}
     for module in modules:
         if module.style == "describe-it":
-            placed, definitions[module.path] = _script_canaries(module, rng)
+            if join_id is None:
+                raise ValueError(f"{module.path}: describe-it canaries need the runner's join_id")
+            placed, definitions[module.path] = _script_canaries(module, rng, join_id)
             canaries.extend(placed)
             continue
         taken |= set(module.taken)

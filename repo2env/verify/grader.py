@@ -45,6 +45,7 @@ from pathlib import Path
 
 from repo2env.errors import InputError
 from repo2env.jsonl import write_json
+from repo2env.languages import get_profile
 from repo2env.models import GradeResult, Task, TestStatus
 from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.sandbox import Runtime, Sandbox, SandboxLimits
@@ -225,7 +226,7 @@ class Grader:
                 exit_code=result.exit_code, truncated=result.truncated, timed_out=result.timed_out,
                 output=result.output, test_ids=test_ids, run_ids=run_ids, plan=plan, timeout_s=spec.timeout_s,
                 session_statuses=spec.runner.session_statuses,
-                read_reports=partial(_runner_outcomes, spec.runner.plan(run_ids, layout.report_dir)))
+                read_reports=partial(spec.runner.read, spec.runner.plan(run_ids, layout.report_dir)))
         else:
             reading = read_run(exit_code=result.exit_code, truncated=result.truncated, timed_out=result.timed_out,
                                output=result.output, stream_text=stream_text, test_ids=test_ids, run_ids=run_ids,
@@ -272,18 +273,12 @@ def rescore(run_dir: Path, task: Task, mode: RewardMode) -> GradeResult:
     stored = GradeResult.model_validate_json(result_path.read_text())
     stream = Path(run_dir) / "stream.jsonl"
     tests = stored.tests
-    if stream.is_file() and stored.error is None and task.language == "python":  # a runner's reports: as stored
+    # Only pytest's run has the live stream; a language runner's outcomes stay as its reports said.
+    if stream.is_file() and stored.error is None and get_profile(task.language).runs_tests_as_pytest():
         # The live stream is where the outcomes came from (the report only agreed with it).
         live = parse_stream(stream.read_text())
         tests = {test_id: live.status(test_id) for test_id in stored.tests}
     return scored(stored.model_copy(update={"mode": mode, "tests": tests}), task)
-
-
-def _runner_outcomes(run_plan, texts: dict[str, str | None]) -> dict[str, TestStatus]:
-    """Every outcome a language runner's reports (``texts`` by path) name, by its plan."""
-    from repo2env.languages.javascript.runners import reported_outcomes
-
-    return reported_outcomes(run_plan, texts.get)
 
 
 def _collected(collector: Future):

@@ -146,8 +146,9 @@ def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output:
                     session_statuses: tuple[int, ...] | list[int] = SCRIPT_SESSION_STATUSES) -> RunReading:
     """:func:`read_run` for a language runner's run (``script_runner`` in the settings): the one report
     is the runner's reports, each on a line ``REPO2ENV-REPORT <path> <text>`` (base64; ``-``: not
-    written), and ``read_reports(texts)`` reads them into every outcome they name (a runner plan's
-    reading). Failed closed: a run that did not end on its own (its status not one of
+    written), and ``read_reports(texts)`` reads them into the outcome of each run id (the profile's
+    reading of the runner's plan, :meth:`repo2env.verify.spec.TestRunner.read`; an id it leaves out is
+    missing). Failed closed: a run that did not end on its own (its status not one of
     ``session_statuses``: the plan's program ends with ``exit 0``, so a timeout, a kill, any
     signal) earns nothing; a report that is missing,
     incomplete or unreadable fails its tests; a canary that did not come out as it must (a
@@ -173,10 +174,8 @@ def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output:
         return RunReading(tests=missing, error=cut_short(test_status, timeout_s), script_finished=True,
                           tampered=False, patch_applied=True, test_status=test_status, test_output=test_output,
                           xml_text=bundle, stream=None, all_outcomes={})
-    from repo2env.languages.javascript.reports import requested_outcomes
-
-    all_outcomes = requested_outcomes(run_ids, read_reports(texts))
-    outcomes = {test_id: all_outcomes[test_id] for test_id in test_ids}
+    all_outcomes = dict(read_reports(texts))
+    outcomes = {test_id: all_outcomes.get(test_id, TestStatus.MISSING) for test_id in test_ids}
     error, tampered = None, False
     # A must-pass canary that did not run (its file did not load, a hook of its describe failed: a
     # fix that breaks the module) is no lie; one reported as run and failed is.

@@ -31,10 +31,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from repo2env import defaults
-from repo2env.models import Task
+from repo2env.languages import get_profile
+from repo2env.languages.runner import TestRunnerFacts
+from repo2env.models import Task, TestStatus
 from repo2env.patches import parse
 from repo2env.verify.canaries import CanaryPlan
 from repo2env.verify.canary_maker import CanaryModule, canary_modules, plan_canaries, script_canary_modules
@@ -123,15 +125,29 @@ class TestRunner(_Spec):
                                                  "rules, as one regular expression: the language's test paths and "
                                                  "the runner's configuration files ('' for pytest: the rules are its).")
 
+    #: A language runner's facts, from its profile (:func:`profile_runner`); None for pytest, whose
+    #: run is this spec's own. Not serialized: a spec read back from JSON is pytest's (Harbor).
+    _facts: TestRunnerFacts | None = PrivateAttr(None)
+
     @property
     def is_pytest(self) -> bool:
         return self.name == "pytest"
 
-    def plan(self, run_ids: list[str], report_dir: str):
-        """A language runner's run of ``run_ids`` (:class:`repo2env.languages.javascript.runners.RunPlan`)."""
-        from repo2env.languages.javascript.runners import plan_run
+    @property
+    def facts(self) -> TestRunnerFacts:
+        """The profile's facts of a language runner (an error for pytest's part of a spec)."""
+        if self._facts is None:
+            raise ValueError(f"the {self.name} runner of this spec has no profile facts (made by profile_runner)")
+        return self._facts
 
-        return plan_run(self.name, run_ids, report_dir, directory=self.directory)
+    def plan(self, run_ids: list[str], report_dir: str):
+        """A language runner's run of ``run_ids``: the profile's plan (a ``sh -c`` command and its reports)."""
+        return self.facts.plan(run_ids, report_dir)
+
+    def read(self, run_plan, texts: dict[str, str | None]) -> dict[str, TestStatus]:
+        """The outcome of each id of ``run_plan`` from its reports' ``texts`` (by path; None: not
+        written), by the profile's reading: missing and unreadable count as failed."""
+        return dict(self.facts.read(run_plan, texts.get))
 
     def selection(self, test_ids: list[str]) -> list[str]:
         """The arguments that make the runner run ``test_ids`` (see :func:`repo2env.verify.junit.selection_args`)."""
@@ -167,17 +183,17 @@ def pytest_runner(test_command: str, test_ids: list[str], pytest_version: str | 
 
 def profile_runner(task: Task) -> TestRunner:
     """The runner part of a spec from the task's language profile (a built task's runner, e.g. mocha)."""
-    from repo2env.languages import get_profile
-
     profile = get_profile(task.language)
     facts = profile.test_runner(task.env_spec)
     protected = "|".join(part for part in (profile.path_rules().test_pattern(), config_pattern(facts.config_patterns))
                          if part)
-    return TestRunner(name=facts.name, command="", options=[], config_files=[], config_dirs=[], report_option="",
-                      report_options=[], report_format=facts.report_format,
-                      session_statuses=list(SCRIPT_SESSION_STATUSES),
-                      directory=facts.directory, config_patterns=list(facts.config_patterns),
-                      config_fields=list(facts.config_fields), protected_paths=protected)
+    runner = TestRunner(name=facts.name, command="", options=[], config_files=[], config_dirs=[], report_option="",
+                        report_options=[], report_format=facts.report_format,
+                        session_statuses=list(SCRIPT_SESSION_STATUSES),
+                        directory=facts.directory, config_patterns=list(facts.config_patterns),
+                        config_fields=list(facts.config_fields), protected_paths=protected)
+    runner._facts = facts
+    return runner
 
 
 def config_search_dirs(test_ids: list[str]) -> list[str]:
@@ -220,7 +236,8 @@ class GradingSpec(_Spec):
 
     def plan_canaries(self, rng=None) -> CanaryPlan:
         """The canaries of one grading (the system's randomness unless ``rng`` is given)."""
-        return plan_canaries(self.canary_modules, self.test_ids, rng)
+        join_id = None if self.runner.is_pytest else self.runner.facts.join_id
+        return plan_canaries(self.canary_modules, self.test_ids, rng, join_id=join_id)
 
     def run_ids(self, plan: CanaryPlan) -> list[str]:
         """The ids one grading runs: the task's, in their order, with the canaries at random places among them."""
@@ -330,14 +347,14 @@ def _derive(task: Task, timeout_s: float) -> GradingSpec:
     hidden = parse(task.test_patch)
     test_ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS]))
     canary_free = list(task.validation.canary_free_modules) if task.validation else []
-    if task.language != "python":
+    if not get_profile(task.language).runs_tests_as_pytest():
         runner = profile_runner(task)
         return GradingSpec(
             instance_id=task.instance_id, fail_to_pass=list(task.FAIL_TO_PASS), pass_to_pass=list(task.PASS_TO_PASS),
             hidden_tests=task.test_patch, hidden_test_files=hidden.paths, gold_paths=gold.paths,
             gold_runner_references=sorted(runner_references(gold)),
             protected_pattern=protected_path_pattern(runner.protected_paths), runner=runner, timeout_s=timeout_s,
-            canary_modules=[module for module in script_canary_modules(hidden, task.FAIL_TO_PASS, runner.name)
+            canary_modules=[module for module in script_canary_modules(hidden, task.FAIL_TO_PASS, runner.facts)
                             if module.path not in canary_free],
             canary_free_modules=canary_free)
     return GradingSpec(

@@ -11,7 +11,7 @@ from repo2env.languages.base import LanguageProfile, PathRules, VersionSources
 from repo2env.languages.build import BuildRecipe
 from repo2env.languages.files import RepoFiles
 from repo2env.languages.javascript.paths import javascript_paths
-from repo2env.languages.javascript.runners import DESCRIBE_IT_RUNNERS
+from repo2env.languages.javascript.runners import DESCRIBE_IT_RUNNERS, visible_tests_command
 from repo2env.languages.runner import TestRunnerFacts
 from repo2env.languages.variants import VariantMaker
 from repo2env.models import EnvSpec
@@ -68,6 +68,11 @@ class JavaScriptProfile(LanguageProfile):
         if spec is None:
             raise ValueError("a JavaScript task's runner is its built spec's (EnvSpec.test_runner)")
         return javascript_facts(spec, files)
+
+    def visible_tests_command(self, spec: EnvSpec | None = None) -> str:
+        if spec is None or not spec.test_runner:
+            raise ValueError("a JavaScript task's tests run with its built spec's runner (EnvSpec.test_runner)")
+        return visible_tests_command(spec.test_runner, directory=spec.package_dir or "")
 
     def variants(self) -> VariantMaker:
         from repo2env.languages.javascript.variants import JavaScriptVariants  # tree-sitter

@@ -13,6 +13,7 @@ from repo2env.languages.javascript.project import ProjectFiles
 from repo2env.languages.javascript.runners import (
     COMMON_CONFIG_PATTERNS,
     COMMON_PACKAGE_JSON_FIELDS,
+    DESCRIBE_IT_RUNNERS,
     PACKAGE_JSON_FIELDS,
     REPORT_FORMATS,
     RUNNER_CONFIG_PATTERNS,
@@ -20,9 +21,10 @@ from repo2env.languages.javascript.runners import (
     config_files,
     plan_run,
     read_outcomes,
+    reported_outcomes,
     script_invocation,
 )
-from repo2env.languages.javascript.test_ids import split_test_id
+from repo2env.languages.javascript.test_ids import split_test_id, test_id
 from repo2env.languages.runner import TestRunnerFacts
 from repo2env.models import EnvSpec
 
@@ -49,7 +51,8 @@ def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunne
                   "file does not load (repo2env.languages.javascript.test_ids)",
         config_patterns=tuple(dict.fromkeys(patterns)),
         config_fields=tuple(dict.fromkeys([*COMMON_PACKAGE_JSON_FIELDS, *PACKAGE_JSON_FIELDS[runner]])),
-        directory=directory, split_id=split_test_id, plan=plan, read=read_outcomes,
+        directory=directory, split_id=split_test_id, join_id=test_id, plan=plan, read=read_outcomes,
+        reported=reported_outcomes, canary_style="describe-it" if runner in DESCRIBE_IT_RUNNERS else "",
         notes={"runner_pattern": "not yet: the JavaScript grader is the next phase"},
     )
 

@@ -421,10 +421,7 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
     def local(file: str) -> str:
         return file.removeprefix(prefix) if prefix and file.startswith(prefix) else file
 
-    env = " ".join(f"{name}={shlex.quote(value)}" for name, value in invocation.env.items())
-    head = (f"cd {shlex.quote(cwd)} && mkdir -p {shlex.quote(report_dir)} && "
-            f"export PATH={shlex.quote(cwd)}/node_modules/.bin:{shlex.quote(root)}/node_modules/.bin:\"$PATH\""
-            f" CI=true FORCE_COLOR=0 NO_COLOR=1{' ' + env if env else ''}")
+    head = f"cd {shlex.quote(cwd)} && mkdir -p {shlex.quote(report_dir)} && {_environment(cwd, root, invocation.env)}"
     options = " ".join(shlex.quote(option) for option in invocation.options)
     whole, titled = _group(test_ids)
     commands: list[str] = []
@@ -494,6 +491,31 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
     # Every command runs whatever the previous one gave: the reports, not exit codes, tell outcomes.
     body = "; ".join(f"({command})" for command in commands) or "true"
     return RunPlan(runner=runner, command=f"{head}; {body}; exit 0", reports=tuple(reports), test_ids=tuple(test_ids))
+
+
+def _environment(cwd: str, root: str, env: Mapping[str, str]) -> str:
+    """The ``export`` that every run of a runner starts with: the package's and the root's installed
+    tools first on PATH, no colours, CI mode (no watch, no prompt), and ``env``."""
+    extra = " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items())
+    return (f"export PATH={shlex.quote(cwd)}/node_modules/.bin:{shlex.quote(root)}/node_modules/.bin:\"$PATH\""
+            f" CI=true FORCE_COLOR=0 NO_COLOR=1{' ' + extra if extra else ''}")
+
+
+#: How the agent's run of the visible tests starts each runner: its own output for a person to read,
+#: stopping at the first failure where the runner can (vitest's --bail is younger than some pins).
+_VISIBLE_TESTS = {"jest": "jest --ci --bail --coverage=false --watchAll=false", "vitest": "vitest run",
+                  "mocha": "mocha --bail", "jasmine": "jasmine --stop-on-failure=true", "ava": "ava --fail-fast",
+                  "tape": "tape", "node": "node --test"}
+
+
+def visible_tests_command(runner: str, *, root: str = "/testbed", directory: str = "") -> str:
+    """The shell command that runs the visible tests with ``runner`` in the package ``directory`` (as
+    the grader's plan does, from the same folder and PATH), the targets to be appended as absolute
+    paths; with none, the runner's own default (its configuration's test files)."""
+    if runner not in RUNNERS:
+        raise ValueError(f"unknown JavaScript test runner {runner!r}; known: {', '.join(RUNNERS)}")
+    cwd = f"{root.rstrip('/')}/{directory.strip('/')}" if directory.strip("/") else root
+    return f"cd {shlex.quote(cwd)} && {_environment(cwd, root, {})} && {_VISIBLE_TESTS[runner]}"
 
 
 def _ava_match(title: str) -> str:

@@ -8,7 +8,7 @@ from repo2env.languages.base import LanguageProfile, PathRules
 from repo2env.languages.build import BuildRecipe
 from repo2env.languages.files import RepoFiles
 from repo2env.languages.python.paths import PYTHON_PATHS
-from repo2env.languages.python.runner import pytest_facts
+from repo2env.languages.python.runner import VISIBLE_TESTS_COMMAND, pytest_facts
 from repo2env.languages.python.versions import PYTHON_VERSION_SOURCES, scm_version_from_describe
 from repo2env.languages.runner import TestRunnerFacts
 from repo2env.languages.variants import VariantMaker
@@ -45,6 +45,12 @@ class PythonProfile(LanguageProfile):
 
     def test_runner(self, spec: EnvSpec | None = None, files: RepoFiles | None = None) -> TestRunnerFacts:
         return pytest_facts()
+
+    def runs_tests_as_pytest(self) -> bool:
+        return True
+
+    def visible_tests_command(self, spec: EnvSpec | None = None) -> str:
+        return VISIBLE_TESTS_COMMAND
 
     def variants(self) -> VariantMaker:
         from repo2env.languages.python.variants import PythonVariants  # libcst

@@ -18,6 +18,9 @@ STARTUP_MODULES = frozenset({"sitecustomize", "usercustomize"})
 METADATA_SUFFIXES = (".dist-info", ".egg-info", ".egg")
 #: Files Python imports or executes: a binary patch of one hides its text from every check.
 IMPORTABLE_SUFFIXES = (".py", ".pyw", ".pyi", ".pth", ".pyc", ".pyo", ".so", ".pyd", ".toml", ".ini", ".cfg", ".txt")
+#: What the agent's ``run_tests`` tool runs for a Python task (pytest, stopping at the first failure,
+#: writing no cache), its targets appended.
+VISIBLE_TESTS_COMMAND = "python -m pytest -q -x -p no:cacheprovider"
 #: Added lines that reach into the test runner (pytest internals, its hooks, the JUnit report,
 #: leaving the interpreter early).
 RUNNER_PATTERN = (
@@ -37,7 +40,7 @@ def pytest_facts() -> TestRunnerFacts:
                          *(f"*{suffix}/*" for suffix in METADATA_SUFFIXES)),
         config_fields=("pyproject.toml [tool.pytest.ini_options]", "pyproject.toml [tool.pytest]",
                        "tox.ini [pytest]", "setup.cfg [tool:pytest]"),
-        runner_pattern=RUNNER_PATTERN,
+        runner_pattern=RUNNER_PATTERN, canary_style="python",
         notes={"read": "repo2env.verify.junit.outcomes_for", "select": "repo2env.verify.junit.selection_args",
                "config_files": "repo2env.verify.spec.PYTEST_CONFIG_FILES"},
     )
