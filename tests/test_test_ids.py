@@ -368,11 +368,11 @@ def test_pytest_3_instance_ids_deleted_test_files_and_late_usage_errors_grade_cl
     assert empty.error is None and not empty.tampered and empty.reward == 0.0 and empty.pytest_exit == 4
 
 
-def test_every_layer_splits_ids_with_the_python_profiles_function(tmp_path):
+def test_every_layer_splits_ids_with_one_function(tmp_path):
     """One splitter, below every layer: the grader's module re-exports it, and validation's report,
     the agent's run_tests tool and the interface probe read an id with ``::`` in its parameters whole."""
     from repo2env.envs.tools import AgentTools
-    from repo2env.languages.python import test_ids
+    from repo2env.languages import test_ids
     from repo2env.languages.python_interface import read_tests
     from repo2env.models import ExecResult, ValidationReport
     from repo2env.validate.acceptance import AcceptancePolicy

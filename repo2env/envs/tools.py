@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 from repo2env import defaults
 from repo2env.languages import DEFAULT_LANGUAGE, get_profile
-from repo2env.languages.python.test_ids import split_node_id
+from repo2env.languages.test_ids import split_node_id
 from repo2env.models import ExecResult, Task
 from repo2env.runtime.sandbox import Sandbox
 

@@ -35,7 +35,7 @@ from typing import Literal
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from repo2env.languages.python.test_ids import split_node_id
+from repo2env.languages.test_ids import split_node_id
 from repo2env.models import InterfaceKind, InterfaceName
 
 AssertionKind = Literal["message", "string", "other"]

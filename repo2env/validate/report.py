@@ -8,7 +8,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from repo2env.languages.python.test_ids import short_name
+from repo2env.languages.test_ids import short_name
 from repo2env.models import ValidationReport
 from repo2env.validate.acceptance import AcceptancePolicy
 

@@ -15,8 +15,8 @@ import shlex
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable
 
-# split_node_id is the Python profile's; importers of it from here keep working.
-from repo2env.languages.python.test_ids import split_node_id
+# split_node_id lives below every layer; importers of it from here keep working.
+from repo2env.languages.test_ids import split_node_id
 from repo2env.outcomes import TestStatus
 
 _RANK = {TestStatus.PASSED: 0, TestStatus.SKIPPED: 1, TestStatus.FAILED: 2, TestStatus.ERROR: 3}

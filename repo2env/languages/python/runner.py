@@ -35,7 +35,7 @@ def pytest_facts() -> TestRunnerFacts:
     selecting are the grader's own modules (see :mod:`repo2env.languages.runner`)."""
     return TestRunnerFacts(
         name="pytest", report_format="junit-xml",
-        id_format="pytest node ids: <file>::<class>::<function>[<parameters>] (repo2env.languages.python.test_ids.split_node_id)",
+        id_format="pytest node ids: <file>::<class>::<function>[<parameters>] (repo2env.languages.test_ids.split_node_id)",
         config_patterns=(*sorted(TEST_CONFIG_NAMES), "*.pth", *(f"{name}*" for name in sorted(STARTUP_MODULES)),
                          *(f"*{suffix}/*" for suffix in METADATA_SUFFIXES)),
         config_fields=("pyproject.toml [tool.pytest.ini_options]", "pyproject.toml [tool.pytest]",

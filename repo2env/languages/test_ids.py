@@ -1,9 +1,12 @@
-"""pytest node ids: ``<file>::<class>::<function>[<parameters>]``, split the way pytest splits them.
+"""Test ids: ``<file>::<rest>``, split the way pytest splits its node ids
+(``<file>::<class>::<function>[<parameters>]``).
 
-The parameters are opaque: they may hold ``::``, ``.``, ``/``, ``[`` and ``]``, so an id is never
-split on every ``::``. Every layer reads ids through these functions (the grader's JUnit reading,
-validation's report, the agent's ``run_tests`` tool, the interface probe), so they live here, in
-the Python profile, below all of them.
+Every profile writes an id's file first, up to the first ``::`` (a JavaScript id is
+``<file>::<describe> > <title>``), so the file part is the same for all; the rest is pytest's
+shape. The parameters are opaque: they may hold ``::``, ``.``, ``/``, ``[`` and ``]``, so an id is
+never split on every ``::``. Every layer reads ids through these functions (the grader's JUnit
+reading, validation's report, the agent's ``run_tests`` tool, the interface probe), so they live
+here, below all of them and beside no one language's profile.
 """
 
 from __future__ import annotations
