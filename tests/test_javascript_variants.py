@@ -171,7 +171,7 @@ def _applied(repo: Path, patch: str, path: str) -> str:
 @pytest.mark.parametrize(("path", "before", "after"), [("lib/clamp.js", NEAR_BEFORE, NEAR_AFTER),
                                                       ("src/total.ts", TS_BEFORE, TS_AFTER)])
 def test_near_misses_break_the_fix_once_and_parse(path: str, before: str, after: str, tmp_path: Path):
-    from repo2env.languages.javascript.variants import _parser
+    from repo2env.languages.javascript.syntax import parser as _parser
     from repo2env.languages.variants import diff_files
 
     variants = get_profile("javascript").variants().near_misses({path: before}, {path: after}, limit=50)

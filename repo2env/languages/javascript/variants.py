@@ -21,8 +21,8 @@ import itertools
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 
+from repo2env.languages.javascript.syntax import CODE_SUFFIXES, code_suffix, parser
 from repo2env.languages.variants import Variant, VariantMaker, diff_files, text_lines
 
 #: The body each stub style gives a function, in the order the styles are graded.
@@ -35,10 +35,6 @@ STUB_BODIES = {
 }
 _FUNCTIONS = frozenset({"function_declaration", "generator_function_declaration", "function_expression", "function",
                         "generator_function", "arrow_function", "method_definition"})
-_TYPESCRIPT = (".ts", ".mts", ".cts")
-_SUFFIXES = (".js", ".cjs", ".mjs", ".jsx", *_TYPESCRIPT, ".tsx")
-# Declaration files never run: a mutated one would score like gold.
-_DECLARATIONS = (".d.ts", ".d.mts", ".d.cts")
 
 
 class JavaScriptVariants(VariantMaker):
@@ -53,26 +49,10 @@ class JavaScriptVariants(VariantMaker):
         return stubs(before, after, limit=limit)
 
 
-@cache
-def _parser(suffix: str):
-    import tree_sitter
-
-    if suffix in _TYPESCRIPT or suffix == ".tsx":
-        import tree_sitter_typescript
-
-        language = (tree_sitter_typescript.language_tsx() if suffix == ".tsx"
-                    else tree_sitter_typescript.language_typescript())
-    else:
-        import tree_sitter_javascript
-
-        language = tree_sitter_javascript.language()
-    return tree_sitter.Parser(tree_sitter.Language(language))
-
-
 def changed_functions(old: str | None, new: str, suffix: str) -> list[tuple[int, int, bool]]:
     """The outermost functions of ``new`` the change from ``old`` touched: (body start byte, body
     end byte, is a constructor), in the file's order; [] when ``new`` does not parse."""
-    tree = _parser(suffix).parse(new.encode("utf-8"))
+    tree = parser(suffix).parse(new.encode("utf-8"))
     if tree.root_node.has_error:
         return []
     changed: set[int] = set()
@@ -109,7 +89,7 @@ def stubs(before: Mapping[str, str], after: Mapping[str, str], *, limit: int = l
     targets = {}
     for path in paths:
         old, new = before.get(path), after.get(path)
-        if new is None or old == new or not path.endswith(_SUFFIXES):
+        if new is None or old == new or not path.endswith(CODE_SUFFIXES):
             continue
         found = changed_functions(old, new, "." + path.rsplit(".", 1)[-1])
         if found:
@@ -190,7 +170,8 @@ def near_misses(before: Mapping[str, str], after: Mapping[str, str], *, limit: i
     sites: dict[str, list[_Site]] = {kind: [] for kind in MUTATION_KINDS}
     for path in paths:
         old, new = before.get(path), after.get(path)
-        if new is None or old == new or not path.endswith(_SUFFIXES) or path.endswith(_DECLARATIONS):
+        # Declaration files never run: a mutated one would score like gold.
+        if new is None or old == new or code_suffix(path) is None:
             continue
         for kind, description, text in _file_sites(path, old or "", new):
             sites[kind].append(_Site(kind, len(sites[kind]) + 1, path, description, text))
@@ -224,15 +205,15 @@ def _file_sites(path: str, old: str, new: str) -> list[tuple[str, str, str]]:
     """Every faithful mutation of ``new`` (kind, description, mutated text), kind by kind in source
     order; [] when ``new`` does not parse."""
     suffix = "." + path.rsplit(".", 1)[-1]
-    parser = _parser(suffix)
-    tree = parser.parse(new.encode("utf-8"))
+    grammar = parser(suffix)
+    tree = grammar.parse(new.encode("utf-8"))
     if tree.root_node.has_error:
         return []
-    old_tree = parser.parse(old.encode("utf-8"))
+    old_tree = grammar.parse(old.encode("utf-8"))
     forms = {_tokens(tree.root_node), None if old_tree.root_node.has_error else _tokens(old_tree.root_node)}
 
     def faithful(text: str) -> bool:
-        mutated = parser.parse(text.encode("utf-8")).root_node
+        mutated = grammar.parse(text.encode("utf-8")).root_node
         return not mutated.has_error and _tokens(mutated) not in forms
 
     data = new.encode("utf-8")
