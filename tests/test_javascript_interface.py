@@ -222,3 +222,48 @@ def test_a_profile_without_a_parser_finds_no_interface_and_python_is_unchanged()
         files_before={}, files_after={"calc.py": "def b(x):\n    return x\n"},
         test_files={"tests/test_calc.py": "from calc import b\n\n\ndef test_b():\n    assert b(1) == 1\n"},
         tests=["tests/test_calc.py::test_b"], statement="") == []
+
+
+COMMONJS_BEFORE = '''exports.pad = function pad(text, width) {
+  return String(text).padStart(width);
+};
+'''
+COMMONJS_AFTER = COMMONJS_BEFORE + '''
+exports.center = function (text, width, { fill } = {}) {
+  const left = Math.floor((width - text.length) / 2);
+  return exports.pad(text, left + text.length).padEnd(width, fill || " ");
+};
+'''
+COMMONJS_TESTS = '''const assert = require("assert");
+const text = require("../lib/text");
+
+describe("pad", () => {
+  it("pads", () => {
+    assert.strictEqual(text.pad("a", 2), " a");
+  });
+});
+
+describe("center", () => {
+  let centered;
+  beforeEach(() => {
+    centered = text.center("a", 3);
+  });
+
+  it("centers", () => {
+    assert.strictEqual(centered, " a ");
+  });
+});
+'''
+
+
+def test_commonjs_exports_and_what_a_describe_hook_uses(tmp_path: Path):
+    task, sources = _task_and_sources(tmp_path, {"lib/text.js": COMMONJS_BEFORE}, {"lib/text.js": COMMONJS_AFTER},
+                                      {"test/text.test.js": COMMONJS_TESTS}, "Text cannot be centred yet.")
+
+    interface = find_interface(task, sources, ["test/text.test.js::pad > pads", "test/text.test.js::center > centers"])
+
+    # Only the test under the describe whose beforeEach calls it needs it.
+    assert [(name.signature, name.tests) for name in interface.names] == [
+        ("center(text, width, { fill } = ...)", ["test/text.test.js::center > centers"])]
+    assert "exports.center = function (text, width, { fill } = {}) {" in task.patch
+    assert interface.leak.score == 0.0

@@ -214,9 +214,8 @@ def _commonjs_exports(statement, exported: dict[str, object]) -> list[tuple[str,
     assignment = statement.named_children[0] if statement.named_children else None
     if assignment is None or assignment.type != "assignment_expression":
         return []
-    target = assignment.child_by_field_name("left").text.decode().replace(" ", "")
-    value = assignment.child_by_field_name("right")
-    if target == "module.exports":
+    target, value = assignment.child_by_field_name("left"), assignment.child_by_field_name("right")
+    if _is_module_exports(target):
         if value.type == "identifier":
             return [(value.text.decode(), value.text.decode())]
         if value.type in _FUNCTIONS | {"class"}:
@@ -236,14 +235,23 @@ def _commonjs_exports(statement, exported: dict[str, object]) -> list[tuple[str,
             elif member.type == "method_definition":
                 exported[member.child_by_field_name("name").text.decode()] = member
         return aliases
-    for prefix in ("module.exports.", "exports."):
-        if target.startswith(prefix) and _WORD.fullmatch(target[len(prefix):]):
-            name = target[len(prefix):]
+    # module.exports.name = ..., exports.name = ...
+    if target.type == "member_expression" and target.child_by_field_name("property").type == "property_identifier":
+        owner = target.child_by_field_name("object")
+        if _is_module_exports(owner) or (owner.type == "identifier" and owner.text == b"exports"):
+            name = target.child_by_field_name("property").text.decode()
             if value.type == "identifier":
                 return [(name, value.text.decode())]
             if value.type in _FUNCTIONS | {"class"}:
                 exported[name] = value
     return []
+
+
+def _is_module_exports(node) -> bool:
+    if node.type != "member_expression":
+        return False
+    owner, prop = node.child_by_field_name("object"), node.child_by_field_name("property")
+    return owner.type == "identifier" and owner.text == b"module" and prop.text == b"exports"
 
 
 def _option_keys(node) -> frozenset[str]:
@@ -416,26 +424,24 @@ def read_tests(test_files: Mapping[str, str], tests: Iterable[str]) -> dict[str,
 def _test_parts(root, titles: tuple[str, ...]):
     """The nodes a test's run reads: the file's code outside test and describe calls, the hooks of
     the describe blocks around the test, the test's callback; None when no call has its titles."""
-    parts = [statement for statement in root.named_children if _test_call(statement) is None]
+    parts = _shared(root)
     scope = root
     for depth, title in enumerate(titles):
-        last = depth == len(titles) - 1
-        match = None
-        for statement in _statements(scope):
-            call = _test_call(statement)
-            if call is not None and call[1] == title and (call[0] in _TEST_CALLS) == last:
-                match = call[2]
-                break
+        wanted = _TEST_CALLS if depth == len(titles) - 1 else _GROUP_CALLS
+        match = next((call[2] for statement in _statements(scope)
+                      if (call := _test_call(statement)) is not None and call[0] in wanted and call[1] == title), None)
         if match is None:
             return None
-        if not last:
-            parts += [statement for statement in _statements(match)
-                      if (call := _test_call(statement)) is not None and call[0] in _HOOK_CALLS]
-            parts += [statement for statement in _statements(match) if _test_call(statement) is None]
-        else:
-            parts.append(match)
+        parts += _shared(match) if wanted is _GROUP_CALLS else [match]
         scope = match
     return parts
+
+
+def _shared(scope) -> list:
+    """The statements of a file or describe callback that run for each of its tests: hooks and
+    every statement that declares no test or describe block."""
+    return [statement for statement in _statements(scope)
+            if (call := _test_call(statement)) is None or call[0] in _HOOK_CALLS]
 
 
 def _statements(callback) -> list:
