@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -32,6 +32,7 @@ from repo2env.languages.files import RepoFiles
 
 if TYPE_CHECKING:
     from repo2env.languages.build import BuildRecipe
+    from repo2env.languages.interface import InterfaceNeed
     from repo2env.languages.runner import TestRunnerFacts
     from repo2env.languages.variants import VariantMaker
     from repo2env.models import EnvSpec
@@ -164,3 +165,16 @@ class LanguageProfile(ABC):
     def variants(self) -> VariantMaker:
         """How validation's reference variants of a gold patch are made in this language (partial
         fixes, near misses, stubs): :class:`repo2env.languages.variants.VariantMaker`."""
+
+    # --- quality ------------------------------------------------------------------------------
+
+    def introduced_interface(self, *, files_before: Mapping[str, str], files_after: Mapping[str, str],
+                             test_files: Mapping[str, str], tests: Iterable[str],
+                             statement: str) -> list[InterfaceNeed]:
+        """The names the gold patch introduces that ``tests`` use and ``statement`` never names, each
+        with its signature (never a body, never a default value): what validation's Interface
+        section gives (docs/quality.md). ``files_before`` / ``files_after``: the fix's source files
+        before and after it (a file missing before is new); ``test_files``: the test files after the
+        test patch; ``tests``: FAIL_TO_PASS ids. By default nothing: a profile without a parser
+        finds no interface, and its tasks are measured on everything else."""
+        return []

@@ -10,9 +10,10 @@ This is the Python half of two questions validation asks every task (:mod:`repo2
 - :func:`assertion_shapes`: what each FAIL_TO_PASS test checks: an exact error message, a string
   that reads like prose, or anything else (a value, a type, an exception class).
 
-Until the language profiles land this is one module; it then becomes the Python profile's
-``introduced_interface`` / ``assertion_shapes``, and a JavaScript profile answers the same questions
-from tree-sitter trees (the records below say nothing about Python).
+:func:`introduced_interface` is the Python profile's answer to
+:meth:`~repo2env.languages.base.LanguageProfile.introduced_interface` (the JavaScript profile's is
+:mod:`repo2env.languages.javascript.interface`, from tree-sitter trees); :func:`assertion_shapes`
+is still asked of this module directly (the records say nothing about Python).
 
 What a test *uses* is everything its code names: the test function (decorators included), the
 fixtures it asks for and the helpers it calls that are defined in the test files (followed a few
@@ -35,6 +36,7 @@ from typing import Literal
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
+from repo2env.languages.interface import InterfaceNeed
 from repo2env.languages.test_ids import split_node_id
 from repo2env.models import InterfaceKind, InterfaceName
 
@@ -59,21 +61,6 @@ _UNITTEST_COMPARE = frozenset({"assertEqual", "assertEquals", "assertIn", "asser
                                "assertStartsWith", "assertEndsWith", "assertCountEqual"})
 _UNITTEST_MESSAGE = frozenset({"assertRaisesRegex", "assertRaisesRegexp", "assertWarnsRegex"})
 _RAISES = frozenset({"raises", "warns", "deprecated_call"})
-
-
-@dataclass(frozen=True)
-class InterfaceNeed:
-    """One name the tests need and the issue does not give, with what the leak check reads.
-
-    ``name`` is the record validation keeps; ``bare_signature`` the same signature without any
-    annotation (shown instead when the leak check finds the annotations give the fix away);
-    ``header_lines`` the definition's own header lines, stripped, which the leak check allows
-    (they are the signature) while it looks for every other line of the fix.
-    """
-
-    name: InterfaceName
-    bare_signature: str
-    header_lines: tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -194,6 +194,8 @@ def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs
         derivation.error = _prepare_states(task, before, after, source_files, derivation)
         if derivation.error:
             return derivation
+        # The test files after the patch: what the interface probe reads (the names tests call).
+        derivation.test_sources = _read_files(after, test_files)
         if log_dir:
             log_dir.mkdir(parents=True, exist_ok=True)
         began = time.monotonic()

@@ -14,9 +14,11 @@ reference rollouts), with no model (docs/quality.md):
    traceback) and whether it names what the tests check (a name, a file, a message).
 4. **pass@k** of the policy rollouts, when a policy ran (:func:`pass_at_k`).
 
-The syntax-tree questions (which names, which assertions) are the language's: Python's answers are
-:mod:`repo2env.languages.python_interface`; files of other languages give no answer there, so
-their tasks are measured on everything else.
+The syntax-tree questions (which names, which assertions) are the language's. The interface is
+asked of the task's profile (:meth:`~repo2env.languages.base.LanguageProfile.introduced_interface`:
+Python's from libcst, JavaScript's from tree-sitter); assertion shapes are still Python's alone
+(:mod:`repo2env.languages.python_interface`), so other languages' tasks are measured on everything
+else there.
 """
 
 from __future__ import annotations
@@ -30,14 +32,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from repo2env.instruction import interface_block
-from repo2env.languages.python_interface import (
-    PROSE_WORDS,
-    Assertion,
-    InterfaceNeed,
-    assertion_shapes,
-    behaviour_names,
-    introduced_interface,
-)
+from repo2env.languages import get_profile
+from repo2env.languages.interface import InterfaceNeed
+from repo2env.languages.python_interface import PROSE_WORDS, Assertion, assertion_shapes, behaviour_names
 from repo2env.languages.variants import dropped_hunk
 from repo2env.leakage import InterfaceLeak, interface_leak
 from repo2env.models import GradeResult, InterfaceName, QualityReport, RolloutResult, Task
@@ -97,8 +94,9 @@ def find_interface(task: Task, sources: TaskSources, tests: Sequence[str]) -> In
     annotations when nothing of the fix beyond the signatures shows, else with names and
     parameters only, else not at all (``section`` empty, ``leak`` what the last try revealed).
     """
-    needs = introduced_interface(files_before=sources.files_before, files_after=sources.files_after,
-                                 test_files=sources.test_files, tests=tests, statement=task.problem_statement)
+    needs = get_profile(task.language).introduced_interface(
+        files_before=sources.files_before, files_after=sources.files_after, test_files=sources.test_files,
+        tests=tests, statement=task.problem_statement)
     if not needs:
         return Interface([], "", InterfaceLeak(0.0, ()))
     signature_lines = [line for need in needs for line in need.header_lines]

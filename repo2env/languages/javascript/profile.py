@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from repo2env.languages.base import LanguageProfile, PathRules, VersionSources
 from repo2env.languages.build import BuildRecipe
 from repo2env.languages.files import RepoFiles
+from repo2env.languages.interface import InterfaceNeed
 from repo2env.languages.javascript.paths import javascript_paths
 from repo2env.languages.javascript.runners import DESCRIBE_IT_RUNNERS, visible_tests_command
 from repo2env.languages.runner import TestRunnerFacts
@@ -78,6 +79,14 @@ class JavaScriptProfile(LanguageProfile):
         from repo2env.languages.javascript.variants import JavaScriptVariants  # tree-sitter
 
         return JavaScriptVariants()
+
+    def introduced_interface(self, *, files_before: Mapping[str, str], files_after: Mapping[str, str],
+                             test_files: Mapping[str, str], tests: Iterable[str],
+                             statement: str) -> list[InterfaceNeed]:
+        from repo2env.languages.javascript.interface import introduced_interface  # tree-sitter
+
+        return introduced_interface(files_before=files_before, files_after=files_after, test_files=test_files,
+                                    tests=tests, statement=statement)
 
 
 def _folders_above(paths: Sequence[str]) -> list[str]:

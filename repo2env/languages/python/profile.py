@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from repo2env.languages.base import LanguageProfile, PathRules
 from repo2env.languages.build import BuildRecipe
 from repo2env.languages.files import RepoFiles
+from repo2env.languages.interface import InterfaceNeed
 from repo2env.languages.python.paths import PYTHON_PATHS
 from repo2env.languages.python.runner import VISIBLE_TESTS_COMMAND, pytest_facts
 from repo2env.languages.python.versions import PYTHON_VERSION_SOURCES, scm_version_from_describe
@@ -56,3 +57,11 @@ class PythonProfile(LanguageProfile):
         from repo2env.languages.python.variants import PythonVariants  # libcst
 
         return PythonVariants()
+
+    def introduced_interface(self, *, files_before: Mapping[str, str], files_after: Mapping[str, str],
+                             test_files: Mapping[str, str], tests: Iterable[str],
+                             statement: str) -> list[InterfaceNeed]:
+        from repo2env.languages.python_interface import introduced_interface  # libcst
+
+        return introduced_interface(files_before=files_before, files_after=files_after, test_files=test_files,
+                                    tests=tests, statement=statement)
