@@ -101,8 +101,9 @@ TOOL_OUTPUTS = ("".join(f"file_{n}.py\n" for n in range(60)), "".join(f"line {n}
 
 
 def _tool_conversation(plan: PerturbationPlan | None, *, tools_through_bridge: bool = False):
-    """A harness that runs its own tools, through the proxy: (the upstream's bodies, the recorded
-    calls, the recorded tool runs, the harness's own messages)."""
+    """A harness that runs its own tools, through the proxy, then sends its history once more without
+    the first exchange (as a harness compacting its context does): (the upstream's bodies, the
+    recorded calls, the recorded tool runs, the harness's own messages)."""
     scripts = {"two": [ScriptedCall("bash", {"command": "ls"}), ScriptedCall("bash", {"command": "cat README"})]}
     with ScriptedLLM(scripts) as llm, CapturingProxy(llm.url) as proxy:
         episode = proxy.open_episode("tools", perturbations=plan, tools_through_bridge=tools_through_bridge)
@@ -113,6 +114,7 @@ def _tool_conversation(plan: PerturbationPlan | None, *, tools_through_bridge: b
             messages.append(answer.json()["choices"][0]["message"])
             if output is not None:
                 messages.append({"role": "tool", "tool_call_id": messages[-1]["tool_calls"][0]["id"], "content": output})
+        assert _chat(proxy.episode_url("tools"), messages=[messages[0], *messages[3:5]], tools=BASH_TOOL).ok
         calls = proxy.close_episode("tools")
         return llm.bodies(), calls, episode.tool_runs(), messages
 
@@ -126,8 +128,8 @@ def test_a_harness_running_its_own_tools_gets_the_tool_faults_in_what_the_model_
     bodies, calls, runs, messages = _tool_conversation(plan)
     first, second = (Perturber(plan, "tools").cut(output, number) for number, output in enumerate(TOOL_OUTPUTS))
     assert first != TOOL_OUTPUTS[0] and TOOL_OUTPUTS[0].startswith(first) and TOOL_OUTPUTS[1].startswith(second)
-    # Upstream: each result cut as it first came, and the first one cut the same way again in the later request.
-    assert [_tool_contents(body) for body in bodies] == [[], [first], [first, second]]
+    # Upstream: each result cut as it first came, and the same way again in later requests, wherever it stands.
+    assert [_tool_contents(body) for body in bodies] == [[], [first], [first, second], [second]]
     assert _tool_contents({"messages": messages}) == list(TOOL_OUTPUTS), "the harness keeps the real output"
     assert [call.request["messages"] for call in calls] == [body["messages"] for body in bodies], \
         "the trace records what the model got"
@@ -141,20 +143,39 @@ def test_a_harness_running_its_own_tools_gets_the_tool_faults_in_what_the_model_
     timeouts = PerturbationPlan(tool_timeout=1.0, seed=5)
     bodies, _, runs, _ = _tool_conversation(timeouts)
     note = TIMEOUT_NOTE.format(seconds=defaults.TOOL_COMMAND_TIMEOUT_S)
-    assert [_tool_contents(body) for body in bodies] == [[], [note], [note, note]]
+    assert [_tool_contents(body) for body in bodies] == [[], [note], [note, note], [note]]
     assert [(run.perturbation, run.exit_code, run.output) for run in runs] == [("tool_timeout", 124, note)] * 2
 
 
 def test_tool_results_are_recorded_unperturbed_without_faults_and_left_to_the_bridge_when_it_runs_them():
     bodies, calls, runs, _ = _tool_conversation(None)
-    assert _tool_contents(bodies[-1]) == list(TOOL_OUTPUTS)
+    assert _tool_contents(bodies[2]) == list(TOOL_OUTPUTS)
     assert [(run.tool, run.perturbation, run.exit_code, run.output) for run in runs] == \
         [("bash", None, None, output) for output in TOOL_OUTPUTS]
     # A host-side harness's tools go through the bridge, which injected the fault already: never twice.
     plan = PerturbationPlan(output_cut=1.0, tool_timeout=0.5, seed=5)
     bodies, calls, runs, _ = _tool_conversation(plan, tools_through_bridge=True)
-    assert _tool_contents(bodies[-1]) == list(TOOL_OUTPUTS) and runs == []
-    assert _tool_contents(calls[-1].request) == list(TOOL_OUTPUTS)
+    assert _tool_contents(bodies[2]) == list(TOOL_OUTPUTS) and runs == []
+    assert _tool_contents(calls[2].request) == list(TOOL_OUTPUTS)
+
+
+def test_tool_results_with_reused_ids_are_told_apart_and_content_parts_stay_parts():
+    from repo2env.harness.tool_results import ToolResults
+
+    plan = PerturbationPlan(output_cut=1.0, seed=2)
+    results = ToolResults(Perturber(plan, "reused"))
+    turn = [{"role": "user", "content": "fix it"},
+            {"role": "assistant", "tool_calls": [{"id": "call_0", "function": {"name": "ls", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "call_0", "content": [{"type": "text", "text": TOOL_OUTPUTS[0]}]}]
+    again = [{"role": "assistant", "tool_calls": [{"id": "call_0", "function": {"name": "cat", "arguments": "nope"}}]},
+             {"role": "tool", "tool_call_id": "call_0", "content": TOOL_OUTPUTS[1]}]
+    first = results.as_sent(turn, 1.0)
+    assert first[2]["content"] == [{"type": "text", "text": Perturber(plan, "reused").cut(TOOL_OUTPUTS[0], 0)}]
+    assert turn[2]["content"][0]["text"] == TOOL_OUTPUTS[0], "the harness's messages are left as they are"
+    both = results.as_sent(turn + again, 2.0)
+    assert both[:3] == first and both[4]["content"] == Perturber(plan, "reused").cut(TOOL_OUTPUTS[1], 1)
+    assert [(run.index, run.tool, run.arguments, run.at_s) for run in results.runs()] == [
+        (0, "ls", {}, 1.0), (1, "cat", {"arguments": "nope"}, 2.0)]
 
 
 def test_an_adapter_class_named_module_colon_class_is_resolved_and_run(tmp_path):
