@@ -553,6 +553,12 @@ CutOff = Literal["turns", "tokens", "wall_time"]
 #: What a perturbation did: a tool call that timed out, a command whose output was cut, a model
 #: call answered by a transient failure the harness must retry.
 PerturbationKind = Literal["tool_timeout", "output_cut", "endpoint_failure"]
+#: Where a tool call was recorded: ``sandbox``, where it ran through repo2env's tools (the sandbox
+#: bridge of a host-side harness, RepoEnv); ``proxy``, where a harness running its own tools sent
+#: its result to the model.
+ToolRunSite = Literal["sandbox", "proxy"]
+#: Characters of a tool's answer a :class:`ToolRun` keeps (the agent itself gets the whole answer).
+TOOL_RUN_OUTPUT_CHARS = 4000
 
 
 class EpisodeBudget(_Schema):
@@ -588,7 +594,8 @@ class ModelCall(_Schema):
     index: int
     at_s: float = Field(0.0, description="Seconds from the episode's start to the call.")
     request: dict[str, Any] = Field(default_factory=dict, description=(
-        "The body the agent sent (messages, tools, sampling parameters), before the proxy's additions."))
+        "The body the agent sent (messages, tools, sampling parameters), before the proxy's additions; its "
+        "tool results as the model got them (with the faults the proxy injected into them)."))
     response: dict[str, Any] | None = Field(None, description=(
         "The chat completion the agent received (a streamed one assembled into one message)."))
     stream: bool = False
@@ -606,16 +613,22 @@ class ModelCall(_Schema):
 
 
 class ToolRun(_Schema):
-    """One tool call a host-side harness made in the sandbox through the sandbox bridge."""
+    """One tool call of an episode: run through repo2env's tools (a host-side harness's sandbox
+    bridge, RepoEnv), or, for a harness running its own tools in the sandbox, its result as the
+    capturing proxy passed it to the model."""
 
     index: int
-    at_s: float = 0.0
+    at_s: float = Field(0.0, description="Seconds from the episode's start to the call (to the proxy first seeing its result).")
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict)
-    output: str = Field("", description="What the harness received (cut to a few KB in the trace).")
-    exit_code: int | None = None
+    output: str = Field("", description=(
+        "What the agent received (at the proxy: what the model was sent), cut to a few KB in the trace."))
+    exit_code: int | None = Field(None, description=(
+        "The command's exit status; at the proxy unknown (None), but 124 for an injected timeout."))
     duration_s: float = 0.0
     perturbation: PerturbationKind | None = None
+    recorded_at: ToolRunSite = "sandbox"
+    tool_call_id: str | None = Field(None, description="The model's id of the call, where the proxy recorded it.")
 
 
 class EpisodeTrace(_Schema):

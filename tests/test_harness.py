@@ -16,7 +16,8 @@ import pytest
 import requests
 from scripted_llm import ScriptedCall, ScriptedLLM, gold_script, nothing_script, partial_script
 
-from repo2env.harness.perturb import Perturber
+from repo2env import defaults
+from repo2env.harness.perturb import TIMEOUT_NOTE, Perturber
 from repo2env.harness.proxy import CapturingProxy
 from repo2env.models import EpisodeBudget, PerturbationPlan
 
@@ -91,6 +92,118 @@ def test_endpoint_failures_are_injected_at_the_set_rate_reproducibly_and_recorde
     assert statuses == [503 if failed else 200 for failed in draws[:12]]
     assert [call.perturbation for call in calls] == ["endpoint_failure" if failed else None for failed in draws[:12]]
     assert len(llm.bodies()) == statuses.count(200)
+
+
+BASH_TOOL = [{"type": "function", "function": {"name": "bash", "parameters": {
+    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
+#: What a harness's own tools printed, one per tool call.
+TOOL_OUTPUTS = ("".join(f"file_{n}.py\n" for n in range(60)), "".join(f"line {n} of README\n" for n in range(80)))
+
+
+def _tool_conversation(plan: PerturbationPlan | None, *, tools_through_bridge: bool = False):
+    """A harness that runs its own tools, through the proxy, then sends its history once more without
+    the first exchange (as a harness compacting its context does): (the upstream's bodies, the
+    recorded calls, the recorded tool runs, the harness's own messages)."""
+    scripts = {"two": [ScriptedCall("bash", {"command": "ls"}), ScriptedCall("bash", {"command": "cat README"})]}
+    with ScriptedLLM(scripts) as llm, CapturingProxy(llm.url) as proxy:
+        episode = proxy.open_episode("tools", perturbations=plan, tools_through_bridge=tools_through_bridge)
+        messages = [{"role": "user", "content": "fix it"}]
+        for output in (*TOOL_OUTPUTS, None):
+            answer = _chat(proxy.episode_url("tools"), messages=messages, tools=BASH_TOOL)
+            assert answer.status_code == 200, answer.text
+            messages.append(answer.json()["choices"][0]["message"])
+            if output is not None:
+                messages.append({"role": "tool", "tool_call_id": messages[-1]["tool_calls"][0]["id"], "content": output})
+        assert _chat(proxy.episode_url("tools"), messages=[messages[0], *messages[3:5]], tools=BASH_TOOL).ok
+        calls = proxy.close_episode("tools")
+        return llm.bodies(), calls, episode.tool_runs(), messages
+
+
+def _tool_contents(body: dict) -> list:
+    return [message["content"] for message in body["messages"] if message["role"] == "tool"]
+
+
+def test_a_harness_running_its_own_tools_gets_the_tool_faults_in_what_the_model_sees():
+    plan = PerturbationPlan(output_cut=1.0, seed=5)
+    bodies, calls, runs, messages = _tool_conversation(plan)
+    first, second = (Perturber(plan, "tools").cut(output, number) for number, output in enumerate(TOOL_OUTPUTS))
+    assert first != TOOL_OUTPUTS[0] and TOOL_OUTPUTS[0].startswith(first) and TOOL_OUTPUTS[1].startswith(second)
+    # Upstream: each result cut as it first came, and the same way again in later requests, wherever it stands.
+    assert [_tool_contents(body) for body in bodies] == [[], [first], [first, second], [second]]
+    assert _tool_contents({"messages": messages}) == list(TOOL_OUTPUTS), "the harness keeps the real output"
+    assert [call.request["messages"] for call in calls] == [body["messages"] for body in bodies], \
+        "the trace records what the model got"
+    assert [(run.index, run.tool, run.arguments, run.perturbation, run.recorded_at, run.output) for run in runs] == [
+        (0, "bash", {"command": "ls"}, "output_cut", "proxy", first),
+        (1, "bash", {"command": "cat README"}, "output_cut", "proxy", second)]
+    assert [run.tool_call_id for run in runs] == [message["tool_call_id"] for message in messages if message["role"] == "tool"]
+    assert _tool_conversation(plan)[0] == bodies, "the same seed meets the same faults"
+    assert _tool_conversation(plan.model_copy(update={"seed": 6}))[0] != bodies, "and another seed others"
+
+    timeouts = PerturbationPlan(tool_timeout=1.0, seed=5)
+    bodies, _, runs, _ = _tool_conversation(timeouts)
+    note = TIMEOUT_NOTE.format(seconds=defaults.TOOL_COMMAND_TIMEOUT_S)
+    assert [_tool_contents(body) for body in bodies] == [[], [note], [note, note], [note]]
+    assert [(run.perturbation, run.exit_code, run.output) for run in runs] == [("tool_timeout", 124, note)] * 2
+
+
+def test_tool_results_are_recorded_unperturbed_without_faults_and_left_to_the_bridge_when_it_runs_them():
+    bodies, calls, runs, _ = _tool_conversation(None)
+    assert _tool_contents(bodies[2]) == list(TOOL_OUTPUTS)
+    assert [(run.tool, run.perturbation, run.exit_code, run.output) for run in runs] == \
+        [("bash", None, None, output) for output in TOOL_OUTPUTS]
+    # A host-side harness's tools go through the bridge, which injected the fault already: never twice.
+    plan = PerturbationPlan(output_cut=1.0, tool_timeout=0.5, seed=5)
+    bodies, calls, runs, _ = _tool_conversation(plan, tools_through_bridge=True)
+    assert _tool_contents(bodies[2]) == list(TOOL_OUTPUTS) and runs == []
+    assert _tool_contents(calls[2].request) == list(TOOL_OUTPUTS)
+
+
+def test_tool_results_with_reused_ids_are_told_apart_and_content_parts_stay_parts():
+    from repo2env.harness.tool_results import ToolResults
+
+    plan = PerturbationPlan(output_cut=1.0, seed=2)
+    results = ToolResults(Perturber(plan, "reused"))
+    turn = [{"role": "user", "content": "fix it"},
+            {"role": "assistant", "tool_calls": [{"id": "call_0", "function": {"name": "ls", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "call_0", "content": [{"type": "text", "text": TOOL_OUTPUTS[0]}]}]
+    again = [{"role": "assistant", "tool_calls": [{"id": "call_0", "function": {"name": "cat", "arguments": "nope"}}]},
+             {"role": "tool", "tool_call_id": "call_0", "content": TOOL_OUTPUTS[1]}]
+    first = results.as_sent(turn, 1.0)
+    assert first[2]["content"] == [{"type": "text", "text": Perturber(plan, "reused").cut(TOOL_OUTPUTS[0], 0)}]
+    assert turn[2]["content"][0]["text"] == TOOL_OUTPUTS[0], "the harness's messages are left as they are"
+    both = results.as_sent(turn + again, 2.0)
+    assert both[:3] == first and both[4]["content"] == Perturber(plan, "reused").cut(TOOL_OUTPUTS[1], 1)
+    assert [(run.index, run.tool, run.arguments, run.at_s) for run in results.runs()] == [
+        (0, "ls", {}, 1.0), (1, "cat", {"arguments": "nope"}, 2.0)]
+
+
+def test_an_adapter_class_named_module_colon_class_is_resolved_and_run(tmp_path):
+    from harness_adapters import OneCallHarness
+
+    from repo2env.errors import InputError
+    from repo2env.harness.agents import harness_agent
+    from repo2env.harness.agents.base import Launch
+    from repo2env.harness.agents.sandboxed import CommandAgent
+    from repo2env.models import Task
+
+    agent = harness_agent("harness_adapters:OneCallHarness")
+    assert type(agent) is OneCallHarness and agent.describe() == "one-call"
+    with pytest.raises(InputError, match="not a harness adapter class"):
+        harness_agent("harness_adapters:NotAnAdapter")
+    assert isinstance(harness_agent("no_such_module:Thing"), CommandAgent), "not importable: a command"
+    task = Task(instance_id="acme__lib-1", repo="acme/lib", pull_number=1, base_commit="a" * 40, patch="",
+                test_patch="", problem_statement="Fix the thing.", created_at="2024-01-01T00:00:00Z")
+    scripts = {"look": [ScriptedCall("bash", {"command": "ls"})]}
+    with ScriptedLLM(scripts) as llm, CapturingProxy(llm.url) as proxy:
+        proxy.open_episode("adapter")
+        agent.install()
+        ended = agent.run(Launch(task=task, instruction="Fix the thing.", model="scripted",
+                                 base_url=proxy.episode_url("adapter"), work_dir=tmp_path, deadline_s=60))
+        calls = proxy.close_episode("adapter")
+    assert ended.finished == "done", ended.log
+    assert [call.status for call in calls] == [200] and calls[0].request["messages"][0]["content"] == "Fix the thing."
+    assert llm.bodies()[0]["model"] == "anything", "the harness's own request reached the model"
 
 
 def test_an_upstream_that_refuses_the_capture_fields_is_asked_again_without_them():
@@ -244,7 +357,8 @@ def test_opencode_from_npm_runs_in_an_agent_layer_without_network_and_is_graded(
 
 
 #: A harness of a few lines, run in the sandbox as a plain command: it asks the model through
-#: $OPENAI_BASE_URL, runs the bash calls it gets, and tries to reach the host (it must fail).
+#: $OPENAI_BASE_URL, runs the bash calls it gets (printing what they printed), and tries to reach the
+#: host (it must fail).
 TINY_HARNESS = r"""cat > /tmp/tiny_harness.py <<'HARNESS'
 import json, os, socket, subprocess, urllib.request
 try:
@@ -266,6 +380,7 @@ for _ in range(10):
     for call in message["tool_calls"]:
         done = subprocess.run(json.loads(call["function"]["arguments"])["command"], shell=True,
                               capture_output=True, text=True)
+        print("tool output:", json.dumps(done.stdout + done.stderr))
         messages.append({"role": "tool", "tool_call_id": call["id"], "content": done.stdout + done.stderr})
 HARNESS
 python3 /tmp/tiny_harness.py"""
@@ -285,7 +400,8 @@ def test_any_command_is_a_harness_in_the_sandbox_reaching_only_its_episode(task,
     log = (tmp_path / "episodes" / trace.episode_id / "harness.log").read_text()
     assert "no network: " in log and "NETWORK REACHED" not in log
     assert trace.finished == "done", log
-    assert [call.status for call in trace.calls] == [200, 200] and not trace.tool_runs
+    assert [call.status for call in trace.calls] == [200, 200]
+    assert [(run.tool, run.recorded_at, run.perturbation) for run in trace.tool_runs] == [("bash", "proxy", None)]
     assert 0 < trace.reward < 1 and trace.grade.reward == pytest.approx(
         len(partial_pull.partial_fixes[0].passes) / len(task.FAIL_TO_PASS))
 
@@ -338,6 +454,42 @@ def test_injected_faults_reach_the_harness_and_never_the_hidden_tests(task, back
     assert all(run.perturbation == "tool_timeout" and run.exit_code == 124 for run in stuck.tool_runs)
     assert "[timed out after" in stuck.tool_runs[0].output
     assert stuck.patch == "" and stuck.reward == 0.0, "a command that timed out changed nothing"
+
+
+@docker
+@pytest.mark.slow
+def test_tool_faults_reach_the_model_of_a_harness_in_the_sandbox_and_never_the_hidden_tests(task, partial_pull, backend,
+                                                                                            grader, tmp_path):
+    from repo2env.harness.agents import harness_agent
+    from repo2env.harness.run import HarnessOptions, run_harness
+
+    # A seed under which the first command "times out" and the second's output is cut.
+    plan = next(plan for plan in (PerturbationPlan(tool_timeout=0.5, output_cut=1.0, seed=seed) for seed in range(100))
+                if [Perturber(plan, "sandboxed").tool_fault(n) for n in (0, 1)] == ["tool_timeout", "output_cut"])
+    show = ScriptedCall("bash", {"command": "git diff; for n in $(seq 40); do echo padding line $n; done"})
+    with ScriptedLLM({"partial": [*partial_script(partial_pull.partial_fixes[0].patch), show]}) as llm:
+        with CapturingProxy(llm.url) as proxy:
+            trace = run_harness(task, harness_agent(TINY_HARNESS), backend=backend, proxy=proxy, grader=grader,
+                                model="scripted", logs_dir=tmp_path, episode_id="sandboxed",
+                                options=HarnessOptions(perturbations=plan))
+        bodies = llm.bodies()
+    log = (tmp_path / "sandboxed" / "harness.log").read_text()
+    assert trace.finished == "done", log
+    assert [(run.tool, run.recorded_at, run.perturbation) for run in trace.tool_runs] == [
+        ("bash", "proxy", "tool_timeout"), ("bash", "proxy", "output_cut")]
+    assert "git apply" in trace.tool_runs[0].arguments["command"] and trace.tool_runs[0].exit_code == 124
+    # The harness's own process saw the real outputs; the model, the faulty ones, in every later request.
+    real = [json.loads(line.removeprefix("tool output: ")) for line in log.splitlines() if line.startswith("tool output: ")]
+    assert len(real) == 2 and "padding line 40" in real[1] and "diff --git" in real[1]
+    faulty = [Perturber(plan, "sandboxed").cut(real[1], 1)]
+    assert [_tool_contents(body) for body in bodies] == [[], [trace.tool_runs[0].output],
+                                                         [trace.tool_runs[0].output, *faulty]]
+    assert "[timed out after" in trace.tool_runs[0].output and trace.tool_runs[1].output == faulty[0] != real[1]
+    assert [call.request["messages"] for call in trace.calls] == [body["messages"] for body in bodies]
+    assert trace.perturbation_count == 2 and trace.perturbations == plan
+    # In the sandbox the "timed out" command did run: the partial fix is there, and graded as without faults.
+    assert 0 < trace.reward < 1 and trace.grade.reward == pytest.approx(
+        len(partial_pull.partial_fixes[0].passes) / len(task.FAIL_TO_PASS))
 
 
 def test_the_cli_reads_fault_rates_and_refuses_bad_ones():

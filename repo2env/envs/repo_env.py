@@ -33,7 +33,7 @@ from repo2env.envs.tools import AgentTools, refusal, same_tool, tool_schemas, vi
 from repo2env.errors import InputError
 from repo2env.instruction import agent_messages, instruction_text
 from repo2env.jsonl import write_json
-from repo2env.models import EpisodeTrace, GradeResult, Task, ToolRun
+from repo2env.models import TOOL_RUN_OUTPUT_CHARS, EpisodeTrace, GradeResult, Task, ToolRun
 from repo2env.runtime.sandbox import Runtime, Sandbox
 from repo2env.settings import cache_dir
 
@@ -387,7 +387,7 @@ class RepoEnv:
                 {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]})
             messages.append({"role": "tool", "tool_call_id": call_id, "content": answer})
             runs.append(ToolRun(index=index, at_s=round(began - self._started, 3), tool=name, arguments=arguments,
-                                output=answer[:4000], duration_s=round(duration, 4)))
+                                output=answer[:TOOL_RUN_OUTPUT_CHARS], duration_s=round(duration, 4)))
         task = self._task
         return EpisodeTrace(episode_id=uuid.uuid4().hex[:16], instance_id=task.instance_id if task else "",
                             source="repo_env", agent="repo_env", tools=tool_schemas(), messages=messages, tool_runs=runs,

@@ -23,10 +23,7 @@ from typing import Any
 
 from repo2env.envs.tools import TOOL_NAMES, AgentTools, Refusal, tool_schemas
 from repo2env.harness.perturb import TIMEOUT_NOTE, Perturber
-from repo2env.models import ToolRun
-
-#: Characters of each tool answer kept in the trace (the harness itself gets the whole answer).
-TRACE_OUTPUT_CHARS = 4000
+from repo2env.models import TOOL_RUN_OUTPUT_CHARS, ToolRun
 
 
 class SandboxBridge:
@@ -65,7 +62,7 @@ class SandboxBridge:
                     output = self.perturber.cut(output, number)
             self.runs.append(ToolRun(index=number, at_s=round(began - self.started, 3), tool=name,
                                      arguments=arguments if isinstance(arguments, dict) else {},
-                                     output=output[:TRACE_OUTPUT_CHARS], exit_code=exit_code,
+                                     output=output[:TOOL_RUN_OUTPUT_CHARS], exit_code=exit_code,
                                      duration_s=round(time.monotonic() - began, 4), perturbation=fault))
         return {"output": output, "exit_code": exit_code, "refused": isinstance(output, Refusal)}
 

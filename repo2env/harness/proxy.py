@@ -14,6 +14,13 @@ is refused with an error (``budget_exhausted``) and never forwarded, and the epi
 limit cut it off. With a :class:`~repo2env.models.PerturbationPlan`, a share of the calls is
 answered by a transient failure (HTTP 503) the harness must retry.
 
+A harness whose tool calls do not pass the sandbox bridge (one running its own tools in the
+sandbox) has its tool results recorded here, from the ``tool`` messages of its requests, and the
+episode's tool faults applied to them before they reach the model
+(:mod:`~repo2env.harness.tool_results`); the recorded request is what the model got. A harness
+whose tools go through the bridge (``tools_through_bridge``) has them recorded and perturbed
+there, and its tool messages pass the proxy as they are.
+
 Transports: TCP on the host's loopback (host-side harnesses), and one unix socket per episode
 (:meth:`CapturingProxy.serve_unix`) that a sandbox mounts, through which a harness inside the
 sandbox reaches only its own episode, the sandbox keeping no network.
@@ -38,7 +45,8 @@ from urllib.parse import urlsplit
 
 from repo2env.errors import InputError
 from repo2env.harness.perturb import Perturber
-from repo2env.models import CutOff, EpisodeBudget, ModelCall, PerturbationPlan
+from repo2env.harness.tool_results import ToolResults
+from repo2env.models import CutOff, EpisodeBudget, ModelCall, PerturbationPlan, ToolRun
 
 #: Fields the proxy adds to a request so the upstream returns what training needs (vLLM's names).
 CAPTURE_FIELDS = ("logprobs", "return_token_ids")
@@ -55,6 +63,9 @@ class ProxyEpisode:
     model: str | None = None
     """The upstream's model name sent in every request (None: the harness's own)."""
     perturber: Perturber | None = None
+    tool_results: ToolResults | None = None
+    """The harness's tool results as the proxy records and perturbs them; None when its tools go
+    through the sandbox bridge, which does both."""
     calls: list[ModelCall] = field(default_factory=list)
     cut_off: CutOff | None = None
     started: float = field(default_factory=time.monotonic)
@@ -96,6 +107,10 @@ class ProxyEpisode:
         """The calls so far, in the order they finished."""
         with self._lock:
             return list(self.calls)
+
+    def tool_runs(self) -> list[ToolRun]:
+        """The tool results the proxy recorded (none when the bridge runs the tools)."""
+        return self.tool_results.runs() if self.tool_results else []
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -185,11 +200,16 @@ class CapturingProxy:
         return f"{self.url}/episodes/{episode_id}/v1"
 
     def open_episode(self, episode_id: str | None = None, *, budget: EpisodeBudget | None = None,
-                     model: str | None = None, perturbations: PerturbationPlan | None = None) -> ProxyEpisode:
-        """Start recording an episode (a fresh id when none is given)."""
+                     model: str | None = None, perturbations: PerturbationPlan | None = None,
+                     tools_through_bridge: bool = False) -> ProxyEpisode:
+        """Start recording an episode (a fresh id when none is given). ``tools_through_bridge``: the
+        harness's tool calls go through the sandbox bridge, which records them and injects their
+        faults; otherwise the proxy records the tool results it is sent and injects the tool faults
+        into what the model sees (module docstring)."""
         episode_id = episode_id or uuid.uuid4().hex[:16]
         perturber = Perturber(perturbations, episode_id) if perturbations and perturbations.active else None
-        episode = ProxyEpisode(id=episode_id, budget=budget or EpisodeBudget(), model=model, perturber=perturber)
+        episode = ProxyEpisode(id=episode_id, budget=budget or EpisodeBudget(), model=model, perturber=perturber,
+                               tool_results=None if tools_through_bridge else ToolResults(perturber))
         with self._lock:
             if episode_id in self._episodes:
                 raise InputError(f"episode {episode_id} is already open on this proxy")
@@ -254,6 +274,9 @@ class CapturingProxy:
         except ValueError:
             reply.json(400, _error("the body is not a JSON object", "invalid_request_error"))
             return
+        if episode.tool_results is not None and "messages" in request:
+            # Every request's results, a refused or failed one's too: the harness ran those tools.
+            request = {**request, "messages": episode.tool_results.as_sent(request["messages"], at_s)}
         number, limit = episode.admit()
         stream = bool(request.get("stream"))
         if limit is not None:

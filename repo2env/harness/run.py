@@ -66,7 +66,10 @@ def run_harness(task: Task, agent: HarnessAgent, *, backend: Backend, proxy: Cap
     # Unix sockets need short paths (108 bytes): their folder is a fresh one under the temp folder.
     sockets = Path(tempfile.mkdtemp(prefix="r2e-"))
     sockets.chmod(0o755)
-    episode = proxy.open_episode(episode_id, budget=budget, model=model, perturbations=plan)
+    # A host-side harness's tools go through the bridge, which records them and injects their faults;
+    # a harness in the sandbox runs its own, and the proxy does both on their results.
+    episode = proxy.open_episode(episode_id, budget=budget, model=model, perturbations=plan,
+                                 tools_through_bridge=isinstance(agent, HostHarness))
     instruction = instruction_text(task)
     bridge: SandboxBridge | None = None
     patch = ""
@@ -108,9 +111,9 @@ def run_harness(task: Task, agent: HarnessAgent, *, backend: Backend, proxy: Cap
     finished = f"cut off: {episode.cut_off}" if episode.cut_off and ended.finished == "stopped" else ended.finished
     trace = EpisodeTrace(
         episode_id=episode_id, instance_id=task.instance_id, source="harness", agent=agent.describe(), model=model,
-        tools=tools_offered, messages=messages, calls=calls, tool_runs=bridge.runs if bridge else [], budget=budget,
-        cut_off=episode.cut_off, perturbations=plan, finished=finished, started_at=started_at, wall_s=wall_s,
-        patch=patch, reward=grade.reward, grade=grade)
+        tools=tools_offered, messages=messages, calls=calls, tool_runs=bridge.runs if bridge else episode.tool_runs(),
+        budget=budget, cut_off=episode.cut_off, perturbations=plan, finished=finished, started_at=started_at,
+        wall_s=wall_s, patch=patch, reward=grade.reward, grade=grade)
     write_json(trace_path(trace, work_dir), trace.model_dump(mode="json"))
     return trace
 
