@@ -329,19 +329,21 @@ def test_harbor_verifier_scores_the_gold_solution_1_and_nothing_0(graded_demo, d
 
 
 @pytest.mark.docker
-def test_the_verifier_imports_under_the_oldest_system_python(docker_client):
-    """A task image's /usr/bin/python3 may be Debian 11's 3.9: the verifier and the package modules
-    it copies import and score there (standard library only)."""
+def test_the_verifier_imports_under_the_oldest_system_python(docker_client, tmp_path):
+    """A task image's /usr/bin/python3 may be Debian 11's 3.9: an exported folder's verifier imports
+    and scores there with nothing but its tests/ (the package modules under lib/, standard library
+    only)."""
     from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.bootstrap import base_image_tag, find_base_image
 
     if find_base_image(DockerBackend(docker_client), "3.9") is None:
         pytest.skip("no Python 3.9 base image here: run 'repo2env runtime bootstrap --python 3.9'")
-    program = ("import sys; sys.path.insert(0, '/pkg/repo2env/publish/harbor_task'); sys.path.insert(0, '/pkg');"
-               "import verify; from repo2env.outcomes import TestStatus;"
+    task = validated_task(2, "2023-03-01T10:00:00Z")
+    write_task_folders([task], tmp_path, dataset="acme/envs")
+    program = ("import sys; sys.path.insert(0, '/tests'); import verify; from repo2env.outcomes import TestStatus;"
                "print(sys.version_info[:2], verify.score({'a': TestStatus.PASSED}, ['a'], ['b']).reward)")
     output = docker_client.containers.run(base_image_tag("3.9"), ["/usr/bin/python3", "-I", "-S", "-c", program],
-                                          volumes={str(PACKAGE): {"bind": "/pkg/repo2env", "mode": "ro"}},
+                                          volumes={str(tmp_path / task.instance_id / "tests"): {"bind": "/tests", "mode": "ro"}},
                                           remove=True, network_disabled=True)
     assert output.decode().strip() == "(3, 9) 0.0"
 

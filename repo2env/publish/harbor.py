@@ -35,9 +35,12 @@ gets no folder, and is named with that reason (:func:`no_folder_because`) wherev
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import importlib.util
 import json
 import posixpath
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -56,9 +59,12 @@ from repo2env.runtime.sandbox import agent_diff_command
 from repo2env.verify.spec import GradingLayout, TestRunner, grading_scripts, grading_spec
 from repo2env.verify.tamper import PLUGIN_SOURCE
 
-#: The package's modules a verifier imports, under tests/lib/ (standard library only, Python 3.9+).
-VERIFIER_LIBRARY = ("__init__.py", "outcomes.py", "verify/__init__.py", "verify/canaries.py", "verify/junit.py",
-                    "verify/reading.py", "verify/reward.py", "verify/tamper.py", "verify/trailer.py")
+#: The package's modules verify.py imports; tests/lib/ holds them with every package module they
+#: import (:func:`verifier_library`; standard library only, Python 3.9+).
+VERIFIER_MODULES = ("repo2env.outcomes", "repo2env.verify.canaries", "repo2env.verify.reading", "repo2env.verify.reward",
+                    "repo2env.verify.tamper")
+#: The package folders' own files a verifier needs besides (the others are namespace packages there).
+VERIFIER_PACKAGES = ("__init__.py", "verify/__init__.py")
 #: Harbor's own wrapper around the grading script, shipped in the package (publish/harbor_task/).
 VERIFIER_FILES = ("test.sh", "verify.py")
 #: How long Harbor gives the verifier beyond the tests' own timeout: the diff, the reset, the set-up.
@@ -116,6 +122,45 @@ def missing_verifier(runner: TestRunner) -> str | None:
     return f"a Harbor verifier for {runner.name} tasks is not built yet"
 
 
+def verifier_library(*modules: str) -> list[str]:
+    """What tests/lib/repo2env/ holds for a verifier that imports ``modules`` besides
+    :data:`VERIFIER_MODULES`: those modules and every package module they import, at any depth
+    (lazily too), as paths relative to the package folder. ValueError naming an import outside the
+    standard library (a verifier runs under the image's Python, with nothing of repo2env but these)."""
+    package = Path(importlib.util.find_spec("repo2env").origin).parent
+    files: dict[str, None] = dict.fromkeys(VERIFIER_PACKAGES)
+    pending, seen = [*VERIFIER_MODULES, *modules], set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = Path(importlib.util.find_spec(name).origin)
+        files[path.relative_to(package).as_posix()] = None
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                # ``from repo2env.verify import reading`` names a module too.
+                imported = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for other in imported:
+                if other.partition(".")[0] != "repo2env":
+                    if other.partition(".")[0] not in sys.stdlib_module_names:
+                        raise ValueError(f"{name} imports {other}, which a verifier's Python does not have")
+                elif _is_module(other):
+                    pending.append(other)
+    return list(files)
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a name imported from a module (``repo2env.outcomes.TestStatus``)
+        return False
+
+
 def no_folder_because(task: Task) -> str | None:
     """Why ``task`` gets no Harbor folder, None when it gets one: a task with no FAIL_TO_PASS tests
     yet (never validated, published with --include-rejected) has nothing to verify, and its grading
@@ -169,7 +214,7 @@ def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None, 
         f"tests/plugin/{layout.plugin}.py": PLUGIN_SOURCE.format(fifo=layout.fifo),
         **{f"tests/{name}": content for name, content in grading_scripts().items()},
         **{f"tests/{name}": _packaged("repo2env.publish", f"harbor_task/{name}") for name in VERIFIER_FILES},
-        **{f"tests/lib/repo2env/{name}": _packaged("repo2env", name) for name in VERIFIER_LIBRARY},
+        **{f"tests/lib/repo2env/{name}": _packaged("repo2env", name) for name in verifier_library()},
     }
     # A patch's bytes as they came (a Latin-1 file stays Latin-1): carried as surrogate escapes.
     return {path: content.encode("utf-8", errors="surrogateescape") for path, content in text.items()}
