@@ -395,9 +395,9 @@ def test_harbor_verifier_of_a_javascript_task_scores_gold_1_nothing_0_and_a_forg
 
 @pytest.mark.docker
 def test_the_verifier_imports_under_the_oldest_system_python(docker_client, tmp_path):
-    """A task image's /usr/bin/python3 may be Debian 11's 3.9: an exported folder's verifier imports
-    and scores there with nothing but its tests/ (the package modules under lib/, standard library
-    only)."""
+    """A task image's /usr/bin/python3 may be Debian 11's 3.9 (a Node 12 task's too): an exported
+    folder's verifier imports and scores there with nothing but its tests/ (the package modules
+    under lib/, standard library only), a JavaScript task's with its runner's reading."""
     from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.bootstrap import base_image_tag, find_base_image
 
@@ -411,6 +411,17 @@ def test_the_verifier_imports_under_the_oldest_system_python(docker_client, tmp_
                                           volumes={str(tmp_path / task.instance_id / "tests"): {"bind": "/tests", "mode": "ro"}},
                                           remove=True, network_disabled=True)
     assert output.decode().strip() == "(3, 9) 0.0"
+
+    # A JavaScript task's: its runner's reading (a report never written: its file's tests are errors).
+    from test_grade_js import _harbor_tests, _task
+
+    _harbor_tests(_task(), tmp_path / "js")
+    program = ("import sys; sys.path.insert(0, '/tests'); import verify; task = verify.load('task.json');"
+               "print(sys.version_info[:2], verify.report_reader(task['reader'])({})[task['run_ids'][0]])")
+    output = docker_client.containers.run(base_image_tag("3.9"), ["/usr/bin/python3", "-I", "-S", "-c", program],
+                                          volumes={str(tmp_path / "js" / "tests"): {"bind": "/tests", "mode": "ro"}},
+                                          remove=True, network_disabled=True)
+    assert output.decode().strip() == "(3, 9) error"
 
 
 # --- the real Harbor CLI ------------------------------------------------------------------------------
