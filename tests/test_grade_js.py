@@ -153,11 +153,68 @@ def test_outcomes_turned_around_are_caught():
     assert reading.tampered and "must pass failed" in reading.error
 
 
-def test_a_harbor_verifier_is_refused_not_faked():
-    import pytest
-
-    from repo2env.errors import InputError
+def _harbor_tests(task: Task, folder) -> dict:
+    """The task's Harbor folder's tests/ written to ``folder``; its task.json."""
     from repo2env.publish.harbor import harbor_task_files
 
-    with pytest.raises(InputError, match="Harbor verifier for mocha tasks is not built yet"):
-        harbor_task_files(_task(), dataset="acme")
+    built = task.model_copy(update={"env_spec": task.env_spec.model_copy(update={"image": "acme/task:1"})})
+    for name, payload in harbor_task_files(built, dataset="acme").items():
+        if name.startswith("tests/"):
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(payload)
+    return json.loads((folder / "tests" / "task.json").read_text())
+
+
+def test_a_harbor_verifier_reads_the_runners_reports_as_the_grader_does(tmp_path):
+    """tests/verify.py, with nothing but its folder (lib/ and the system Python, isolated), reads a
+    mocha run's reports by the runner's own reading: an honest run scores 1, a report whose canaries
+    lie (every test passed) 0 and tampered, a report never written 0."""
+    import subprocess
+
+    from repo2env.verify.canaries import Canary, CanaryPlan
+
+    verifier = _harbor_tests(_task(), tmp_path)
+    settings = json.loads((tmp_path / "tests" / "grade.json").read_text())
+    plan = CanaryPlan(tuple(Canary(**canary) for canary in verifier["canaries"]), {})
+    assert plan.must_fail and verifier["reader"]["plan"]["test_ids"] == verifier["run_ids"]
+
+    def verified(states) -> dict:
+        report = _mocha_report({tuple(test_id.split("::")[1].split(" > ")): states(test_id, plan)
+                                for test_id in verifier["run_ids"]}) if states else None
+        output = _run_output(settings, {settings["reports"][0]: report})
+        program = ("import json, sys; sys.path.insert(0, sys.argv[1]); import verify;"
+                   "spec, task = verify.load('spec.json'), verify.load('task.json');"
+                   "print(json.dumps(verify.evaluate(spec, task, exit_code=0, timed_out=False, truncated=False,"
+                   "output=sys.stdin.read(), stream_text=None)))")
+        done = subprocess.run(["/usr/bin/python3", "-I", "-S", "-c", program, str(tmp_path / "tests")], input=output,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    honest = verified(_honest)
+    assert honest["reward"] == 1.0 and honest["error"] is None and not honest["tampered"], honest
+    assert set(honest["tests"]) == set(F2P + P2P)
+    forged = verified(lambda test_id, plan: "passed")
+    assert forged["reward"] == 0.0 and forged["tampered"] and "must fail passed" in forged["error"], forged
+    unwritten = verified(None)
+    assert unwritten["reward"] == 0.0 and set(unwritten["tests"].values()) == {"error"}, unwritten  # its file
+
+
+def test_a_runner_whose_reading_a_verifier_cannot_import_gets_no_harbor_verifier():
+    """missing_verifier says why for a language runner's facts with no reading, or one whose module
+    needs more than the standard library (the verifier runs under the image's Python)."""
+    import dataclasses
+
+    from repo2env.languages import get_profile
+    from repo2env.publish.harbor import missing_verifier
+    from repo2env.verify.grader import scored
+
+    task = _task()
+    facts = get_profile("javascript").test_runner(task.env_spec)
+    runner = grading_spec(task).runner
+    assert missing_verifier(runner, facts) is None
+    assert missing_verifier(runner, dataclasses.replace(facts, read=None)) == (
+        "no Harbor verifier reads mocha runs: its profile gives no plan and reading of its reports")
+    unimportable = missing_verifier(runner, dataclasses.replace(facts, read=scored))
+    assert unimportable.startswith("no Harbor verifier reads mocha runs: repo2env.") and unimportable.endswith(
+        "imports pydantic, which a verifier's Python does not have"), unimportable

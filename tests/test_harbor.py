@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -184,46 +185,64 @@ def _fmtkit_task_as_validated(demo, folder: Path):
     return task
 
 
-def test_a_task_with_no_harbor_verifier_gets_no_folder_and_is_counted_with_why(js_demo_repo, tmp_path):
-    """A JavaScript task's row is published, but it gets no Harbor folder (verify.py reads pytest's
-    runs): the publish and the export write the others and say which and why; an export with only
-    such tasks is refused."""
-    from datasets import load_dataset
+def test_a_javascript_task_gets_a_folder_and_one_without_a_verifier_is_counted_with_why(js_demo_repo, tmp_path):
+    """A JavaScript (mocha) task gets a Harbor folder beside a Python one, its verifier reading the
+    runner's reports with the runner's own reading (tests/task.json's reader, its modules under
+    tests/lib/); a task with nothing to verify (rejected, no FAIL_TO_PASS) gets none: the publish and
+    the export write the others and say which and why; an export with only such tasks is refused."""
+    import pyarrow.parquet
 
     python_tasks = tmp_path / "generated" / "acme__widgets"
     write_jsonl(python_tasks / "tasks.jsonl", [validated_task(2, "2023-03-01T10:00:00Z")])
+    rejected = tmp_path / "generated" / "rejected"
+    write_jsonl(rejected / "tasks.jsonl", [validated_task(6, "2024-07-01T10:00:00Z", verdict="rejected").model_copy(
+        update={"FAIL_TO_PASS": [], "PASS_TO_PASS": []})])
     js_task = _fmtkit_task_as_validated(js_demo_repo, tmp_path / "generated" / "fmtkit")
     assert js_task.env_spec.test_runner == "mocha"
-    why = "a Harbor verifier for mocha tasks is not built yet"
+    why = "no FAIL_TO_PASS tests"
+    folders = [python_tasks, tmp_path / "generated" / "fmtkit", rejected]
 
-    summary = publish_to_folder([python_tasks, tmp_path / "generated" / "fmtkit"], tmp_path / "ds",
-                                PublishOptions(name="acme/envs"))
-    assert summary.rows == 2 and summary.harbor_tasks == 1 and summary.harbor_left_out == {why: 1}
-    assert sorted(row["instance_id"] for row in load_dataset(str(tmp_path / "ds"), split="train")) == sorted(
+    summary = publish_to_folder(folders, tmp_path / "ds", PublishOptions(name="acme/envs", include_rejected=True))
+    assert summary.rows == 3 and summary.harbor_tasks == 2 and summary.harbor_left_out == {why: 1}
+    # The parquet files themselves: datasets' cache may hand back an earlier table of the same path.
+    rows = [name for path in (tmp_path / "ds" / "data").glob("*.parquet")
+            for name in pyarrow.parquet.read_table(path).column("instance_id").to_pylist()]
+    assert sorted(rows) == sorted(["acme__widgets-2", "acme__widgets-6", js_task.instance_id])
+    assert sorted(path.name for path in (tmp_path / "ds" / "tasks").iterdir()) == sorted(
         ["acme__widgets-2", js_task.instance_id])
-    assert [path.name for path in (tmp_path / "ds" / "tasks").iterdir()] == ["acme__widgets-2"]
     card = (tmp_path / "ds" / "README.md").read_text()
-    assert f"Harbor task folders: 1, 1 task without one ({why}: 1)." in card
+    assert f"Harbor task folders: 2, 1 task without one ({why}: 1)." in card
     assert verify_manifest(tmp_path / "ds") == []
+    js_folder = tmp_path / "ds" / "tasks" / js_task.instance_id
+    reader = json.loads((js_folder / "tests" / "task.json").read_text())["reader"]
+    settings = json.loads((js_folder / "tests" / "grade.json").read_text())
+    assert reader["function"] == "repo2env.languages.javascript.runners:read_outcomes"
+    assert [report["path"] for report in reader["plan"]["reports"]] == settings["reports"]
+    assert settings["test_cmd"] == "/bin/sh -c " + shlex.quote(reader["plan"]["command"])
+    assert (js_folder / "tests" / "lib" / "repo2env" / "languages" / "javascript" / "runners.py").is_file()
+    assert tomllib.loads((js_folder / "task.toml").read_text())["task"]["keywords"] == ["repo2env", "swe", "javascript"]
 
     def run(*args):
         return subprocess.run([sys.executable, "-m", "repo2env", *args], capture_output=True, text=True,
                               cwd=tmp_path, timeout=120)
 
     # The CLI's default --from: every task folder under generated/.
-    published = run("publish", "--to", str(tmp_path / "ds2"), "--json")
+    published = run("publish", "--to", str(tmp_path / "ds2"), "--include-rejected", "--json")
     assert published.returncode == 0, published.stderr
     assert json.loads(published.stdout)["harbor_left_out"] == {why: 1}
-    published = run("publish", "--to", str(tmp_path / "ds3"))
-    assert "1 Harbor task folders, 1 task without one" in published.stderr, published.stderr
-    done = run("export", "harbor", str(tmp_path / "harbor"))
+    published = run("publish", "--to", str(tmp_path / "ds3"), "--include-rejected")
+    assert "2 Harbor task folders, 1 task without one" in published.stderr, published.stderr
+    done = run("export", "harbor", str(tmp_path / "harbor"), "--include-rejected")
     assert done.returncode == 0, done.stderr
-    assert [path.name for path in (tmp_path / "harbor").iterdir()] == ["acme__widgets-2"]
-    assert done.stderr.startswith("1 Harbor tasks") and f"no Harbor folder {js_task.instance_id}: {why}" in done.stderr
+    assert sorted(path.name for path in (tmp_path / "harbor").iterdir()) == sorted(["acme__widgets-2", js_task.instance_id])
+    assert done.stderr.startswith("2 Harbor tasks") and f"no Harbor folder acme__widgets-6: {why}" in done.stderr
+    done = run("export", "harbor", str(tmp_path / "accepted"))
+    assert done.returncode == 0 and "no Harbor folder" not in done.stderr, done.stderr
+    assert sorted(path.name for path in (tmp_path / "accepted").iterdir()) == sorted(["acme__widgets-2", js_task.instance_id])
 
-    refused = run("export", "harbor", str(tmp_path / "js-only"), "--from", str(tmp_path / "generated" / "fmtkit"))
+    refused = run("export", "harbor", str(tmp_path / "none"), "--from", str(rejected), "--include-rejected")
     assert refused.returncode == 1 and f"no Harbor folder to write: 1 task without one ({why}: 1)" in refused.stderr
-    assert "Traceback" not in refused.stderr and not (tmp_path / "js-only").exists()
+    assert "Traceback" not in refused.stderr and not (tmp_path / "none").exists()
 
 
 def _tar(folder: Path, name: str) -> bytes:
@@ -329,21 +348,80 @@ def test_harbor_verifier_scores_the_gold_solution_1_and_nothing_0(graded_demo, d
 
 
 @pytest.mark.docker
-def test_the_verifier_imports_under_the_oldest_system_python(docker_client):
-    """A task image's /usr/bin/python3 may be Debian 11's 3.9: the verifier and the package modules
-    it copies import and score there (standard library only)."""
+@pytest.mark.slow
+def test_harbor_verifier_of_a_javascript_task_scores_gold_1_nothing_0_and_a_forged_report_0(built_js_demo, docker_client,
+                                                                                            tmp_path):
+    """The exported folder of a built fmtkit (mocha) task, its ground truth's FAIL_TO_PASS: the verifier
+    in a pristine container of the task image reads mocha's reports as the grader does. The gold
+    solution scores 1.0, nothing 0.0, and code that rewrites every report at exit to all passed
+    (tests/test_hacks_js.py's) 0.0, tampered: a must-fail canary came out passed."""
+    import base64
+
+    from test_hacks_js import FORGE_AT_EXIT
+
+    from repo2env.demo import JS_DEMO_PULLS
+    from repo2env.runtime.images import image_namespace
+
+    _, tasks = built_js_demo
+    (pull,) = [pull for pull in JS_DEMO_PULLS if pull.number == 10]
+    task = tasks[10].model_copy(update={"FAIL_TO_PASS": list(pull.fail_to_pass), "PASS_TO_PASS": list(pull.pass_to_pass)})
+    assert task.env_spec.test_runner == "mocha"
+    write_task_folders([task], tmp_path / "tasks", dataset="repo2env/demo")
+    task_dir = tmp_path / "tasks" / task.instance_id
+    tag = f"{image_namespace()}-harbor/env:{task.instance_id}"
+    docker_client.images.build(path=str(task_dir / "environment"), tag=tag, rm=True)
+    try:
+        reward, parts, grading = harbor_trial(docker_client, tag, task_dir, tmp_path / "gold", solve=True)
+        assert reward == "1.0", grading
+        assert parts == {"reward": 1.0, "f2p_rate": 1.0, "p2p_rate": 1.0, "resolved": 1.0, "tampered": 0.0}
+        assert set(grading["tests"]) == set(task.FAIL_TO_PASS) | set(task.PASS_TO_PASS)
+
+        reward, parts, grading = harbor_trial(docker_client, tag, task_dir, tmp_path / "nothing", solve=False)
+        assert reward == "0.0" and parts["f2p_rate"] == 0.0 and parts["p2p_rate"] == 1.0, grading
+        assert grading["error"] is None and not grading["tampered"], "the tests ran and failed"
+
+        # The forger's code after the first line of the module the gold patch fixes, as an agent would put it.
+        source = next(line.split(" b/", 1)[1] for line in task.patch.splitlines()
+                      if line.startswith("diff --git ") and line.split(" b/", 1)[1].startswith("lib/"))
+        code = base64.b64encode(FORGE_AT_EXIT.encode()).decode()
+        forge = (f"{{ head -n 1 {source}; echo {code} | base64 -d; tail -n +2 {source}; }} > /tmp/forged.js && "
+                 f"cat /tmp/forged.js > {source}")
+        reward, parts, grading = harbor_trial(docker_client, tag, task_dir, tmp_path / "forged", solve=False,
+                                              agent_command=forge)
+        assert reward == "0.0" and parts["tampered"] == 1.0 and "canary" in grading["error"], grading
+    finally:
+        docker_client.images.remove(tag, force=True)
+
+
+@pytest.mark.docker
+def test_the_verifier_imports_under_the_oldest_system_python(docker_client, tmp_path):
+    """A task image's /usr/bin/python3 may be Debian 11's 3.9 (a Node 12 task's too): an exported
+    folder's verifier imports and scores there with nothing but its tests/ (the package modules
+    under lib/, standard library only), a JavaScript task's with its runner's reading."""
     from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.bootstrap import base_image_tag, find_base_image
 
     if find_base_image(DockerBackend(docker_client), "3.9") is None:
         pytest.skip("no Python 3.9 base image here: run 'repo2env runtime bootstrap --python 3.9'")
-    program = ("import sys; sys.path.insert(0, '/pkg/repo2env/publish/harbor_task'); sys.path.insert(0, '/pkg');"
-               "import verify; from repo2env.outcomes import TestStatus;"
+    task = validated_task(2, "2023-03-01T10:00:00Z")
+    write_task_folders([task], tmp_path, dataset="acme/envs")
+    program = ("import sys; sys.path.insert(0, '/tests'); import verify; from repo2env.outcomes import TestStatus;"
                "print(sys.version_info[:2], verify.score({'a': TestStatus.PASSED}, ['a'], ['b']).reward)")
     output = docker_client.containers.run(base_image_tag("3.9"), ["/usr/bin/python3", "-I", "-S", "-c", program],
-                                          volumes={str(PACKAGE): {"bind": "/pkg/repo2env", "mode": "ro"}},
+                                          volumes={str(tmp_path / task.instance_id / "tests"): {"bind": "/tests", "mode": "ro"}},
                                           remove=True, network_disabled=True)
     assert output.decode().strip() == "(3, 9) 0.0"
+
+    # A JavaScript task's: its runner's reading (a report never written: its file's tests are errors).
+    from test_grade_js import _harbor_tests, _task
+
+    _harbor_tests(_task(), tmp_path / "js")
+    program = ("import sys; sys.path.insert(0, '/tests'); import verify; task = verify.load('task.json');"
+               "print(sys.version_info[:2], verify.report_reader(task['reader'])({})[task['run_ids'][0]])")
+    output = docker_client.containers.run(base_image_tag("3.9"), ["/usr/bin/python3", "-I", "-S", "-c", program],
+                                          volumes={str(tmp_path / "js" / "tests"): {"bind": "/tests", "mode": "ro"}},
+                                          remove=True, network_disabled=True)
+    assert output.decode().strip() == "(3, 9) error"
 
 
 # --- the real Harbor CLI ------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from repo2env.errors import InputError, SourceError
 from repo2env.jsonl import write_jsonl
 from repo2env.models import EnvSpec, RolloutResult, Task, ValidationReport
 from repo2env.publish.dataset import PublishOptions, verify_manifest
-from repo2env.publish.harbor import VERIFIER_LIBRARY
+from repo2env.publish.harbor import verifier_library
 from repo2env.publish.hub import HubTarget, download_from_hub, parse_target, publish_to_hub
 
 TOKEN = "hf_fake_write"
@@ -25,7 +25,7 @@ HARBOR_FILES = ("instruction.md", "task.toml", "environment/Dockerfile", "soluti
                 "tests/spec.json", "tests/grade.json", "tests/task.json", "tests/test.diff", "tests/canaries.json",
                 "tests/plugin/PLUGIN.py",
                 "tests/grade.sh", "tests/restore.py", "tests/run_tests.sh", "tests/test.sh", "tests/verify.py",
-                *(f"tests/lib/repo2env/{name}" for name in VERIFIER_LIBRARY))
+                *(f"tests/lib/repo2env/{name}" for name in verifier_library()))
 TREE = {".gitattributes", "README.md", "data/train-00000-of-00001.parquet", "figures/validation.png",
         "manifest.json", *(f"tasks/acme__gears-{number}/{name}" for number in (2, 3) for name in HARBOR_FILES)}
 

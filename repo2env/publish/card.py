@@ -26,7 +26,7 @@ def _size_category(rows: int) -> str:
 
 def without_folders(reasons: Mapping[str, int]) -> str:
     """How many tasks got no Harbor folder and why, as one phrase ('' when every task got one):
-    ``2 tasks without one (a Harbor verifier for mocha tasks is not built yet: 2)``."""
+    ``2 tasks without one (no FAIL_TO_PASS tests: 2)``."""
     if not reasons:
         return ""
     total = sum(reasons.values())

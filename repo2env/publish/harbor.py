@@ -29,15 +29,24 @@ live stream, tamper verdict, reward), so a verifier reads and scores outcomes ex
 does. Harbor uploads ``tests/`` only to the verifier's container, and verify.py makes it root's
 alone before the tests run.
 
-verify.py reads pytest's runs: a task graded by another runner (a JavaScript task's mocha, jest ...)
-gets no folder, and is named with that reason (:func:`no_folder_because`) wherever folders are written.
+A language runner's task (a JavaScript task's mocha, jest, jasmine) is read as the grader reads it
+(:func:`repo2env.verify.reading.read_script_run`): task.json's ``reader`` names the runner facts'
+reading function (``read``) and the plan the grading script runs, whose reports grade.sh returns
+in its output, and ``lib/`` holds the module of that function with every package module it
+imports (standard library only: they run under the image's Python). The runner's reporters are
+already in the image (the build put them in ``/opt/repo2env``). A runner whose facts give no such
+reading gets no folder, and is named with that reason (:func:`no_folder_because`) wherever folders
+are written.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import importlib.util
 import json
 import posixpath
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -47,6 +56,8 @@ from pathlib import Path
 from repo2env.errors import InputError
 from repo2env.folders import write_folder
 from repo2env.instruction import instruction_text
+from repo2env.languages import get_profile
+from repo2env.languages.runner import TestRunnerFacts
 from repo2env.models import Task
 from repo2env.publish.card import without_folders
 from repo2env.publish.selection import select_from_folders
@@ -56,9 +67,12 @@ from repo2env.runtime.sandbox import agent_diff_command
 from repo2env.verify.spec import GradingLayout, TestRunner, grading_scripts, grading_spec
 from repo2env.verify.tamper import PLUGIN_SOURCE
 
-#: The package's modules a verifier imports, under tests/lib/ (standard library only, Python 3.9+).
-VERIFIER_LIBRARY = ("__init__.py", "outcomes.py", "verify/__init__.py", "verify/canaries.py", "verify/junit.py",
-                    "verify/reading.py", "verify/reward.py", "verify/tamper.py", "verify/trailer.py")
+#: The package's modules verify.py imports; tests/lib/ holds them with every package module they
+#: import (:func:`verifier_library`; standard library only, Python 3.9+).
+VERIFIER_MODULES = ("repo2env.outcomes", "repo2env.verify.canaries", "repo2env.verify.reading", "repo2env.verify.reward",
+                    "repo2env.verify.tamper")
+#: The package folders' own files a verifier needs besides (the others are namespace packages there).
+VERIFIER_PACKAGES = ("__init__.py", "verify/__init__.py")
 #: Harbor's own wrapper around the grading script, shipped in the package (publish/harbor_task/).
 VERIFIER_FILES = ("test.sh", "verify.py")
 #: How long Harbor gives the verifier beyond the tests' own timeout: the diff, the reset, the set-up.
@@ -108,12 +122,69 @@ def image_reference(task: Task) -> str:
     return image
 
 
-def missing_verifier(runner: TestRunner) -> str | None:
-    """Why a task graded by ``runner`` can have no Harbor verifier, None when it can: tests/verify.py
-    reads pytest's runs (JUnit XML, the outcome stream) and would grade nothing of another runner's."""
+def missing_verifier(runner: TestRunner, facts: TestRunnerFacts | None = None) -> str | None:
+    """Why a task graded by ``runner`` (a language runner's ``facts`` from its profile) can have no
+    Harbor verifier, None when it can: tests/verify.py reads pytest's runs with the grader's own
+    modules, and a language runner's with its facts' reading function (:func:`verifier_reader`)."""
     if runner.is_pytest:
         return None
-    return f"a Harbor verifier for {runner.name} tasks is not built yet"
+    try:
+        verifier_reader(facts)
+    except ValueError as exc:
+        return f"no Harbor verifier reads {runner.name} runs: {exc}"
+    return None
+
+
+def verifier_reader(facts: TestRunnerFacts | None) -> tuple[str, list[str]]:
+    """How a verifier reads a language runner's reports: its facts' ``read`` as ``module:function``,
+    and the verifier's library with that module (:func:`verifier_library`). ValueError, with why,
+    when there is no such function or it needs more than the standard library and the package."""
+    read = facts.read if facts is not None and facts.plan is not None else None
+    if read is None:
+        raise ValueError("its profile gives no plan and reading of its reports")
+    module, name = getattr(read, "__module__", None), getattr(read, "__qualname__", "")
+    if not module or getattr(sys.modules.get(module), name, None) is not read:
+        raise ValueError(f"its reading ({read!r}) is not a module's function a verifier could import")
+    return f"{module}:{name}", verifier_library(module)
+
+
+def verifier_library(*modules: str) -> list[str]:
+    """What tests/lib/repo2env/ holds for a verifier that imports ``modules`` besides
+    :data:`VERIFIER_MODULES`: those modules and every package module they import, at any depth
+    (lazily too), as paths relative to the package folder. ValueError naming an import outside the
+    standard library (a verifier runs under the image's Python, with nothing of repo2env but these)."""
+    package = Path(importlib.util.find_spec("repo2env").origin).parent
+    files: dict[str, None] = dict.fromkeys(VERIFIER_PACKAGES)
+    pending, seen = [*VERIFIER_MODULES, *modules], set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = Path(importlib.util.find_spec(name).origin)
+        files[path.relative_to(package).as_posix()] = None
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                # ``from repo2env.verify import reading`` names a module too.
+                imported = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for other in imported:
+                if other.partition(".")[0] != "repo2env":
+                    if other.partition(".")[0] not in sys.stdlib_module_names:
+                        raise ValueError(f"{name} imports {other}, which a verifier's Python does not have")
+                elif _is_module(other):
+                    pending.append(other)
+    return list(files)
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a name imported from a module (``repo2env.outcomes.TestStatus``)
+        return False
 
 
 def no_folder_because(task: Task) -> str | None:
@@ -122,7 +193,13 @@ def no_folder_because(task: Task) -> str | None:
     specification's runner must have a verifier (:func:`missing_verifier`)."""
     if not task.FAIL_TO_PASS:
         return "no FAIL_TO_PASS tests"
-    return missing_verifier(grading_spec(task).runner)
+    runner = grading_spec(task).runner
+    return missing_verifier(runner, _runner_facts(task, runner))
+
+
+def _runner_facts(task: Task, runner: TestRunner) -> TestRunnerFacts | None:
+    """A language runner's facts, from the task's profile (the ones its grading specification was made from)."""
+    return None if runner.is_pytest else get_profile(task.language).test_runner(task.env_spec)
 
 
 def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None, network: str = "no-network",
@@ -137,7 +214,8 @@ def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None, 
     if not task.FAIL_TO_PASS:
         raise InputError(f"task {task.instance_id} has no FAIL_TO_PASS tests", hint="run 'repo2env validate' first")
     spec = grading_spec(task, timeout_s=timeout_s)
-    missing = missing_verifier(spec.runner)
+    facts = _runner_facts(task, spec.runner)
+    missing = missing_verifier(spec.runner, facts)
     if missing:
         raise InputError(f"task {task.instance_id}: {missing}",
                          hint="export this task as a dataset or an OpenEnv environment instead")
@@ -154,6 +232,13 @@ def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None, 
         "canaries": [dataclasses.asdict(canary) for canary in plan.canaries],
         "exclusive": [list(group) for group in plan.exclusive],
     }
+    library = verifier_library()
+    if facts is not None:
+        # A language runner's run is read by its facts' reading of the plan grade.sh runs (the one
+        # script_settings made), as the grader reads it.
+        function, library = verifier_reader(facts)
+        verifier["reader"] = {"function": function,
+                              "plan": dataclasses.asdict(spec.runner.plan(run_ids, layout.report_dir))}
     text = {
         "instruction.md": instruction_text(task) + "\n",
         "task.toml": task_toml(task, dataset=dataset, image=image, snapshot=snapshot, network=network,
@@ -169,7 +254,7 @@ def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None, 
         f"tests/plugin/{layout.plugin}.py": PLUGIN_SOURCE.format(fifo=layout.fifo),
         **{f"tests/{name}": content for name, content in grading_scripts().items()},
         **{f"tests/{name}": _packaged("repo2env.publish", f"harbor_task/{name}") for name in VERIFIER_FILES},
-        **{f"tests/lib/repo2env/{name}": _packaged("repo2env", name) for name in VERIFIER_LIBRARY},
+        **{f"tests/lib/repo2env/{name}": _packaged("repo2env", name) for name in library},
     }
     # A patch's bytes as they came (a Latin-1 file stays Latin-1): carried as surrogate escapes.
     return {path: content.encode("utf-8", errors="surrogateescape") for path, content in text.items()}
@@ -209,9 +294,9 @@ def task_toml(task: Task, *, dataset: str, image: str, verifier_timeout_s: float
         f"schema_version = {string(TASK_SCHEMA_VERSION)}",
         f"artifacts = [{string(AGENT_DIFF_ARTIFACT)}]", "",
         "[task]", f"name = {string(f'{owner}/{task.instance_id}')}", f"description = {string(title[:200])}",
-        'keywords = ["repo2env", "swe", "python"]', "",
+        f'keywords = ["repo2env", "swe", {string(task.language)}]', "",
         "[metadata]", 'author_name = "repo2env"', 'category = "software-engineering"',
-        'tags = ["repo2env", "swe", "python"]', f"repo = {string(task.repo)}",
+        f'tags = ["repo2env", "swe", {string(task.language)}]', f"repo = {string(task.repo)}",
         f"instance_id = {string(task.instance_id)}", f"pull_number = {task.pull_number}",
         f"base_commit = {string(task.base_commit)}", f"created_at = {string(task.created_at)}", "",
         "# The verifier runs in a pristine container of the same image, as root; it grades the agent's diff,",

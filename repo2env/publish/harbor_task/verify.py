@@ -5,7 +5,8 @@ pristine container of the task image, where the agent's diff arrives as the tria
 (``agent_diff`` in task.json): the collection step wrote it in the agent's container. It grades
 that diff the way ``repo2env grade`` does, with the same files: the grading script (``grade.sh``,
 ``run_tests.sh`` and ``restore.py``, copied from the package's ``verify/scripts``) and the run reader
-(``lib/repo2env/...``, copied from the package). Steps:
+(``lib/repo2env/...``, copied from the package, with a language runner's reading of its reports:
+``reader`` in task.json). Steps:
 
 1. /tests becomes root's alone (the hidden tests and the canaries never reach the agent's user),
    and every process of the agent's user is killed;
@@ -13,29 +14,34 @@ that diff the way ``repo2env grade`` does, with the same files: the grading scri
    agent used, if the task is run with a shared verifier, it undoes the agent's changes there), and
    the grading script applies the agent's diff as the agent's user: restore.py reverts what the
    filter's path rules protect (``protected_pattern``), applies the hidden tests, places the
-   canaries; pytest runs the task's tests while a root collector reads the live outcome stream;
+   canaries; pytest runs the task's tests while a root collector reads the live outcome stream
+   (a language runner's plan runs instead, and grade.sh returns its reports in its output once
+   every process of the tests is dead);
 3. the run is read by the package's own reader (``repo2env.verify.reading``: exit statuses, JUnit,
-   stream, summary line, canaries), against the task's grading specification (``spec.json``), and
-   scored; ``/logs/verifier/reward.txt`` gets the reward, ``reward.json`` its parts,
-   ``grading.json`` the per-test outcomes and why it failed, if it did.
+   stream, summary line, canaries; ``read_script_run`` with the runner's reading for a language
+   runner's reports), against the task's grading specification (``spec.json``), and scored;
+   ``/logs/verifier/reward.txt`` gets the reward, ``reward.json`` its parts, ``grading.json`` the
+   per-test outcomes and why it failed, if it did.
 
 A missing or oversized diff scores 0 without running the tests. Standard library only: the
 container's system Python may be 3.9.
 """
 
+import importlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import threading
+import types
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TESTS, "lib"))
 
 from repo2env.outcomes import TestStatus  # noqa: E402 - the copies under lib/, after the path is set
 from repo2env.verify.canaries import Canary, CanaryPlan  # noqa: E402
-from repo2env.verify.reading import read_run  # noqa: E402
+from repo2env.verify.reading import read_run, read_script_run  # noqa: E402
 from repo2env.verify.reward import score  # noqa: E402
 from repo2env.verify.tamper import COLLECTOR_SCRIPT  # noqa: E402
 
@@ -101,13 +107,34 @@ def evaluate(spec, task, *, exit_code, timed_out, truncated, output, stream_text
     test_ids = list(dict.fromkeys(spec["fail_to_pass"] + spec["pass_to_pass"]))
     plan = CanaryPlan(tuple(Canary(**canary) for canary in task["canaries"]), {},
                       tuple(tuple(group) for group in task.get("exclusive", [])))
-    reading = read_run(exit_code=exit_code, truncated=truncated, timed_out=timed_out, output=output,
-                       stream_text=stream_text, test_ids=test_ids, run_ids=task["run_ids"], plan=plan,
-                       timeout_s=float(spec["timeout_s"]), session_statuses=spec["runner"]["session_statuses"])
+    if task.get("reader"):
+        # A language runner's run (see Grader._grade): its reports, read by the runner's own reading
+        # of the plan grade.sh ran; no live stream.
+        reading = read_script_run(exit_code=exit_code, truncated=truncated, timed_out=timed_out, output=output,
+                                  test_ids=test_ids, run_ids=task["run_ids"], plan=plan,
+                                  timeout_s=float(spec["timeout_s"]), session_statuses=spec["runner"]["session_statuses"],
+                                  read_reports=report_reader(task["reader"]))
+    else:
+        reading = read_run(exit_code=exit_code, truncated=truncated, timed_out=timed_out, output=output,
+                           stream_text=stream_text, test_ids=test_ids, run_ids=task["run_ids"], plan=plan,
+                           timeout_s=float(spec["timeout_s"]), session_statuses=spec["runner"]["session_statuses"])
     parts = score(reading.tests, spec["fail_to_pass"], spec["pass_to_pass"], task["mode"])
     return {"error": reading.error, "tampered": reading.tampered, "pytest_exit": reading.test_status,
             "reward": parts.reward, "f2p_rate": parts.f2p_rate, "p2p_rate": parts.p2p_rate, "resolved": parts.resolved,
             "tests": {test_id: str(status) for test_id, status in reading.tests.items()}}
+
+
+def report_reader(reader):
+    """``texts`` (report path -> its text, None when not written) -> each run id's outcome: the
+    runner's reading function (``reader["function"]``, ``module:function`` under lib/) applied to
+    the plan grade.sh ran (``reader["plan"]``: its command, its reports, the ids it ran)."""
+    module, _, name = reader["function"].partition(":")
+    read = getattr(importlib.import_module(module), name)
+    plan = dict(reader["plan"])
+    plan["reports"] = tuple(types.SimpleNamespace(**report) for report in plan["reports"])
+    plan["test_ids"] = tuple(plan["test_ids"])
+    run_plan = types.SimpleNamespace(**plan)
+    return lambda texts: read(run_plan, texts.get)
 
 
 def read_agent_diff(path):
