@@ -956,6 +956,11 @@ def test_install_failure_reason(log: str, expected: str | None) -> None:
     (UV_CONFLICT, []),
 ])
 def test_build_packages_a_source_build_asks_for(log: str, packages: list[str]) -> None:
+    from repo2env.languages import get_profile
     from repo2env.languages.python.spec import build_packages_needed
 
     assert build_packages_needed(log) == packages
+    # What the build ladder asks (runtime/build.py: the same rung again with these packages): the
+    # Python recipe's answer. It said nothing once the build moved behind the profiles, and every
+    # old sdist without a wheel for its Python (psutil 5.7 on 3.8) ended the ladder as env_failed.
+    assert get_profile("python").build_recipe().packages_needed(log) == packages

@@ -52,6 +52,7 @@ from repo2env.languages.python.paths import PYTHON_PATHS
 from repo2env.languages.python.spec import (
     AVAILABLE_PYTHONS,
     WARMUP_COLLECT,
+    build_packages_needed,
     exempt_from_pin,
     infer_env_spec,
     install_failure_reason,
@@ -219,6 +220,11 @@ class PythonBuild(BuildRecipe):
 
     def explain_failure(self, log: str, spec: EnvSpec) -> str | None:
         return install_failure_reason(log, spec.python, spec.date_pin)
+
+    def packages_needed(self, log: str) -> list[str]:
+        """A source build that found no compiler (``command 'gcc' failed``, cffi's "No working
+        compiler found") or no headers (``fatal error: ffi.h``): the Debian packages that cure it."""
+        return build_packages_needed(log)
 
     def rungs_after_failure(self, log: str, failed: tuple[str, EnvSpec],
                             pending: list[tuple[str, EnvSpec]]) -> list[tuple[str, EnvSpec]]:
