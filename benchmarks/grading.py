@@ -23,6 +23,9 @@ from demo_tasks import built_demo_tasks  # noqa: E402
 from results import Figure, record  # noqa: E402
 
 REPEATS = 3
+#: The grader round's limit (issue 18): the median cold overhead on the demo was +0.42 s before it,
+#: and may grow by at most 20 %.
+OVERHEAD_TARGET_S = 0.5
 
 
 def main() -> None:
@@ -67,7 +70,8 @@ def main() -> None:
         overhead = statistics.median(grade - bare for _, bare, grade, _ in rows)
         print(f"grading (cold): median overhead over bare tests {overhead:.2f} s; {len(rows) - over}/{len(rows)} "
               f"tasks within 1.3 x bare + 0.5 s")
-        record("grading", [Figure("median grading overhead over the bare tests (cold)", round(overhead, 2), "s"),
+        record("grading", [Figure("median grading overhead over the bare tests (cold)", round(overhead, 2), "s",
+                                  f"<= {OVERHEAD_TARGET_S}"),
                            Figure("tasks graded within 1.3 x bare + 0.5 s (cold)", len(rows) - over, f"of {len(rows)}",
                                   f">= {len(rows)}"),
                            *[Figure(f"{instance_id}: grading (cold)", round(grade, 2), "s", f"<= {budget:.2f}")
