@@ -282,3 +282,61 @@ def test_a_typescript_file_gets_mirrors_too():
     plan = plan_canaries([module], f2p, random.Random(1), join_id=facts.join_id)
     assert len(plan.exclusive) >= 2 and all(block["at"] in (2, 3, 4) for block in plan.definitions["test/d.test.ts"]
                                             if block["at"] is not None)
+
+
+#: What the placed file needs to run under Node without a runner: a fixed library, chai's two
+#: assertion styles the file uses, and describe/it globals that report each test's outcome by
+#: its full title (the error's name when it failed).
+LIBRARY = """\
+function pluralize(word, count = 2, table = undefined) {
+  if (table && table[word]) return [table[word], count];
+  if (/(s|x)$/i.test(word)) return word + "es";
+  if (/[^aeiou]y$/.test(word)) return word.slice(0, -1) + "ies";
+  return word + "s";
+}
+function count(items, options) { return options ? { total: 20, first: items[0] } : items.length; }
+module.exports = { pluralize, count };
+"""
+CHAI = """\
+const assert = require("assert");
+exports.expect = (actual) => ({ toBe: (v) => assert.strictEqual(actual, v), toEqual: (v) => assert.deepStrictEqual(actual, v),
+  to: { equal: (v) => assert.strictEqual(actual, v) } });
+"""
+HARNESS = """\
+const path = [], queue = [], results = {};
+global.describe = (title, body) => { path.push(title); body(); path.pop(); };
+global.it = (title, body) => queue.push([[...path, title].join(" > "), body]);
+require(process.argv[2]);
+for (const [title, body] of queue) {
+  try { body(); results[title] = "passed"; } catch (error) { results[title] = error.name; }
+}
+console.log(JSON.stringify(results));
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node")
+def test_the_placed_file_runs_and_every_mirror_fails_on_its_value_alone(snapshot, tmp_path):
+    # Under a correct library the task's tests pass and every mirror fails by an AssertionError (its
+    # value), never a ReferenceError (a name that does not resolve where it was placed).
+    repo, hidden = snapshot
+    (module,) = _modules(hidden)
+    (tmp_path / "harness.js").write_text(HARNESS)
+    for seed in range(4):
+        plan = plan_canaries([module], [*F2P, *P2P], random.Random(seed), join_id=javascript_facts(
+            EnvSpec(status="env_ok", test_runner="mocha")).join_id)
+        placed = _place(repo, tmp_path, hidden, plan.definitions)  # restore.py reverts what is not the snapshot's
+        (repo / "lib").mkdir(exist_ok=True)
+        (repo / "lib" / "plural.js").write_text(LIBRARY)
+        (repo / "node_modules" / "chai").mkdir(parents=True, exist_ok=True)
+        (repo / "node_modules" / "chai" / "index.js").write_text(CHAI)
+        (repo / "test" / "placed.test.js").write_text(placed)
+        ran = subprocess.run(["node", str(tmp_path / "harness.js"), str(repo / "test" / "placed.test.js")],
+                             capture_output=True, text=True, timeout=60, check=True)
+        outcomes = {f"{PATH}::{title}": outcome for title, outcome in json.loads(ran.stdout).items()}
+        assert {outcomes[test_id] for test_id in F2P + P2P + list(plan.must_pass)} == {"passed"}, outcomes
+        mirrors = [test_id for group in plan.exclusive if group[0] in F2P for test_id in group[1:]]
+        assert mirrors and {outcomes[test_id] for test_id in mirrors} == {"AssertionError"}, outcomes
+        assert all(outcomes[test_id] != "passed" for test_id in plan.must_fail)
+        for group in plan.exclusive:
+            assert sum(outcomes[test_id] == "passed" for test_id in group) <= 1
+            assert not {outcomes[test_id] for test_id in group} - {"passed", "AssertionError"}, outcomes

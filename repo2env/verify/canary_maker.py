@@ -43,6 +43,15 @@ of the project with arguments from the tests, against a random value shaped like
 module also gets one canary that must pass (a trivially true comparison): it guards the other
 direction (reports of failure forged or lost) and needs no disguise, since no forger gains by
 failing it.
+
+JavaScript test files (runners with ``describe``/``it`` globals: mocha, jest, jasmine) get the same
+draw (:func:`script_canary_modules`): a template is an ``it``/``test`` the hidden tests add whole
+that asserts a call equal to a literal (``expect(CALL).toBe(LIT)``, ``assert.equal(CALL, LIT)``,
+chai's ``expect(CALL).to.equal(LIT)`` ..., read with tree-sitter by the runner's ``added_tests``);
+its mirrors are whole copies under a title made of the file's own title words, each inserted at
+a random slot among its describe block's tests (before the first, after any), so that its locals
+come with it and every name it uses resolves where the original's do. Files without a template
+get the older canaries: self-contained comparisons appended to the file.
 """
 
 from __future__ import annotations
