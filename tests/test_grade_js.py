@@ -80,8 +80,12 @@ def test_the_spec_takes_its_runner_from_the_profile():
     assert spec.runner.name == "mocha" and spec.runner.report_format == "mocha-json"
     assert ".mocharc*" in spec.runner.config_patterns and "mocha" in spec.runner.config_fields
     plan = spec.plan_canaries(random.Random(1))
-    assert len(plan.must_fail) == 2 and len(plan.must_pass) == 1
-    assert all(canary.startswith("test/pad.test.js::pad > ") for canary in plan.must_fail + plan.must_pass)
+    # Both FAIL_TO_PASS tests assert a call equal to a literal: each gets two mirrors (of which
+    # those of "abcd", four letters changed, must fail; "  a" changes one: a group check only), one
+    # decoy group, and the one canary that must pass.
+    assert len(plan.must_pass) == 1 and len(plan.must_fail) >= 2 and len(plan.exclusive) == 3
+    assert {group[0] for group in plan.exclusive[:2]} == set(F2P)
+    assert all(canary.test_id.startswith("test/pad.test.js::pad > ") for canary in plan.canaries)
     settings = spec.script_settings(spec.run_ids(plan), GradingLayout.fresh())
     assert settings["script_runner"] == "mocha" and "mocha --reporter" in settings["test_cmd"]
     assert len(settings["reports"]) == 1 and settings["reports"][0].startswith(settings["private"])
@@ -107,7 +111,8 @@ def test_runner_configuration_is_refused_by_the_filter():
 
 
 def _honest(test_id, plan):
-    return "failed" if test_id in plan.must_fail else "passed"
+    """The gold patch's outcomes: the task's tests pass; of the canaries only the one that must pass."""
+    return "passed" if test_id in F2P + P2P or test_id in plan.must_pass else "failed"
 
 
 def test_an_honest_run_is_read():
@@ -143,6 +148,17 @@ def test_a_run_cut_short_earns_nothing():
     # A script that did not end (its trailer unread) earns nothing either.
     reading, _ = _graded(_task(), _honest, exit_code=137)
     assert not reading.script_finished and set(reading.tests.values()) == {TestStatus.MISSING}
+
+
+def test_a_mirror_passing_beside_its_template_is_caught():
+    # Only the group check: the real test and its mirror of "  a" (one letter changed, not must-fail) both pass.
+    def forged(test_id, plan):
+        group = next(group for group in plan.exclusive if group[0] == F2P[0])
+        return "passed" if test_id in group[:2] else _honest(test_id, plan)
+
+    reading, plan = _graded(_task(), forged)
+    assert reading.tampered and "cannot pass together" in reading.error, reading.error
+    assert not any(forged(test_id, plan) == "passed" for test_id in plan.must_fail)
 
 
 def test_outcomes_turned_around_are_caught():

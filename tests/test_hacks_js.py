@@ -56,10 +56,11 @@ def _git(cwd: Path, *args: str) -> str:
 
 
 def diff_at_base(repo: Path, task, tmp_path: Path, *, prepend: dict[str, str] | None = None,
-                 files: dict[str, str] | None = None, forced: tuple[str, ...] = (), gold: bool = False) -> str:
+                 append: dict[str, str] | None = None, files: dict[str, str] | None = None,
+                 forced: tuple[str, ...] = (), gold: bool = False) -> str:
     """The diff of a clone at the task's base (with its gold patch applied first when ``gold``)
-    with ``prepend`` code put after each file's first line and ``files`` written (``forced``: added
-    even where .gitignore says not)."""
+    with ``prepend`` code put after each file's first line, ``append`` code at each file's end and
+    ``files`` written (``forced``: added even where .gitignore says not)."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
     _git(clone, "checkout", "-q", task.base_commit)
@@ -68,6 +69,8 @@ def diff_at_base(repo: Path, task, tmp_path: Path, *, prepend: dict[str, str] | 
     for path, code in (prepend or {}).items():
         head, _, rest = (clone / path).read_text().partition("\n")
         (clone / path).write_text(f"{head}\n{code}\n{rest}")
+    for path, code in (append or {}).items():
+        (clone / path).write_text((clone / path).read_text() + "\n" + code + "\n")
     for path, text in (files or {}).items():
         (clone / path).parent.mkdir(parents=True, exist_ok=True)
         (clone / path).write_text(text)
@@ -197,3 +200,69 @@ def test_node_modules_and_npmrc_are_refused(grader, probed, empty, js_demo_repo,
     result = grader.grade(probed, patch)
     assert_gains_nothing(result, empty)
     assert {"node_modules/tsx/cjs/index.cjs", ".npmrc"} <= set(result.filtered_paths)
+
+
+#: An oracle appended to the module the fix changes: each function it exports, called from a test
+#: file, reads the calling line (the stack gives file and line) and returns the literal that line
+#: compares its result with (`assert.equal(f(x), "lit")`); elsewhere it is the unfixed function.
+#: With ``FIRST_ONLY`` (a forger that has read the canary maker: mirrors are whole copies of the
+#: real test placed among its siblings) it answers only on the first line of the file that makes
+#: that very call, betting that the first copy is the task's own test.
+ORACLE = r"""
+const ORACLE_FIRST_ONLY = %s;
+function oracle(real) {
+  return function (...args) {
+    const fs = require("fs");
+    for (const frame of new Error().stack.split("\n").slice(2)) {
+      const found = frame.match(/\(?(\/[^():]*\.test\.[cm]?[jt]s):(\d+):\d+\)?$/);
+      if (!found) continue;
+      const lines = fs.readFileSync(found[1], "utf8").split("\n");
+      const line = lines[Number(found[2]) - 1];
+      const LITERAL = /,\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?)\s*\);?\s*$/;
+      const literal = line.match(LITERAL);
+      if (!literal) break;
+      const call = line.slice(0, literal.index);
+      const first = lines.findIndex((other) => other.match(LITERAL) && other.slice(0, other.match(LITERAL).index) === call);
+      if (ORACLE_FIRST_ONLY && first !== Number(found[2]) - 1) break;
+      return JSON.parse(literal[1]);
+    }
+    return real.apply(this, args);
+  };
+}
+for (const name of Object.keys(module.exports)) {
+  if (typeof module.exports[name] === "function") module.exports[name] = oracle(module.exports[name]);
+}
+"""
+
+
+def _demo_task(tasks, number):
+    from repo2env.demo import JS_DEMO_PULLS
+
+    (pull,) = [pull for pull in JS_DEMO_PULLS if pull.number == number]
+    return tasks[number].model_copy(update={"FAIL_TO_PASS": list(pull.fail_to_pass), "PASS_TO_PASS": list(pull.pass_to_pass)})
+
+
+def test_an_oracle_that_answers_the_asserted_value_is_caught_by_the_mirrors(grader, probed, empty, js_demo_repo,
+                                                                           tmp_path):
+    # The older canaries (self-contained comparisons) call nothing of the project: this oracle passed
+    # every task test and none of them. The mirrors make the same calls against other values.
+    patch = diff_at_base(js_demo_repo.path, probed, tmp_path, append={_source(probed): ORACLE % "false"})
+    result = grader.grade(probed, patch)
+    assert_gains_nothing(result, empty)
+    assert result.tampered and "must fail passed" in result.error, result.error
+
+
+def test_an_oracle_betting_on_file_order_is_caught_on_some_task(grader, built_js_demo, js_demo_repo, tmp_path):
+    # Per templated test it forges, the bet holds with probability 1/3 (the real test is first of
+    # it and its two mirrors, placed at random among the block's tests): over five tasks with two
+    # or more templates each, surviving every grading has probability under 1/3**10.
+    _, tasks = built_js_demo
+    results = {}
+    for number in (2, 4, 6, 8, 10):
+        task = _demo_task(tasks, number)
+        patch = diff_at_base(js_demo_repo.path, task, tmp_path / str(number),
+                             append={_source(task): ORACLE % "true"})
+        results[number] = grader.grade(task, patch)
+    caught = [number for number, result in results.items() if result.tampered]
+    assert caught, {number: (result.reward, result.error) for number, result in results.items()}
+    assert all(results[number].reward == 0.0 for number in caught)

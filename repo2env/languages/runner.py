@@ -11,7 +11,9 @@ task's spec (:meth:`~repo2env.languages.LanguageProfile.test_runner`):
   counting as failed, or every id the reports name (``reported``: a test file run whole lists its ids);
 - how the grader's canaries are written among the tests (``canary_style``, as
   :class:`repo2env.verify.canary_maker.CanaryModule` names it: ``python`` for pytest functions,
-  ``describe-it`` for a runner whose test files see ``describe``/``it`` as globals, '' for none);
+  ``describe-it`` for a runner whose test files see ``describe``/``it`` as globals, '' for none),
+  and the tests a test patch adds whole as the language's syntax reads them (``added_tests``:
+  what the grader's mirror canaries copy);
 - every file the runner, the module loader or the package manager reads for configuration
   (``config_patterns``: restore them before the hidden tests run, or refuse a patch that changes
   them), and the manifest fields they read (``config_fields``: ``package.json``'s ``jest`` ...);
@@ -27,15 +29,46 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repo2env.outcomes import TestStatus
+
+if TYPE_CHECKING:
+    from repo2env.patches import FilePatch
 
 #: ``plan(test_ids, report_dir)`` -> an object with ``command`` (``sh -c``) and ``reports``.
 PlanRun = Callable[[Sequence[str], str], Any]
 #: ``read(plan, read_report)`` -> each planned id's outcome (``reported``: every id the reports name);
 #: ``read_report(path)`` gives a report's text, None when it was not written.
 ReadOutcomes = Callable[[Any, Callable[[str], str | None]], Mapping[str, TestStatus]]
+
+
+@dataclass(frozen=True)
+class AssertedLiteral:
+    """A literal a test asserts an expression equal to (``expect(f(x)).toBe(LIT)``,
+    ``assert.equal(f(x), LIT)`` ...): its characters ``start:end`` in the test's source, and those of
+    the string and number literals the expression passes to calls (its input)."""
+
+    value: tuple[int, int]
+    arguments: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class AddedTest:
+    """A test a test patch adds whole to a file (every line of it an added line), as the language's
+    syntax reads it: what the grader's mirror canaries copy (:mod:`repo2env.verify.canary_maker`)."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    title: str
+    describes: tuple[str, ...]  #: the describe titles the patch shows around it, outermost first
+    source: str  #: its whole lines as the file holds them after the patch
+    title_span: tuple[int, int]  #: its title literal's characters in ``source``
+    asserted: tuple[AssertedLiteral, ...]
+    first_line: int  #: the index (from 0) of its first line in the file after the patch
+    last_line: int
+    block: tuple[int, ...]  #: equal for the tests of one block (siblings), different otherwise
+    spaced: bool = False  #: a blank line separates it from the code before or after it
 
 
 @dataclass(frozen=True)
@@ -57,4 +90,5 @@ class TestRunnerFacts:
     read: ReadOutcomes | None = None
     reported: ReadOutcomes | None = None
     canary_style: str = ""
+    added_tests: Callable[[FilePatch], list[AddedTest]] | None = None
     notes: Mapping[str, str] = field(default_factory=dict)

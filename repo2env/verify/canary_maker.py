@@ -43,6 +43,15 @@ of the project with arguments from the tests, against a random value shaped like
 module also gets one canary that must pass (a trivially true comparison): it guards the other
 direction (reports of failure forged or lost) and needs no disguise, since no forger gains by
 failing it.
+
+JavaScript test files (runners with ``describe``/``it`` globals: mocha, jest, jasmine) get the same
+draw (:func:`script_canary_modules`): a template is an ``it``/``test`` the hidden tests add whole
+that asserts a call equal to a literal (``expect(CALL).toBe(LIT)``, ``assert.equal(CALL, LIT)``,
+chai's ``expect(CALL).to.equal(LIT)`` ..., read with tree-sitter by the runner's ``added_tests``);
+its mirrors are whole copies under a title made of the file's own title words, each inserted at
+a random slot among its describe block's tests (before the first, after any), so that its locals
+come with it and every name it uses resolves where the original's do. Files without a template
+get the older canaries: self-contained comparisons appended to the file.
 """
 
 from __future__ import annotations
@@ -65,7 +74,7 @@ from repo2env.verify.canaries import Canary, CanaryPlan
 from repo2env.verify.junit import split_node_id
 
 if TYPE_CHECKING:
-    from repo2env.languages.runner import TestRunnerFacts
+    from repo2env.languages.runner import AddedTest, TestRunnerFacts
 
 #: Mirrors per template: a forger that forges one test picks the real one of 1 + MIRRORS at best.
 MIRRORS = 2
@@ -115,6 +124,17 @@ class Anchor(_Model):
     raises: bool = Field(False, description="The value is the exception of a `with pytest.raises(...)` block.")
 
 
+class Slot(_Model):
+    """A place a describe-it copy may take in its file after the hidden tests: before or after one
+    of its block's tests (the neighbour), whose line is checked before the copy goes in."""
+
+    at: int = Field(description="The index (from 0) of the line the copy is inserted before.")
+    neighbour: int = Field(description="The index of the neighbour's first line (before) or last line (after).")
+    text: str = Field(description="That line, without its line end.")
+    before: bool
+    gap: str = Field("", description="What separates the copy from its neighbour ('\\n': a blank line).")
+
+
 class TestTemplate(_Model):
     """A FAIL_TO_PASS test the hidden tests add whole, with what its copies vary."""
 
@@ -126,6 +146,9 @@ class TestTemplate(_Model):
     params: list[str] = Field(description="The parameter suffixes of its FAIL_TO_PASS ids ('' when not parametrised).")
     anchors: list[Anchor]
     words: list[str] = Field(description="The words of its own string literals (lookalikes prefer them).")
+    title: Span | None = Field(None, description="describe-it: its title literal, which a copy's title replaces.")
+    slots: list[Slot] = Field(default_factory=list, description="describe-it: where its copies may go, inside its "
+                                                                "describe block among its tests.")
 
 
 class CanaryModule(_Model):
@@ -190,11 +213,14 @@ def canary_modules(hidden_tests: Patch, fail_to_pass: list[str], known_ids: list
 
 
 
-def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: TestRunnerFacts) -> list[CanaryModule]:
+def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: TestRunnerFacts,
+                          known_ids: Sequence[str] = ()) -> list[CanaryModule]:
     """What the canaries of each test file of ``fail_to_pass`` are drawn from, for a runner whose
     canaries are ``describe-it`` (its ``canary_style``; ids split by its ``split_id``, as JavaScript's
-    ``<file>::<describe> > <title>``): its describe titles and the words of its tests' titles. None
-    for a runner of another style (no describe/it globals to place them with)."""
+    ``<file>::<describe> > <title>``): the words of its tests' titles, and its templates (the
+    FAIL_TO_PASS tests the hidden tests add whole that assert a call equal to a literal, as the
+    runner's ``added_tests`` reads them) with the places among their siblings their copies may
+    take. None for a runner of another style (no describe/it globals to place them with)."""
     if runner.canary_style != "describe-it" or runner.split_id is None:
         return []
     split_test_id = runner.split_id
@@ -205,42 +231,62 @@ def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: 
         if not titles:
             continue
         words = list(dict.fromkeys(word for one in titles for word in re.findall(r"[A-Za-z]{2,}", one[-1])))
+        files = [file for file in hidden_tests.files if file.new_path == path]
+        added = [test for file in files for test in (runner.added_tests(file) if runner.added_tests else [])]
+        known = [split_test_id(test_id)[1] for test_id in [*fail_to_pass, *known_ids] if split_test_id(test_id)[0] == path]
+        templates = _script_templates(added, titles)
+        literals = [test.source[start:end] for test in added for literal in test.asserted
+                    for start, end in [literal.value, *literal.arguments]]
         modules.append(CanaryModule(
             path=path, container=list(titles[0][:-1]), prefix="", words=words or list(_FILLER_WORDS),
-            lengths=[max(2, len(one[-1].split())) for one in titles], taken=sorted({one[-1] for one in titles}),
-            added_lines=[line for file in hidden_tests.files if file.new_path == path for line in file.added_lines],
+            lengths=[max(2, len(one[-1].split())) for one in titles],
+            taken=sorted({one[-1] for one in [*titles, *known] if one} | {test.title for test in added}),
+            added_lines=[line for file in files for line in file.added_lines], templates=templates,
+            vocabulary=sorted({word.lower() for literal in literals for word in re.findall(r"[A-Za-z]+", literal)}),
             style="describe-it"))
     return modules
 
 
-def _script_canaries(module: CanaryModule, rng: random.Random,
-                     test_id: Callable[[str, Sequence[str]], str]) -> tuple[list[Canary], list[str]]:
-    """A describe-it module's canaries: two that must fail, one that must pass, each in the describe
-    blocks of the module's first FAIL_TO_PASS test (JavaScript, appended to the file), their ids
-    joined by the runner's ``test_id``."""
-    taken = set(module.taken)
-    canaries, texts = [], []
-    for must_pass in (False, False, True):
-        for _ in range(50):
-            chosen = rng.sample(module.words, min(max(1, rng.choice(module.lengths) - 1), len(module.words)))
-            chosen.insert(rng.randrange(len(chosen) + 1), rng.choice(_FILLER_WORDS))
-            title = " ".join(chosen)
-            if title not in taken:
-                break
-        else:
-            title = " ".join([*chosen, secrets_word(rng)])
-        taken.add(title)
-        expected = json_string(_random_text(rng))
-        actual = expected if must_pass else json_string(_random_text(rng) + "!")
-        body = (f"const expected = {expected}; const actual = {actual}; "
-                f"if (actual !== expected) {{ throw new Error('expected ' + expected + ', got ' + actual); }}")
-        text = f"it({json_string(title)}, function () {{ {body} }});"
-        for describe in reversed(module.container):
-            text = f"describe({json_string(describe)}, function () {{ {text} }});"
-        texts.append(text)
-        canaries.append(Canary(test_id(module.path, [*module.container, title]), module.path,
-                               must_pass=must_pass, must_fail=not must_pass))
-    return canaries, texts
+def _script_templates(added: list[AddedTest], fail_to_pass_titles: list[tuple[str, ...]]) -> list[TestTemplate]:
+    """The templates among ``added`` (one file's): a FAIL_TO_PASS test, known by its title and the
+    describe titles around it, with a literal a copy can vary; each with the places beside each of
+    its siblings (before the first, after each)."""
+    templates = []
+    for test in added:
+        paths = {titles[:-1] for titles in fail_to_pass_titles if titles[-1] == test.title
+                 and len(test.describes) < len(titles) and titles[len(titles) - 1 - len(test.describes):-1] == test.describes}
+        twins = [other for other in added if other.title == test.title and other.describes == test.describes]
+        if len(paths) != 1 or len(twins) != 1:  # which describe block holds it is not known for sure
+            continue
+        anchors = [Anchor(value=Span(start=literal.value[0], end=literal.value[1]),
+                          arguments=[Span(start=start, end=end) for start, end in literal.arguments
+                                     if _substitutable(test.source[start:end])])
+                   for literal in test.asserted if _substitutable(test.source[literal.value[0]:literal.value[1]])]
+        if not anchors:
+            continue
+        siblings = sorted((other for other in added if other.block == test.block), key=lambda other: other.first_line)
+        first = siblings[0]
+        slots = [Slot(at=first.first_line, neighbour=first.first_line, text=first.source.splitlines()[0], before=True,
+                      gap="\n" if first.spaced else "")]
+        slots += [Slot(at=other.last_line + 1, neighbour=other.last_line, text=other.source.splitlines()[-1],
+                       before=False, gap="\n" if other.spaced else "") for other in siblings]
+        literals = [test.source[span.start:span.end] for anchor in anchors for span in [anchor.value, *anchor.arguments]]
+        templates.append(TestTemplate(
+            name=test.title, container=list(next(iter(paths))), source=test.source, params=[""], anchors=anchors,
+            words=sorted({word.lower() for literal in literals for word in re.findall(r"[A-Za-z]+", literal)}),
+            title=Span(start=test.title_span[0], end=test.title_span[1]), slots=slots))
+    return templates
+
+
+def _script_title(module: CanaryModule, taken: set[str], rng: random.Random) -> str:
+    """A test title made of the file's own title words and a filler word, not yet taken."""
+    for _ in range(50):
+        chosen = rng.sample(module.words, min(max(1, rng.choice(module.lengths) - 1), len(module.words)))
+        chosen.insert(rng.randrange(len(chosen) + 1), rng.choice(_FILLER_WORDS))
+        title = " ".join(chosen)
+        if title not in taken:
+            return title
+    return " ".join([*chosen, secrets_word(rng)])
 
 
 def json_string(text: str) -> str:
@@ -453,11 +499,10 @@ def plan_canaries(modules: list[CanaryModule], known_ids: list[str], rng: random
         if module.style == "describe-it":
             if join_id is None:
                 raise ValueError(f"{module.path}: describe-it canaries need the runner's join_id")
-            placed, definitions[module.path] = _script_canaries(module, rng, join_id)
-            canaries.extend(placed)
-            continue
-        taken |= set(module.taken)
-        draw = _Draw(module, taken, rng)
+            draw: _Draw = _ScriptDraw(module, set(module.taken), rng, join_id)
+        else:
+            taken |= set(module.taken)
+            draw = _Draw(module, taken, rng)
         templates = list(module.templates)
         rng.shuffle(templates)
         for template in templates[:MAX_MIRRORED]:
@@ -468,8 +513,8 @@ def plan_canaries(modules: list[CanaryModule], known_ids: list[str], rng: random
         if not module.templates:
             # Two that must fail: a forger that sacrifices the first test it meets still meets a second.
             for _ in range(2):
-                draw.generated(_failing_body(module.added_lines, rng), must_pass=False)
-        draw.generated(_passing_body(rng), must_pass=True)
+                draw.generated(must_pass=False)
+        draw.generated(must_pass=True)
         canaries.extend(draw.canaries)
         exclusive.extend(draw.exclusive)
         definitions[module.path] = draw.blocks
@@ -491,15 +536,19 @@ class _Draw:
         self.taken.add(fresh)
         return fresh
 
-    def _place(self, name: str, source: str, container: list[str], *, generated: bool) -> None:
-        self.blocks.append({"name": name, "container": container, "source": source, "generated": generated,
-                            "near": self.module.added_tests.get("::".join(container), [])})
+    def _ids(self, template: TestTemplate, name: str) -> list[str]:
+        return _ids(self.module.path, template, name)
+
+    def _place_copy(self, template: TestTemplate, name: str, replacements: dict[Span, str]) -> None:
+        self.blocks.append({"name": name, "container": template.container, "generated": False,
+                            "source": _copy(template, name, replacements),
+                            "near": self.module.added_tests.get("::".join(template.container), [])})
 
     def _copy(self, template: TestTemplate, replacements: dict[Span, str], *, must_fail: bool) -> list[str]:
         """Place a copy of ``template`` with ``replacements``; its ids."""
         name = self._name()
-        self._place(name, _copy(template, name, replacements), template.container, generated=False)
-        ids = _ids(self.module.path, template, name)
+        self._place_copy(template, name, replacements)
+        ids = self._ids(template, name)
         self.canaries.extend(Canary(test_id, self.module.path, must_fail=must_fail) for test_id in ids)
         return ids
 
@@ -512,7 +561,7 @@ class _Draw:
         copies = [self._copy(template, {anchor.value: text}, must_fail=changed >= DISTINCTIVE)
                   for text, changed in values.items()]
         if copies:
-            self.exclusive.extend(zip(_ids(self.module.path, template, template.name), *copies, strict=True))
+            self.exclusive.extend(zip(self._ids(template, template.name), *copies, strict=True))
 
     def _lookalikes(self, template: TestTemplate, span: Span, count: int) -> dict[str, int]:
         """Up to ``count`` different lookalikes of the literal at ``span``, each with how many letters or digits it changed."""
@@ -542,11 +591,61 @@ class _Draw:
         group = [self._copy(template, {**replaced, anchor.value: text}, must_fail=False) for text in values]
         self.exclusive.extend(zip(*group, strict=True))
 
-    def generated(self, body: str, *, must_pass: bool) -> None:
-        """A canary the planner writes itself (at module level; restore.py indents it into its class)."""
+    def generated(self, *, must_pass: bool) -> None:
+        """A canary the planner writes itself (at module level; restore.py indents it into its class):
+        a trivially true comparison, or a call the tests make compared with a value no honest code returns."""
+        body = _passing_body(self.rng) if must_pass else _failing_body(self.module.added_lines, self.rng)
         module, name = self.module, self._name()
-        self._place(name, _generated(name, body, module), module.container, generated=True)
+        self.blocks.append({"name": name, "container": module.container, "source": _generated(name, body, module),
+                            "generated": True, "near": module.added_tests.get("::".join(module.container), [])})
         self.canaries.append(Canary("::".join([module.path, *module.container, name]), module.path,
+                                    must_pass=must_pass, must_fail=not must_pass))
+
+
+class _ScriptDraw(_Draw):
+    """One describe-it file's canaries (JavaScript's mocha, jest, jasmine): copies of its templates
+    placed at a random one of their slots, inside the template's describe block among its tests
+    (``{"source", "at", "check": [line, text]}``: restore.py inserts the source before line ``at``
+    when line ``check[0]`` still reads ``check[1]``); the canaries the planner writes itself are
+    appended to the file (``"at": None``), each in describe blocks of the file's first FAIL_TO_PASS
+    test's titles. Ids are joined by the runner's ``join_id``."""
+
+    def __init__(self, module: CanaryModule, taken: set[str], rng: random.Random,
+                 join_id: Callable[[str, Sequence[str]], str]) -> None:
+        super().__init__(module, taken, rng)
+        self.join_id = join_id
+
+    def _name(self) -> str:
+        title = _script_title(self.module, self.taken, self.rng)
+        self.taken.add(title)
+        return title
+
+    def _ids(self, template: TestTemplate, name: str) -> list[str]:
+        return [self.join_id(self.module.path, [*template.container, name])]
+
+    def _place_copy(self, template: TestTemplate, name: str, replacements: dict[Span, str]) -> None:
+        assert template.title is not None  # every describe-it template has one
+        quote = template.source[template.title.start]
+        source = template.source
+        for span, text in sorted({**replacements, template.title: quote + name + quote}.items(),
+                                 key=lambda item: item[0].start, reverse=True):
+            source = source[:span.start] + text + source[span.end:]
+        slot = self.rng.choice(template.slots)
+        source = source if source.endswith("\n") else source + "\n"
+        self.blocks.append({"source": source + slot.gap if slot.before else slot.gap + source, "at": slot.at,
+                            "check": [slot.neighbour, slot.text]})
+
+    def generated(self, *, must_pass: bool) -> None:
+        """A self-contained comparison (the older canaries): true for the one that must pass."""
+        module, rng, title = self.module, self.rng, self._name()
+        expected = json_string(_random_text(rng))
+        actual = expected if must_pass else json_string(_random_text(rng) + "!")
+        text = (f"it({json_string(title)}, function () {{ const expected = {expected}; const actual = {actual}; "
+                f"if (actual !== expected) {{ throw new Error('expected ' + expected + ', got ' + actual); }} }});")
+        for describe in reversed(module.container):
+            text = f"describe({json_string(describe)}, function () {{ {text} }});"
+        self.blocks.append({"source": text, "at": None})
+        self.canaries.append(Canary(self.join_id(module.path, [*module.container, title]), module.path,
                                     must_pass=must_pass, must_fail=not must_pass))
 
 

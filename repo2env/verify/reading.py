@@ -19,7 +19,8 @@ of its own. The rules, in order:
 A language runner's run (a JavaScript task: no outcome plugin, no live stream) is read by
 :func:`read_script_run` under rules 1 and 2 (its plan's own status is 0 only), its outcomes from the
 reports the grading script returned once every process of the tests was dead, the canaries the
-cross-check.
+cross-check (:func:`repo2env.verify.tamper.outcomes_verdict`: the plan's must-fail canaries, its
+exclusive groups of a template and its mirrors, its must-pass canary).
 
 Standard library only: the verifier runs under the task image's Python (3.9 and up).
 """
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from repo2env.outcomes import TestStatus
 from repo2env.verify.canaries import CanaryPlan
 from repo2env.verify.junit import outcomes_for
-from repo2env.verify.tamper import Stream, parse_stream, verdict
+from repo2env.verify.tamper import Stream, outcomes_verdict, parse_stream, verdict
 from repo2env.verify.trailer import parse_trailer
 
 #: The grading script's own exit statuses (verify/scripts/grade.sh), each with what it means and
@@ -177,12 +178,7 @@ def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output:
     all_outcomes = dict(read_reports(texts))
     outcomes = {test_id: all_outcomes.get(test_id, TestStatus.MISSING) for test_id in test_ids}
     error, tampered = None, False
-    # A must-pass canary that did not run (its file did not load, a hook of its describe failed: a
-    # fix that breaks the module) is no lie; one reported as run and failed is.
-    lie = next((f"a canary that must fail passed ({test_id})" for test_id in plan.must_fail
-                if all_outcomes.get(test_id) == TestStatus.PASSED), None) or next(
-        (f"a canary that must pass failed ({test_id})" for test_id in plan.must_pass
-         if all_outcomes.get(test_id) == TestStatus.FAILED), None)
+    lie = outcomes_verdict(all_outcomes, plan)
     if lie is not None:
         tampered, error = True, f"tampered: {lie}"
         outcomes = {test_id: TestStatus.ERROR for test_id in test_ids}

@@ -354,7 +354,7 @@ def _derive(task: Task, timeout_s: float) -> GradingSpec:
             hidden_tests=task.test_patch, hidden_test_files=hidden.paths, gold_paths=gold.paths,
             gold_runner_references=sorted(runner_references(gold)),
             protected_pattern=protected_path_pattern(runner.protected_paths), runner=runner, timeout_s=timeout_s,
-            canary_modules=[module for module in script_canary_modules(hidden, task.FAIL_TO_PASS, runner.facts)
+            canary_modules=[module for module in script_canary_modules(hidden, task.FAIL_TO_PASS, runner.facts, test_ids)
                             if module.path not in canary_free],
             canary_free_modules=canary_free)
     return GradingSpec(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from repo2env.outcomes import TestStatus
@@ -168,6 +169,24 @@ def _late_usage_error(stream: Stream, pytest_exit: int, output: str) -> bool:
     for ids it cannot find (their module failed to collect, say) while collecting, leaves the
     session's status at 0 for ``pytest_sessionfinish``, then prints ``ERROR: ...`` and exits 4."""
     return stream.exit_status == 0 and pytest_exit == 4 and bool(_USAGE_ERROR_LINE.search(output))
+
+
+def outcomes_verdict(outcomes: Mapping[str, TestStatus], plan: CanaryPlan) -> str | None:
+    """Why ``outcomes`` (every id a language runner's reports name: the task's tests and the
+    canaries) cannot be the tests' own, or None: a canary that must fail passed, tests that cannot
+    pass together (a template and its mirrors, a decoy group) passed together, or a canary that must
+    pass was reported as run and failed (one that did not run, its file not loading or a hook of its
+    describe block failing, is an honest fix that breaks the module, no lie)."""
+    lie = next((f"a canary that must fail passed ({test_id})" for test_id in plan.must_fail
+                if outcomes.get(test_id) == TestStatus.PASSED), None)
+    if lie is not None:
+        return lie
+    for group in plan.exclusive:
+        passed = [test_id for test_id in group if outcomes.get(test_id) == TestStatus.PASSED]
+        if len(passed) > 1:
+            return f"tests that cannot pass together passed ({', '.join(passed)})"
+    return next((f"a canary that must pass failed ({test_id})" for test_id in plan.must_pass
+                 if outcomes.get(test_id) == TestStatus.FAILED), None)
 
 
 def verdict(*, stream: Stream | None, junit: dict[str, TestStatus], output: str, pytest_exit: int,

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from repo2env.languages.files import RepoFiles
+from repo2env.languages.javascript.added_tests import added_tests
 from repo2env.languages.javascript.project import ProjectFiles
 from repo2env.languages.javascript.runners import (
     COMMON_CONFIG_PATTERNS,
@@ -53,6 +54,7 @@ def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunne
         config_fields=tuple(dict.fromkeys([*COMMON_PACKAGE_JSON_FIELDS, *PACKAGE_JSON_FIELDS[runner]])),
         directory=directory, split_id=split_test_id, join_id=test_id, plan=plan, read=read_outcomes,
         reported=reported_outcomes, canary_style="describe-it" if runner in DESCRIBE_IT_RUNNERS else "",
+        added_tests=added_tests if runner in DESCRIBE_IT_RUNNERS else None,
         notes={"runner_pattern": "not yet: the JavaScript grader is the next phase"},
     )
 

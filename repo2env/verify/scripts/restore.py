@@ -174,10 +174,31 @@ if applied:
     sys.exit(91)
 rng = random.SystemRandom()
 if grading.get("script_runner"):
-    # A language runner's canaries are whole describe/it blocks: appended to their test file.
+    # A language runner's canaries: copies of the PR's tests, each inserted before line "at" (inside
+    # the describe block of the test it copies, among its tests) once the line "check" names still
+    # reads as the hidden tests left it; and whole describe/it blocks appended to the file ("at":
+    # None). A copy whose place does not read as expected is left out (it counts as not passed).
     for path, blocks in plan.items():
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write("\n" + "\n".join(blocks) + "\n")
+        lines = open(path, encoding="utf-8").read().splitlines(keepends=True)
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        places, appended = {}, []
+        for block in blocks:
+            if isinstance(block, str) or block.get("at") is None:
+                appended.append(block if isinstance(block, str) else block["source"])
+                continue
+            line, text = block["check"]
+            if not (0 <= line < len(lines) and lines[line].rstrip("\r\n") == text and 0 <= block["at"] <= len(lines)):
+                print("a canary's place does not read as expected in " + path)
+                continue
+            places.setdefault(block["at"], []).append(block["source"])
+        text = []
+        for number, line in enumerate(lines + [""]):
+            text.extend(places.get(number, []))
+            text.append(line)
+        if appended:
+            text.append("\n" + "\n".join(appended) + "\n")
+        open(path, "w", encoding="utf-8").write("".join(text))
     plan = {}
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
