@@ -79,6 +79,18 @@ def test_doctor_shows_one_line_per_backend(docker_client, tmp_path):
 
 
 @pytest.mark.docker
+def test_the_engine_gets_a_short_wait_to_answer_and_a_long_one_per_request(docker_client):
+    """Once the engine answered, one request may take the settings' request timeout: a 10 s
+    socket timeout on every call crashed a real-repository build (an image removal beside npm
+    installs) with a ReadTimeout traceback."""
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    opened = open_backend("docker", BackendSettings(connect_timeout_s=3.0, request_timeout_s=77.0))
+    assert opened.client.api.timeout == 77.0
+    assert DockerBackend().client.api.timeout == BackendSettings.request_timeout_s >= 60
+
+
+@pytest.mark.docker
 def test_doctor_on_podman_finds_its_base_image(podman_backend):
     result = repo2env("--backend", "podman", "doctor", "--json")
     report = json.loads(result.stdout)

@@ -164,6 +164,9 @@ class BackendSettings:
     """The limits of sandboxes started without their own."""
     connect_timeout_s: float = 10.0
     """How long to wait for an engine to answer when opening it."""
+    request_timeout_s: float = 120.0
+    """How long one engine request may take once the engine answered: a loaded engine (builds
+    beside it) can take far longer than the connect timeout to remove an image or start a container."""
     podman_command: str = "podman"
     """The podman binary (``REPO2ENV_PODMAN``)."""
     podman_oci_runtime: str = "runc"

@@ -36,12 +36,15 @@ from repo2env.runtime.ownership import SANDBOX_LABEL, owner_labels, reap_orphans
 from repo2env.runtime.sandbox import MODEL_SOCKET_MOUNT, SandboxLimits
 
 
-def connect_docker(timeout: float = 10.0) -> docker.DockerClient:
+def connect_docker(timeout: float = 10.0, request_timeout: float | None = None) -> docker.DockerClient:
     """A client for the local engine (``DOCKER_HOST`` honoured), or a DockerUnavailableError saying
-    how to get one."""
+    how to get one. ``timeout`` bounds the wait for the engine's first answer; ``request_timeout``
+    (default: the same) every request after it."""
     try:
         client = docker.from_env(timeout=timeout)
         client.ping()
+        if request_timeout is not None:
+            client.api.timeout = request_timeout
     except ValueError as exc:
         # docker-py parses DOCKER_HOST with urllib: a malformed one surfaces as a bare ValueError.
         raise DockerUnavailableError(
@@ -64,14 +67,15 @@ class DockerBackend:
     capabilities = Capabilities(persistent_channel=True, push=True, storage_limits=True)
 
     def __init__(self, client: docker.DockerClient | None = None, limits: SandboxLimits | None = None) -> None:
-        self.client = client or connect_docker()
+        self.client = client or connect_docker(request_timeout=BackendSettings.request_timeout_s)
         self.limits = limits or SandboxLimits()
         self.images = DockerImages(self.client)
 
     @classmethod
     def open(cls, settings: BackendSettings) -> DockerBackend:
         """The local engine, connected (a DockerUnavailableError saying how to get one)."""
-        return cls(connect_docker(timeout=settings.connect_timeout_s), limits=settings.limits)
+        return cls(connect_docker(timeout=settings.connect_timeout_s, request_timeout=settings.request_timeout_s),
+                   limits=settings.limits)
 
     @classmethod
     def preflight(cls, settings: BackendSettings) -> Preflight:
