@@ -4,9 +4,13 @@ same for every language (docs/quality.md, section 1)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from repo2env.models import InterfaceName
+
+Reading = TypeVar("Reading")
 
 
 @dataclass(frozen=True)
@@ -22,3 +26,17 @@ class InterfaceNeed:
     name: InterfaceName
     bare_signature: str
     header_lines: tuple[str, ...]
+
+
+def interface_needs(definitions: Iterable[Any], readings: Mapping[str, Reading], used: Reading,
+                    needed: Callable[[Any, Reading], bool]) -> list[InterfaceNeed]:
+    """The definitions (each with ``kind``, ``qualified``, ``signature``, ``path``,
+    ``bare_signature`` and ``header_lines``) that the tests need, ``needed(definition, reading)``
+    asked of what all the tests use (``used``), each with the tests (``readings``: test id ->
+    what that test uses) that need it; in the definitions' order."""
+    return [InterfaceNeed(name=InterfaceName(kind=definition.kind, name=definition.qualified,
+                                             signature=definition.signature, path=definition.path,
+                                             tests=sorted(test for test, reading in readings.items()
+                                                          if needed(definition, reading))),
+                          bare_signature=definition.bare_signature, header_lines=definition.header_lines)
+            for definition in definitions if needed(definition, used)]

@@ -36,9 +36,9 @@ from typing import Literal
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from repo2env.languages.interface import InterfaceNeed
+from repo2env.languages.interface import InterfaceNeed, interface_needs
 from repo2env.languages.test_ids import split_node_id
-from repo2env.models import InterfaceKind, InterfaceName
+from repo2env.models import InterfaceKind
 
 AssertionKind = Literal["message", "string", "other"]
 
@@ -121,16 +121,7 @@ def introduced_interface(*, files_before: Mapping[str, str], files_after: Mappin
         used.strings |= reading.strings
         used.modules |= reading.modules
     named = _StatementNames(statement)
-    needs = []
-    for definition in definitions:
-        if _needed(definition, used, named):
-            needs.append(InterfaceNeed(
-                name=InterfaceName(kind=definition.kind, name=definition.qualified, signature=definition.signature,
-                                   path=definition.path,
-                                   tests=sorted(test for test, reading in readings.items()
-                                                if _needed(definition, reading, named))),
-                bare_signature=definition.bare_signature, header_lines=definition.header_lines))
-    return needs
+    return interface_needs(definitions, readings, used, lambda definition, reading: _needed(definition, reading, named))
 
 
 def assertion_shapes(*, test_files: Mapping[str, str], tests: Iterable[str]) -> dict[str, list[Assertion]]:

@@ -36,10 +36,10 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from repo2env.languages.interface import InterfaceNeed
+from repo2env.languages.interface import InterfaceNeed, interface_needs
 from repo2env.languages.javascript.syntax import code_suffix, parsed
 from repo2env.languages.javascript.test_ids import split_test_id
-from repo2env.models import InterfaceKind, InterfaceName
+from repo2env.models import InterfaceKind
 
 #: Parameters whose properties are read as option keys (besides any parameter defaulting to ``{}``).
 OPTIONS_PARAMETERS = frozenset({"options", "opts", "option", "config", "settings", "params"})
@@ -107,16 +107,7 @@ def introduced_interface(*, files_before: Mapping[str, str], files_after: Mappin
         used.names |= reading.names
         used.keywords |= reading.keywords
     words = set(_WORD.findall(statement))
-    needs = []
-    for definition in definitions:
-        if _needed(definition, used, words):
-            needs.append(InterfaceNeed(
-                name=InterfaceName(kind=definition.kind, name=definition.qualified, signature=definition.signature,
-                                   path=definition.path,
-                                   tests=sorted(test for test, reading in readings.items()
-                                                if _needed(definition, reading, words))),
-                bare_signature=definition.bare_signature, header_lines=definition.header_lines))
-    return needs
+    return interface_needs(definitions, readings, used, lambda definition, reading: _needed(definition, reading, words))
 
 
 # --- what the fix introduces -------------------------------------------------------------------
