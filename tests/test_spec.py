@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 import textwrap
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -20,6 +21,7 @@ from repo2env.languages.python.spec import (
     PYTEST_RELEASES,
     DictRepoFiles,
     date_pin,
+    exempt_from_pin,
     infer_env_spec,
     infer_install,
     infer_python,
@@ -716,6 +718,113 @@ def test_what_the_pytest_configuration_imports_is_installed_in_every_rung() -> N
     assert not any("pyopenssl" in command for command in ladder["fewer-extras"].install)
     for name, rung in ladder.items():
         assert any(command.endswith(" requests") for command in rung.install), name
+
+
+CONFTEST_REPO = repo({
+    "web/__init__.py": "", "tests/__init__.py": "", "tests/helpers.py": "", "tests/test_app.py": "",
+    "tests/conftest.py": """
+        from __future__ import print_function
+        import os, sys
+        import requests.adapters
+        from yaml import safe_load
+        import pytest
+        import _pytest.fixtures
+        import py
+        import google.protobuf
+        from web import app
+        from tests import helpers
+        from . import fixtures
+        import helpers
+        try:
+            import simplejson
+        except ImportError:
+            simplejson = None
+        if sys.version_info < (3,):
+            import mock
+
+
+        def setup():
+            import lxml
+    """,
+    # Not loaded for the tests: no test file beside or below it.
+    "docs/conftest.py": "import sphinx\n",
+}, setup_py="from setuptools import setup\nsetup(name='web', install_requires=['six'], extras_require={'test': ['pyopenssl']})\n")
+
+
+def guessed(module: str, install: str) -> str:
+    return f"python -c 'import {module}' 2>/dev/null || {install} || true"
+
+
+def test_what_a_conftest_imports_is_installed_in_every_rung() -> None:
+    """A conftest's unconditional third-party import fails collection ("could not load conftest.py")
+    without its distribution: werkzeug 2016's tests/conftest.py imports requests, which nothing names.
+    Optional imports (try, if), relative ones, the standard library, pytest's own modules and the
+    project's own packages are no dependency; ``yaml`` is PyYAML's."""
+    assert infer_install(CONFTEST_REPO)[-3:] == [
+        "python -m pip install pytest",
+        guessed("requests", "python -m pip install requests"),
+        guessed("yaml", "python -m pip install PyYAML"),
+    ]
+    spec = infer_env_spec(CONFTEST_REPO, day("2017-06-10"), EnvOverride(python="3.11"))
+    pinned = (f"{UV} --exclude-newer 2017-07-01T00:00:00Z --exclude-newer-package setuptools=2019-09-01T00:00:00Z "
+              "--exclude-newer-package wheel=2019-09-01T00:00:00Z")
+    assert spec.install[-2:] == [guessed("requests", f"{pinned} requests"), guessed("yaml", f"{pinned} PyYAML")]
+    ladder = dict(install_ladder(spec, CONFTEST_REPO))
+    assert {"inferred", "fewer-extras", "pinned-pytest", "no-date-pin"} <= ladder.keys()
+    for name, rung in ladder.items():
+        imports = [command.split("'")[1] for command in rung.install if command.startswith("python -c 'import ")]
+        assert imports == ["import requests", "import yaml"], name
+    assert guessed("requests", "python -m pip install requests") in ladder["no-date-pin"].install
+    # The cure for releases the index lost reaches inside a guessed install too.
+    assert exempt_from_pin(spec.install, {"requests": "2018-01-01"})[-2] == guessed(
+        "requests", f"{pinned} --exclude-newer-package requests=2018-01-01T00:00:00Z requests")
+
+
+def test_a_conftest_import_a_requirement_names_is_installed_by_that_requirement() -> None:
+    """Nothing is guessed for a module a requirement of the install names (canonicalised: ``PyYAML``
+    for ``yaml``); the rung that drops the test extra installs it by itself."""
+    files = repo({"web/__init__.py": "", "tests/test_app.py": "",
+                  "tests/conftest.py": "import requests\nimport yaml\nimport attr\n"},
+                 setup_py="""
+                     from setuptools import setup
+                     setup(name='web', install_requires=['attrs>=17'], extras_require={'test': ['Requests', 'pyyaml']})
+                 """)
+    assert not any("import " in command for command in infer_install(files))
+    spec = infer_env_spec(files, day("2021-06-10"), EnvOverride(python="3.11"))
+    fewer = dict(install_ladder(spec, files))["fewer-extras"].install
+    assert [command.split("'")[1] for command in fewer if command.startswith("python -c")] == [
+        "import requests", "import yaml"]
+
+
+def test_a_conftest_that_does_not_parse_or_is_not_loaded_gives_nothing() -> None:
+    python2 = repo({"tests/test_app.py": "", "tests/conftest.py": "import requests\nprint 'loaded'\n"},
+                   setup_py="from setuptools import setup\nsetup(name='web')\n")
+    assert infer_install(python2)[-1] == "python -m pip install pytest"
+    # With testpaths, only the conftest files on the way to those tests count.
+    elsewhere = repo({"tests/test_app.py": "", "tests/conftest.py": "import requests\n",
+                      "integration/test_live.py": "", "integration/conftest.py": "import boto3\n"},
+                     setup_cfg="[tool:pytest]\ntestpaths = integration\n")
+    assert [command.split("'")[1] for command in infer_install(elsewhere) if command.startswith("python -c")] == [
+        "import boto3"]
+
+
+def test_a_guessed_install_never_fails_the_build_and_runs_only_when_the_module_is_missing(tmp_path: Path) -> None:
+    """The env layer runs each install command in a subshell under ``set -e``: a guessed distribution
+    the index lacks must not fail the rung, and one whose module imports already is not installed
+    (a wrong guess could replace what provides it)."""
+    # `python -c 'import NAME'` succeeds only for `os`; every install fails, as for a missing name.
+    for name, succeeds in (("python", '[ "$2" = "import os" ]'), ("uv", "exit 1")):
+        (tmp_path / name).write_text(f'#!/bin/sh\necho "{name} $*" >> "$(dirname "$0")/calls"\n{succeeds}\n')
+        (tmp_path / name).chmod(0o755)
+    commands = pinned_install([guessed("os", "python -m pip install os"),
+                               guessed("no_such", "python -m pip install no-such-distribution")], "2017-07-01", "3.9")
+    script = "set -e; " + "; ".join(f"({command})" for command in commands if command.startswith("python -c")) + "; echo built"
+    result = subprocess.run(["sh", "-c", script], env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+                            capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip() == "built"
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[:2] == ["python -c import os", "python -c import no_such"] and len(calls) == 3
+    assert calls[2].startswith("uv pip install") and calls[2].endswith(" no-such-distribution")
 
 
 def test_fewer_extras_keeps_the_overrides_own_commands() -> None:

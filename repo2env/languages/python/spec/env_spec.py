@@ -13,7 +13,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version as PackageVersion
 
 from repo2env.languages.python.spec.files import RepoFiles, _Project, _read_project, _valid_requirement
-from repo2env.languages.python.spec.install import _infer_install, _requirement_choice, config_imports_command
+from repo2env.languages.python.spec.install import (
+    _infer_install,
+    _requirement_choice,
+    config_imports_command,
+    conftest_imports_commands,
+)
 from repo2env.languages.python.spec.overrides import EnvOverride
 from repo2env.languages.python.spec.pinning import (
     UV_BOOTSTRAP,
@@ -127,7 +132,7 @@ def install_ladder(
     - ``other-requirements-1``, ``-2``: another test requirement file instead of the chosen one
       (see :func:`infer_install`), one at a time;
     - ``fewer-extras``: only the editable project (no extras), pytest and its plugins, what the
-      pytest configuration imports, and any command that is not a pip install (a broken extra or
+      pytest configuration and the conftest files import, and any command that is not a pip install (a broken extra or
       requirement file is the likeliest failure); the base requirements.txt stays when the project
       is not installable;
     - ``older-python``: ``spec`` on the next older ``available`` Python the project's
@@ -161,9 +166,14 @@ def install_ladder(
                 rungs.append((f"other-requirements-{number}",
                               spec.model_copy(update={"install": repinned(swapped, spec.date_pin)})))
         keep = {_canonical(command) for command in own}
-        if needed := config_imports_command(project):  # without what the pytest config imports no test runs
-            keep.add(_canonical(needed))
+        # Without what the pytest configuration or a conftest imports, no test runs; a conftest's
+        # module that only a dropped extra or test requirement named is installed by itself.
+        needed = [config_imports_command(project), *conftest_imports_commands(project)]
+        keep.update(_canonical(command) for command in needed if command)
         fewer = _fewer_extras(logical, keep=keep)
+        extra = {_canonical(command) for command in override.extra_install} if override else set()
+        at = next((i for i, command in enumerate(fewer) if _canonical(command) in extra), len(fewer))
+        fewer = list(dict.fromkeys([*fewer[:at], *conftest_imports_commands(project, fewer_extras=True), *fewer[at:]]))
         rungs.append(("fewer-extras", spec.model_copy(update={"install": repinned(fewer, spec.date_pin)})))
     base, base_logical = spec, logical
     older = _older_python(spec.python, project, available)

@@ -23,7 +23,7 @@ from repo2env.languages.python.spec.files import (
     _valid_requirement,
     _workflow_jobs,
 )
-from repo2env.languages.python.spec.pytest_config import _config_imports, _plugins_needed
+from repo2env.languages.python.spec.pytest_config import _config_imports, _conftest_imports, _plugins_needed
 
 if TYPE_CHECKING:
     pass
@@ -64,7 +64,9 @@ def infer_install(files: RepoFiles) -> list[str]:
       PDM and Hatch test dependencies, in one command;
     - what the pytest configuration imports (a ``filterwarnings`` category's package), alone;
     - pytest and the plugins the pytest configuration needs (``--cov`` -> pytest-cov ...), with
-      ``pytest<8`` for nose-era suites (pytest 8 dropped nose support).
+      ``pytest<8`` for nose-era suites (pytest 8 dropped nose support);
+    - what the conftest files import that nothing above names, one guessed distribution a command
+      (:func:`conftest_imports_commands`), last so that each is skipped when it imports already.
 
     Pass the result through :func:`pinned_install` to resolve as of a date.
     """
@@ -88,6 +90,7 @@ def _infer_install(project: _Project) -> list[str]:
     if command := config_imports_command(project):
         commands.append(command)
     commands.append(shlex.join(["python", "-m", "pip", "install", *_pytest_requirements(project)]))
+    commands.extend(conftest_imports_commands(project))
     return list(dict.fromkeys(commands))
 
 
@@ -95,6 +98,100 @@ def config_imports_command(project: _Project) -> str | None:
     """The install of what the pytest configuration imports (see :func:`_config_imports`), or None."""
     names = _config_imports(project)
     return shlex.join(["python", "-m", "pip", "install", *names]) if names else None
+
+
+#: The distribution of an import name where the two differ, for what a conftest imports
+#: (:func:`conftest_imports_commands`): a module says nothing of the distribution that provides it,
+#: and installing the import name (``yaml``, ``attr``) gets nothing or an unrelated project. None: no
+#: distribution to guess (``google`` is a namespace many distributions share; setuptools comes with
+#: every virtualenv). Any other name is taken for its distribution's (``six``, ``mock`` are listed to
+#: say so).
+IMPORT_DISTRIBUTIONS: dict[str, str | None] = {
+    "yaml": "PyYAML", "attr": "attrs", "dateutil": "python-dateutil", "PIL": "Pillow", "bs4": "beautifulsoup4",
+    "OpenSSL": "pyOpenSSL", "jwt": "PyJWT", "Crypto": "pycryptodome", "sklearn": "scikit-learn",
+    "cv2": "opencv-python", "google": None, "pkg_resources": "setuptools", "setuptools": None, "six": "six",
+    "mock": "mock",
+}
+
+# The form of a guessed install (see guessed_install): the import check, the pip install, the tolerance.
+_GUESSED_INSTALL = re.compile(r"(python -c 'import [\w.]+' 2>/dev/null \|\| )(.+)( \|\| true)")
+
+
+def guessed_install(module: str, distribution: str) -> str:
+    """The install of ``distribution``, guessed from the import name ``module``: it runs only when
+    ``module`` does not import already (a wrong guess cannot replace what provides it: ``serial``
+    over pyserial), and never fails (the env layer runs its commands under ``set -e``; a name the
+    index lacks, or one that does not install as of the date pin, leaves the rung as it was).
+    :func:`split_guessed_install` reads it back; the pip install inside is date-pinned as any other."""
+    pip = shlex.join(["python", "-m", "pip", "install", distribution])
+    return f"python -c {shlex.quote(f'import {module}')} 2>/dev/null || {pip} || true"
+
+
+def split_guessed_install(command: str) -> tuple[str, str, str] | None:
+    """(import check, install command, tolerance) of a :func:`guessed_install` command, else None."""
+    match = _GUESSED_INSTALL.fullmatch(command)
+    return (match.group(1), match.group(2), match.group(3)) if match else None
+
+
+def conftest_imports_commands(project: _Project, *, fewer_extras: bool = False) -> list[str]:
+    """One :func:`guessed_install` for each third-party module the conftest files import
+    unconditionally (see :func:`_conftest_imports`) that no requirement the install names provides:
+    its distribution from :data:`IMPORT_DISTRIBUTIONS`, else the import name; left out when that
+    name or the import name is named already (compared canonicalised). With ``fewer_extras``, for
+    the ladder's rung that installs the project without its extras and test requirements: only the
+    project's dependencies, pytest's and the configuration's count as named."""
+    named = _named_distributions(project, test_requirements=not fewer_extras)
+    commands = []
+    for module in _conftest_imports(project):
+        distribution = IMPORT_DISTRIBUTIONS.get(module, module)
+        if distribution is None or {canonicalize_name(distribution), canonicalize_name(module)} & named:
+            continue
+        commands.append(guessed_install(module, distribution))
+    return commands
+
+
+def _named_distributions(project: _Project, *, test_requirements: bool = True) -> set[str]:
+    """The canonical names of the distributions the install names: the project itself and its
+    dependencies, pytest and its plugins, what the pytest configuration imports; with
+    ``test_requirements``, also the chosen extras, requirement files, test requirements and
+    dependency groups."""
+    lines: list[Any] = [*_pytest_requirements(project), *_config_imports(project)]
+    table = project.pyproject.get("project", {})
+    for dependencies in (table.get("dependencies"), project.setup_keywords.get("install_requires"),
+                         _ini_lines(_ini_get(project.setup_cfg, "options", "install_requires"))):
+        if isinstance(dependencies, list):
+            lines.extend(dependencies)
+    if test_requirements:
+        lines.extend(_test_requirement_lines(project))
+    names = {str(canonicalize_name(Requirement(text).name)) for line in lines
+             if isinstance(line, str) and (text := _valid_requirement(line)) is not None}
+    poetry = project.tool("poetry", "dependencies")
+    if isinstance(poetry, dict):
+        names.update(str(canonicalize_name(name)) for name in poetry)
+    if own := table.get("name") or project.setup_keywords.get("name"):
+        names.add(str(canonicalize_name(str(own))))
+    return names
+
+
+def _test_requirement_lines(project: _Project) -> list[Any]:
+    """The requirements (lines, unchecked) of the chosen extras, requirement files, literal test
+    requirements and test dependency groups."""
+    lines: list[Any] = list(_literal_test_requirements(project))
+    for path in _requirement_files(project):
+        lines.extend((project.files.read(path) or "").splitlines())
+    chosen = {str(canonicalize_name(name)) for name in _chosen_extras(project)}
+    table = project.pyproject.get("project", {})
+    extras = [table.get("optional-dependencies"), project.setup_keywords.get("extras_require")]
+    if project.setup_cfg is not None and project.setup_cfg.has_section("options.extras_require"):
+        extras.append({name: _ini_lines(value) for name, value in project.setup_cfg.items("options.extras_require")})
+    for extra in extras:
+        if isinstance(extra, dict):
+            lines.extend(item for name, value in extra.items() if str(canonicalize_name(str(name))) in chosen
+                         and isinstance(value, list) for item in value)
+    groups = project.pyproject.get("dependency-groups", {}) or {}
+    if isinstance(groups, dict):
+        lines.extend(item for name in _test_names(groups) if isinstance(groups[name], list) for item in groups[name])
+    return lines
 
 
 def _pytest_requirements(project: _Project) -> list[str]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from repo2env.languages.python.spec.install import PIP_INSTALL
+from repo2env.languages.python.spec.install import PIP_INSTALL, split_guessed_install
 from repo2env.languages.python.spec.python import _utc_day
 
 if TYPE_CHECKING:
@@ -239,6 +239,11 @@ def pinned_install(commands: list[str], date_pin: str, python: str | None = None
     prefix = uv_prefix(python)
     rewritten = [UV_BOOTSTRAP]
     for command in commands:
+        if (guessed := split_guessed_install(command)) is not None:
+            check, inner, tolerance = guessed
+            rewritten.extend(f"{check}{pinned}{tolerance}" for pinned in pinned_install([inner], date_pin, python)
+                             if pinned not in (UV_BOOTSTRAP, COMPILE_ALL))
+            continue
         args = _pip_install_args(command)
         if command == COMPILE_ALL:
             continue  # added again at the end
@@ -271,9 +276,16 @@ def pinned_install(commands: list[str], date_pin: str, python: str | None = None
                            for name in ("setuptools", "wheel"))
         rewritten.append(shlex.join([*prefix, *_join_args([*exclude, *translated], targets)]))
         rewritten.extend(_legacy_editable_command(re.sub(r"\[.*\]$", "", path)) for path in editable_paths)
-    if prefix != _UV_PREFIX and any(uv_install_args(_words(command)) is not None for command in rewritten):
+    if prefix != _UV_PREFIX and any(uv_install_args(_words(_install_of(command))) is not None for command in rewritten):
         rewritten.append(COMPILE_ALL)
     return list(dict.fromkeys(rewritten))
+
+
+def _install_of(command: str) -> str:
+    """The install command of a guessed install (see :func:`~repo2env.languages.python.spec.install.guessed_install`),
+    else ``command``."""
+    guessed = split_guessed_install(command)
+    return command if guessed is None else guessed[1]
 
 
 def _words(command: str) -> list[str]:
@@ -303,6 +315,9 @@ def _unpinned(commands: list[str]) -> list[str]:
     restored: list[str] = []
     for command in commands:
         if command in (UV_BOOTSTRAP, COMPILE_ALL):
+            continue
+        if (guessed := split_guessed_install(command)) is not None:
+            restored.extend(f"{guessed[0]}{inner}{guessed[2]}" for inner in _unpinned([guessed[1]]))
             continue
         if _is_legacy_editable(command) and restored and _joined_editable(restored[-1], command) is not None:
             restored[-1] = _joined_editable(restored[-1], command)
@@ -352,6 +367,9 @@ def exempt_from_pin(commands: list[str], releases: dict[str, str]) -> list[str]:
     their releases of the pin's time are gone from the index. Applying it twice changes nothing more."""
     exempted: list[str] = []
     for command in commands:
+        if (guessed := split_guessed_install(command)) is not None:
+            exempted.extend(f"{guessed[0]}{inner}{guessed[2]}" for inner in exempt_from_pin([guessed[1]], releases))
+            continue
         words = _words(command)
         uv_args = uv_install_args(words)
         if uv_args is None or "--exclude-newer" not in uv_args:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import fnmatch
 import re
 import shlex
 import sys
@@ -9,7 +11,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
 
-from repo2env import models
+from repo2env import models, pysyntax
 from repo2env.languages.python.spec.files import (
     RepoFiles,
     _ini_lines,
@@ -140,6 +142,7 @@ def _config_imports(project: _Project) -> list[str]:
     (``ignore::requests.packages.urllib3.exceptions.InsecureRequestWarning``), which pytest imports
     before each test and fails on (INTERNALERROR) when they are missing. Standard-library modules
     and the project's own packages are left out; the import name stands for the distribution."""
+    own = _own_modules(project)
     names: list[str] = []
     for entry in _ini_lines(_pytest_ini(project).get("filterwarnings", "")):
         fields = entry.split(":")
@@ -147,9 +150,101 @@ def _config_imports(project: _Project) -> list[str]:
         top = category.split(".", 1)[0]
         if "." not in category or not top.isidentifier() or top in sys.stdlib_module_names:
             continue
-        own = (f"{top}/__init__.py", f"src/{top}/__init__.py", f"{top}.py", f"src/{top}.py")
-        if not any(path in project.listing for path in own):
+        if top not in own:
             names.append(top)
+    return list(dict.fromkeys(names))
+
+
+def _own_modules(project: _Project, *folders: str) -> set[str]:
+    """The top-level names the repository itself makes importable: its packages and modules at the
+    top level and under ``src/``, and those in ``folders`` (a conftest's own folder, which pytest
+    puts on ``sys.path``). A folder of ``.py`` files counts without an ``__init__.py``: the test
+    command runs ``python -m pytest`` in the repository, which imports it as a namespace package."""
+    bases = ["", "src/", *(f"{folder}/" for folder in folders if folder)]
+    names: set[str] = set()
+    for path in project.listing:
+        if not path.endswith(".py"):
+            continue
+        for base in bases:
+            if path.startswith(base):
+                names.add(path[len(base):].split("/", 1)[0].removesuffix(".py"))
+    return names
+
+
+#: pytest and what it imports itself: a conftest's ``import pytest`` or ``import py`` comes with the
+#: pytest install.
+_PYTEST_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy"})
+
+#: Standard-library modules the host's ``sys.stdlib_module_names`` may lack: Python 2's (a conftest
+#: that parses on Python 3 may still import them on a Python 2 image) and those removed in 3.12 and
+#: 3.13, which an old conftest imports on the older Python its image has. None is a distribution.
+_OLD_STDLIB = frozenset({
+    "__builtin__", "StringIO", "cStringIO", "cPickle", "ConfigParser", "Queue", "SocketServer", "BaseHTTPServer",
+    "SimpleHTTPServer", "CGIHTTPServer", "Cookie", "cookielib", "HTMLParser", "httplib", "htmlentitydefs",
+    "urllib2", "urlparse", "xmlrpclib", "thread", "dummy_thread", "commands", "exceptions", "sets", "md5", "sha",
+    "new", "anydbm", "copy_reg", "repr", "Tkinter", "UserDict", "UserList", "UserString", "imp", "distutils",
+    "asynchat", "asyncore", "smtpd", "aifc", "audioop", "cgi", "cgitb", "chunk", "crypt", "imghdr", "mailcap",
+    "msilib", "nis", "nntplib", "ossaudiodev", "pipes", "sndhdr", "spwd", "sunau", "telnetlib", "uu", "xdrlib",
+    "lib2to3",
+})
+
+# pytest's default `python_files`: where its tests are, hence which conftest files it loads.
+_PYTEST_TEST_FILE = re.compile(r"test_[^/]*\.py|[^/]*_test\.py")
+
+
+def _loaded_conftests(project: _Project) -> list[str]:
+    """The conftest.py files pytest loads for the tests: the top-level one, and each one in a folder
+    that holds test files (``test_*.py``, ``*_test.py``; under ``testpaths`` when it is set) or is a
+    parent of one (pytest loads every conftest.py on the way from the root to a test file)."""
+    testpaths = [entry.removeprefix("./").rstrip("/") for entry in _pytest_ini(project).get("testpaths", "").split()]
+    testpaths = [] if any(entry in ("", ".") for entry in testpaths) else testpaths
+
+    def wanted(path: str) -> bool:
+        return not testpaths or any(path.startswith(f"{entry}/") or fnmatch.fnmatch(path, f"{entry}/*")
+                                    for entry in testpaths)
+
+    test_folders = {path.rpartition("/")[0] for path in project.listing
+                    if _PYTEST_TEST_FILE.fullmatch(path.rpartition("/")[2]) and wanted(path)}
+    conftests = []
+    for path in project.listing:
+        folder, _, name = path.rpartition("/")
+        if name == "conftest.py" and (folder == "" or any(test == folder or test.startswith(f"{folder}/")
+                                                         for test in test_folders)):
+            conftests.append(path)
+    return sorted(conftests, key=lambda path: (path.count("/"), path))
+
+
+def _unconditional_imports(text: str) -> list[str]:
+    """The top-level names a module imports at module level, outside any ``try``/``if`` (an import
+    there is optional or for another Python); relative imports left out. A module that does not
+    parse on the host's Python (Python 2 syntax) gives none."""
+    try:
+        tree = pysyntax.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names.extend(alias.name.split(".", 1)[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module.split(".", 1)[0])
+    return names
+
+
+def _conftest_imports(project: _Project) -> list[str]:
+    """The third-party modules the conftest files pytest loads (:func:`_loaded_conftests`) import
+    unconditionally at module level (:func:`_unconditional_imports`): without one, collection stops
+    ("could not load conftest.py") on every test. Left out: the standard library, pytest and its own
+    modules, and what the repository makes importable itself (:func:`_own_modules`, with the
+    conftest's folder); top-level import names, in the order first seen."""
+    names: list[str] = []
+    for path in _loaded_conftests(project):
+        own = _own_modules(project, path.rpartition("/")[0])
+        for name in _unconditional_imports(project.files.read(path) or ""):
+            if (name in sys.stdlib_module_names or name in _OLD_STDLIB or name in _PYTEST_MODULES
+                    or name == "__future__" or name in own):
+                continue
+            names.append(name)
     return list(dict.fromkeys(names))
 
 
