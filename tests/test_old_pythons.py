@@ -280,3 +280,50 @@ def test_an_sdist_that_needs_old_setuptools_gets_its_own_build_floor():
     assert editable_install(split)[0] == 2, "the project's editable install is the split one"
     assert split_editable_build(split, "3.7") == split
     assert split_editable_build(["python -m pip install -e ."], "3.7") == ["python -m pip install -e ."], "no pin, no split"
+
+
+# --- old setuptools behind a TLS-intercepting proxy -----------------------------------------------
+
+
+def test_the_extra_ca_is_in_the_system_bundles_only_while_a_layer_installs(tmp_path, monkeypatch):
+    """easy_install (old setuptools fetching a setup_requires) reads no variable, only the first
+    system bundle that exists: the env and task layers' installs run with the extra CA appended to
+    each (once, a link to one being the same bundle), and the bundles are as they were (content,
+    mode, times) when the step ends, failing or not."""
+    import os
+    import subprocess
+
+    from repo2env.languages.build import EnvLayer, TaskLayer
+    from repo2env.models import EnvSpec
+    from repo2env.runtime import package_access
+    from repo2env.runtime.images import env_dockerfile, task_dockerfile
+
+    system, extra = tmp_path / "ca-certificates.crt", tmp_path / "host-ca.crt"
+    system.write_text("SYSTEM\n")
+    extra.write_text("PROXY\n")
+    os.chmod(system, 0o644)
+    os.utime(system, (1_500_000_000, 1_500_000_000))
+    (tmp_path / "cert.pem").symlink_to(system)
+    monkeypatch.setattr(package_access, "EASY_INSTALL_CA_PATHS",
+                        (str(tmp_path / "absent.crt"), str(system), str(tmp_path / "cert.pem")))
+    access = PackageAccess(ca_bundle=Path("/host/ca.crt"))
+    before = (system.read_bytes(), os.stat(system).st_mode, os.stat(system).st_mtime_ns)
+    for install, status in ((f"cat {system} > {tmp_path}/seen", 0), (f"cat {system} > {tmp_path}/seen; exit 3", 3)):
+        ran = subprocess.run(["sh", "-c", access.trusting_system_bundles(install)], env={"SSL_CERT_FILE": str(extra),
+                             "PATH": os.environ["PATH"]}, capture_output=True, text=True)
+        assert ran.returncode == status, ran.stderr
+        assert (tmp_path / "seen").read_text() == "SYSTEM\n\nPROXY\n", "the proxy's CA, once, during the install"
+        assert (system.read_bytes(), os.stat(system).st_mode, os.stat(system).st_mtime_ns) == before
+    # Without the build argument nothing changes; without an extra CA the command is left alone.
+    assert subprocess.run(["sh", "-c", access.trusting_system_bundles(f"cat {system}")], env={"PATH": os.environ["PATH"]},
+                          capture_output=True, text=True).stdout == "SYSTEM\n"
+    assert PackageAccess().trusting_system_bundles("make install") == "make install"
+
+    layer = EnvLayer(run="set -e; pip install -e .")
+    task_layer = TaskLayer(run="sh /opt/repo2env/reinstall")
+    for with_ca, without_ca in ((env_dockerfile(EnvSpec(python="3.6"), access, layer),
+                                 env_dockerfile(EnvSpec(python="3.6"), PackageAccess(), layer)),
+                                (task_dockerfile("env", access, task_layer), task_dockerfile("env", PackageAccess(), task_layer))):
+        [run] = [line for line in with_ca.splitlines() if "install" in line and line.startswith("RUN ")]
+        assert "trap repo2env_ca_restore EXIT" in run and str(system) in run and "ENV " not in with_ca
+        assert "repo2env_ca" not in without_ca

@@ -325,7 +325,8 @@ def env_dockerfile(spec: EnvSpec, access: PackageAccess, layer: EnvLayer) -> str
     lines.extend(_arg_lines(access, dict(layer.build_args)))
     lines.append(f"COPY tools/ {TOOLS_DIR}/")
     lines.append("COPY snapshot/ /testbed/")
-    lines.append(f"RUN {layer.run}")
+    # The install may fetch with tools that read only the system bundle (old easy_install).
+    lines.append(f"RUN {access.trusting_system_bundles(layer.run)}")
     lines.append("WORKDIR /testbed")
     return "\n".join(lines) + "\n"
 
@@ -343,7 +344,8 @@ def task_dockerfile(env_tag: str, access: PackageAccess, layer: TaskLayer = NO_T
     # SWE-bench-style harness's submission step) refuses it ("dubious ownership") unless trusted.
     lines.append("RUN git config --system --add safe.directory /testbed")
     if layer.run:
-        lines.append(f"RUN {layer.run}")
+        # The editable install again: a setup_requires is fetched again, by easy_install on old setuptools.
+        lines.append(f"RUN {access.trusting_system_bundles(layer.run)}")
     lines.append("WORKDIR /testbed")
     if warmup:
         lines.extend(warmup_dockerfile_lines(warmup, stall_idle_s))

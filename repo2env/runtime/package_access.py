@@ -18,6 +18,15 @@ CONTAINER_CA_PATH = "/etc/ssl/certs/repo2env-host-ca.crt"
 _CA_VARIABLES = ("REPO2ENV_CA_BUNDLE", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 _DEFAULT_CA_PATHS = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
 
+#: The system bundles old setuptools' easy_install verifies against (``setuptools/ssl_support.py``
+#: ``cert_paths``, the first that exists wins). It reads no variable: a ``setup_requires`` it
+#: fetches fails behind a TLS-intercepting proxy unless the bundle itself holds the proxy's CA.
+EASY_INSTALL_CA_PATHS = (
+    "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/certs/ca-certificates.crt", "/usr/share/ssl/certs/ca-bundle.crt",
+    "/usr/local/share/certs/ca-root.crt", "/etc/ssl/cert.pem", "/usr/local/share/certs/ca-root-nss.crt",
+    "/etc/ssl/ca-bundle.pem",
+)
+
 
 @dataclass(frozen=True)
 class PackageAccess:
@@ -67,6 +76,35 @@ class PackageAccess:
         if self.trusted_host:
             env["PIP_TRUSTED_HOST"] = self.trusted_host
         return env
+
+    def trusting_system_bundles(self, command: str) -> str:
+        """``command`` (one shell line, a Dockerfile RUN) run with the extra CA bundle appended to each
+        system bundle of :data:`EASY_INSTALL_CA_PATHS` that exists, and every one of them restored
+        (content, mode, times) when the shell exits, failing or not: no layer keeps the build
+        host's CA. ``command`` unchanged when no extra bundle is configured.
+
+        The bundle appended is the one the ``SSL_CERT_FILE`` build argument names (nothing happens
+        without it), so that tools that read no variable (old setuptools' easy_install fetching a
+        ``setup_requires``) trust the proxy too, during this step only."""
+        if self.ca_bundle is None:
+            return command
+        saved = "repo2env_ca_saved"
+        steps = [
+            f'{saved}="$(mktemp -d)"', f': > "${saved}/list"',
+            f'repo2env_ca_restore() {{ while read -r copy bundle; do cp -p "$copy" "$bundle"; done < "${saved}/list"; '
+            f'rm -rf "${saved}"; }}',
+            "trap repo2env_ca_restore EXIT",
+            'repo2env_ca="${SSL_CERT_FILE:-}"', "repo2env_ca_seen=' '",
+            # A listed path may be a link to another (one bundle, appended once).
+            f"for path in {' '.join(EASY_INSTALL_CA_PATHS)}; do "
+            '[ -s "$repo2env_ca" ] && [ -f "$path" ] || continue; bundle="$(readlink -f "$path")"; '
+            'case "$repo2env_ca_seen" in *" $bundle "*) continue;; esac; '
+            '[ "$bundle" != "$(readlink -f "$repo2env_ca")" ] || continue; '
+            'repo2env_ca_seen="$repo2env_ca_seen$bundle "; '
+            f'copy="${saved}/$(printf %s "$bundle" | tr / _)"; cp -p "$bundle" "$copy"; '
+            f'echo "$copy $bundle" >> "${saved}/list"; {{ echo; cat "$repo2env_ca"; }} >> "$bundle"; done',
+        ]
+        return "set -e; " + "; ".join(steps) + "; " + command
 
     def describe(self) -> dict[str, str]:
         """What will be passed, for ``repo2env doctor``."""
