@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -128,19 +129,19 @@ def test_run_command_prints_output_and_diff(built_demo):
     assert "+hello" in result.stdout and "greeting.txt" in result.stdout
 
 
-def _git(repo: Path, *args: str) -> str:
+def _git(repo: Path, *args: str, date: str = "2021-05-03T10:00:00Z") -> str:
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "GIT_AUTHOR_DATE": "2021-05-03T10:00:00Z", "GIT_COMMITTER_DATE": "2021-05-03T10:00:00Z", "PATH": "/usr/bin:/bin"}
+           "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "PATH": "/usr/bin:/bin"}
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
-def _commit(repo: Path, files: dict[str, str], message: str) -> str:
+def _commit(repo: Path, files: dict[str, str], message: str, date: str = "2021-05-03T10:00:00Z") -> str:
     for name, content in files.items():
         path = repo / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(content))
     _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", message)
+    _git(repo, "commit", "-qm", message, date=date)
     return _git(repo, "rev-parse", "HEAD").strip()
 
 
@@ -382,6 +383,52 @@ def test_a_2016_commit_builds_on_its_own_python_with_its_date_pin_and_validates(
     null = next(rollout for rollout in validated.validation.rollouts if rollout.kind == "null")
     assert null.grade.stopped_early and set(null.grade.tests) == set(validated.FAIL_TO_PASS)
     assert record.one_run_s and set(record.phases) >= {"derive", "gold", "variants"}
+
+
+@pytest.mark.slow
+def test_old_setuptools_fetches_setup_requires_through_the_proxy_and_no_image_keeps_its_ca(docker_client, tmp_path):
+    """A 2018 project whose setup.py has setup_requires: on 3.6 its editable install is pip's legacy
+    one, and setuptools 40 fetches the requirement with easy_install, which trusts only the system
+    bundle. Behind this machine's proxy that works only with the host's CA in that bundle during the
+    install (env layer, and the task layer's reinstall); neither image keeps it."""
+    from repo2env.runtime.bootstrap import base_image_tag
+
+    repo = tmp_path / "oldlib"
+    _git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    # A fresh env image each run (the spec's hash covers setup.py): one left by another run would
+    # be reused, and nothing would be installed.
+    base = _commit(repo, {
+        "setup.py": f"""
+            from setuptools import setup
+            setup(name="oldlib", version="1.0", packages=["oldlib"], setup_requires=["toml"],  # {uuid.uuid4().hex}
+                  classifiers=["Programming Language :: Python :: 2.7", "Programming Language :: Python :: 3.6"])
+        """,
+        "oldlib/__init__.py": "def answer():\n    return 42\n",
+        "tests/test_answer.py": "from oldlib import answer\n\n\ndef test_answer():\n    assert answer() == 42\n",
+    }, "base", date="2018-05-10T10:00:00Z")
+    task = Task(instance_id="acme__oldlib-8", repo="acme/oldlib", pull_number=8, base_commit=base, patch="",
+                test_patch="diff --git a/tests/test_answer.py b/tests/test_answer.py\n", problem_statement="x",
+                created_at="2018-05-10T10:00:00Z")
+    folder = tmp_path / "tasks"
+    write_jsonl(folder / "tasks.jsonl", [task])
+    (folder / "source.json").write_text(f'{{"repo": "acme/oldlib", "clone_path": "{repo}", "source": "test"}}')
+    summary = build_tasks_dir(folder, runtime=DockerBackend(docker_client), options=BuildOptions())
+    spec = read_tasks(folder / "tasks.jsonl")[0].env_spec
+    try:
+        assert summary.ok == 1, spec.error
+        assert (spec.python, spec.rung) == ("3.6", "inferred")
+        # setuptools >= 42 fetches a setup_requires with pip, which reads PIP_CERT: not this case.
+        version = docker_client.containers.run(spec.image, ["python", "-c", "import setuptools; print(setuptools.__version__)"],
+                                               remove=True, network_disabled=True).decode().strip()
+        assert int(version.split(".")[0]) < 42, f"setuptools {version} does not use easy_install"
+        bundle = "stat -c '%s %Y %a' /etc/ssl/certs/ca-certificates.crt; sha256sum /etc/ssl/certs/ca-certificates.crt"
+        seen = {image: docker_client.containers.run(image, ["sh", "-c", bundle], remove=True, network_disabled=True)
+                for image in (base_image_tag("3.6"), spec.env_image, spec.image)}
+        assert len(set(seen.values())) == 1, seen
+    finally:
+        for image in (spec.image, spec.env_image):
+            if image:
+                docker_client.images.remove(image, force=True)
 
 
 def test_a_collection_that_waits_on_a_silent_host_stops_soon_and_names_it(docker_client, tmp_path):
