@@ -808,6 +808,75 @@ def test_a_conftest_that_does_not_parse_or_is_not_loaded_gives_nothing() -> None
         "import boto3"]
 
 
+SETUP_REQUIRES_REPOS = {
+    # pluggy 2018: the keyword in a setup() call inside main().
+    "literal": repo({"pluggy/__init__.py": ""}, setup_py="""
+        from setuptools import setup
+        def main():
+            setup(name='pluggy', use_scm_version=True, packages=['pluggy'],
+                  setup_requires=['setuptools-scm', 'setuptools>=18', 'wheel', 'pluggy'])
+        main()
+    """),
+    "named": repo({"web/__init__.py": ""}, setup_py="""
+        from setuptools import setup
+        SETUP_REQUIRES = ('setuptools_scm>=1.15', 'pytest-runner')
+        setup(name='web', setup_requires=SETUP_REQUIRES, extras_require={'test': ['requests']})
+    """),
+    "setup.cfg": repo({"web/__init__.py": ""}, setup_py="from setuptools import setup\nsetup()\n", setup_cfg="""
+        [metadata]
+        name = web
+        [options]
+        setup_requires =
+            setuptools_scm>=1.15
+            setuptools>=30.3
+    """),
+}
+
+
+@pytest.mark.parametrize(("name", "requirements"), [
+    ("literal", ["setuptools-scm"]),
+    ("named", ["setuptools_scm>=1.15", "pytest-runner"]),
+    ("setup.cfg", ["setuptools_scm>=1.15"]),
+])
+def test_the_setup_requires_are_installed_before_the_editable_install_on_every_rung(
+        name: str, requirements: list[str]) -> None:
+    """pip's legacy editable install on 3.6 runs setup.py, and setuptools 40 fetches a missing
+    setup_requires with easy_install, ignoring the date pin and Requires-Python (pluggy 2018 got
+    setuptools-scm 10, a SyntaxError on 3.6): installed first, date-pinned, it is found instead.
+    setuptools and wheel are the build's to choose, the project is not its own requirement."""
+    files = SETUP_REQUIRES_REPOS[name]
+    command = shlex.join(["python", "-m", "pip", "install", *requirements])
+    install = infer_install(files)
+    assert install.index(command) == install.index(next(c for c in install if " -e " in c)) - 1 == 1
+    pinned = shlex.join(["uv", "pip", "install", "--python", "python", "--exclude-newer", "2018-06-01T00:00:00Z",
+                         "--exclude-newer-package", "setuptools=2019-03-01T00:00:00Z",
+                         "--exclude-newer-package", "wheel=2019-03-01T00:00:00Z", *requirements])
+    spec = infer_env_spec(files, day("2018-05-23"), available=("3.6", "3.9"))
+    assert spec.python == "3.6"
+    ladder = dict(install_ladder(spec, files, available=("3.6", "3.9")))
+    # fewer-extras drops the test extra, so it is a rung of its own where there is one.
+    assert {"inferred", "pinned-pytest", "no-date-pin", *(["fewer-extras"] if name == "named" else [])} <= ladder.keys()
+    for rung_name, rung in ladder.items():
+        expected = command if rung.date_pin is None else pinned
+        # Before uv installs the project and pip makes it editable (setup.py develop).
+        editable = next(i for i, c in enumerate(rung.install) if c.startswith("python -m pip install") and " -e " in c)
+        assert rung.install.index(expected) < editable, rung_name
+        assert rung.install.count(expected) == 1, rung_name
+    # pytest-runner is no pytest plugin to re-pin with pytest.
+    assert "pytest-runner" not in ladder["pinned-pytest"].install[-2]
+
+
+def test_no_setup_requires_no_command() -> None:
+    files = repo({"web/__init__.py": ""}, setup_py="""
+        from setuptools import setup
+        setup(name='web', setup_requires=['setuptools', 'wheel'], install_requires=['six'])
+    """)
+    assert infer_install(files) == ["python -m pip install --upgrade pip", "python -m pip install -e .",
+                                    "python -m pip install pytest"]
+    assert infer_install(repo(setup_cfg="[options]\nsetup_requires = setuptools_scm; six\n", setup_py="")
+                         )[1] == "python -m pip install setuptools_scm six"
+
+
 def test_a_guessed_install_never_fails_the_build_and_runs_only_when_the_module_is_missing(tmp_path: Path) -> None:
     """The env layer runs each install command in a subshell under ``set -e``: a guessed distribution
     the index lacks must not fail the rung, and one whose module imports already is not installed

@@ -18,6 +18,7 @@ from repo2env.languages.python.spec.install import (
     _requirement_choice,
     config_imports_command,
     conftest_imports_commands,
+    setup_requires_command,
 )
 from repo2env.languages.python.spec.overrides import EnvOverride
 from repo2env.languages.python.spec.pinning import (
@@ -131,10 +132,10 @@ def install_ladder(
     - ``inferred``: ``spec`` itself;
     - ``other-requirements-1``, ``-2``: another test requirement file instead of the chosen one
       (see :func:`infer_install`), one at a time;
-    - ``fewer-extras``: only the editable project (no extras), pytest and its plugins, what the
-      pytest configuration and the conftest files import, and any command that is not a pip install (a broken extra or
-      requirement file is the likeliest failure); the base requirements.txt stays when the project
-      is not installable;
+    - ``fewer-extras``: only the project's ``setup_requires``, the editable project (no extras),
+      pytest and its plugins, what the pytest configuration and the conftest files import, and any
+      command that is not a pip install (a broken extra or requirement file is the likeliest
+      failure); the base requirements.txt stays when the project is not installable;
     - ``older-python``: ``spec`` on the next older ``available`` Python the project's
       ``requires-python`` allows (old pins often lack wheels or break on a new Python);
     - ``pinned-pytest``: the previous rung (``older-python`` if there was one, else ``spec``)
@@ -167,8 +168,10 @@ def install_ladder(
                               spec.model_copy(update={"install": repinned(swapped, spec.date_pin)})))
         keep = {_canonical(command) for command in own}
         # Without what the pytest configuration or a conftest imports, no test runs; a conftest's
-        # module that only a dropped extra or test requirement named is installed by itself.
-        needed = [config_imports_command(project), *conftest_imports_commands(project)]
+        # module that only a dropped extra or test requirement named is installed by itself. Without
+        # the setup_requires, old setuptools fetches today's (see setup_requires_command).
+        needed = [setup_requires_command(project), config_imports_command(project),
+                  *conftest_imports_commands(project)]
         keep.update(_canonical(command) for command in needed if command)
         fewer = _fewer_extras(logical, keep=keep)
         extra = {_canonical(command) for command in override.extra_install} if override else set()
@@ -225,6 +228,11 @@ def pytest_pin_commands(release: PytestRelease, plugins: list[str], date_pin: st
     return [UV_BOOTSTRAP, shlex.join([*uv_prefix(python), *options, pin, *plugins])]
 
 
+# Named like a plugin, but not one: pytest-runner adds ``setup.py test`` (a setup_requires), and
+# loads nothing into pytest.
+_NOT_PLUGINS = frozenset({"pytest", "pytest-runner"})
+
+
 def _pytest_plugins(commands: list[str], project: _Project) -> list[str]:
     """The pytest plugins (requirements as written) that ``commands`` install, by name or through a
     requirement file of the repository."""
@@ -239,7 +247,7 @@ def _pytest_plugins(commands: list[str], project: _Project) -> list[str]:
                  for line in (project.files.read(path) or "").splitlines()]
         for target in [*targets, *(text for line in lines if (text := _valid_requirement(line)))]:
             name = _requirement_name(target)
-            if name and name != "pytest" and (name.startswith("pytest-") or name in known):
+            if name and name not in _NOT_PLUGINS and (name.startswith("pytest-") or name in known):
                 plugins.append(target)
     return list(dict.fromkeys(plugins))
 

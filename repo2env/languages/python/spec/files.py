@@ -115,8 +115,8 @@ def _tox_config(project: _Project) -> configparser.ConfigParser | None:
 
 # setup.py is code; these keywords are read from the literal values passed to setup(), following
 # module-level names (EXTRAS = {...}; setup(extras_require=EXTRAS)) one step.
-_SETUP_KEYWORDS = ("python_requires", "install_requires", "extras_require", "tests_require", "ext_modules",
-                   "name", "packages", "py_modules", "package_dir")  # the last four: own_code.py
+_SETUP_KEYWORDS = ("python_requires", "install_requires", "extras_require", "tests_require", "setup_requires",
+                   "ext_modules", "name", "packages", "py_modules", "package_dir")  # the last four: own_code.py
 _UNRESOLVED = object()  # a keyword passed to setup() whose value is not a literal
 
 

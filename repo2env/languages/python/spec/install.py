@@ -52,6 +52,8 @@ def infer_install(files: RepoFiles) -> list[str]:
 
     - ``python -m pip install --upgrade pip`` (old base images' pip cannot do PEP 660 editable
       installs or ``--group``);
+    - the project's ``setup_requires``, so that old setuptools finds them installed
+      (:func:`setup_requires_command`);
     - the project in editable mode, with its test extras (``test``/``tests``/``testing``, else
       ``dev``, plus the ``extras`` tox installs) when it has a pyproject.toml, setup.py or setup.cfg;
     - requirement files: the base ``requirements.txt``, and the test ones the project's own test
@@ -75,6 +77,8 @@ def infer_install(files: RepoFiles) -> list[str]:
 
 def _infer_install(project: _Project) -> list[str]:
     commands = [PIP_UPGRADE]
+    if command := setup_requires_command(project):
+        commands.append(command)
     if project.installable:
         extras = _chosen_extras(project)
         target = f".[{','.join(extras)}]" if extras else "."
@@ -92,6 +96,40 @@ def _infer_install(project: _Project) -> list[str]:
     commands.append(shlex.join(["python", "-m", "pip", "install", *_pytest_requirements(project)]))
     commands.extend(conftest_imports_commands(project))
     return list(dict.fromkeys(commands))
+
+
+#: What a ``setup_requires`` names that the build provides already: the virtualenv has pip,
+#: setuptools and wheel, and the build chooses their versions (old setuptools for pip's legacy
+#: editable install, newer back-ends for PEP 660 ones, see ``pinning.BUILD_BACKENDS``).
+_BUILD_PROVIDED = frozenset({"pip", "setuptools", "wheel", "distribute"})
+
+
+def setup_requires_command(project: _Project) -> str | None:
+    """The install of the project's own ``setup_requires`` (setup.py's literal, setup.cfg's
+    ``[options]``), before its editable install, or None.
+
+    pip's legacy editable install (``setup.py develop``, on Pythons without PEP 660 back-ends) runs
+    setup.py in the virtualenv, where setuptools before 42 fetches a missing ``setup_requires`` with
+    easy_install: the newest release, whatever the date pin and its ``Requires-Python`` (pluggy 2018's
+    ``setuptools-scm`` came as 10.x, which does not import on 3.6). Installed first, as of the pin, it
+    is there already. The project itself and what the build provides (:data:`_BUILD_PROVIDED`) are
+    left out."""
+    lines: list[str] = []
+    value = project.setup_keywords.get("setup_requires")
+    if isinstance(value, str):
+        # setuptools takes a string as one requirement a line.
+        value = value.splitlines()
+    if isinstance(value, list):
+        lines.extend(item for item in value if isinstance(item, str))
+    cfg = _ini_get(project.setup_cfg, "options", "setup_requires") or ""
+    # setuptools reads it as one requirement a line, or on one line as a list separated by ";".
+    lines.extend(_ini_lines(cfg) if "\n" in cfg.strip() else [part.strip() for part in cfg.split(";")])
+    own = {canonicalize_name(name) for name in (project.setup_keywords.get("name"),
+                                                _ini_get(project.setup_cfg, "metadata", "name")) if isinstance(name, str)}
+    requirements = [text for line in lines if (text := _valid_requirement(line)) is not None
+                    and (name := canonicalize_name(Requirement(text).name)) not in _BUILD_PROVIDED and name not in own]
+    requirements = list(dict.fromkeys(requirements))
+    return shlex.join(["python", "-m", "pip", "install", *requirements]) if requirements else None
 
 
 def config_imports_command(project: _Project) -> str | None:
