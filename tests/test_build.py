@@ -396,11 +396,12 @@ def test_old_setuptools_fetches_setup_requires_through_the_proxy_and_no_image_ke
     repo = tmp_path / "oldlib"
     _git(tmp_path, "init", "-q", "-b", "main", str(repo))
     # A fresh env image each run (the spec's hash covers setup.py): one left by another run would
-    # be reused, and nothing would be installed.
+    # be reused, and nothing would be installed. The requirement is computed, as a dependency's
+    # setup_requires is out of sight (cryptography 1.4's cffi): a literal one is installed before.
     base = _commit(repo, {
         "setup.py": f"""
             from setuptools import setup
-            setup(name="oldlib", version="1.0", packages=["oldlib"], setup_requires=["toml"],  # {uuid.uuid4().hex}
+            setup(name="oldlib", version="1.0", packages=["oldlib"], setup_requires=["".join(["to", "ml"])],  # {uuid.uuid4().hex}
                   classifiers=["Programming Language :: Python :: 2.7", "Programming Language :: Python :: 3.6"])
         """,
         "oldlib/__init__.py": "def answer():\n    return 42\n",
