@@ -50,6 +50,7 @@ from repo2env.languages.javascript.environment import (
     packages_touched,
     workspace_packages,
 )
+from repo2env.languages.javascript.imports import imported_packages
 from repo2env.languages.javascript.paths import javascript_paths
 from repo2env.languages.javascript.project import ProjectFiles
 from repo2env.languages.javascript.runners import (
@@ -59,6 +60,7 @@ from repo2env.languages.javascript.runners import (
     reporter_sources,
     script_invocation,
 )
+from repo2env.languages.javascript.syntax import code_suffix
 from repo2env.languages.javascript.test_ids import split_test_id
 from repo2env.models import EnvSpec, Task
 from repo2env.patches import parse
@@ -223,7 +225,10 @@ class JavaScriptBuild(BuildRecipe):
         touched = _test_files(task)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         folders = sorted({path.rpartition("/")[0] for path in touched}) or [spec.package_dir or ""]
-        probe = shlex.join(["node", PROBE, "check", json.dumps({"names": list(own.names), "from": folders})])
+        imported = _names_tests_import(shell, task, folders, own.names)
+        settings = {"names": list(imported), "from": folders,
+                    "unimported": [name for name in own.names if name not in imported]}
+        probe = shlex.join(["node", PROBE, "check", json.dumps(settings)])
         checked = shell.exec(probe, timeout=60)
         log_path.write_text(f"$ {probe}\n{checked.output}\n(exit {checked.exit_code})\n")
         if checked.exit_code != 0:
@@ -357,6 +362,54 @@ def _without_version(text: str) -> str:
     if isinstance(package, dict):
         package.pop("version", None)
     return json.dumps(package, sort_keys=True)
+
+
+def _names_tests_import(shell: Shell, task: Task, folders: Sequence[str], names: Sequence[str]) -> tuple[str, ...]:
+    """The names of ``names`` (the project's packages) that a test file under ``folders`` imports or
+    requires by name, at the base (read in the image) or in the lines the PR's tests add: those the
+    tests resolve through ``node_modules``. Every name when the files cannot be read, so that a
+    failure to read never skips the check."""
+    if not names:
+        return ()
+    under = [f"{folder}/" if folder else "" for folder in folders]
+    rules = javascript_paths(None)
+
+    def is_read(path: str) -> bool:
+        return (code_suffix(path) is not None and rules.classify(path) == "test"
+                and any(path.startswith(prefix) for prefix in under))
+
+    # git grep narrows the files to read to those that mention a name at all.
+    grep = ["git", "grep", "-l", "-z", "-F", *(part for name in names for part in ("-e", name)), "--",
+            *(folder or "." for folder in folders)]
+    found = shell.exec(grep, timeout=60)
+    if found.exit_code not in (0, 1) or found.truncated:
+        return tuple(names)
+    candidates = [path for path in found.output.split("\0") if path and is_read(path)] if found.exit_code == 0 else []
+    texts: list[tuple[str, str]] = []
+    for start in range(0, len(candidates), _READ_BATCH):
+        batch = candidates[start:start + _READ_BATCH]
+        read = shell.exec(["node", "-e", _READ_FILES, "--", *batch], timeout=60)
+        try:
+            # The last line: JSON escapes a newline in a string, not U+2028, so no splitlines().
+            contents = json.loads(read.output.strip().split("\n")[-1]) if read.exit_code == 0 and not read.truncated else None
+        except ValueError:
+            contents = None
+        if (not isinstance(contents, list) or len(contents) != len(batch)
+                or not all(isinstance(text, str) for text in contents)):
+            return tuple(names)
+        texts += zip(batch, contents, strict=True)
+    texts += [(file.path, "\n".join(file.added_lines)) for file in parse(task.test_patch).files
+              if not file.is_deleted and is_read(file.path)]
+    used: set[str] = set()
+    for path, text in texts:
+        used |= imported_packages(text, code_suffix(path) or ".js", among=names) & set(names)
+    return tuple(name for name in names if name in used)
+
+
+#: Prints the texts of the files named after ``--`` as one JSON list (null for one it cannot read).
+_READ_FILES = ("const fs = require('fs'); console.log(JSON.stringify(process.argv.slice(1).map(function (p) {"
+               " try { return fs.readFileSync(p, 'utf8'); } catch (e) { return null; } })));")
+_READ_BATCH = 200
 
 
 def _test_files(task: Task) -> list[str]:
