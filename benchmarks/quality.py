@@ -394,7 +394,10 @@ def main() -> int:
         after = entry["instruction_after"]
         print(after[after.index("<interface>"):after.index("</interface>") + len("</interface>")])
     print(f"\nresults: {args.out / 'results.json'}")
-    record("quality", figures(summary), note=f"{len(clones)} repositories, --per-repo {args.per_repo}")
+    passes = [f"{len(validated)} validated tasks from {', '.join(folder.name for folder in args.folders)}"] if validated else []
+    if not args.no_static:
+        passes.append(f"mined candidates of {len(clones)} repositories, --per-repo {args.per_repo}")
+    record("quality", figures(summary), note="; ".join(passes))
     return 0
 
 
