@@ -239,6 +239,31 @@ def test_a_unix_socket_serves_its_own_episode_only(tmp_path):
         assert not path.exists()
 
 
+def test_closing_an_episode_right_after_its_last_answer_keeps_that_call(monkeypatch):
+    """The harness has its answer before the proxy records the call: a trace taken at once (the
+    trainer closes the episode when the harness exits) must still hold the last call, streamed or
+    not. The recording is slowed here so that it always comes after the answer."""
+    from repo2env.harness import proxy as proxy_module
+
+    recorded = proxy_module.ProxyEpisode.record
+
+    def late_record(self, call):
+        time.sleep(0.3)
+        recorded(self, call)
+
+    monkeypatch.setattr(proxy_module.ProxyEpisode, "record", late_record)
+    with ScriptedLLM({"look": nothing_script()}) as llm, CapturingProxy(llm.url) as proxy:
+        proxy.open_episode("plain")
+        assert _chat(proxy.episode_url("plain")).status_code == 200
+        assert [call.status for call in proxy.close_episode("plain")] == [200]
+        proxy.open_episode("streamed")
+        answer = requests.post(f"{proxy.episode_url('streamed')}/chat/completions", stream=True, timeout=60,
+                               json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]})
+        assert [line for line in answer.iter_lines() if line][-1] == b"data: [DONE]"
+        calls = proxy.close_episode("streamed")
+        assert [(call.status, call.stream) for call in calls] == [(200, True)]
+
+
 def test_the_proxy_adds_little_to_a_call():
     """Not a timing test (benchmarks/harness.py measures it): the proxy's own share is recorded
     per call, and on loopback it is a small fraction of a round trip."""

@@ -52,6 +52,8 @@ from repo2env.models import CutOff, EpisodeBudget, ModelCall, PerturbationPlan, 
 CAPTURE_FIELDS = ("logprobs", "return_token_ids")
 #: How long the proxy waits for the upstream's answer (a long generation, a slow hosted API).
 UPSTREAM_TIMEOUT_S = 600.0
+#: How long closing an episode waits for its requests in flight to be recorded.
+CLOSE_SETTLE_S = 10.0
 
 
 @dataclass
@@ -75,12 +77,18 @@ class ProxyEpisode:
     _answered: int = field(default=0, init=False)
     _tokens: int = field(default=0, init=False)
     _requests: int = field(default=0, init=False)
+    _in_flight: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self._settled = threading.Condition(self._lock)
 
     def admit(self) -> tuple[int, CutOff | None]:
-        """The request's number in the episode, and the limit that refuses it (None: forward it)."""
+        """The request's number in the episode, and the limit that refuses it (None: forward it).
+        Every admitted request is in flight until :meth:`finished`."""
         with self._lock:
             number = self._requests
             self._requests += 1
+            self._in_flight += 1
             limit: CutOff | None = None
             if self._answered >= self.budget.max_turns:
                 limit = "turns"
@@ -103,9 +111,19 @@ class ProxyEpisode:
                 self._tokens = max(self._tokens, length)
             self.calls.append(call.model_copy(update={"index": len(self.calls)}))
 
-    def snapshot(self) -> list[ModelCall]:
-        """The calls so far, in the order they finished."""
-        with self._lock:
+    def finished(self) -> None:
+        """An admitted request is answered and recorded (or failed)."""
+        with self._settled:
+            self._in_flight -= 1
+            self._settled.notify_all()
+
+    def snapshot(self, *, settle_s: float = 0.0) -> list[ModelCall]:
+        """The calls so far, in the order they finished; with ``settle_s``, after waiting up to that
+        long for the requests in flight to be recorded (the harness has its answer before the
+        proxy records it: a trace read right after the last answer would miss that call)."""
+        with self._settled:
+            if settle_s:
+                self._settled.wait_for(lambda: self._in_flight == 0, timeout=settle_s)
             return list(self.calls)
 
     def tool_runs(self) -> list[ToolRun]:
@@ -241,7 +259,7 @@ class CapturingProxy:
             server.server_close()
             thread.join(timeout=5)
             path.unlink(missing_ok=True)
-        return episode.snapshot() if episode else []
+        return episode.snapshot(settle_s=CLOSE_SETTLE_S) if episode else []
 
     def episode(self, episode_id: str) -> ProxyEpisode | None:
         with self._lock:
@@ -278,6 +296,13 @@ class CapturingProxy:
             # Every request's results, a refused or failed one's too: the harness ran those tools.
             request = {**request, "messages": episode.tool_results.as_sent(request["messages"], at_s)}
         number, limit = episode.admit()
+        try:
+            self._answer(episode, request, number, limit, entered, at_s, reply)
+        finally:
+            episode.finished()
+
+    def _answer(self, episode: ProxyEpisode, request: dict[str, Any], number: int, limit: CutOff | None,
+                entered: float, at_s: float, reply: _Reply) -> None:
         stream = bool(request.get("stream"))
         if limit is not None:
             reply.json(400, _error(_budget_message(limit, episode.budget), "budget_exhausted"))
