@@ -198,6 +198,7 @@ def test_bootstrap_makes_an_old_python_base_image_from_a_local_cpython(docker_ru
     from pathlib import Path
 
     from repo2env.runtime.bootstrap import local_python
+    from repo2env.runtime.package_access import CONTAINER_CA_PATH
 
     if local_python("3.7") is None:
         pytest.skip("no local CPython 3.7 (pyenv install 3.7, or give one with --python-from)")
@@ -221,5 +222,8 @@ def test_bootstrap_makes_an_old_python_base_image_from_a_local_cpython(docker_ru
         assert run("uv --version").startswith("uv ")
         run("python -m pip --version")
         run("python -c 'import ssl, sqlite3, ctypes, lzma, bz2, zlib, decimal'")
-        assert run("cat \"$PIP_CERT\" | head -c 27") == "-----BEGIN CERTIFICATE-----"
+        # The CA serves the builds on this base as a file and build arguments (BASE_FORMAT 2); the
+        # sandbox's environment keeps no build setting.
+        assert run(f"head -c 27 {CONTAINER_CA_PATH}") == "-----BEGIN CERTIFICATE-----"
+        assert run("echo \"[${PIP_CERT-}${SSL_CERT_FILE-}${REQUESTS_CA_BUNDLE-}]\"") == "[]"
         assert sandbox.exec("touch /opt/venv/lib/python3.7/site-packages/x").exit_code != 0, "not the agent's"
