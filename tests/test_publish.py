@@ -142,14 +142,15 @@ def test_cli_publish_folder_and_one_line_errors(tasks_folder, tmp_path):
 def test_published_demo_row_runs_and_scores_the_gold_patch(validated, docker_client, tmp_path):
     """Publish the validated demo, load it with datasets, and from one row alone: start its
     environment, apply the gold patch in the sandbox, and get 1.0 from the verifier."""
-    from datasets import load_dataset
-
+    from repo2env.dataset_rows import load_published
     from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.verify.grader import Grader
 
     folder, _ = validated
     publish_to_folder([folder], tmp_path / "ds", PublishOptions(name="repo2env/demo"))
-    row = load_dataset(str(tmp_path / "ds"), split="train")[0]
+    # Read as the product reads a published folder: datasets caches a local folder under its name
+    # alone, and another test's "ds" folder (tests/test_harbor.py) came back from that cache.
+    row = load_published(tmp_path / "ds")["train"][0]
     task = task_from_row(row)
     runtime = DockerBackend(docker_client)
     with runtime.start(task) as sandbox:
