@@ -176,8 +176,13 @@ def test_pull_loads_saved_images_and_rebuilds_from_a_clone(validated, demo_repo,
     runtime = DockerBackend(docker_client)
     task = next(task for task in read_tasks_of(folder) if task.validation.verdict == "accepted")
     lost_tag = f"{image_namespace()}-pulltest/task:{task.pull_number}"
-    docker_client.images.get(task.env_spec.image).tag(lost_tag)
-    shipped = task.model_copy(update={"env_spec": task.env_spec.model_copy(update={"image": lost_tag})})
+    image = docker_client.images.get(task.env_spec.image)
+    image.tag(lost_tag)
+    # The image the tag names now, recorded as the dataset's: another test of the session may have
+    # built the demo's tags again since the validated fixture recorded their ids (a pull rightly
+    # refuses an image whose id is not the recorded one).
+    shipped = task.model_copy(update={"env_spec": task.env_spec.model_copy(update={"image": lost_tag,
+                                                                                  "image_digest": image.id})})
     write_jsonl(tmp_path / "tasks" / "tasks.jsonl", [shipped])
     publish_to_folder([tmp_path / "tasks"], tmp_path / "with-images", PublishOptions(),
                       extra_writers=[image_saver(runtime)])
@@ -186,7 +191,7 @@ def test_pull_loads_saved_images_and_rebuilds_from_a_clone(validated, demo_repo,
 
     pulled = pull_dataset(tmp_path / "with-images", tmp_path / "here", runtime=runtime)
     assert pulled.loaded_images >= 1 and pulled.runnable == 1 and not pulled.not_runnable
-    assert docker_client.images.get(lost_tag).id == task.env_spec.image_digest
+    assert docker_client.images.get(lost_tag).id == image.id
     docker_client.images.remove(lost_tag)
 
     publish_to_folder([tmp_path / "tasks"], tmp_path / "no-images", PublishOptions())
