@@ -308,15 +308,14 @@ def harbor_trial(client, image: str, task_dir: Path, logs: Path, *, solve: bool,
             json.loads((logs / "grading.json").read_text()))
 
 
-@pytest.mark.docker
-def test_harbor_verifier_scores_the_gold_solution_1_and_nothing_0(graded_demo, demo_repo, docker_client, tmp_path):
+def _gold_one_nothing_zero(docker_client, task, tmp_path: Path) -> tuple[Path, str]:
+    """Export ``task``'s Harbor folder, build its environment image as Harbor does (its Dockerfile is
+    FROM the task image, usable as it is), and check the verifier: gold 1.0 on every test, nothing
+    0.0 with the tests run and failed. Returns the folder and the image tag (the caller removes it)."""
     from repo2env.runtime.images import image_namespace
 
-    pull = next(p for p in demo_repo.pulls if p.partial_fixes)
-    task = graded_demo[pull.number]
     write_task_folders([task], tmp_path / "tasks", dataset="repo2env/demo")
     task_dir = tmp_path / "tasks" / task.instance_id
-    # Harbor builds environment/Dockerfile: FROM the task image, usable as it is.
     tag = f"{image_namespace()}-harbor/env:{task.instance_id}"
     docker_client.images.build(path=str(task_dir / "environment"), tag=tag, rm=True)
     try:
@@ -324,10 +323,22 @@ def test_harbor_verifier_scores_the_gold_solution_1_and_nothing_0(graded_demo, d
         assert reward == "1.0", grading
         assert parts == {"reward": 1.0, "f2p_rate": 1.0, "p2p_rate": 1.0, "resolved": 1.0, "tampered": 0.0}
         assert set(grading["tests"]) == set(task.FAIL_TO_PASS) | set(task.PASS_TO_PASS)
-
         reward, parts, grading = harbor_trial(docker_client, tag, task_dir, tmp_path / "nothing", solve=False)
         assert reward == "0.0" and parts["f2p_rate"] == 0.0 and parts["p2p_rate"] == 1.0, grading
         assert grading["error"] is None and not grading["tampered"], "the tests ran and failed"
+    except BaseException:
+        docker_client.images.remove(tag, force=True)
+        raise
+    return task_dir, tag
+
+
+@pytest.mark.docker
+def test_harbor_verifier_scores_the_gold_solution_1_and_nothing_0(graded_demo, demo_repo, docker_client, tmp_path):
+
+    pull = next(p for p in demo_repo.pulls if p.partial_fixes)
+    task = graded_demo[pull.number]
+    task_dir, tag = _gold_one_nothing_zero(docker_client, task, tmp_path)
+    try:
 
         # The agent (root here) rewrites the hidden tests' module and adds a conftest that passes
         # everything: the verifier's path rules revert both, and the tests score the code as it is.
@@ -360,25 +371,13 @@ def test_harbor_verifier_of_a_javascript_task_scores_gold_1_nothing_0_and_a_forg
     from test_hacks_js import FORGE_AT_EXIT
 
     from repo2env.demo import JS_DEMO_PULLS
-    from repo2env.runtime.images import image_namespace
 
     _, tasks = built_js_demo
     (pull,) = [pull for pull in JS_DEMO_PULLS if pull.number == 10]
     task = tasks[10].model_copy(update={"FAIL_TO_PASS": list(pull.fail_to_pass), "PASS_TO_PASS": list(pull.pass_to_pass)})
     assert task.env_spec.test_runner == "mocha"
-    write_task_folders([task], tmp_path / "tasks", dataset="repo2env/demo")
-    task_dir = tmp_path / "tasks" / task.instance_id
-    tag = f"{image_namespace()}-harbor/env:{task.instance_id}"
-    docker_client.images.build(path=str(task_dir / "environment"), tag=tag, rm=True)
+    task_dir, tag = _gold_one_nothing_zero(docker_client, task, tmp_path)
     try:
-        reward, parts, grading = harbor_trial(docker_client, tag, task_dir, tmp_path / "gold", solve=True)
-        assert reward == "1.0", grading
-        assert parts == {"reward": 1.0, "f2p_rate": 1.0, "p2p_rate": 1.0, "resolved": 1.0, "tampered": 0.0}
-        assert set(grading["tests"]) == set(task.FAIL_TO_PASS) | set(task.PASS_TO_PASS)
-
-        reward, parts, grading = harbor_trial(docker_client, tag, task_dir, tmp_path / "nothing", solve=False)
-        assert reward == "0.0" and parts["f2p_rate"] == 0.0 and parts["p2p_rate"] == 1.0, grading
-        assert grading["error"] is None and not grading["tampered"], "the tests ran and failed"
 
         # The forger's code after the first line of the module the gold patch fixes, as an agent would put it.
         source = next(line.split(" b/", 1)[1] for line in task.patch.splitlines()
