@@ -332,3 +332,33 @@ def test_the_canaries_are_placed_beside_the_prs_tests_and_collected_where_they_b
     ids = set(collected.stdout.split())
     assert {canary.test_id for canary in plan.canaries} <= ids, (collected.stdout, source)
     assert len(ids & set(known)) == len(known)
+
+
+def test_the_hosts_shell_settings_are_what_read_settings_makes_of_the_json(tmp_path):
+    """grade.json.sh (sourced, no interpreter start) sets exactly what read_settings's program sets
+    from grade.json: ids with spaces, quotes, brackets, backslashes, newlines and undecodable bytes."""
+    from repo2env.verify.spec import shell_assignments
+
+    settings = {"test_ids": ["t.py::test_a[x y]", "t.py::test_b['q\"]", "t.py::c[\\\\n $HOME `id`]", "t.py::d[\n]",
+                             "t.py::e[\udcff]"],
+                "timeout_s": 300.0, "count": 3, "flag": True, "empty": [], "text": "a 'b' \"c\" $(x)",
+                "not-a-name": "x", "nested": {"a": 1}, "tuple": ("x", "y z")}
+    (tmp_path / "settings.json").write_text(json.dumps(settings))
+    names = "test_ids timeout_s count flag empty text tuple nested"
+    show = (f"for name in {names}; do declare -p $name 2>/dev/null || echo unset $name; done; "
+            'printf "%s\\0" "${test_ids[@]}"')
+
+    def state(script: str) -> bytes:
+        done = subprocess.run(["bash", "-c", f". {SCRIPTS / 'run_tests.sh'}; {script}; {show}"], capture_output=True,
+                              timeout=30)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    from_python = state(f"read_settings {tmp_path / 'settings.json'} || exit 9")
+    (tmp_path / "settings.json.sh").write_bytes(shell_assignments(settings).encode("utf-8", "surrogateescape"))
+    from_host = state(f"read_settings {tmp_path / 'settings.json'} || exit 9")
+    assert b"\0t.py::d[\n]\0t.py::e[\xff]\0" in from_python and b"unset nested" in from_python
+    assert from_host == from_python
+    (tmp_path / "settings.json.sh").write_text("test_ids=(forged)\n")
+    assert b"forged" in state(f"read_settings {tmp_path / 'settings.json'} || exit 9"), \
+        "the test is able to tell which file was read"

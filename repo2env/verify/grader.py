@@ -60,6 +60,7 @@ from repo2env.verify.spec import (
     GradingLayout,
     grading_scripts,
     grading_spec,
+    shell_assignments,
 )
 from repo2env.verify.tamper import COLLECTOR_SCRIPT, PLUGIN_SOURCE, parse_stream
 from repo2env.verify.trailer import TRAILER as _TRAILER  # noqa: F401 - the grader's name for it, as before
@@ -68,6 +69,11 @@ from repo2env.verify.trailer import parse_trailer
 # Collectors of live outcomes, one per grading in flight (shared: gradings run in many threads).
 _COLLECTORS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="repo2env-outcomes")
 _COLLECTOR_GRACE_S = 15.0
+#: The inputs archive's last entry: once it exists, every input before it is whole.
+_READY = "ready"
+#: Starts the grading script once its inputs are placed (up to 60 s: the engine is placing them).
+_LAUNCHER = ('n=0; until [ -e "$0" ]; do [ $n -lt 6000 ] || exit 94; n=$((n+1)); sleep 0.01; done; '
+             'exec /bin/bash "$1" "$2"')
 _parse_trailer = parse_trailer  # the grader's name for it, as before
 __all__ = ["DEFAULT_TIMEOUT_S", "GRADING_SCRIPT_FILES", "Grader", "grading_scripts", "rescore",
            "scored"]
@@ -196,21 +202,28 @@ class Grader:
         run_ids = run_spec.run_ids(plan)
         settings = run_spec.script_settings(run_ids, layout)
         limits = self._limits_for(spec.timeout_s)
+        archive = _inputs_archive(layout, private={
+            "test.diff": spec.hidden_tests, "canaries.json": json.dumps(plan.definitions)}, files={
+            "agent.diff": filtered.patch, **grading_scripts(), "grade.json": json.dumps(settings),
+            "grade.json.sh": shell_assignments(settings), "allowed": "\0".join(filtered.kept_paths),
+            f"plugin/{layout.plugin}.py": PLUGIN_SOURCE.format(fifo=layout.fifo),
+        })
         sandbox = self._fresh_sandbox(task, limits)
         collector: Future | None = None
         try:
-            sandbox.put_archive("/tmp", _inputs_archive(layout, private={
-                "test.diff": spec.hidden_tests, "canaries.json": json.dumps(plan.definitions)}, files={
-                "agent.diff": filtered.patch, **grading_scripts(), "grade.json": json.dumps(settings),
-                "allowed": "\0".join(filtered.kept_paths),
-                f"plugin/{layout.plugin}.py": PLUGIN_SOURCE.format(fifo=layout.fifo),
-            }))
+            # Three engine calls at once (each a round trip the next need not wait for): the inputs
+            # are placed while the collector and the grading script start; each of those waits for
+            # what it needs (the FIFO's folder; the archive's last entry, so every input is whole).
+            # Nothing of the agent runs in the sandbox before the grading script applies the patch.
+            placed = _COLLECTORS.submit(sandbox.put_archive, "/tmp", archive)
             # The collector runs as root, beside the grading script: what it has read is out of the
             # tests' reach, and its output comes straight here.
             collector = _COLLECTORS.submit(sandbox.exec, ["/bin/sh", "-c", COLLECTOR_SCRIPT, layout.fifo],
                                            timeout=spec.timeout_s + 60, user="root")
-            result = sandbox.exec(["/bin/bash", f"{layout.inputs}/grade.sh", f"{layout.inputs}/grade.json"],
+            result = sandbox.exec(["/bin/sh", "-c", _LAUNCHER, f"{layout.inputs}/{_READY}",
+                                   f"{layout.inputs}/grade.sh", f"{layout.inputs}/grade.json"],
                                   timeout=spec.timeout_s + 30, workdir="/testbed")
+            placed.result()  # an engine that could not place the inputs fails the grading loudly
             stream_result = _collected(collector)
             base = base.model_copy(update={"tests_duration_s": round(result.duration_s, 3)})
         except BaseException:
@@ -308,4 +321,7 @@ def _inputs_archive(layout: GradingLayout, *, files: dict[str, str], private: di
                 info = tarfile.TarInfo(f"{folder}/{name}")
                 info.size, info.mode, info.mtime, info.uid, info.gid = len(payload), mode, now, uid, uid
                 tar.addfile(info, io.BytesIO(payload))
+        ready = tarfile.TarInfo(f"{inputs}/{_READY}")  # last: the engine extracts in order
+        ready.mode, ready.mtime = 0o644, now
+        tar.addfile(ready, io.BytesIO(b""))
     return archive.getvalue()

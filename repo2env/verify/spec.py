@@ -72,6 +72,22 @@ def grading_scripts() -> dict[str, str]:
     return {name: (folder / name).read_text(encoding="utf-8") for name in GRADING_SCRIPT_FILES}
 
 
+def shell_assignments(settings: dict) -> str:
+    """``settings`` as the shell assignments run_tests.sh's ``read_settings`` makes of them (its
+    program's very rules: a list as an array, a string or number as a string, other entries and
+    names that are no identifiers left out). The grader writes them beside ``grade.json`` as
+    ``grade.json.sh``, and read_settings sources them instead of starting an interpreter."""
+    lines = []
+    for name, value in json.loads(json.dumps(settings)).items():  # what the program reads back
+        if not name.isidentifier():
+            continue
+        if isinstance(value, list):
+            lines.append(name + "=(" + " ".join(shlex.quote(str(item)) for item in value) + ")")
+        elif isinstance(value, (str, int, float)):
+            lines.append(name + "=" + shlex.quote(str(value)))
+    return "".join(line + "\n" for line in lines)
+
+
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -79,8 +79,11 @@ def pytest_sessionfinish(session, exitstatus):
     _send("E", int(exitstatus))
 '''
 
-# Runs as root in the grading sandbox; its output is the stream.
-COLLECTOR_SCRIPT = 'umask 077; mkfifo -m 622 "$0" && chmod 622 "$0" && exec 3<"$0" && rm -f "$0" && exec cat <&3'
+# Runs as root in the grading sandbox; its output is the stream. It may start before the grading's
+# inputs are placed (the grader places them while its commands start): it waits up to 60 s for the
+# FIFO's folder.
+COLLECTOR_SCRIPT = ('n=0; until [ -d "${0%/*}" ]; do [ $n -lt 6000 ] || exit 1; n=$((n+1)); sleep 0.01; done; '
+                    'umask 077; mkfifo -m 622 "$0" && chmod 622 "$0" && exec 3<"$0" && rm -f "$0" && exec cat <&3')
 
 _SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s(?: \([^)]*\))?\s*=*\s*$", re.MULTILINE)
 
