@@ -340,3 +340,121 @@ def test_the_placed_file_runs_and_every_mirror_fails_on_its_value_alone(snapshot
         for group in plan.exclusive:
             assert sum(outcomes[test_id] == "passed" for test_id in group) <= 1
             assert not {outcomes[test_id] for test_id in group} - {"passed", "AssertionError"}, outcomes
+
+
+# --- vitest: the test files import describe/it ------------------------------------------------
+
+
+def _new_file(path: str, lines: list[str]) -> str:
+    return "".join(f"{line}\n" for line in [f"diff --git a/{path} b/{path}", "new file mode 100644", "--- /dev/null",
+                                            f"+++ b/{path}", f"@@ -0,0 +1,{len(lines)} @@", *(f"+{line}" for line in lines)])
+
+
+@pytest.mark.parametrize(("imports", "test", "describe"), [
+    ("import { describe, it, expect } from 'vitest';", "it", "describe"),
+    ('import { expect, test } from "vitest";', "test", ""),
+    ("import { describe as group, test as check, expect } from 'vitest';", "check", "group"),
+    ("import * as vt from 'vitest';", "vt.it", "vt.describe"),
+    ("import type { Mock } from 'vitest';\nimport { describe, it } from './helpers';", "", ""),
+])
+def test_the_names_a_vitest_file_imports_are_read(imports, test, describe):
+    from repo2env.languages.javascript.test_callees import imported_callees
+
+    (file,) = parse(_new_file("test/a.test.ts", [*imports.splitlines(), "it('x', () => {});"])).files
+    found = imported_callees(file, "vitest")
+    assert (found.test, found.describe) == (test, describe)
+
+
+VITEST_LIBRARY = "export const pluralize = (word) => (/(s|x)$/.test(word) ? word + 'es' : word + 's');\n"
+#: A stand-in for vitest that exports describe/it/test/expect and records each test's outcome: a
+#: name the placed file uses without importing it throws a ReferenceError.
+FAKE_VITEST = """\
+export const queue = [];
+const path = [];
+export const describe = (title, body) => { path.push(title); body(); path.pop(); };
+export const it = (title, body) => { queue.push([[...path, title].join(" > "), body]); };
+export const test = it;
+export const expect = (actual) => ({ toBe: (value) => { if (actual !== value) { const error = new Error("no");
+  error.name = "AssertionError"; throw error; } } });
+"""
+VITEST_HARNESS = """\
+const { queue } = await import("vitest");
+await import(process.argv[2]);
+const results = {};
+for (const [title, body] of queue) {
+  try { body(); results[title] = "passed"; } catch (error) { results[title] = error.name; }
+}
+console.log(JSON.stringify(results));
+"""
+_VITEST_F2P = ["test/plural.test.js::plural > adds es after s", "test/plural.test.js::plural > adds es after x"]
+_ADDED = ["  it('adds es after s', () => { expect(pluralize('bus')).toBe('buses'); });",
+          "  it('adds es after x', () => { expect(pluralize('box')).toBe('boxes'); });"]
+
+
+def _vitest_styles() -> dict[str, tuple[str, list[str]]]:
+    """Hidden tests in each common style: (the file before them, or '' for a new file; the file after)."""
+    head = ["import { describe, it, expect } from 'vitest';", "import { pluralize } from '../lib/plural.js';", ""]
+    existing = [*head, "describe('plural', () => {", *[f"  it('keeps {n}', () => {{ expect(pluralize('cat')).toBe('cats'); }});"
+                                                     for n in range(4)], "});"]
+    top_level = ["import { test, expect } from 'vitest';", "import { pluralize } from '../lib/plural.js';", "",
+                 *(line.strip().replace("it(", "test(", 1) for line in _ADDED)]
+    return {
+        "describe-it imported": ("", [*head, "describe('plural', () => {", *_ADDED, "});"]),
+        "test imported, top level": ("", top_level),
+        "imports not in the hunk": ("\n".join(existing) + "\n", [*existing[:-1], *_ADDED, "});"]),
+    }
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node")
+@pytest.mark.parametrize("style", list(_vitest_styles()))
+def test_vitest_canaries_call_only_the_names_the_file_has(tmp_path, style):
+    # Under the fixed library the task's tests and the must-pass canary pass and every must-fail
+    # canary fails on its value: none calls a name its file does not import.
+    before, after = _vitest_styles()[style]
+    f2p = [test_id if "top level" not in style else test_id.replace("plural > ", "") for test_id in _VITEST_F2P]
+    repo = tmp_path / "testbed"
+    (repo / "test").mkdir(parents=True)
+    (repo / PATH).write_text(before)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "snapshot", "--allow-empty")
+    (repo / PATH).write_text("\n".join(after) + "\n")
+    _git(repo, "add", "-A")
+    hidden = _git(repo, "diff", "--cached")
+    _git(repo, "reset", "-q", "--hard")
+    facts = javascript_facts(EnvSpec(status="env_ok", test_runner="vitest"))
+    (module,) = script_canary_modules(parse(hidden), f2p, facts, f2p)
+    for seed in range(3):
+        plan = plan_canaries([module], f2p, random.Random(seed), join_id=facts.join_id)
+        assert plan.must_pass and len(plan.must_fail) >= 2
+        placed = _place(repo, tmp_path, hidden, plan.definitions)  # restore.py reverts what is not the snapshot's
+        (repo / "lib").mkdir(exist_ok=True)
+        (repo / "lib" / "plural.js").write_text(VITEST_LIBRARY)
+        (repo / "node_modules" / "vitest").mkdir(parents=True, exist_ok=True)
+        (repo / "node_modules" / "vitest" / "index.js").write_text(FAKE_VITEST)
+        (repo / "node_modules" / "vitest" / "package.json").write_text('{"type": "module", "main": "index.js"}')
+        (repo / "package.json").write_text('{"type": "module"}')
+        (repo / "harness.js").write_text(VITEST_HARNESS)
+        (repo / "test" / "placed.test.js").write_text(placed)
+        ran = subprocess.run(["node", str(repo / "harness.js"), str(repo / "test" / "placed.test.js")],
+                             cwd=repo, capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 0, ran.stderr
+        outcomes = {f"{PATH}::{title}": outcome for title, outcome in json.loads(ran.stdout).items()}
+        assert {outcomes.get(test_id) for test_id in [*f2p, *plan.must_pass]} == {"passed"}, (outcomes, placed)
+        assert {outcomes.get(test_id) for test_id in plan.must_fail} <= {"AssertionError", "Error"}, (outcomes, placed)
+
+
+def test_a_vitest_file_with_nowhere_to_place_a_canary_fails_closed(snapshot):
+    # The hidden tests change an existing test in place, below the imports: no test added whole, no
+    # import shown. The file's must-pass canary is never placed, so every grading is tampered.
+    from repo2env.verify.canary_maker import UNPLACEABLE
+
+    hidden = "".join(f"{line}\n" for line in [
+        f"diff --git a/{PATH} b/{PATH}", f"--- a/{PATH}", f"+++ b/{PATH}", "@@ -9,3 +9,3 @@", '  it("counts", () => {',
+        "-    expect(count([])).toBe(0);", "+    expect(count([])).toBe(1);", "  });"])
+    facts = javascript_facts(EnvSpec(status="env_ok", test_runner="vitest"))
+    f2p = [f"{PATH}::count > counts"]
+    (module,) = script_canary_modules(parse(hidden), f2p, facts, f2p)
+    plan = plan_canaries([module], f2p, random.Random(1), join_id=facts.join_id)
+    assert plan.definitions[PATH] == [] and plan.must_fail == ()
+    assert plan.must_pass == (f"{PATH}::{UNPLACEABLE}",)

@@ -89,8 +89,12 @@ def test_the_spec_takes_its_runner_from_the_profile():
     settings = spec.script_settings(spec.run_ids(plan), GradingLayout.fresh())
     assert settings["script_runner"] == "mocha" and "mocha --reporter" in settings["test_cmd"]
     assert len(settings["reports"]) == 1 and settings["reports"][0].startswith(settings["private"])
-    # Runners without describe/it globals get no canaries (yet).
-    assert grading_spec(_task("vitest")).canary_modules == []
+    # vitest's files import describe/it: this hunk shows no import, so the canaries it writes itself
+    # go among the hidden tests' own, declared with `it` as they are; ava's files have no describe blocks.
+    (module,) = grading_spec(_task("vitest")).canary_modules
+    assert (module.test_callee, module.describe_callee) == ("", "") and module.blocks[0].callee == "it"
+    assert module.blocks[0].container == ["pad"] and len(module.templates) == 2
+    assert grading_spec(_task("ava")).canary_modules == []
 
 
 def test_runner_configuration_is_refused_by_the_filter():

@@ -362,7 +362,7 @@ def test_every_registered_language_is_graded():
     assert get_profile("python").ungradable_reason("pytest") is None
 
 
-@pytest.mark.parametrize("runner", ["vitest", "ava", "tape", "node", None])
+@pytest.mark.parametrize("runner", ["ava", "tape", "node", None])
 def test_a_javascript_runner_without_canaries_is_not_graded(runner):
     """Outcomes that come only from a report the tests write, with no canary to catch a forged one,
     earn no published reward: validation rejects the task as ungradable_language with this reason."""
@@ -370,7 +370,7 @@ def test_a_javascript_runner_without_canaries_is_not_graded(runner):
     assert reason and "forgery" in reason
 
 
-@pytest.mark.parametrize("runner", ["mocha", "jest", "jasmine"])
+@pytest.mark.parametrize("runner", ["mocha", "jest", "jasmine", "vitest"])
 def test_a_javascript_runner_with_canaries_is_graded(runner):
     assert get_profile("javascript").ungradable_reason(runner) is None
 
@@ -406,6 +406,8 @@ def test_javascript_facts_join_what_they_split_and_name_their_canary_style(runne
     facts = get_profile("javascript").test_runner(EnvSpec(status="env_ok", base="node18", node="18", test_runner=runner))
     made = facts.join_id("test/a.test.js", ["pad", "keeps a > b"])
     assert facts.split_id(made) == ("test/a.test.js", ("pad", "keeps a > b"))
-    assert facts.canary_style == ("describe-it" if runner in ("mocha", "jest") else "")
+    assert facts.canary_style == ("describe-it" if runner in ("mocha", "jest", "vitest") else "")
+    # vitest's test files import describe/it: the canaries read which names each file has.
+    assert (facts.test_callees is not None) == (runner == "vitest")
     assert facts.reported is not None and facts.read is not None
     assert get_profile("python").test_runner().canary_style == "python"

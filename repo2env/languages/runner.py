@@ -11,9 +11,10 @@ task's spec (:meth:`~repo2env.languages.LanguageProfile.test_runner`):
   counting as failed, or every id the reports name (``reported``: a test file run whole lists its ids);
 - how the grader's canaries are written among the tests (``canary_style``, as
   :class:`repo2env.verify.canary_maker.CanaryModule` names it: ``python`` for pytest functions,
-  ``describe-it`` for a runner whose test files see ``describe``/``it`` as globals, '' for none),
-  and the tests a test patch adds whole as the language's syntax reads them (``added_tests``:
-  what the grader's mirror canaries copy);
+  ``describe-it`` for a runner whose tests are ``describe``/``it`` calls, '' for none), the tests a
+  test patch adds whole as the language's syntax reads them (``added_tests``: what the grader's
+  mirror canaries copy), and the names a test file has in scope to declare tests with
+  (``test_callees``: a runner whose files import them, as vitest's do; None for globals);
 - every file the runner, the module loader or the package manager reads for configuration
   (``config_patterns``: restore them before the hidden tests run, or refuse a patch that changes
   them), and the manifest fields they read (``config_fields``: ``package.json``'s ``jest`` ...);
@@ -69,6 +70,18 @@ class AddedTest:
     last_line: int
     block: tuple[int, ...]  #: equal for the tests of one block (siblings), different otherwise
     spaced: bool = False  #: a blank line separates it from the code before or after it
+    callee: str = "it"  #: the name it is declared with (``it``, ``test``): in scope in its block
+
+
+@dataclass(frozen=True)
+class TestCallees:
+    """The names a test file's top level declares tests and describe blocks with (``it`` or
+    ``test``, ``describe``; a local alias where the file renames them); '' where the file shows none."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    test: str
+    describe: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,4 +104,7 @@ class TestRunnerFacts:
     reported: ReadOutcomes | None = None
     canary_style: str = ""
     added_tests: Callable[[FilePatch], list[AddedTest]] | None = None
+    #: The names a test file's top level has, as the test patch shows the file (None: the runner's
+    #: globals ``it`` and ``describe``, in every file).
+    test_callees: Callable[[FilePatch], TestCallees] | None = None
     notes: Mapping[str, str] = field(default_factory=dict)

@@ -44,14 +44,21 @@ module also gets one canary that must pass (a trivially true comparison): it gua
 direction (reports of failure forged or lost) and needs no disguise, since no forger gains by
 failing it.
 
-JavaScript test files (runners with ``describe``/``it`` globals: mocha, jest, jasmine) get the same
-draw (:func:`script_canary_modules`): a template is an ``it``/``test`` the hidden tests add whole
-that asserts a call equal to a literal (``expect(CALL).toBe(LIT)``, ``assert.equal(CALL, LIT)``,
-chai's ``expect(CALL).to.equal(LIT)`` ..., read with tree-sitter by the runner's ``added_tests``);
-its mirrors are whole copies under a title made of the file's own title words, each inserted at
-a random slot among its describe block's tests (before the first, after any), so that its locals
-come with it and every name it uses resolves where the original's do. Files without a template
-get the older canaries: self-contained comparisons appended to the file.
+JavaScript test files (runners whose tests are ``describe``/``it`` calls: mocha, jest, jasmine,
+vitest) get the same draw (:func:`script_canary_modules`): a template is an ``it``/``test`` the
+hidden tests add whole that asserts a call equal to a literal (``expect(CALL).toBe(LIT)``,
+``assert.equal(CALL, LIT)``, chai's ``expect(CALL).to.equal(LIT)`` ..., read with tree-sitter by the
+runner's ``added_tests``); its mirrors are whole copies under a title made of the file's own title
+words, each inserted at a random slot among its describe block's tests (before the first, after
+any), so that its locals come with it and every name it uses resolves where the original's do.
+The canaries the planner writes itself (the one that must pass; the older self-contained
+comparisons of files without a template) call only names the file has: appended to the file in
+its own names for a test and a describe block (the runner's globals, or what the file imports from
+vitest, ``test`` or ``it``, as the hidden tests show it), else placed among the hidden tests' own
+tests of a describe block, declared as they are. A file where neither is possible (a vitest file
+whose imports the hidden tests do not show, and that they add no test to whole) gets one canary
+that must pass and is never placed: every grading of the task is then tampered, and validation
+rejects it, rather than grade a file whose report no canary checks.
 """
 
 from __future__ import annotations
@@ -69,6 +76,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 from repo2env import pysyntax
+from repo2env.languages.runner import TestCallees
 from repo2env.patches import FilePatch, Patch
 from repo2env.verify.canaries import Canary, CanaryPlan
 from repo2env.verify.junit import split_node_id
@@ -83,6 +91,9 @@ MIRRORS = 2
 MAX_MIRRORED = 8
 #: Letters or digits a lookalike must change to be distinctive (its canary must fail).
 DISTINCTIVE = 3
+#: The title of the must-pass canary of a describe-it file where no canary can be placed in the
+#: file's own names: it never runs, so every grading of the task says why it is tampered.
+UNPLACEABLE = "repo2env: no canary can be placed with this file's own names for describe and it"
 
 _ASSERT_CALL = re.compile(r"^\s*assert\s+((?!self\.)[A-Za-z_][\w.]*)\((.*)\)\s*==\s*\S")
 _ANY_CALL = re.compile(r"\b((?!self\.)[A-Za-z_][\w.]*)\(")
@@ -151,6 +162,17 @@ class TestTemplate(_Model):
                                                                 "describe block among its tests.")
 
 
+class TestBlock(_Model):
+    """describe-it: a describe block the hidden tests add FAIL_TO_PASS tests to whole, where a canary
+    the planner writes itself may go among them."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    container: list[str] = Field(description="Its describe titles, outermost first.")
+    callee: str = Field(description="The name its tests are declared with (it, test): in scope there.")
+    slots: list[Slot]
+
+
 class CanaryModule(_Model):
     """What one test module's canaries are drawn from (read once per task from the hidden tests)."""
 
@@ -168,7 +190,14 @@ class CanaryModule(_Model):
     templates: list[TestTemplate] = Field(default_factory=list)
     vocabulary: list[str] = Field(default_factory=list, description="The words of the module's added string literals.")
     style: str = Field("python", description="How its canaries are written: 'python' (pytest functions) or "
-                                             "'describe-it' (JavaScript's describe/it globals: mocha, jest, jasmine).")
+                                             "'describe-it' (JavaScript's describe/it calls: mocha, jest, jasmine, "
+                                             "vitest).")
+    test_callee: str = Field("it", description="describe-it: the name the file's top level declares a test with "
+                                               "('' when the hidden tests show none).")
+    describe_callee: str = Field("describe", description="describe-it: the name the file's top level declares a "
+                                                         "describe block with ('' when the hidden tests show none).")
+    blocks: list[TestBlock] = Field(default_factory=list, description="describe-it: the describe blocks the hidden "
+                                                                      "tests add FAIL_TO_PASS tests to whole.")
 
 
 def _function(test_id: str) -> str:
@@ -220,7 +249,9 @@ def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: 
     ``<file>::<describe> > <title>``): the words of its tests' titles, and its templates (the
     FAIL_TO_PASS tests the hidden tests add whole that assert a call equal to a literal, as the
     runner's ``added_tests`` reads them) with the places among their siblings their copies may
-    take. None for a runner of another style (no describe/it globals to place them with)."""
+    take, and the names its top level declares tests with (the runner's ``test_callees``, else its
+    globals ``it`` and ``describe``). None for a runner of another style (no describe/it blocks to
+    place them in)."""
     if runner.canary_style != "describe-it" or runner.split_id is None:
         return []
     split_test_id = runner.split_id
@@ -234,35 +265,42 @@ def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: 
         files = [file for file in hidden_tests.files if file.new_path == path]
         added = [test for file in files for test in (runner.added_tests(file) if runner.added_tests else [])]
         known = [split_test_id(test_id)[1] for test_id in [*fail_to_pass, *known_ids] if split_test_id(test_id)[0] == path]
-        templates = _script_templates(added, titles)
+        placed = _placed_tests(added, titles)
+        templates = _script_templates(placed)
         literals = [test.source[start:end] for test in added for literal in test.asserted
                     for start, end in [literal.value, *literal.arguments]]
+        callees = _top_level_callees(files, runner)
         modules.append(CanaryModule(
             path=path, container=list(titles[0][:-1]), prefix="", words=words or list(_FILLER_WORDS),
             lengths=[max(2, len(one[-1].split())) for one in titles],
             taken=sorted({one[-1] for one in [*titles, *known] if one} | {test.title for test in added}),
             added_lines=[line for file in files for line in file.added_lines], templates=templates,
             vocabulary=sorted({word.lower() for literal in literals for word in re.findall(r"[A-Za-z]+", literal)}),
-            style="describe-it"))
+            style="describe-it", test_callee=callees.test, describe_callee=callees.describe,
+            blocks=_test_blocks(placed)))
     return modules
 
 
-def _script_templates(added: list[AddedTest], fail_to_pass_titles: list[tuple[str, ...]]) -> list[TestTemplate]:
-    """The templates among ``added`` (one file's): a FAIL_TO_PASS test, known by its title and the
-    describe titles around it, with a literal a copy can vary; each with the places beside each of
-    its siblings (before the first, after each)."""
-    templates = []
+def _top_level_callees(files: list[FilePatch], runner: TestRunnerFacts) -> TestCallees:
+    """The names a test file's top level declares tests and describe blocks with: the runner's
+    globals, else what the hidden tests show the file import (the first hunk that shows each)."""
+    if runner.test_callees is None:
+        return TestCallees(test="it", describe="describe")
+    found = [runner.test_callees(file) for file in files]
+    return TestCallees(test=next((one.test for one in found if one.test), ""),
+                       describe=next((one.describe for one in found if one.describe), ""))
+
+
+def _placed_tests(added: list[AddedTest], fail_to_pass_titles: list[tuple[str, ...]]) -> list[tuple[AddedTest, list[str], list[Slot]]]:
+    """The FAIL_TO_PASS tests among ``added`` (one file's) whose describe block is known for sure (by
+    its title and the describe titles around it): each with that block's titles and the places
+    beside each of its siblings (before the first, after each)."""
+    placed = []
     for test in added:
         paths = {titles[:-1] for titles in fail_to_pass_titles if titles[-1] == test.title
                  and len(test.describes) < len(titles) and titles[len(titles) - 1 - len(test.describes):-1] == test.describes}
         twins = [other for other in added if other.title == test.title and other.describes == test.describes]
         if len(paths) != 1 or len(twins) != 1:  # which describe block holds it is not known for sure
-            continue
-        anchors = [Anchor(value=Span(start=literal.value[0], end=literal.value[1]),
-                          arguments=[Span(start=start, end=end) for start, end in literal.arguments
-                                     if _substitutable(test.source[start:end])])
-                   for literal in test.asserted if _substitutable(test.source[literal.value[0]:literal.value[1]])]
-        if not anchors:
             continue
         siblings = sorted((other for other in added if other.block == test.block), key=lambda other: other.first_line)
         first = siblings[0]
@@ -270,9 +308,31 @@ def _script_templates(added: list[AddedTest], fail_to_pass_titles: list[tuple[st
                       gap="\n" if first.spaced else "")]
         slots += [Slot(at=other.last_line + 1, neighbour=other.last_line, text=other.source.splitlines()[-1],
                        before=False, gap="\n" if other.spaced else "") for other in siblings]
+        placed.append((test, list(next(iter(paths))), slots))
+    return placed
+
+
+def _test_blocks(placed: list[tuple[AddedTest, list[str], list[Slot]]]) -> list[TestBlock]:
+    """One :class:`TestBlock` per block of ``placed``, its tests' name for ``it`` from the first of them."""
+    blocks: dict[tuple[int, ...], TestBlock] = {}
+    for test, container, slots in placed:
+        blocks.setdefault(test.block, TestBlock(container=container, callee=test.callee, slots=slots))
+    return list(blocks.values())
+
+
+def _script_templates(placed: list[tuple[AddedTest, list[str], list[Slot]]]) -> list[TestTemplate]:
+    """The templates among ``placed`` (:func:`_placed_tests`): those with a literal a copy can vary."""
+    templates = []
+    for test, container, slots in placed:
+        anchors = [Anchor(value=Span(start=literal.value[0], end=literal.value[1]),
+                          arguments=[Span(start=start, end=end) for start, end in literal.arguments
+                                     if _substitutable(test.source[start:end])])
+                   for literal in test.asserted if _substitutable(test.source[literal.value[0]:literal.value[1]])]
+        if not anchors:
+            continue
         literals = [test.source[span.start:span.end] for anchor in anchors for span in [anchor.value, *anchor.arguments]]
         templates.append(TestTemplate(
-            name=test.title, container=list(next(iter(paths))), source=test.source, params=[""], anchors=anchors,
+            name=test.title, container=container, source=test.source, params=[""], anchors=anchors,
             words=sorted({word.lower() for literal in literals for word in re.findall(r"[A-Za-z]+", literal)}),
             title=Span(start=test.title_span[0], end=test.title_span[1]), slots=slots))
     return templates
@@ -636,16 +696,34 @@ class _ScriptDraw(_Draw):
                             "check": [slot.neighbour, slot.text]})
 
     def generated(self, *, must_pass: bool) -> None:
-        """A self-contained comparison (the older canaries): true for the one that must pass."""
+        """A self-contained comparison (the older canaries): true for the one that must pass. Appended
+        to the file in describe blocks of its first FAIL_TO_PASS test's titles where its top level has
+        the names for them, else among the tests of a describe block the hidden tests add tests to,
+        declared as those are; where neither can be, the one that must pass is never placed (every
+        grading is tampered: the file's report is checked by nothing) and those that must fail are left out."""
         module, rng, title = self.module, self.rng, self._name()
         expected = json_string(_random_text(rng))
         actual = expected if must_pass else json_string(_random_text(rng) + "!")
-        text = (f"it({json_string(title)}, function () {{ const expected = {expected}; const actual = {actual}; "
-                f"if (actual !== expected) {{ throw new Error('expected ' + expected + ', got ' + actual); }} }});")
-        for describe in reversed(module.container):
-            text = f"describe({json_string(describe)}, function () {{ {text} }});"
-        self.blocks.append({"source": text, "at": None})
-        self.canaries.append(Canary(self.join_id(module.path, [*module.container, title]), module.path,
+        body = (f"function () {{ const expected = {expected}; const actual = {actual}; "
+                f"if (actual !== expected) {{ throw new Error('expected ' + expected + ', got ' + actual); }} }}")
+        if module.test_callee and (module.describe_callee or not module.container):
+            container = module.container
+            text = f"{module.test_callee}({json_string(title)}, {body});"
+            for describe in reversed(container):
+                text = f"{module.describe_callee}({json_string(describe)}, function () {{ {text} }});"
+            self.blocks.append({"source": text, "at": None})
+        elif module.blocks:
+            block = rng.choice(module.blocks)
+            container, slot = block.container, rng.choice(block.slots)
+            indent = re.match(r"[ \t]*", slot.text).group()
+            text = f"{indent}{block.callee}({json_string(title)}, {body});\n"
+            self.blocks.append({"source": text + slot.gap if slot.before else slot.gap + text, "at": slot.at,
+                                "check": [slot.neighbour, slot.text]})
+        elif must_pass:
+            container, title = [], UNPLACEABLE
+        else:
+            return
+        self.canaries.append(Canary(self.join_id(module.path, [*container, title]), module.path,
                                     must_pass=must_pass, must_fail=not must_pass))
 
 

@@ -68,7 +68,8 @@ def added_tests(file: FilePatch) -> list[AddedTest]:
                 asserted=tuple(AssertedLiteral(value=span(literal), arguments=tuple(span(argument) for argument in inputs))
                                for literal, inputs in _asserted(body)),
                 first_line=hunk.target_start - 1 + first, last_line=hunk.target_start - 1 + last,
-                block=(hunk_index, node.parent.id, _errors_before(node)), spaced=bool(blank)))
+                block=(hunk_index, node.parent.id, _errors_before(node)), spaced=bool(blank),
+                callee=call.child_by_field_name("function").text.decode("utf-8")))
     return found
 
 

@@ -50,7 +50,7 @@ class JavaScriptProfile(LanguageProfile):
         # Its outcomes would come only from a report file the code under test can write, with no
         # canary to catch a forged one: no reward rather than a reward a policy can forge.
         return (f"the grader cannot yet check a {test_runner or 'this runner'} report against forgery (canaries "
-                f"need describe/it globals: {', '.join(sorted(DESCRIBE_IT_RUNNERS))})")
+                f"need describe/it blocks: {', '.join(sorted(DESCRIBE_IT_RUNNERS))})")
 
     def path_rules(self, files: RepoFiles | None = None) -> PathRules:
         return javascript_paths(files)

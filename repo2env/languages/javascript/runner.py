@@ -15,6 +15,7 @@ from repo2env.languages.javascript.runners import (
     COMMON_CONFIG_PATTERNS,
     COMMON_PACKAGE_JSON_FIELDS,
     DESCRIBE_IT_RUNNERS,
+    IMPORTED_TEST_API,
     PACKAGE_JSON_FIELDS,
     REPORT_FORMATS,
     RUNNER_CONFIG_PATTERNS,
@@ -25,6 +26,7 @@ from repo2env.languages.javascript.runners import (
     reported_outcomes,
     script_invocation,
 )
+from repo2env.languages.javascript.test_callees import imported_callees
 from repo2env.languages.javascript.test_ids import split_test_id, test_id
 from repo2env.languages.runner import TestRunnerFacts
 from repo2env.models import EnvSpec
@@ -55,6 +57,8 @@ def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunne
         directory=directory, split_id=split_test_id, join_id=test_id, plan=plan, read=read_outcomes,
         reported=reported_outcomes, canary_style="describe-it" if runner in DESCRIBE_IT_RUNNERS else "",
         added_tests=added_tests if runner in DESCRIBE_IT_RUNNERS else None,
+        test_callees=partial(imported_callees, module=IMPORTED_TEST_API[runner]) if runner in IMPORTED_TEST_API
+        else None,
         notes={"runner_pattern": "not yet: the JavaScript grader is the next phase"},
     )
 
