@@ -1,0 +1,248 @@
+"""A vitest task graded for real (built from a repository made here, vitest from the npm registry on
+the Node 18 base): the gold patch earns 1.0, the empty patch 0.0, and a patch that forges vitest's
+report, or answers each test's asserted value from the test file's source, earns nothing and is
+caught by the canaries.
+
+The test files import vitest's API in the two common styles: ``import { describe, it, expect }``
+(an existing file whose imports the hidden tests' hunk does not show: the canaries the grader
+writes itself go among the hidden tests' own tests, declared with ``it`` as they are), and
+``import { test, expect }`` with tests at the top level (a new file: appended canaries call ``test``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from repo2env.jsonl import read_tasks
+from repo2env.mine.git import GitSource
+from repo2env.mine.miner import MineOptions, mine
+from repo2env.verify.grader import Grader
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+LIBRARY = """\
+export function pad(text, width) {
+  return String(text);
+}
+
+export function shout(text) {
+  return text.toUpperCase();
+}
+"""
+FIXED = """\
+export function pad(text, width) {
+  return String(text).padStart(width);
+}
+
+export function shout(text) {
+  return text.toUpperCase() + "!";
+}
+"""
+#: Enough tests before the describe block's end that the hidden tests' hunk does not show the import.
+_EXISTING = "".join(f"  it('keeps case {number}', () => {{\n    expect(pad('Ab{number}', 1)).toBe('Ab{number}');\n  }});\n\n"
+                    for number in range(4))
+PAD_TESTS = f"""\
+import {{ describe, it, expect }} from 'vitest';
+import {{ pad }} from '../lib/pad.js';
+
+describe('pad', () => {{
+{_EXISTING}  it('returns strings', () => {{
+    expect(typeof pad(1, 3)).toBe('string');
+  }});
+}});
+"""
+ADDED_PAD_TESTS = """\
+  it('pads to the width', () => {
+    expect(pad('abc', 6)).toBe('   abc');
+  });
+
+  it('pads numbers too', () => {
+    expect(pad(4096, 7)).toBe('   4096');
+  });
+"""
+SHOUT_TESTS = """\
+import { test, expect } from 'vitest';
+import { shout } from '../lib/pad.js';
+
+test('shouts a greeting', () => {
+  expect(shout('hello world')).toBe('HELLO WORLD!');
+});
+"""
+F2P = ["test/pad.test.js::pad > pads to the width", "test/pad.test.js::pad > pads numbers too",
+       "test/shout.test.js::shouts a greeting"]
+P2P = ["test/pad.test.js::pad > returns strings", *(f"test/pad.test.js::pad > keeps case {number}" for number in range(4))]
+
+
+def _git(path: Path, *args: str, stamp: str = "2025-03-03T10:00:00+00:00") -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com", "GIT_COMMITTER_NAME": "Ada",
+           "GIT_COMMITTER_EMAIL": "ada@example.com", "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    done = subprocess.run(["git", "-C", str(path), *args], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def _repository(path: Path) -> Path:
+    """padkit with vitest: one squashed PR (#1) that fixes lib/pad.js and adds its tests."""
+    path.mkdir()
+    _git(path, "init", "-q", "-b", "main")
+    package = {"name": "padkit", "version": "1.0.0", "type": "module", "engines": {"node": ">=18 <20"},
+               "scripts": {"test": "vitest run"}, "devDependencies": {"vitest": "2.1.9"}}
+    _write(path, {"package.json": json.dumps(package, indent=2) + "\n", ".gitignore": "node_modules/\n",
+                  "lib/pad.js": LIBRARY, "test/pad.test.js": PAD_TESTS})
+    _git(path, "add", "-A")
+    _git(path, "commit", "-q", "-m", "Initial commit")
+    _write(path, {"lib/pad.js": FIXED, "test/shout.test.js": SHOUT_TESTS,
+                  "test/pad.test.js": PAD_TESTS.removesuffix("});\n") + "\n" + ADDED_PAD_TESTS + "});\n"})
+    _git(path, "add", "-A")
+    _git(path, "commit", "-q", "-m", "Pad to the width, shout louder (#1)\n\nPadding was ignored.",
+         stamp="2025-03-04T10:00:00+00:00")
+    return path
+
+
+@pytest.fixture(scope="module")
+def vitest_task(docker_client, tmp_path_factory):
+    """The built task (its ground truth's FAIL_TO_PASS and PASS_TO_PASS) and the repository."""
+    from repo2env.pipeline.stages import build_tasks_dir
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.runtime.node_bootstrap import ensure_node_base_image
+
+    ensure_node_base_image(DockerBackend(docker_client), "18")
+    folder = tmp_path_factory.mktemp("vitest-task")
+    repo = _repository(folder / "padkit")
+    mine(GitSource(repo, repo="acme/padkit"), folder / "tasks", MineOptions(allow_no_issue=True))
+    summary = build_tasks_dir(folder / "tasks", runtime=DockerBackend(docker_client))
+    (task,) = read_tasks(folder / "tasks" / "tasks.jsonl")
+    assert summary.ok == 1 and task.env_spec.test_runner == "vitest", task.env_spec.error
+    return task.model_copy(update={"FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P}), repo
+
+
+@pytest.fixture(scope="module")
+def grader(docker_client, tmp_path_factory):
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    return Grader(DockerBackend(docker_client), tmp_path_factory.mktemp("vitest-grades"), timeout_s=180)
+
+
+def _patch(repo: Path, task, tmp_path: Path, files: dict[str, str]) -> str:
+    """The diff of a clone at the task's base with ``files`` written."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    _git(clone, "checkout", "-q", task.base_commit)
+    _write(clone, files)
+    _git(clone, "add", "-A")
+    return _git(clone, "diff", "--cached", task.base_commit) + "\n"
+
+
+def test_the_canaries_use_the_names_each_file_has():
+    from repo2env.models import EnvSpec, Task
+    from repo2env.verify.spec import grading_spec
+
+    task = Task(instance_id="acme__padkit-1", repo="acme/padkit", language="javascript", pull_number=1,
+                base_commit="0" * 40, patch="", test_patch=_hidden_tests(), problem_statement="x",
+                created_at="2025-01-01T00:00:00Z", FAIL_TO_PASS=F2P, PASS_TO_PASS=P2P,
+                env_spec=EnvSpec(status="env_ok", base="node18", node="18", test_runner="vitest"))
+    modules = {module.path: module for module in grading_spec(task).canary_modules}
+    pad, shout = modules["test/pad.test.js"], modules["test/shout.test.js"]
+    # The import of pad's file is not in the hunk: nothing to append with, its added tests' block instead.
+    assert (pad.test_callee, pad.describe_callee) == ("", "") and pad.blocks[0].callee == "it"
+    assert (shout.test_callee, shout.describe_callee, shout.container) == ("test", "", [])
+
+
+def _hidden_tests() -> str:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        repo = _repository(Path(folder) / "padkit")
+        return _git(repo, "diff", "HEAD~1", "HEAD", "--", "test") + "\n"
+
+
+def test_gold_earns_everything_and_nothing_earns_nothing(grader, vitest_task):
+    task, _ = vitest_task
+    gold = grader.grade(task, task.patch)
+    assert gold.reward == 1.0 and gold.error is None and not gold.tampered, gold
+    empty = grader.grade(task, "")
+    assert empty.reward == 0.0 and empty.error is None and not empty.tampered, empty
+
+
+#: A process left behind by the module the tests import: it finds the report vitest was told to
+#: write (in the command line of the shell that started vitest: vitest's own is its title), and
+#: each time vitest writes it, while vitest runs, rewrites it to say every test passed.
+FORGE_THE_REPORT = r"""
+import { spawn } from "node:child_process";
+
+const FORGER = `
+const fs = require("fs");
+const sleep = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+function commandLines() {
+  return fs.readdirSync("/proc").filter((name) => /^\\d+$/.test(name)).map((pid) => {
+    try { return fs.readFileSync("/proc/" + pid + "/cmdline", "utf8"); } catch (error) { return ""; }
+  });
+}
+const report = commandLines().map((line) => line.match(/--outputFile=([^\\s\\0;&|]+)/)).find(Boolean)?.[1];
+while (report && commandLines().some((line) => line.startsWith("node (vitest)"))) {
+  try {
+    const written = JSON.parse(fs.readFileSync(report, "utf8"));
+    if (written.numFailedTests || !written.success) {
+      for (const file of written.testResults) {
+        file.status = "passed";
+        file.message = "";
+        for (const test of file.assertionResults) { test.status = "passed"; test.failureMessages = []; }
+      }
+      Object.assign(written, { numFailedTests: 0, numFailedTestSuites: 0, numPassedTests: written.numTotalTests,
+                               numPassedTestSuites: written.numTotalTestSuites, success: true });
+      fs.writeFileSync(report, JSON.stringify(written));
+    }
+  } catch (error) {}
+  sleep(1);
+}
+`;
+spawn(process.execPath, ["-e", FORGER], { detached: true, stdio: "ignore" }).unref();
+"""
+
+#: Each export, called from a test file, reads the calling line (the stack gives file and line) and
+#: returns the value that line's ``toBe`` expects; elsewhere it is the unfixed function.
+ORACLE = r"""
+import { readFileSync } from "node:fs";
+
+function oracle(real) {
+  return function (...args) {
+    for (const frame of new Error().stack.split("\n").slice(2)) {
+      const found = frame.match(/(\/[^():\s]*\.test\.[cm]?[jt]s):(\d+):\d+\)?$/);
+      if (!found) continue;
+      const line = readFileSync(found[1], "utf8").split("\n")[Number(found[2]) - 1];
+      const expected = line.match(/\.toBe\(\s*(['"])(.*?)\1\s*\)/);
+      if (expected) return expected[2];
+    }
+    return real.apply(this, args);
+  };
+}
+"""
+
+
+def test_a_forged_report_is_caught_by_the_canaries(grader, vitest_task, tmp_path):
+    task, repo = vitest_task
+    patch = _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + FORGE_THE_REPORT})
+    result = grader.grade(task, patch)
+    assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    assert result.tampered and "canary" in result.error, result.error
+
+
+def test_an_oracle_that_answers_the_asserted_value_is_caught_by_the_mirrors(grader, vitest_task, tmp_path):
+    task, repo = vitest_task
+    library = (LIBRARY.replace("export function pad", "function realPad").replace("export function shout", "function realShout")
+               + ORACLE + "export const pad = oracle(realPad);\nexport const shout = oracle(realShout);\n")
+    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": library}))
+    assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    assert result.tampered and "must fail passed" in result.error, result.error
