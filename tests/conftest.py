@@ -3,17 +3,25 @@ validated once per session, a local image registry."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# The datasets library caches a local folder's tables under the folder's name: a concurrent or earlier
+# test session (another checkout's code, another schema) could hand its table to this one. Each
+# session gets its own cache, its subprocesses too.
+os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="repo2env-tests-datasets-")
+atexit.register(shutil.rmtree, os.environ["HF_DATASETS_CACHE"], True)
 
 
 @pytest.fixture(scope="session")
