@@ -356,9 +356,11 @@ def test_the_hosts_shell_settings_are_what_read_settings_makes_of_the_json(tmp_p
 
     from_python = state(f"read_settings {tmp_path / 'settings.json'} || exit 9")
     (tmp_path / "settings.json.sh").write_bytes(shell_assignments(settings).encode("utf-8", "surrogateescape"))
-    from_host = state(f"read_settings {tmp_path / 'settings.json'} || exit 9")
+    from_host = state(f"read_settings {tmp_path / 'settings.json'} {tmp_path / 'settings.json.sh'} || exit 9")
+    assert state(f"read_settings {tmp_path / 'settings.json'} || exit 9") == from_python, \
+        "a file beside the settings is read only when the caller names it (derivation never does)"
     assert b"\0t.py::d[\n]\0t.py::e[\xff]\0" in from_python and b"unset nested" in from_python
     assert from_host == from_python
     (tmp_path / "settings.json.sh").write_text("test_ids=(forged)\n")
-    assert b"forged" in state(f"read_settings {tmp_path / 'settings.json'} || exit 9"), \
+    assert b"forged" in state(f"read_settings {tmp_path / 'settings.json'} {tmp_path / 'settings.json.sh'} || exit 9"), \
         "the test is able to tell which file was read"

@@ -76,7 +76,8 @@ def shell_assignments(settings: dict) -> str:
     """``settings`` as the shell assignments run_tests.sh's ``read_settings`` makes of them (its
     program's very rules: a list as an array, a string or number as a string, other entries and
     names that are no identifiers left out). The grader writes them beside ``grade.json`` as
-    ``grade.json.sh``, and read_settings sources them instead of starting an interpreter."""
+    ``grade.json.sh``; grade.sh names it to read_settings, which sources it instead of starting an
+    interpreter."""
     lines = []
     for name, value in json.loads(json.dumps(settings)).items():  # what the program reads back
         if not name.isidentifier():

@@ -21,7 +21,9 @@ here=$(dirname "$0")
 . "$here/run_tests.sh"
 # A language runner's settings (see below) name it and its reports; pytest's have neither.
 script_runner='' reports=()
-read_settings "$settings" || exit 93
+# grade.json.sh beside it: the same settings as shell assignments, written by the grader (a Harbor
+# verifier lays out none, and grade.json is read).
+read_settings "$settings" "$settings.sh" || exit 93
 cd /testbed
 # The outcome plugin by name, not with -p: `-p` makes pytest look the name up among the installed
 # entry points too, through the pluggy of the environment, which may be the project under test at

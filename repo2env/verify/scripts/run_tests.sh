@@ -6,10 +6,12 @@
 #                        string, a list as an array (test ids hold spaces, brackets, quotes and
 #                        backslashes, and are passed one argument each). The file is read by the
 #                        system's Python with -I -S (no site, no .pth, no working directory on
-#                        sys.path): nothing of the working tree runs. When the host wrote the same
-#                        assignments beside it (FILE.sh, repo2env.verify.spec.shell_assignments, in
-#                        the same root-owned folder), they are sourced instead: one interpreter
-#                        start less per grading.
+#                        sys.path): nothing of the working tree runs.
+#   read_settings FILE ASSIGNMENTS
+#                        the same from ASSIGNMENTS, when it is a file: the shell assignments the
+#                        host wrote (repo2env.verify.spec.shell_assignments), sourced, one
+#                        interpreter start less. Only a caller that names the file reads it
+#                        (grade.sh, for its root-owned inputs folder); derivation never does.
 #   run_tests OUTPUT     runs the settings' test command in the current folder under the timeout,
 #                        with the snapshot's configuration named explicitly, output (and errors)
 #                        to OUTPUT; returns the command's status.
@@ -27,8 +29,8 @@ for name, value in json.load(open(sys.argv[1], encoding="utf-8")).items():
     elif isinstance(value, (str, int, float)):
         print(name + "=" + shlex.quote(str(value)))'
   local assignments
-  if [ -f "$1.sh" ] && [ ! -L "$1.sh" ]; then
-    . "$1.sh" || return 1
+  if [ -n "${2:-}" ] && [ -f "$2" ] && [ ! -L "$2" ]; then
+    . "$2" || return 1
     return 0
   fi
   assignments=$(/usr/bin/python3 -I -S -c "$program" "$1") || return 1
