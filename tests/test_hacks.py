@@ -541,6 +541,38 @@ def test_report_forged_into_the_grading_stream_is_ignored(docker_client, grader,
     assert all(status != "passed" for status in result.tests.values())
 
 
+#: Code under test that rewrites the grading's settings where it can reach them: the shell assignments
+#: grade.sh sources (grade.json.sh beside grade.json in the inputs folder), grade.json itself, and a
+#: settings file a derivation would read at its fixed path; replaced by a rename too, where writing fails.
+SETTINGS_PLANTER = r'''
+import glob, os
+forged = "test_ids=()\nrun_options=(--collect-only)\ntimeout_s=1\n"
+for folder in glob.glob("/tmp/repo2env-grade-*") + ["/tmp"]:
+    for name in ("grade.json.sh", "grade.json", "repo2env-derive.json.sh"):
+        target = os.path.join(folder, name)
+        for attempt in ("write", "rename"):
+            try:
+                if attempt == "write":
+                    open(target, "w").write(forged)
+                else:
+                    staged = os.path.join("/tmp", "planted-" + name)
+                    open(staged, "w").write(forged)
+                    os.replace(staged, target)
+            except OSError:
+                pass
+'''
+
+
+def test_settings_planted_by_the_code_under_test_change_nothing(docker_client, grader, slug_task, empty):
+    """The grader writes the settings as shell assignments beside grade.json and places them while the
+    grading script starts: code under test can neither rewrite them (root's, read-only) nor get them
+    read again, and a file at derivation's settings path is never sourced."""
+    patch = agent_patch(docker_client, slug_task, edits=(in_slugify(SETTINGS_PLANTER),))
+    result = grader.grade(slug_task, patch)
+    assert_gains_nothing(result, empty[SLUG])
+    assert result.tests == empty[SLUG].tests and not result.tampered
+
+
 # --- 9, 10: the agent's sandbox holds no fix and reaches no network -------------------------------
 
 
