@@ -7,7 +7,6 @@ tests applied. Grading = fresh sandbox + filter/apply/restore + hidden tests + r
 
 from __future__ import annotations
 
-import shlex
 import statistics
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from repo2env.runtime.backends import open_backend
 from repo2env.verify.grader import Grader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bare_run import bare_seconds  # noqa: E402
 from demo_tasks import built_demo_tasks  # noqa: E402
 from results import Figure, record  # noqa: E402
 
@@ -42,17 +42,7 @@ def main() -> None:
         for task in read_tasks(tasks_dir / "tasks.jsonl"):
             task = task.model_copy(update={"FAIL_TO_PASS": list(truth[task.pull_number].fail_to_pass),
                                            "PASS_TO_PASS": list(truth[task.pull_number].pass_to_pass)})
-            ids = " ".join(shlex.quote(test_id) for test_id in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
-            with runtime.start(task) as sandbox:
-                sandbox.write_file("/tmp/gold.diff", task.patch)
-                sandbox.write_file("/tmp/tests.diff", task.test_patch)
-                sandbox.exec("git apply /tmp/gold.diff && git apply /tmp/tests.diff", workdir="/testbed")
-                bare = []
-                for _ in range(REPEATS):
-                    began = time.perf_counter()
-                    sandbox.exec(f"{task.env_spec.test_cmd} -p no:cacheprovider --junitxml=/tmp/j.xml {ids}",
-                                 workdir="/testbed")
-                    bare.append(time.perf_counter() - began)
+            bare_s = bare_seconds(runtime, task, REPEATS)
             cold, warm = [], []
             for _ in range(REPEATS):
                 for timings, which in ((cold, grader), (warm, warm_grader)):
@@ -62,7 +52,7 @@ def main() -> None:
                     assert result.reward == 1.0, result
                     time.sleep(0.5)  # let the spare come up, as between an agent's rollouts
             warm = warm[1:]  # the first warm grading had no spare yet
-            bare_s, grade_s, warm_s = statistics.median(bare), statistics.median(cold), statistics.median(warm)
+            grade_s, warm_s = statistics.median(cold), statistics.median(warm)
             budget = 1.3 * bare_s + 0.5
             rows.append((task.instance_id, bare_s, grade_s, budget))
             print(f"{task.instance_id}: bare {bare_s:.2f} s, grading {grade_s:.2f} s cold / {warm_s:.2f} s with a "

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,8 @@ REPEATS = 3
 
 def child(tasks_path: Path, truth_path: Path, logs: Path) -> None:
     """One tree's measurement (run with that tree first on sys.path): prints the median overhead."""
+    from bare_run import bare_seconds
+
     from repo2env.jsonl import read_tasks
     from repo2env.runtime.backends import open_backend
     from repo2env.verify.grader import Grader
@@ -47,17 +48,7 @@ def child(tasks_path: Path, truth_path: Path, logs: Path) -> None:
     for task in read_tasks(tasks_path):
         f2p, p2p = truth[str(task.pull_number)]
         task = task.model_copy(update={"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p})
-        ids = " ".join(shlex.quote(test_id) for test_id in [*f2p, *p2p])
-        with runtime.start(task) as sandbox:
-            sandbox.write_file("/tmp/gold.diff", task.patch)
-            sandbox.write_file("/tmp/tests.diff", task.test_patch)
-            sandbox.exec("git apply /tmp/gold.diff && git apply /tmp/tests.diff", workdir="/testbed")
-            bare = []
-            for _ in range(REPEATS):
-                began = time.perf_counter()
-                sandbox.exec(f"{task.env_spec.test_cmd} -p no:cacheprovider --junitxml=/tmp/j.xml {ids}",
-                             workdir="/testbed")
-                bare.append(time.perf_counter() - began)
+        bare = bare_seconds(runtime, task, REPEATS)
         cold = []
         for _ in range(REPEATS):
             began = time.perf_counter()
@@ -65,7 +56,7 @@ def child(tasks_path: Path, truth_path: Path, logs: Path) -> None:
             cold.append(time.perf_counter() - began)
             assert result.reward == 1.0, result
             time.sleep(0.3)
-        overheads.append(statistics.median(cold) - statistics.median(bare))
+        overheads.append(statistics.median(cold) - bare)
     print(json.dumps({"overhead": statistics.median(overheads)}))
 
 
