@@ -14,6 +14,8 @@ that the parsers are also tested without Docker, on real output.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 from repo2env.languages.javascript.test_ids import test_id
@@ -160,3 +162,14 @@ def requested(runner: str) -> dict[str, TestStatus]:
 def never_requested(runner: str) -> str:
     """The id of the failing test no request names (it must not run when titles are selected)."""
     return test_id("test/format.test.js", ("never requested",))
+
+
+def fixture_git(path: Path, *args: str, stamp: str) -> str:
+    """git in a fixture repository the tests build: one author, the commit dates ``stamp`` (a
+    task's date pin reads them), no user or system configuration."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com", "GIT_COMMITTER_NAME": "Ada",
+           "GIT_COMMITTER_EMAIL": "ada@example.com", "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    done = subprocess.run(["git", "-C", str(path), *args], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()

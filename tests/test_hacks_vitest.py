@@ -12,11 +12,11 @@ writes itself go among the hidden tests' own tests, declared with ``it`` as they
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from javascript_projects import fixture_git
 
 from repo2env.jsonl import read_tasks
 from repo2env.mine.git import GitSource
@@ -79,12 +79,7 @@ P2P = ["test/pad.test.js::pad > returns strings", *(f"test/pad.test.js::pad > ke
 
 
 def _git(path: Path, *args: str, stamp: str = "2025-03-03T10:00:00+00:00") -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com", "GIT_COMMITTER_NAME": "Ada",
-           "GIT_COMMITTER_EMAIL": "ada@example.com", "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    done = subprocess.run(["git", "-C", str(path), *args], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+    return fixture_git(path, *args, stamp=stamp)
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
