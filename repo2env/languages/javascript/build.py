@@ -7,7 +7,9 @@ every file that is not inside a ``node_modules`` folder (or Yarn's Plug'n'Play s
 files come back with the task layer's snapshot, and what an install script built from the sources
 (a ``prepare: tsc`` output) would be the env commit's code, not the task's. The task layer copies
 the snapshot over it, owned by the agent, and tells git to ignore ``node_modules`` so it never shows
-up in the agent's diff. The pin used is recorded in ``EnvSpec.dependency_pin``.
+up in the agent's diff. The pin used is recorded in ``EnvSpec.dependency_pin``. What the PR adds to
+package.json (``EnvSpec.added_dependencies``) is installed after the base commit's dependencies,
+package.json and the lock file left alone: the gold patch needs it, and the sandbox has no network.
 
 The building blocks are the profile's pure modules: :mod:`.environment` (package manager, Node,
 install commands, pin, ladder, failure classes, workspaces) and :mod:`.runners` (the runner, its
