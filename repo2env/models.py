@@ -62,6 +62,11 @@ class EnvSpec(_Schema):
     package_dir: str | None = Field(
         None, description="The workspace package (folder) whose tests the task runs, for a monorepo; '' or None: "
         "the root.")
+    added_dependencies: dict[str, str] = Field(
+        default_factory=dict, description="Packages the task's PR adds to a package.json of the install, or whose "
+        "range it changes (name -> the PR's range): installed into node_modules after the base commit's dependencies, "
+        "package.json and the lock file left as the base commit has them, since neither the reference solution nor a "
+        "fix that adds the same dependency could load them in a sandbox without network (JavaScript tasks).")
     system_packages: list[str] = Field(default_factory=list, description="Debian packages for the env layer.")
     install: list[str] = Field(default_factory=list, description="Shell commands run in the env layer, in order.")
     test_cmd: str = Field(DEFAULT_TEST_CMD, description="Test runner; test ids are appended.")
@@ -113,6 +118,8 @@ class EnvSpec(_Schema):
         # env images built under it) stays what it was before they existed.
         keyed.update({name: value for name, value in self.model_dump(include={"base", "node", "package_manager"}).items()
                       if value is not None})
+        if self.added_dependencies:
+            keyed["added_dependencies"] = self.added_dependencies
         return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
 
     def base_flavour(self) -> str:

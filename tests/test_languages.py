@@ -4,6 +4,7 @@ profile covers)."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -24,6 +25,7 @@ from repo2env.languages import (
     profiles,
 )
 from repo2env.languages.choice import choose_profile, code_language
+from repo2env.languages.javascript.environment import added_dependencies_install
 from repo2env.languages.javascript.paths import javascript_paths
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
@@ -184,6 +186,43 @@ def test_the_inferred_javascript_spec_without_docker():
     bumped = json.dumps({"name": "@acme/core", "version": "2.0.0", "scripts": {"test": "jest --runInBand"}})
     assert recipe.dependency_fingerprint(DictRepoFiles({**files, "packages/core/package.json": bumped})) == fingerprint
     assert recipe.dependency_fingerprint(DictRepoFiles({**files, "yarn.lock": "# changed\n"})) != fingerprint
+
+
+def test_the_packages_a_pr_adds_to_package_json_are_installed_after_the_base_commits(tmp_path):
+    package = {"name": "padkit", "scripts": {"test": "mocha"}, "devDependencies": {"mocha": "^10.0.0"}}
+    files = DictRepoFiles({"package.json": json.dumps(package, indent=2) + "\n"})
+    after = {**package, "dependencies": {"left-pad": "1.3.0"}}
+    gold = "diff --git a/package.json b/package.json\n" + "".join(difflib.unified_diff(
+        files.read("package.json").splitlines(keepends=True), (json.dumps(after, indent=2) + "\n").splitlines(keepends=True),
+        "a/package.json", "b/package.json"))
+    recipe = get_profile("javascript").build_recipe()
+    moment = datetime(2024, 1, 2, tzinfo=UTC)
+    spec = recipe.infer_env_spec(files, moment, touched=["package.json"], patches=[gold, ""])
+    assert spec.added_dependencies == {"left-pad": "1.3.0"}
+    assert recipe.infer_env_spec(files, moment).added_dependencies == {}
+    own = recipe.own_code(files)
+    steps = {name: recipe.env_layer(rung, own, "", agent_uid=1000).run for name, rung in recipe.install_ladder(spec, files)}
+    assert all(rung.added_dependencies == spec.added_dependencies for _, rung in recipe.install_ladder(spec, files))
+    # After the base commit's install, with its pin; never saved to package.json or the lock file.
+    first = steps["inferred"]
+    assert first.index("npm install --no-audit --no-fund --no-package-lock --before") < first.index(
+        "npm install --no-save") < first.index("find /testbed")
+    assert "--no-save --no-audit --no-fund --legacy-peer-deps --before=2024-01-02T00:00:00Z left-pad@1.3.0" in first
+    assert "--legacy-peer-deps --ignore-scripts --before=2024-01-02T00:00:00Z left-pad@1.3.0" in steps["no-scripts"]
+    assert "--legacy-peer-deps left-pad@1.3.0" in steps["unpinned"]
+    assert "--no-save" not in recipe.env_layer(spec.model_copy(update={"added_dependencies": {}}), own, "",
+                                               agent_uid=1000).run
+    assert "not installed (left-pad@1.3.0): pnpm" in recipe.env_layer(
+        spec.model_copy(update={"package_manager": "pnpm"}), own, "", agent_uid=1000).run
+    # A failure to install them does not fail the layer (set -e): it says so in the build log.
+    (tmp_path / "npm").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "npm").chmod(0o755)
+    command = added_dependencies_install("npm", spec.added_dependencies)
+    done = subprocess.run(["sh", "-c", f"set -e; ({command}); echo built"], capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
+    assert done.returncode == 0 and done.stdout.splitlines() == [
+        "repo2env: the PR's added dependencies: failed to install (left-pad@1.3.0); the tests that need them will "
+        "not load", "built"]
 
 
 # --- mining real repositories ---------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -122,6 +123,17 @@ def test_env_spec_hash_depends_on_content_not_on_image_tag():
     assert spec.spec_hash() != EnvSpec(python="3.9", install=["pip install -e ."], date_pin="2024-01-01").spec_hash()
     with pytest.raises(ValueError, match="3.11"):
         EnvSpec(python="python3")
+
+
+def test_the_prs_added_dependencies_decide_which_env_image_a_task_shares():
+    node = EnvSpec(python="3.11", base="node18", node="18", package_manager="npm", install=["npm ci"])
+    left_pad = node.model_copy(update={"added_dependencies": {"left-pad": "1.3.0"}})
+    newer = node.model_copy(update={"added_dependencies": {"left-pad": "^1.3.1"}})
+    assert len({node.spec_hash(), left_pad.spec_hash(), newer.spec_hash()}) == 3
+    # Without any, the hash (and the env image tag) is what it was before the field existed.
+    keyed = {"python": "3.11", "system_packages": [], "install": ["npm ci"], "date_pin": None,
+             "deps_fingerprint": None, "base": "node18", "node": "18", "package_manager": "npm"}
+    assert node.spec_hash() == hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def test_funnel_counts_and_reasons(tmp_path):

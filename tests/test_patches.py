@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from repo2env.errors import PatchError
-from repo2env.patches import parse, relative_symlink_target, render
+from repo2env.patches import SYMLINK_MODE, apply_to_text, parse, relative_symlink_target, render
 
 GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 LONG = "".join(f"line {number}\n" for number in range(40))
@@ -184,6 +184,39 @@ def test_a_hunk_moved_to_another_start_still_applies(corpus) -> None:
     alone = file.with_hunks([second.moved(second.source_start)])
     git(root, "apply", "--check", "-", stdin=alone.render())
     assert alone.render().count("@@ -") == 1 and first.section == ""
+
+
+def test_a_file_patched_as_text_is_what_git_apply_writes(corpus, tmp_path) -> None:
+    root, diffs = corpus
+    compared = set()
+    for name, diff in diffs.items():
+        clone = tmp_path / name
+        git(root, "clone", "-q", str(root), str(clone))
+        if git(clone, "apply", "--binary", "-", stdin=diff, check=False).returncode:
+            continue  # a binary change without its data
+        for file in parse(diff).files:
+            if file.is_binary or SYMLINK_MODE in (file.old_mode, file.new_mode):
+                continue
+            before = (root / file.old_path).read_bytes().decode() if file.old_path else None
+            after = apply_to_text(file, before)
+            written = clone / file.path
+            assert after == (written.read_bytes().decode() if written.exists() else None), (name, file.path)
+            compared.add(name)
+    assert {"multi-hunk", "no-newline-at-end", "newline-added-at-end", "crlf", "rename-with-edit", "copy", "delete",
+            "new-empty-file", "symlink-to-file"} <= compared
+
+
+def test_a_hunk_applies_where_its_lines_moved_to_and_nowhere_else(corpus) -> None:
+    _, diffs = corpus
+    (file,) = parse(diffs["multi-hunk"]).files
+    moved = "header\nheader\n" + LONG
+    assert apply_to_text(file, moved) == "header\nheader\n" + LONG.replace("line 2\n", "line two\n").replace(
+        "line 35\n", "")
+    with pytest.raises(PatchError, match="does not apply"):
+        apply_to_text(file, LONG.replace("line 3\n", "line three\n"))
+    (binary,) = parse(diffs["binary-add"]).files
+    with pytest.raises(PatchError, match="binary"):
+        apply_to_text(binary, None)
 
 
 # Each is refused by `git apply` and by the model, for the same reason.

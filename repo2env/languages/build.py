@@ -115,12 +115,15 @@ class BuildRecipe(ABC):
 
     @abstractmethod
     def infer_env_spec(self, files: RepoFiles, commit_date: datetime, override: Any = None,
-                       bases: Sequence[str] | None = None, *, touched: Sequence[str] = ()) -> EnvSpec:
+                       bases: Sequence[str] | None = None, *, touched: Sequence[str] = (),
+                       patches: Sequence[str] = ()) -> EnvSpec:
         """The spec to build the repository at a commit with; ``override`` (the repository's
         :class:`~repo2env.languages.python.spec.overrides.EnvOverride`) applied last; ``bases`` the
         base-image flavours available (None: the ones every machine can make); ``touched`` the paths
-        the task's change touches (a monorepo's recipe finds the package to test from them). Raises
-        a :class:`~repo2env.errors.Repo2EnvError` when the repository cannot be built."""
+        the task's change touches (a monorepo's recipe finds the package to test from them);
+        ``patches`` the task's gold and test patches (a recipe may install what they add to the
+        dependencies). Raises a :class:`~repo2env.errors.Repo2EnvError` when the repository cannot be
+        built."""
 
     @abstractmethod
     def install_ladder(self, spec: EnvSpec, files: RepoFiles, override: Any = None,

@@ -18,12 +18,14 @@ depends on details this module does not copy (a timestamp after a traditional ``
 :attr:`FilePatch.names` lists every name the line could give, so a check over them is never
 narrower than git.
 
-Everything here is pure: text in, objects or text out. Three modules, one reason to change each:
+Everything here is pure: text in, objects or text out. Four modules, one reason to change each:
 :mod:`~repo2env.patches.model` (what a patch is to the stages: files, hunks, their rendering),
-:mod:`~repo2env.patches.reader` (how ``git apply`` cuts a diff into files, hunks and binary blocks)
-and :mod:`~repo2env.patches.names` (how ``git apply`` reads a file's name from a header line).
+:mod:`~repo2env.patches.reader` (how ``git apply`` cuts a diff into files, hunks and binary blocks),
+:mod:`~repo2env.patches.names` (how ``git apply`` reads a file's name from a header line) and
+:mod:`~repo2env.patches.apply` (a file's text after its hunks, without a work tree).
 """
 
+from repo2env.patches.apply import apply_to_text
 from repo2env.patches.model import (
     DEV_NULL,
     SUBMODULE_MODE,
@@ -36,5 +38,5 @@ from repo2env.patches.model import (
 )
 from repo2env.patches.reader import hunk_count, parse
 
-__all__ = ["DEV_NULL", "SUBMODULE_MODE", "SYMLINK_MODE", "FilePatch", "Hunk", "Patch", "hunk_count", "parse",
+__all__ = ["DEV_NULL", "SUBMODULE_MODE", "SYMLINK_MODE", "FilePatch", "Hunk", "Patch", "apply_to_text", "hunk_count", "parse",
            "relative_symlink_target", "render"]

@@ -114,7 +114,8 @@ def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, 
     try:
         recipe = get_profile(task.language).build_recipe()
         touched = [path for patch in (task.patch, task.test_patch) for path in parse(patch).paths]
-        inferred = recipe.infer_env_spec(files, files.commit_date(), override, bases, touched=touched)
+        inferred = recipe.infer_env_spec(files, files.commit_date(), override, bases, touched=touched,
+                                         patches=(task.patch, task.test_patch))
         own = recipe.own_code(files)
     except Repo2EnvError as exc:
         return EnvSpec(status="env_failed", error=f"cannot infer the environment: {exc.message}",

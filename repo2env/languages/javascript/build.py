@@ -7,7 +7,9 @@ every file that is not inside a ``node_modules`` folder (or Yarn's Plug'n'Play s
 files come back with the task layer's snapshot, and what an install script built from the sources
 (a ``prepare: tsc`` output) would be the env commit's code, not the task's. The task layer copies
 the snapshot over it, owned by the agent, and tells git to ignore ``node_modules`` so it never shows
-up in the agent's diff. The pin used is recorded in ``EnvSpec.dependency_pin``.
+up in the agent's diff. The pin used is recorded in ``EnvSpec.dependency_pin``. What the PR adds to
+package.json (``EnvSpec.added_dependencies``) is installed after the base commit's dependencies,
+package.json and the lock file left alone: the gold patch needs it, and the sandbox has no network.
 
 The building blocks are the profile's pure modules: :mod:`.environment` (package manager, Node,
 install commands, pin, ladder, failure classes, workspaces) and :mod:`.runners` (the runner, its
@@ -37,11 +39,13 @@ from repo2env.languages.build import (
     TaskLayer,
 )
 from repo2env.languages.files import RepoFiles
+from repo2env.languages.javascript.added_dependencies import dependencies_added
 from repo2env.languages.javascript.environment import (
     AVAILABLE_NODES,
     INSTALL_ENV,
     DatePin,
     JsEnvironment,
+    added_dependencies_install,
     infer_environment,
     install_failure_reason,
     install_ladder,
@@ -103,11 +107,13 @@ class JavaScriptBuild(BuildRecipe):
     """The JavaScript build recipe (module docstring)."""
 
     def infer_env_spec(self, files: RepoFiles, commit_date: datetime, override=None,
-                       bases: Sequence[str] | None = None, *, touched: Sequence[str] = ()) -> EnvSpec:
+                       bases: Sequence[str] | None = None, *, touched: Sequence[str] = (),
+                       patches: Sequence[str] = ()) -> EnvSpec:
         """Node, package manager, pin and install from the files (:func:`.environment.infer_environment`);
-        the workspace package the change touches, and its test runner. An override may replace the
-        install, add commands around it and Debian packages, set the test command, and set or drop
-        (``false``) the ``--before`` date; a Python it names does not apply."""
+        the workspace package the change touches, and its test runner; the packages the PR's
+        ``patches`` add to the dependencies (:func:`.added_dependencies.dependencies_added`). An
+        override may replace the install, add commands around it and Debian packages, set the test
+        command, and set or drop (``false``) the ``--before`` date; a Python it names does not apply."""
         project = ProjectFiles.of(files)
         environment = infer_environment(project, commit_date, available_nodes(bases))
         package_dir = _package_dir(project, touched)
@@ -139,6 +145,7 @@ class JavaScriptBuild(BuildRecipe):
             package_manager=environment.package_manager.name, system_packages=system_packages, install=install,
             test_cmd=test_cmd, date_pin=pin.detail if pin.kind == "before" else None,
             dependency_pin=_pin_text(pin), test_runner=evidence.runner, package_dir=package_dir,
+            added_dependencies=dependencies_added(project, patches, package_dir),
         )
 
     def install_ladder(self, spec: EnvSpec, files: RepoFiles, override=None,
@@ -195,6 +202,13 @@ class JavaScriptBuild(BuildRecipe):
     def env_layer(self, spec: EnvSpec, own: JsOwnCode, scm_version: str, *, agent_uid: int) -> EnvLayer:
         environment = " ".join(f"{name}={shlex.quote(value)}" for name, value in sorted(INSTALL_ENV.items()))
         install = "; ".join(f"({command})" for command in spec.install) or "true"
+        # What the PR adds to package.json, once the base commit's install worked (set -e): the
+        # gold patch, and a fix that adds the same dependency, need it in the network-less sandbox.
+        added = added_dependencies_install(
+            spec.package_manager or "npm", spec.added_dependencies, before=spec.date_pin,
+            ignore_scripts=any("--ignore-scripts" in command or "--mode=skip-build" in command for command in spec.install))
+        if added:
+            install = f"{install}; ({added})"
         kept = " ".join(f"! -name {shlex.quote(name)}" for name in (".pnp.cjs", ".pnp.loader.mjs", ".pnp.data.json"))
         # After installing, only what the install put in node_modules (and Yarn's PnP state) stays:
         # the tracked files (and .git) come back with the task layer, and files an install script

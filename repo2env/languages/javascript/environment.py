@@ -51,6 +51,8 @@ PNPM_FOR_LOCKFILE = {"5.0": "5", "5.1": "5", "5.2": "5", "5.3": "6", "5.4": "7",
 YARN_FOR_LOCKFILE = {"4": "2", "5": "3", "6": "3", "7": "4", "8": "4"}
 YARN_CLASSIC = "1.22.22"
 LOCK_FILES = ("pnpm-lock.yaml", "yarn.lock", "npm-shrinkwrap.json", "package-lock.json")
+#: How the build log's line about the packages a PR adds to package.json starts.
+ADDED_DEPENDENCIES_MARKER = "repo2env: the PR's added dependencies: "
 #: Set for every install: no browser, driver or git-hook downloads in an environment build.
 INSTALL_ENV = {
     "CI": "true", "HUSKY": "0", "HUSKY_SKIP_INSTALL": "1", "ADBLOCK": "1", "DISABLE_OPENCOLLECTIVE": "1",
@@ -420,6 +422,31 @@ def install_commands(manager: PackageManager, pin: DatePin, *, ignore_scripts: b
     if manager.name == "yarn-berry":
         return (f"{cd}{tool} install --immutable" + (" --mode=skip-build" if ignore_scripts else ""),)
     return (f"{cd}{tool} install --frozen-lockfile" + (" --ignore-scripts" if ignore_scripts else ""),)
+
+
+def added_dependencies_install(manager: str, packages: Mapping[str, str], *, before: str | None = None,
+                               ignore_scripts: bool = False) -> str | None:
+    """The shell command that adds ``packages`` (name -> range: what the PR adds to package.json)
+    to the ``node_modules`` that ``manager``'s install made, leaving package.json and the lock file
+    as they are; None when there are none. It never fails: a failure says so in the build log (the
+    task's tests that need a package then do not load, and derivation says that).
+
+    npm's ``--no-save``, with the rung's ``--before`` pin, for npm's and yarn's trees (yarn's, with
+    Yarn Berry's ``node-modules`` linker too, are the same hoisted layout; yarn itself has no mode
+    that leaves package.json alone). Peer-dependency conflicts are accepted: the tree installed is
+    the project's, only the packages are new. pnpm's tree is a store of links npm would rewrite, so
+    it is left as it is, with the reason in the log."""
+    if not packages:
+        return None
+    listed = ", ".join(f"{name}@{version}" for name, version in packages.items())
+    if manager == "pnpm":
+        return f"echo {shlex.quote(f'{ADDED_DEPENDENCIES_MARKER}not installed ({listed}): pnpm keeps node_modules as links npm cannot add to')}"
+    options = " --ignore-scripts" if ignore_scripts else ""
+    options += f" --before={shlex.quote(before)}" if before else ""
+    specs = " ".join(shlex.quote(f"{name}@{version}") for name, version in packages.items())
+    failed = f"{ADDED_DEPENDENCIES_MARKER}failed to install ({listed}); the tests that need them will not load"
+    return (f"npm install --no-save --no-audit --no-fund --legacy-peer-deps{options} {specs} "
+            f"|| echo {shlex.quote(failed)}")
 
 
 def install_ladder(environment: JsEnvironment) -> list[tuple[str, tuple[str, ...]]]:

@@ -88,7 +88,8 @@ class PythonBuild(BuildRecipe):
     warmup_command = WARMUP_COLLECT
 
     def infer_env_spec(self, files: RepoFiles, commit_date: datetime, override: EnvOverride | None = None,
-                       bases: Sequence[str] | None = None, *, touched: Sequence[str] = ()) -> EnvSpec:
+                       bases: Sequence[str] | None = None, *, touched: Sequence[str] = (),
+                       patches: Sequence[str] = ()) -> EnvSpec:
         return infer_env_spec(files, commit_date, override, available_pythons(bases))
 
     def install_ladder(self, spec: EnvSpec, files: RepoFiles, override: EnvOverride | None = None,

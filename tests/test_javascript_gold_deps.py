@@ -1,0 +1,131 @@
+"""A JavaScript PR whose fix adds a dependency to package.json, built, derived and graded for real.
+
+padkit (mocha) pads with ``left-pad`` from the fix on: its PR adds ``left-pad@1.3.0`` to package.json
+and requires it in ``lib/pad.js``. The env image is installed at the base commit, where package.json
+does not name it, and the sandbox has no network: without the build's extra step the fixed code would
+not load (``Cannot find module 'left-pad'``) and derivation would find no test after the fix. With
+it, the package is in node_modules while package.json stays the base commit's, the PR's new test
+fails before the fix and passes after it, and the gold patch (which adds the same dependency line
+an agent's fix would) grades 1.0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from repo2env.jsonl import read_tasks
+from repo2env.mine.git import GitSource
+from repo2env.mine.miner import MineOptions, mine
+from repo2env.patches import parse, render
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+PADS = "test/pad.test.js::pad > pads to the width"
+RETURNS = "test/pad.test.js::pad > returns strings"
+
+
+def _git(path: Path, *args: str, stamp: str = "2023-05-02T10:00:00+00:00") -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com", "GIT_COMMITTER_NAME": "Ada",
+           "GIT_COMMITTER_EMAIL": "ada@example.com", "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    done = subprocess.run(["git", "-C", str(path), *args], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def _repository(path: Path) -> Path:
+    """padkit at its base commit (mocha, no lock file), then one squashed PR (#1) whose fix adds
+    left-pad to package.json's dependencies. ``engines`` keeps the choice on the Node 18 base."""
+    path.mkdir()
+    _git(path, "init", "-q", "-b", "main")
+    package = {"name": "padkit", "version": "1.0.0", "main": "lib/pad.js", "engines": {"node": ">=18 <20"},
+               "scripts": {"test": "mocha"}, "devDependencies": {"mocha": "10.8.2"}}
+    tests = ("'use strict';\nconst assert = require('assert');\nconst { pad } = require('../lib/pad');\n\n"
+             "describe('pad', () => {\n  it('returns strings', () => assert.strictEqual(typeof pad(1, 3), 'string'));\n"
+             "});\n")
+    _write(path, {"package.json": json.dumps(package, indent=2) + "\n", ".gitignore": "node_modules/\n",
+                  "lib/pad.js": "'use strict';\nexports.pad = (text, width) => String(text);\n",
+                  "test/pad.test.js": tests})
+    _git(path, "add", "-A")
+    _git(path, "commit", "-q", "-m", "Initial commit")
+    fixed = {**package, "dependencies": {"left-pad": "1.3.0"}}
+    _write(path, {"package.json": json.dumps(fixed, indent=2) + "\n",
+                  "lib/pad.js": ("'use strict';\nconst leftPad = require('left-pad');\n\n"
+                                 "exports.pad = (text, width) => leftPad(String(text), width);\n"),
+                  "test/pad.test.js": tests.replace("\n});\n", "\n  it('pads to the width', () => "
+                                                    "assert.strictEqual(pad(1, 3), '  1'));\n});\n")})
+    _git(path, "commit", "-q", "-am", "Pad to the width with left-pad (#1)\n\nPadding was ignored.",
+         stamp="2023-05-03T10:00:00+00:00")
+    return path
+
+
+@pytest.fixture(scope="module")
+def node_base(docker_client):
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.runtime.node_bootstrap import ensure_node_base_image
+
+    return ensure_node_base_image(DockerBackend(docker_client), "18")
+
+
+@pytest.fixture(scope="module")
+def built(node_base, docker_client, tmp_path_factory):
+    from repo2env.pipeline.stages import build_tasks_dir
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    root = tmp_path_factory.mktemp("gold-deps")
+    clone = _repository(root / "padkit")
+    tasks_dir = root / "tasks"
+    mine(GitSource(clone, repo="acme/padkit"), tasks_dir, MineOptions(allow_no_issue=True))
+    summary = build_tasks_dir(tasks_dir, runtime=DockerBackend(docker_client))
+    (task,) = read_tasks(tasks_dir / "tasks.jsonl")
+    assert summary.ok == 1, task.env_spec.error
+    return task, clone
+
+
+def test_the_package_the_fix_adds_is_installed_and_package_json_is_the_base_commits(built, docker_client):
+    task, clone = built
+    spec = task.env_spec
+    assert "package.json" in task.patch and spec.added_dependencies == {"left-pad": "1.3.0"}
+    assert spec.test_runner == "mocha" and spec.package_manager == "npm"
+    assert "npm install --no-save" in spec.dockerfiles["env"] and "left-pad@1.3.0" in spec.dockerfiles["env"]
+    inside = docker_client.containers.run(
+        spec.image, ["sh", "-c", "cd /testbed && cat package.json && echo '<>' && git status --porcelain | wc -l && "
+                     "node -p \"require('left-pad')('1', 3) + '|' + require('left-pad/package.json').version\""],
+        remove=True, user="1000", network_disabled=True).decode()
+    package, _, rest = inside.partition("<>\n")
+    assert package == _git(clone, "show", f"{task.base_commit}:package.json") + "\n"
+    assert "left-pad" not in package
+    assert rest.split("\n")[:2] == ["0", "  1|1.3.0"]
+
+
+def test_derivation_finds_the_prs_test_and_gold_grades_like_a_fix_that_adds_the_same_line(built, docker_client,
+                                                                                        tmp_path):
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.validate.derive import derive_tests
+    from repo2env.verify.grader import Grader
+
+    task, _ = built
+    runtime = DockerBackend(docker_client)
+    derivation = derive_tests(task, runtime, runs=1, hash_seeds=(0,), timeout_s=120)
+    assert derivation.error is None, derivation.error
+    assert derivation.fail_to_pass == [PADS] and derivation.pass_to_pass == [RETURNS]
+    derived = task.model_copy(update={"FAIL_TO_PASS": [PADS], "PASS_TO_PASS": [RETURNS]})
+    with Grader(runtime, tmp_path / "grades", timeout_s=120) as grader:
+        gold = grader.grade(derived, derived.patch)
+        empty = grader.grade(derived, "")
+        # The fix without the package.json line: the package is there all the same.
+        code_only = grader.grade(derived, render(file for file in parse(derived.patch).files if file.path == "lib/pad.js"))
+    assert gold.reward == 1.0 and gold.error is None and not gold.tampered, gold
+    assert empty.reward == 0.0 and empty.error is None, empty
+    assert code_only.reward == 1.0, code_only
