@@ -99,8 +99,9 @@ def test_the_pin_is_the_lock_file_else_the_commit_date():
         DatePin("before", "2020-02-03T04:05:06Z")
     environment = infer_environment({"package.json": _package()}, DAY_2023)
     rungs = dict(install_ladder(environment))
-    assert list(rungs) == ["pinned", "no-scripts", "unpinned"]
+    assert list(rungs) == ["pinned", "no-scripts", "unpinned", "unpinned-no-scripts"]
     assert "--before=" not in rungs["unpinned"][0] and "--ignore-scripts" in rungs["no-scripts"][0]
+    assert "--before=" not in rungs["unpinned-no-scripts"][0] and "--ignore-scripts" in rungs["unpinned-no-scripts"][0]
     locked = dict(install_ladder(infer_environment({"package.json": _package(), "package-lock.json": "{}"}, DAY_2023)))
     assert list(locked) == ["pinned", "no-scripts", "npm-install"]
     assert INSTALL_ENV["PUPPETEER_SKIP_DOWNLOAD"] == "1" and INSTALL_ENV["HUSKY"] == "0"

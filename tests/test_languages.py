@@ -378,16 +378,18 @@ def test_the_javascript_ladder_follows_what_an_install_log_says():
     spec = recipe.infer_env_spec(files, datetime(2019, 6, 1, tzinfo=UTC), bases=bases)
     assert (spec.node, spec.dependency_pin) == ("12", "before 2019-06-01T00:00:00Z")
     ladder = recipe.install_ladder(spec, files, bases=bases)
-    assert [name for name, _ in ladder] == ["inferred", "no-scripts", "unpinned", "unpinned+newer-node"]
+    assert [name for name, _ in ladder] == ["inferred", "no-scripts", "unpinned", "unpinned+newer-node",
+                                            "unpinned-no-scripts"]
+    assert dict(ladder)["unpinned-no-scripts"].date_pin is None
     newer = dict(ladder)["unpinned+newer-node"]
     assert (newer.node, newer.base, newer.python, newer.date_pin) == ("20", "node20", "3.13", None)
     # A registry whose dates are its own (npm's ETARGET "... with a date before ...") skips every
     # rung that keeps the pin; npm's ERESOLVE brings the failed rung back with --legacy-peer-deps.
     dates = "npm ERR! notarget No matching version found for mocha@6.2.3 with a date before 6/1/2019."
     assert [name for name, _ in recipe.rungs_after_failure(dates, ladder[0], ladder[1:])] == [
-        "unpinned", "unpinned+newer-node"]
+        "unpinned", "unpinned+newer-node", "unpinned-no-scripts"]
     after = recipe.rungs_after_failure("npm ERR! code ERESOLVE", ladder[2], ladder[3:])
-    assert [name for name, _ in after] == ["unpinned+legacy-peer-deps", "unpinned+newer-node"]
+    assert [name for name, _ in after] == ["unpinned+legacy-peer-deps", "unpinned+newer-node", "unpinned-no-scripts"]
     assert all(spec.install[-1].endswith("--legacy-peer-deps") for _, spec in after)
     # Python's recipe leaves the ladder to its own rungs.
     python = get_profile("python").build_recipe()

@@ -164,7 +164,7 @@ class JavaScriptBuild(BuildRecipe):
         before, after = _own_commands(override)
         for name, commands in install_ladder(environment)[1:]:
             update: dict = {"install": [*before, *commands, *after]}
-            if name == "unpinned":
+            if name.startswith("unpinned"):
                 update |= {"date_pin": None, "dependency_pin": _pin_text(DatePin("none", "the registry refused --before"))}
             candidate = spec.model_copy(update=update)
             if all(candidate.install != earlier.install for _, earlier in rungs):

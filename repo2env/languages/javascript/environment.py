@@ -452,14 +452,18 @@ def added_dependencies_install(manager: str, packages: Mapping[str, str], *, bef
 def install_ladder(environment: JsEnvironment) -> list[tuple[str, tuple[str, ...]]]:
     """Install attempts to try in order, each ``(rung, commands)``: as pinned; scripts off; for an
     npm lock file out of step with package.json, ``npm install`` (the lock still pins what it
-    lists); for a ``before`` pin the registry refuses (ENOVERSIONS), unpinned."""
+    lists); for a ``before`` pin the registry refuses (ENOVERSIONS), unpinned, then unpinned with
+    scripts off (today's release of an old dependency's native module may not build on the image's
+    Node, and tests rarely need it: iltorb under bundlesize in axios of 2019)."""
     manager, pin = environment.package_manager, environment.pin
     rungs = [("pinned", install_commands(manager, pin)),
              ("no-scripts", install_commands(manager, pin, ignore_scripts=True))]
     if pin.kind == "lockfile" and manager.name == "npm":
         rungs.append(("npm-install", ("npm install --no-audit --no-fund",)))
     if pin.kind == "before":
-        rungs.append(("unpinned", install_commands(manager, DatePin("none", "the registry refused --before"))))
+        unpinned = DatePin("none", "the registry refused --before")
+        rungs.append(("unpinned", install_commands(manager, unpinned)))
+        rungs.append(("unpinned-no-scripts", install_commands(manager, unpinned, ignore_scripts=True)))
     return rungs
 
 
