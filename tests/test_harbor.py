@@ -5,7 +5,8 @@ Two levels: a trial as Harbor runs it on Docker, rebuilt here with the docker SD
 container, the collection step writing the agent's diff, a pristine container for the verifier
 with the diff and tests/ uploaded, test.sh as root), which needs no Harbor; and the real `harbor`
 CLI (PyPI, in its own Python >= 3.12 virtualenv, tests/client_venvs.py) linting the exported demo
-and running its oracle, nop and a root agent (tests/harbor_agents.py) on one of its tasks."""
+and running its oracle, nop and a root agent (tests/harbor_agents.py) on one of its tasks, and the
+same on a JavaScript (mocha) task of the fmtkit demo."""
 
 from __future__ import annotations
 
