@@ -161,6 +161,26 @@ def validated_js_demo(docker_client, built_js_demo):
 
 
 @pytest.fixture(scope="session")
+def accepted_js_task(built_js_demo, tmp_path_factory):
+    """A built fmtkit (mocha) task, pull 10, accepted with the demo's ground truth as its FAIL_TO_PASS
+    and PASS_TO_PASS (standing for a validation, which :func:`validated_js_demo` runs at a cost), for
+    the exports: (a folder whose tasks.jsonl holds it alone, the task). Read-only."""
+    from repo2env.demo import JS_DEMO_PULLS
+    from repo2env.jsonl import write_jsonl
+    from repo2env.models import RolloutResult, ValidationReport
+
+    _, tasks = built_js_demo
+    (pull,) = [pull for pull in JS_DEMO_PULLS if pull.number == 10]
+    validation = ValidationReport(verdict="accepted", reasons=[], policy="default", reward_mean=0.5,
+                                  rollouts=[RolloutResult(kind="gold", reward=1.0), RolloutResult(kind="null", reward=0.0)])
+    task = tasks[10].model_copy(update={"FAIL_TO_PASS": list(pull.fail_to_pass), "PASS_TO_PASS": list(pull.pass_to_pass),
+                                        "validation": validation})
+    folder = tmp_path_factory.mktemp("accepted-js")
+    write_jsonl(folder / "tasks.jsonl", [task])
+    return folder, task
+
+
+@pytest.fixture(scope="session")
 def podman_demo(built_demo, podman_backend, docker_client):
     """The built demo's env and task images moved to podman (``docker save | podman load``: the
     same image ids, so the tasks' recorded digests hold there): the podman backend, ready to run them."""

@@ -5,7 +5,8 @@ Two levels: a trial as Harbor runs it on Docker, rebuilt here with the docker SD
 container, the collection step writing the agent's diff, a pristine container for the verifier
 with the diff and tests/ uploaded, test.sh as root), which needs no Harbor; and the real `harbor`
 CLI (PyPI, in its own Python >= 3.12 virtualenv, tests/client_venvs.py) linting the exported demo
-and running its oracle, nop and a root agent (tests/harbor_agents.py) on one of its tasks."""
+and running its oracle, nop and a root agent (tests/harbor_agents.py) on one of its tasks, and the
+same on a JavaScript (mocha) task of the fmtkit demo."""
 
 from __future__ import annotations
 
@@ -517,3 +518,49 @@ def test_harbor_runs_the_oracle_to_1_nop_to_0_and_a_root_agent_planting_the_fix_
     (shared / "task.toml").write_text(toml.replace('environment_mode = "separate"', 'environment_mode = "shared"'))
     rewards = _job(harbor, "shared", shared, [planted], tmp_path / "jobs")
     assert rewards["repo2env-planted-fix"]["reward"] == 1.0, rewards
+
+
+@pytest.fixture(scope="session")
+def harbor_js_export(accepted_js_task, session_registry, tmp_path_factory):
+    """A fmtkit (mocha) task exported for Harbor as :func:`harbor_export` exports the Python demo
+    (images pushed and pinned, network public): (the export's folder, the task)."""
+    folder, task = accepted_js_task
+    out = tmp_path_factory.mktemp("harbor-js-export") / "tasks"
+    done = subprocess.run([sys.executable, "-m", "repo2env", "export", "harbor", str(out), "--from", str(folder),
+                           "--name", "repo2env/demo", "--network", "public", "--push-images", f"{session_registry}/js-demo"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    return out, task
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_harbor_lints_a_javascript_task_and_runs_its_oracle_to_1_nop_to_0_and_a_node_modules_shim_to_0(
+        harbor, harbor_js_export, tmp_path):
+    """Harbor's own checks and trials on a JavaScript (mocha) task's folder, as on the Python demo's:
+    ``harbor lint --select ALL`` finds nothing; the oracle scores 1.0, nop 0.0, and a root agent that
+    puts the fix into mocha's entry script under node_modules (out of git, so out of its diff) and
+    leaves the tracked files alone 0.0, which the same agent scores 1.0 with the verifier in its container."""
+    export, task = harbor_js_export
+    task_dir = export / task.instance_id
+    linted = run_harbor(harbor, "lint", "--select", "ALL", "--json", str(task_dir), cwd=export)
+    assert linted.returncode == 0 and json.loads(linted.stdout) == [], linted.stdout + linted.stderr
+
+    fix = tmp_path / "fix.diff"
+    fix.write_text(task.patch)
+    shim = {"import_path": "harbor_agents:NodeModulesShimAgent", "kwargs": {"patch_path": str(fix), "runner": "mocha"}}
+    offline = tmp_path / "no-network.yaml"
+    offline.write_text("services:\n  main:\n    network_mode: none\n")
+    rewards = _job(harbor, "js-separate", task_dir, [{"name": "oracle"}, {"name": "nop"}, shim], tmp_path / "jobs",
+                   overlays=[offline])
+    assert rewards["oracle"] == {"reward": 1.0, "f2p_rate": 1.0, "p2p_rate": 1.0, "resolved": 1.0, "tampered": 0.0}
+    assert rewards["nop"]["reward"] == 0.0 and rewards["nop"]["f2p_rate"] == 0.0 and rewards["nop"]["p2p_rate"] == 1.0
+    assert rewards["repo2env-node-modules-shim"]["reward"] == 0.0, "node_modules stays in the agent's container"
+
+    # The probe is real: with the verifier in the agent's container, mocha starts with the shim and the fix.
+    shared = tmp_path / "shared" / task.instance_id
+    shutil.copytree(task_dir, shared)
+    toml = (shared / "task.toml").read_text()
+    (shared / "task.toml").write_text(toml.replace('environment_mode = "separate"', 'environment_mode = "shared"'))
+    rewards = _job(harbor, "js-shared", shared, [shim], tmp_path / "jobs", overlays=[offline])
+    assert rewards["repo2env-node-modules-shim"]["reward"] == 1.0, rewards

@@ -218,6 +218,37 @@ def test_serve_runs_graded_episodes_over_openenv_and_mcp(published, docker_clien
     assert list((cache / "repo_env").iterdir()), "the gradings' logs went to repo2env's cache"
 
 
+@pytest.mark.docker
+def test_serve_grades_a_javascript_task_gold_1_and_empty_0(accepted_js_task, tmp_path):
+    """A published fmtkit (mocha) task served over OpenEnv, driven by its MCP client: the gold patch
+    applied and submitted earns 1.0, an empty episode 0.0, graded as `repo2env grade` grades it."""
+    _require_openenv()
+    from openenv.core.mcp_client import MCPToolClient
+
+    from repo2env.publish.dataset import PublishOptions, publish_to_folder
+
+    folder, task = accepted_js_task
+    dataset = tmp_path / "js-envs"
+    publish_to_folder([folder], dataset, PublishOptions(name="js-envs"))
+    started_in = tmp_path / "cwd"
+    started_in.mkdir()
+    server, url = _start([BINARY, "serve", "--dataset", str(dataset), "--port", "{port}"], started_in,
+                         {"REPO2ENV_CACHE": str(tmp_path / "cache")})
+    try:
+        with MCPToolClient(base_url=url, message_timeout_s=600).sync() as env:
+            assert not env.reset(task_id=task.instance_id).done
+            assert "wrote" in env.call_tool("write_file", path="fix.diff", content=task.patch)
+            assert env.call_tool("bash", command="git apply fix.diff && rm fix.diff").endswith("[exit 0]")
+            graded = env.call_tool("submit")
+            assert graded["reward"] == 1.0, graded
+            env.reset(task_id=task.instance_id)
+            graded = env.call_tool("submit")
+            assert graded["reward"] == 0.0 and graded["f2p_rate"] == 0.0, graded
+    finally:
+        output = _stop(server, signal.SIGTERM)
+    assert "Traceback" not in output, output
+
+
 @pytest.fixture(scope="module")
 def exported_package(published, tmp_path_factory):
     """`repo2env export openenv` of the published demo, no wheel given, installed from its own uv.lock
