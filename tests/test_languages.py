@@ -188,6 +188,31 @@ def test_the_inferred_javascript_spec_without_docker():
     assert recipe.dependency_fingerprint(DictRepoFiles({**files, "yarn.lock": "# changed\n"})) != fingerprint
 
 
+def test_a_change_whose_tests_only_a_browser_runner_runs_is_refused_with_the_reason():
+    # axios 2019-2022: mocha over test/unit, karma over test/specs/**/*.spec.js (in a browser).
+    karma = "module.exports = function (config) { config.set({ files: ['test/specs/**/*.spec.js'] }) }\n"
+    files = DictRepoFiles({
+        "package.json": json.dumps({"name": "web", "scripts": {"test": "grunt test"},
+                                    "devDependencies": {"mocha": "^8.0.0", "karma": "^6.0.0"}}),
+        "karma.conf.js": karma, "lib/a.js": "", "test/unit/a.js": "", "test/specs/a.spec.js": "",
+    })
+    recipe = get_profile("javascript").build_recipe()
+    moment = datetime(2022, 1, 2, tzinfo=UTC)
+    with pytest.raises(InputError, match=r"test/specs/a\.spec\.js\) are karma\.conf\.js's, a browser runner "
+                                         r"\(karma\) no profile runs; mocha runs test/\*\.js"):
+        recipe.infer_env_spec(files, moment, touched=["lib/a.js", "test/specs/a.spec.js"])
+    # A test mocha runs (its script's paths, or its config's spec) is mocha's, karma's config or not.
+    assert recipe.infer_env_spec(files, moment, touched=["lib/a.js", "test/specs/a.spec.js", "test/unit/a.js"])
+    named = {**files, "package.json": json.dumps({"name": "web", "scripts": {"test": "mocha test/specs"},
+                                                   "devDependencies": {"mocha": "^8.0.0"}})}
+    assert recipe.infer_env_spec(DictRepoFiles(named), moment, touched=["test/specs/a.spec.js"]).test_runner == "mocha"
+    spec = {**files, ".mocharc.json": json.dumps({"spec": "test/**/*.spec.js"})}
+    assert recipe.infer_env_spec(DictRepoFiles(spec), moment, touched=["test/specs/a.spec.js"]).test_runner == "mocha"
+    # Without a browser runner's configuration there is no telling: the file is run (and read) as mocha's.
+    alone = {path: text for path, text in files.items() if path != "karma.conf.js"}
+    assert recipe.infer_env_spec(DictRepoFiles(alone), moment, touched=["test/specs/a.spec.js"]).test_runner == "mocha"
+
+
 def test_the_packages_a_pr_adds_to_package_json_are_installed_after_the_base_commits(tmp_path):
     package = {"name": "padkit", "scripts": {"test": "mocha"}, "devDependencies": {"mocha": "^10.0.0"}}
     files = DictRepoFiles({"package.json": json.dumps(package, indent=2) + "\n"})

@@ -55,9 +55,10 @@ from repo2env.languages.javascript.environment import (
     workspace_packages,
 )
 from repo2env.languages.javascript.imports import imported_packages
-from repo2env.languages.javascript.paths import javascript_paths
+from repo2env.languages.javascript.paths import javascript_paths, runner_test_patterns
 from repo2env.languages.javascript.project import ProjectFiles
 from repo2env.languages.javascript.runners import (
+    browser_only_reason,
     detect_runner,
     plan_run,
     reported_outcomes,
@@ -123,6 +124,14 @@ class JavaScriptBuild(BuildRecipe):
             raise InputError(f"no test runner found for {where} (jest, vitest, mocha, ava, tape or node --test in its "
                              "test script, configuration or dependencies)")
         invocation = script_invocation(project.package_json(package_dir), evidence.runner)
+        if override is None or not override.test_cmd:
+            rules = javascript_paths(files)
+            test_files = [path for path in touched if rules.classify(path) == "test" and code_suffix(path)
+                          and not rules.is_test_config(path)]
+            reason = browser_only_reason(project, evidence.runner, test_files, package_dir,
+                                         runner_test_patterns(files, evidence.runner))
+            if reason:
+                raise InputError(reason)
         install = list(environment.install)
         pin = environment.pin
         system_packages: list[str] = []

@@ -158,6 +158,23 @@ def _named_test_patterns(files: RepoFiles) -> list[str]:
     return named
 
 
+def runner_test_patterns(files: RepoFiles, runner: str) -> list[str]:
+    """The paths and globs ``runner``'s own configuration at the root names as its tests (mocha:
+    package.json's ``mocha.spec``, ``.mocharc*``'s ``spec``, ``test/mocha.opts``; ava: ``files``);
+    empty when it names none or the runner has no such setting read here."""
+    if runner not in {"mocha", "ava"}:
+        return []
+    section = _json_object(files.read("package.json")).get(runner)
+    named = _strings(section.get("spec" if runner == "mocha" else "files")) if isinstance(section, dict) else []
+    for path in _MOCHA_CONFIGS if runner == "mocha" else _AVA_CONFIGS:
+        if (text := files.read(path)) is not None:
+            named += _config_strings(path, text, ("spec",) if runner == "mocha" else ("files",))
+            break
+    if runner == "mocha" and (opts := files.read("test/mocha.opts")):
+        named += [line.strip() for line in opts.splitlines() if line.strip() and not line.strip().startswith("-")]
+    return named
+
+
 def _script_paths(scripts: dict) -> list[str]:
     """The paths the ``test`` script (and the ``test:*`` scripts) give their runner: the words after
     the runner that are not options, nor the value of an option (a bare word right after one)."""

@@ -282,6 +282,7 @@ class Invocation:
     env: dict[str, str] = field(default_factory=dict)
     options: tuple[str, ...] = ()
     node_options: tuple[str, ...] = ()  # for `node --test`: node's own flags (--require, --import ...)
+    paths: tuple[str, ...] = ()  # the test paths and globs the script gives (ours replace them in a run)
 
     @property
     def referenced_files(self) -> tuple[str, ...]:
@@ -341,12 +342,14 @@ def _parse_segment(tokens: list[str], runner: str, script: str) -> Invocation | 
         return None
     values, dropped = _VALUE_OPTIONS[runner], _DROPPED_OPTIONS[runner]
     options: list[str] = []
+    paths: list[str] = []
     while index < len(tokens):
         token = tokens[index]
         option, equals, _ = token.partition("=")
         takes_value = option in values and not equals
         if not token.startswith("-"):
-            index += 1  # a test path or glob: ours replace them
+            paths.append(token)  # a test path or glob: ours replace them
+            index += 1
             continue
         if option.startswith("--no-") and option[5:] and f"--{option[5:]}" in dropped:
             option = f"--{option[5:]}"
@@ -356,7 +359,66 @@ def _parse_segment(tokens: list[str], runner: str, script: str) -> Invocation | 
         kept = tokens[index:index + 2] if takes_value else [token]
         (node_options if runner == "node" else options).extend(kept)
         index += len(kept)
-    return Invocation(script=script, env=env, options=tuple(options), node_options=tuple(node_options))
+    return Invocation(script=script, env=env, options=tuple(options), node_options=tuple(node_options),
+                      paths=tuple(paths))
+
+
+#: Browser test runners, which no profile runs: their config files (whose ``files`` name the tests).
+_BROWSER_CONFIGS = {
+    "karma": ("karma.conf.js", "karma.conf.cjs", "karma.conf.ts", "karma.config.js", "karma.config.cjs"),
+    "web-test-runner": ("web-test-runner.config.js", "web-test-runner.config.mjs", "wtr.config.js", "wtr.config.mjs"),
+}
+#: Where a runner looks for tests when nothing names them (mocha: ``./test``, not recursive).
+_DEFAULT_TEST_PATHS = {"mocha": ("test/*.js", "test/*.cjs", "test/*.mjs")}
+
+
+def _path_glob(pattern: str) -> re.Pattern[str]:
+    """A test path argument (``test/unit/**/*.js``, ``test/unit``, ``test/{a,b}.js``) as a regex
+    that a file under it matches (a folder's files at any depth)."""
+    regex = ""
+    for part in re.split(r"(\*\*/|\*\*|\*|\?|\{[^{}]*\})", pattern.removeprefix("./").rstrip("/")):
+        if part.startswith("{") and part.endswith("}"):
+            regex += "(?:" + "|".join(re.escape(one) for one in part[1:-1].split(",")) + ")"
+        else:
+            regex += {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}.get(part, re.escape(part))
+    return re.compile(regex + ("" if _GLOB.search(pattern) else "(?:/.*)?"))
+
+
+_GLOB = re.compile(r"[*?{]")
+
+
+def _matches(patterns: Sequence[str], path: str) -> bool:
+    return any(_path_glob(pattern).fullmatch(path) for pattern in patterns)
+
+
+def browser_only_reason(files: ProjectFiles | Mapping[str, str], runner: str, test_files: Sequence[str],
+                        directory: str = "", runner_paths: Sequence[str] = ()) -> str | None:
+    """Why a change's tests cannot be run, when they are a browser runner's only: a karma or
+    web-test-runner config whose ``files`` take every one of ``test_files`` (the PR's, relative to
+    the repository), none of which falls in the paths ``runner`` runs (its test script's paths,
+    ``runner_paths`` from its config, else its default: mocha's ``test/*.js``). axios 2019-2022:
+    ``grunt test`` runs karma over ``test/specs/**/*.spec.js`` and mocha over ``test/unit``. None
+    when the files are ``runner``'s or there is no telling (no browser config; a runner whose
+    default takes any file)."""
+    files = ProjectFiles.of(files)
+    local = [path.removeprefix(f"{directory}/") if directory else path for path in test_files]
+    if not local:
+        return None
+    for browser, names in _BROWSER_CONFIGS.items():
+        config = next((join(directory, name) for name in names if files.read(join(directory, name)) is not None), None)
+        if config is None:
+            continue
+        browser_globs = re.findall(r"""['"`]([^'"`\s]*[*][^'"`\s]*)['"`]""", files.read(config) or "")
+        if not browser_globs or not all(_matches(browser_globs, path) for path in local):
+            continue
+        invocation = script_invocation(files.package_json(directory), runner)
+        own = (invocation.paths if invocation and invocation.paths else tuple(runner_paths)
+               or _DEFAULT_TEST_PATHS.get(runner, ()))
+        if not own or any(_matches(own, path) for path in local):
+            return None
+        return (f"the change's tests ({', '.join(sorted(test_files)[:3])}) are {config}'s, a browser runner "
+                f"({browser}) no profile runs; {runner} runs {' '.join(own)}")
+    return None
 
 
 # --- running ids ------------------------------------------------------------------------------
