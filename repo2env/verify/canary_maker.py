@@ -720,7 +720,10 @@ class _ScriptDraw(_Draw):
             self.blocks.append({"source": text + slot.gap if slot.before else slot.gap + text, "at": slot.at,
                                 "check": [slot.neighbour, slot.text]})
         elif must_pass:
-            container, title = [], UNPLACEABLE
+            # Never run: outcomes_verdict refuses every grading of a plan with an unplaced canary.
+            self.canaries.append(Canary(self.join_id(module.path, [UNPLACEABLE]), module.path, must_pass=True,
+                                        placed=False))
+            return
         else:
             return
         self.canaries.append(Canary(self.join_id(module.path, [*container, title]), module.path,
