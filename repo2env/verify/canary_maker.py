@@ -198,6 +198,9 @@ class CanaryModule(_Model):
                                                          "describe block with ('' when the hidden tests show none).")
     blocks: list[TestBlock] = Field(default_factory=list, description="describe-it: the describe blocks the hidden "
                                                                       "tests add FAIL_TO_PASS tests to whole.")
+    runner: str = Field("", description="describe-it: the runner (its tests' style for the canaries the planner "
+                                        "writes itself: ava's `t => { t.is(...) }`, tape's with `t.end()`, else a "
+                                        "function that throws).")
 
 
 def _function(test_id: str) -> str:
@@ -277,7 +280,7 @@ def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: 
             added_lines=[line for file in files for line in file.added_lines], templates=templates,
             vocabulary=sorted({word.lower() for literal in literals for word in re.findall(r"[A-Za-z]+", literal)}),
             style="describe-it", test_callee=callees.test, describe_callee=callees.describe,
-            blocks=_test_blocks(placed)))
+            blocks=_test_blocks(placed), runner=runner.name))
     return modules
 
 
@@ -704,8 +707,7 @@ class _ScriptDraw(_Draw):
         module, rng, title = self.module, self.rng, self._name()
         expected = json_string(_random_text(rng))
         actual = expected if must_pass else json_string(_random_text(rng) + "!")
-        body = (f"function () {{ const expected = {expected}; const actual = {actual}; "
-                f"if (actual !== expected) {{ throw new Error('expected ' + expected + ', got ' + actual); }} }}")
+        body = _comparison_body(module.runner, expected, actual)
         if module.test_callee and (module.describe_callee or not module.container):
             container = module.container
             text = f"{module.test_callee}({json_string(title)}, {body});"
@@ -728,6 +730,19 @@ class _ScriptDraw(_Draw):
             return
         self.canaries.append(Canary(self.join_id(module.path, [*container, title]), module.path,
                                     must_pass=must_pass, must_fail=not must_pass))
+
+
+def _comparison_body(runner: str, expected: str, actual: str) -> str:
+    """A test function (JavaScript source) that passes when ``actual`` equals ``expected`` (both
+    literals), in ``runner``'s style: ava fails a test that asserts nothing and tape one that never
+    ends, so theirs assert on the execution object ``t``; the others' throws."""
+    values = f"const expected = {expected}; const actual = {actual};"
+    if runner == "ava":
+        return f"(t) => {{ {values} t.is(actual, expected); }}"
+    if runner == "tape":
+        return f"function (t) {{ {values} t.equal(actual, expected); t.end(); }}"
+    return (f"function () {{ {values} "
+            f"if (actual !== expected) {{ throw new Error('expected ' + expected + ', got ' + actual); }} }}")
 
 
 def _ids(path: str, template: TestTemplate, name: str) -> list[str]:
