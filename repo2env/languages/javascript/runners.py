@@ -46,7 +46,6 @@ RUNNERS = ("jest", "vitest", "mocha", "jasmine", "ava", "tape", "node")
 MOCHA_REPORTER_PATH = "/opt/repo2env/mocha_reporter.js"
 #: The same for jasmine's reporter (``jasmine_reporter.js``).
 JASMINE_REPORTER_PATH = "/opt/repo2env/jasmine_reporter.js"
-#: The report format each runner's plan writes (:attr:`Report.format`).
 #: Where each runner's test files get the functions they declare tests with (runner -> the modules
 #: they import or require them from; () for runners whose ``describe``/``it`` are globals: mocha's,
 #: jest's, jasmine's). The grader's canaries are written with the names a file imports from these
@@ -56,6 +55,7 @@ IMPORTED_TEST_API: dict[str, tuple[str, ...]] = {
     "mocha": (), "jest": (), "jasmine": (), "vitest": ("vitest",), "ava": ("ava",), "tape": ("tape", "tap"),
     "node": ("node:test",),
 }
+#: The report format each runner's plan writes (:attr:`Report.format`).
 REPORT_FORMATS = {"jest": "jest-json", "vitest": "jest-json", "mocha": "mocha-json", "jasmine": "jasmine-json",
                   "ava": "ava-tap", "tape": "tape-tap", "node": "node-tap"}
 #: Where each reporter of this package goes in an image -> its file beside this module.
