@@ -2,7 +2,8 @@
 the Node 18 base): tape 5.9.0 and ava 6.2.0 from the npm registry, and Node's own ``node --test``.
 For each, the gold patch earns 1.0 and the empty patch 0.0; a patch whose code under test forges
 the TAP report (a process it leaves behind swaps the report the runner writes for one where every
-test of the file is ``ok``) or answers each test's asserted value from the test file's source
+test of the file is ``ok``; for tape, whose report is the test process's stdout, one that turns
+every ``not ok`` it writes into ``ok``) or answers each test's asserted value from the test file's source
 earns nothing and is caught by the canaries (``tampered``). A validation run on the
 ``node --test`` task accepts it.
 
@@ -257,6 +258,22 @@ def test_a_forged_tap_report_is_caught_by_the_canaries(grader, tap_task, tmp_pat
     result = grader.grade(task, patch)
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     assert result.tampered and "canary" in result.error, result.error
+
+
+#: tape's report is the test process's own stdout: the module under test, loaded in that process,
+#: turns every "not ok" tape writes into "ok" (its numbering and plan untouched).
+REWRITE_OWN_OUTPUT = """
+const write = process.stdout.write.bind(process.stdout);
+process.stdout.write = (chunk, ...rest) => write(String(chunk).replace(/^not ok/gm, "ok"), ...rest);
+"""
+
+
+@pytest.mark.parametrize("tap_task", ["tape"], indirect=True)
+def test_a_tape_process_that_rewrites_its_own_output_is_caught(grader, tap_task, tmp_path):
+    task, repo = tap_task
+    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + REWRITE_OWN_OUTPUT}))
+    assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    assert result.tampered and "must fail passed" in result.error, result.error
 
 
 def test_an_oracle_that_answers_the_asserted_value_is_caught_by_the_mirrors(grader, tap_task, tmp_path):
