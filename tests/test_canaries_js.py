@@ -457,4 +457,17 @@ def test_a_vitest_file_with_nowhere_to_place_a_canary_fails_closed(snapshot):
     (module,) = script_canary_modules(parse(hidden), f2p, facts, f2p)
     plan = plan_canaries([module], f2p, random.Random(1), join_id=facts.join_id)
     assert plan.definitions[PATH] == [] and plan.must_fail == ()
-    assert plan.must_pass == (f"{PATH}::{UNPLACEABLE}",)
+    assert plan.must_pass == (f"{PATH}::{UNPLACEABLE}",) and plan.unplaced == (PATH,)
+    # Its report says nothing of the canary (it never ran): the grading is refused all the same.
+    from repo2env.outcomes import TestStatus
+    from repo2env.verify.reading import read_script_run
+    from repo2env.verify.tamper import outcomes_verdict
+
+    assert outcomes_verdict({f2p[0]: TestStatus.PASSED}, plan) == f"no canary could be placed in {PATH}"
+    from repo2env.verify.trailer import TRAILER
+
+    output = f"ok\n\n{TRAILER} 000 {0:012d}\n"
+    reading = read_script_run(exit_code=0, truncated=False, timed_out=False, output=output, test_ids=f2p,
+                              run_ids=[*f2p, *plan.must_pass], plan=plan, timeout_s=60,
+                              read_reports=lambda texts: {f2p[0]: TestStatus.PASSED})
+    assert reading.tampered and reading.tests == {f2p[0]: TestStatus.ERROR}

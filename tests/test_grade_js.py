@@ -90,11 +90,12 @@ def test_the_spec_takes_its_runner_from_the_profile():
     assert settings["script_runner"] == "mocha" and "mocha --reporter" in settings["test_cmd"]
     assert len(settings["reports"]) == 1 and settings["reports"][0].startswith(settings["private"])
     # vitest's files import describe/it: this hunk shows no import, so the canaries it writes itself
-    # go among the hidden tests' own, declared with `it` as they are; ava's files have no describe blocks.
+    # go among the hidden tests' own, declared with `it` as they are; so do ava's, in ava's style.
     (module,) = grading_spec(_task("vitest")).canary_modules
     assert (module.test_callee, module.describe_callee) == ("", "") and module.blocks[0].callee == "it"
     assert module.blocks[0].container == ["pad"] and len(module.templates) == 2
-    assert grading_spec(_task("ava")).canary_modules == []
+    (ava,) = grading_spec(_task("ava")).canary_modules
+    assert ava.runner == "ava" and ava.test_callee == "" and len(ava.templates) == 2
 
 
 def test_runner_configuration_is_refused_by_the_filter():

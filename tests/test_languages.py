@@ -428,16 +428,16 @@ def test_every_registered_language_is_graded():
     assert get_profile("python").ungradable_reason("pytest") is None
 
 
-@pytest.mark.parametrize("runner", ["ava", "tape", "node", None])
-def test_a_javascript_runner_without_canaries_is_not_graded(runner):
-    """Outcomes that come only from a report the tests write, with no canary to catch a forged one,
-    earn no published reward: validation rejects the task as ungradable_language with this reason."""
+@pytest.mark.parametrize("runner", ["karma", None])
+def test_a_javascript_task_without_a_known_runner_is_not_graded(runner):
+    """No plan runs its tests and no canary style checks its report: validation rejects the task as
+    ungradable_language with this reason rather than publish a reward a policy can forge."""
     reason = get_profile("javascript").ungradable_reason(runner)
-    assert reason and "forgery" in reason
+    assert reason and ("no test runner" in reason if runner is None else "karma" in reason)
 
 
-@pytest.mark.parametrize("runner", ["mocha", "jest", "jasmine", "vitest"])
-def test_a_javascript_runner_with_canaries_is_graded(runner):
+@pytest.mark.parametrize("runner", ["mocha", "jest", "jasmine", "vitest", "ava", "tape", "node"])
+def test_every_javascript_runner_with_canaries_is_graded(runner):
     assert get_profile("javascript").ungradable_reason(runner) is None
 
 
@@ -465,15 +465,16 @@ def test_the_agents_visible_tests_run_with_the_tasks_runner():
         javascript.visible_tests_command(None)
 
 
-@pytest.mark.parametrize("runner", ["mocha", "jest", "vitest", "ava"])
+@pytest.mark.parametrize("runner", ["mocha", "jest", "vitest", "ava", "tape", "node"])
 def test_javascript_facts_join_what_they_split_and_name_their_canary_style(runner):
     from repo2env.models import EnvSpec
 
     facts = get_profile("javascript").test_runner(EnvSpec(status="env_ok", base="node18", node="18", test_runner=runner))
     made = facts.join_id("test/a.test.js", ["pad", "keeps a > b"])
     assert facts.split_id(made) == ("test/a.test.js", ("pad", "keeps a > b"))
-    assert facts.canary_style == ("describe-it" if runner in ("mocha", "jest", "vitest") else "")
-    # vitest's test files import describe/it: the canaries read which names each file has.
-    assert (facts.test_callees is not None) == (runner == "vitest")
+    assert facts.canary_style == "describe-it"
+    # vitest's, ava's, tape's and node's test files import their test function: the canaries read
+    # which names each file has; mocha's and jest's are globals.
+    assert (facts.test_callees is not None) == (runner not in ("mocha", "jest"))
     assert facts.reported is not None and facts.read is not None
     assert get_profile("python").test_runner().canary_style == "python"

@@ -11,10 +11,11 @@ task's spec (:meth:`~repo2env.languages.LanguageProfile.test_runner`):
   counting as failed, or every id the reports name (``reported``: a test file run whole lists its ids);
 - how the grader's canaries are written among the tests (``canary_style``, as
   :class:`repo2env.verify.canary_maker.CanaryModule` names it: ``python`` for pytest functions,
-  ``describe-it`` for a runner whose tests are ``describe``/``it`` calls, '' for none), the tests a
-  test patch adds whole as the language's syntax reads them (``added_tests``: what the grader's
-  mirror canaries copy), and the names a test file has in scope to declare tests with
-  (``test_callees``: a runner whose files import them, as vitest's do; None for globals);
+  ``describe-it`` for a runner whose tests are ``describe``/``it``/``test`` calls, '' for none), the
+  tests a test patch adds whole as the language's syntax reads them (``added_tests``: what the
+  grader's mirror canaries copy), and the names a test file has in scope to declare tests with
+  (``test_callees``: a runner whose files import them, as vitest's, ava's, tape's and
+  ``node --test``'s do; None for globals);
 - every file the runner, the module loader or the package manager reads for configuration
   (``config_patterns``: restore them before the hidden tests run, or refuse a patch that changes
   them), and the manifest fields they read (``config_fields``: ``package.json``'s ``jest`` ...);

@@ -17,12 +17,15 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Canary:
     """One hidden test: its node id, the module it is placed in, and what it must come out as
-    (neither: it is only checked as a member of an exclusive group)."""
+    (neither: it is only checked as a member of an exclusive group). ``placed`` is False for a
+    canary the grader found nowhere to place in its module: nothing checks that module's report,
+    so every grading of the task must be refused (:attr:`CanaryPlan.unplaced`)."""
 
     test_id: str
     path: str
     must_pass: bool = False
     must_fail: bool = False
+    placed: bool = True
 
 
 @dataclass(frozen=True)
@@ -41,3 +44,8 @@ class CanaryPlan:
     @property
     def must_pass(self) -> tuple[str, ...]:
         return tuple(canary.test_id for canary in self.canaries if canary.must_pass)
+
+    @property
+    def unplaced(self) -> tuple[str, ...]:
+        """The modules where a canary could not be placed (their reports are checked by nothing)."""
+        return tuple(dict.fromkeys(canary.path for canary in self.canaries if not canary.placed))

@@ -44,21 +44,23 @@ module also gets one canary that must pass (a trivially true comparison): it gua
 direction (reports of failure forged or lost) and needs no disguise, since no forger gains by
 failing it.
 
-JavaScript test files (runners whose tests are ``describe``/``it`` calls: mocha, jest, jasmine,
-vitest) get the same draw (:func:`script_canary_modules`): a template is an ``it``/``test`` the
+JavaScript test files (every runner: mocha, jest, jasmine, vitest, ava, tape, ``node --test``) get
+the same draw (:func:`script_canary_modules`): a template is an ``it``/``test`` the
 hidden tests add whole that asserts a call equal to a literal (``expect(CALL).toBe(LIT)``,
-``assert.equal(CALL, LIT)``, chai's ``expect(CALL).to.equal(LIT)`` ..., read with tree-sitter by the
-runner's ``added_tests``); its mirrors are whole copies under a title made of the file's own title
+``assert.equal(CALL, LIT)``, chai's ``expect(CALL).to.equal(LIT)``, ava's ``t.is(CALL, LIT)``,
+tape's ``t.equal(CALL, LIT)`` ..., read with tree-sitter by the runner's ``added_tests``); its mirrors are whole copies under a title made of the file's own title
 words, each inserted at a random slot among its describe block's tests (before the first, after
 any), so that its locals come with it and every name it uses resolves where the original's do.
 The canaries the planner writes itself (the one that must pass; the older self-contained
 comparisons of files without a template) call only names the file has: appended to the file in
 its own names for a test and a describe block (the runner's globals, or what the file imports from
-vitest, ``test`` or ``it``, as the hidden tests show it), else placed among the hidden tests' own
-tests of a describe block, declared as they are. A file where neither is possible (a vitest file
-whose imports the hidden tests do not show, and that they add no test to whole) gets one canary
-that must pass and is never placed: every grading of the task is then tampered, and validation
-rejects it, rather than grade a file whose report no canary checks.
+the runner's modules, ``test`` or ``it``, as the hidden tests show it), else placed among the hidden
+tests' own tests of a block, declared as they are, in the runner's style (``CanaryModule.runner``:
+ava's ``t.is``, tape's ``t.end()``). A file where neither is possible (a file whose imports the
+hidden tests do not show, and that they add no test to whole) gets one canary that must pass and
+is never placed (``Canary.placed`` false): every grading of the task is then tampered
+(:func:`repo2env.verify.tamper.outcomes_verdict`), and validation rejects it, rather than grade a
+file whose report no canary checks.
 """
 
 from __future__ import annotations
@@ -190,14 +192,17 @@ class CanaryModule(_Model):
     templates: list[TestTemplate] = Field(default_factory=list)
     vocabulary: list[str] = Field(default_factory=list, description="The words of the module's added string literals.")
     style: str = Field("python", description="How its canaries are written: 'python' (pytest functions) or "
-                                             "'describe-it' (JavaScript's describe/it calls: mocha, jest, jasmine, "
-                                             "vitest).")
+                                             "'describe-it' (JavaScript's describe/it/test calls: every runner of "
+                                             "languages/javascript).")
     test_callee: str = Field("it", description="describe-it: the name the file's top level declares a test with "
                                                "('' when the hidden tests show none).")
     describe_callee: str = Field("describe", description="describe-it: the name the file's top level declares a "
                                                          "describe block with ('' when the hidden tests show none).")
     blocks: list[TestBlock] = Field(default_factory=list, description="describe-it: the describe blocks the hidden "
                                                                       "tests add FAIL_TO_PASS tests to whole.")
+    runner: str = Field("", description="describe-it: the runner (its tests' style for the canaries the planner "
+                                        "writes itself: ava's `t => { t.is(...) }`, tape's with `t.end()`, else a "
+                                        "function that throws).")
 
 
 def _function(test_id: str) -> str:
@@ -250,8 +255,7 @@ def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: 
     FAIL_TO_PASS tests the hidden tests add whole that assert a call equal to a literal, as the
     runner's ``added_tests`` reads them) with the places among their siblings their copies may
     take, and the names its top level declares tests with (the runner's ``test_callees``, else its
-    globals ``it`` and ``describe``). None for a runner of another style (no describe/it blocks to
-    place them in)."""
+    globals ``it`` and ``describe``). None for a runner of another style."""
     if runner.canary_style != "describe-it" or runner.split_id is None:
         return []
     split_test_id = runner.split_id
@@ -277,7 +281,7 @@ def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: 
             added_lines=[line for file in files for line in file.added_lines], templates=templates,
             vocabulary=sorted({word.lower() for literal in literals for word in re.findall(r"[A-Za-z]+", literal)}),
             style="describe-it", test_callee=callees.test, describe_callee=callees.describe,
-            blocks=_test_blocks(placed)))
+            blocks=_test_blocks(placed), runner=runner.name))
     return modules
 
 
@@ -663,7 +667,7 @@ class _Draw:
 
 
 class _ScriptDraw(_Draw):
-    """One describe-it file's canaries (JavaScript's mocha, jest, jasmine): copies of its templates
+    """One describe-it file's canaries (JavaScript's runners): copies of its templates
     placed at a random one of their slots, inside the template's describe block among its tests
     (``{"source", "at", "check": [line, text]}``: restore.py inserts the source before line ``at``
     when line ``check[0]`` still reads ``check[1]``); the canaries the planner writes itself are
@@ -704,8 +708,7 @@ class _ScriptDraw(_Draw):
         module, rng, title = self.module, self.rng, self._name()
         expected = json_string(_random_text(rng))
         actual = expected if must_pass else json_string(_random_text(rng) + "!")
-        body = (f"function () {{ const expected = {expected}; const actual = {actual}; "
-                f"if (actual !== expected) {{ throw new Error('expected ' + expected + ', got ' + actual); }} }}")
+        body = _comparison_body(module.runner, expected, actual)
         if module.test_callee and (module.describe_callee or not module.container):
             container = module.container
             text = f"{module.test_callee}({json_string(title)}, {body});"
@@ -720,11 +723,27 @@ class _ScriptDraw(_Draw):
             self.blocks.append({"source": text + slot.gap if slot.before else slot.gap + text, "at": slot.at,
                                 "check": [slot.neighbour, slot.text]})
         elif must_pass:
-            container, title = [], UNPLACEABLE
+            # Never run: outcomes_verdict refuses every grading of a plan with an unplaced canary.
+            self.canaries.append(Canary(self.join_id(module.path, [UNPLACEABLE]), module.path, must_pass=True,
+                                        placed=False))
+            return
         else:
             return
         self.canaries.append(Canary(self.join_id(module.path, [*container, title]), module.path,
                                     must_pass=must_pass, must_fail=not must_pass))
+
+
+def _comparison_body(runner: str, expected: str, actual: str) -> str:
+    """A test function (JavaScript source) that passes when ``actual`` equals ``expected`` (both
+    literals), in ``runner``'s style: ava fails a test that asserts nothing and tape one that never
+    ends, so theirs assert on the execution object ``t``; the others' throws."""
+    values = f"const expected = {expected}; const actual = {actual};"
+    if runner == "ava":
+        return f"(t) => {{ {values} t.is(actual, expected); }}"
+    if runner == "tape":
+        return f"function (t) {{ {values} t.equal(actual, expected); t.end(); }}"
+    return (f"function () {{ {values} "
+            f"if (actual !== expected) {{ throw new Error('expected ' + expected + ', got ' + actual); }} }}")
 
 
 def _ids(path: str, template: TestTemplate, name: str) -> list[str]:

@@ -179,7 +179,10 @@ def outcomes_verdict(outcomes: Mapping[str, TestStatus], plan: CanaryPlan) -> st
     canaries) cannot be the tests' own, or None: a canary that must fail passed, tests that cannot
     pass together (a template and its mirrors, a decoy group) passed together, or a canary that must
     pass was reported as run and failed (one that did not run, its file not loading or a hook of its
-    describe block failing, is an honest fix that breaks the module, no lie)."""
+    describe block failing, is an honest fix that breaks the module, no lie). A module where no
+    canary could be placed fails closed: its report is checked by nothing, so no grading is trusted."""
+    if plan.unplaced:
+        return f"no canary could be placed in {', '.join(plan.unplaced)}"
     lie = next((f"a canary that must fail passed ({test_id})" for test_id in plan.must_fail
                 if outcomes.get(test_id) == TestStatus.PASSED), None)
     if lie is not None:

@@ -1,8 +1,9 @@
 """The tests a test patch adds whole to a JavaScript or TypeScript test file, read with tree-sitter:
 what the grader's mirror canaries copy (:func:`added_tests`, the runner facts' ``added_tests``).
 
-A test is a statement ``it(TITLE, FUNCTION)`` (or ``test``, ``specify``) whose title is a plain
-string and every line of which the patch adds, alone on its lines. Each hunk's side after the
+A test is a statement ``it(TITLE, FUNCTION)`` (or ``test``, ``specify``, or the name the file
+imports the test function under from the runner's modules: ``import check from 'ava'``) whose
+title is a plain string and every line of which the patch adds, alone on its lines. Each hunk's side after the
 patch is parsed on its own (tree-sitter reads a fragment that starts inside a block with an error
 at the unmatched ``});`` and goes on); tests are siblings when they are statements of one block of
 one hunk with no error between them, so that a copy placed beside any of them is inside the same
@@ -12,7 +13,9 @@ expression equal to:
 - ``assert.equal|strictEqual|deepEqual|deepStrictEqual(EXPR, LITERAL)`` (either side; node's
   ``assert`` and chai's assert interface);
 - ``expect(EXPR).toBe|toEqual|toStrictEqual(LITERAL)`` (jest, jasmine);
-- ``expect(EXPR).to.equal|eql(LITERAL)`` and chai's other language chains (``to.deep.equal`` ...).
+- ``expect(EXPR).to.equal|eql(LITERAL)`` and chai's other language chains (``to.deep.equal`` ...);
+- ``T.is|deepEqual(EXPR, LITERAL)`` (ava) and ``T.equal|equals|strictEqual|deepEqual|same(EXPR,
+  LITERAL)`` (tape), ``T`` being the test function's first parameter (either side, an optional message).
 
 A literal is a string, a number (signed or not), ``true``/``false``/``null``, or an array or object
 of literals; template strings are not (their substitutions are code).
@@ -20,13 +23,18 @@ of literals; template strings are not (their substitutions are code).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from repo2env.languages.javascript.syntax import code_suffix, parser
+from repo2env.languages.javascript.test_callees import imported_callees
 from repo2env.languages.runner import AddedTest, AssertedLiteral
 from repo2env.patches import FilePatch
 
 TEST_CALLEES = frozenset({"it", "test", "specify"})
 DESCRIBE_CALLEES = frozenset({"describe", "context", "suite"})
 _ASSERT_METHODS = frozenset({"equal", "strictEqual", "deepEqual", "deepStrictEqual"})
+#: The equality assertions of ava's and tape's execution object (the test function's parameter).
+_EXECUTION_METHODS = frozenset({"is", "deepEqual", "equal", "equals", "strictEqual", "same"})
 _EXPECT_METHODS = frozenset({"toBe", "toEqual", "toStrictEqual"})
 _CHAI_METHODS = frozenset({"equal", "equals", "eq", "eql"})
 #: chai's language chains that change nothing (``not`` is left out: it negates).
@@ -35,11 +43,14 @@ _CHAI_CHAINS = frozenset({"to", "be", "been", "is", "that", "which", "and", "has
 _FUNCTIONS = frozenset({"arrow_function", "function_expression", "function"})
 
 
-def added_tests(file: FilePatch) -> list[AddedTest]:
-    """Every test ``file``'s hunks add whole (module docstring), in file order."""
+def added_tests(file: FilePatch, modules: Sequence[str] = ()) -> list[AddedTest]:
+    """Every test ``file``'s hunks add whole (module docstring), in file order; ``modules`` are the
+    runner's test API modules (``ava``, ``node:test`` ...), whose test function the file may import
+    under a name of its own."""
     suffix = code_suffix(file.new_path or "")
     if suffix is None or file.is_deleted:
         return []
+    callees = TEST_CALLEES | ({imported_callees(file, tuple(modules)).test} - {""} if modules else set())
     found = []
     for hunk_index, hunk in enumerate(file.hunks):
         lines = [(line[0], line[1:].rstrip("\r\n") + "\n") for line in hunk.lines if line[:1] in ("+", " ")]
@@ -48,7 +59,7 @@ def added_tests(file: FilePatch) -> list[AddedTest]:
         for _, content in lines:
             starts.append(starts[-1] + len(content.encode("utf-8")))
         root = parser(suffix).parse(text).root_node
-        for node in _test_statements(root):
+        for node in _test_statements(root, callees):
             first, last = node.start_point[0], node.end_point[0]
             if any(kind != "+" for kind, _ in lines[first:last + 1]) \
                     or text[starts[first]:node.start_byte].strip() or text[node.end_byte:starts[last + 1]].strip():
@@ -73,23 +84,23 @@ def added_tests(file: FilePatch) -> list[AddedTest]:
     return found
 
 
-def _test_statements(root):
+def _test_statements(root, callees: frozenset[str] | set[str] = TEST_CALLEES):
     """The statements ``it(TITLE, FUNCTION);`` of ``root`` without errors, not inside another test."""
     stack = [root]
     while stack:
         node = stack.pop()
-        if node.type == "expression_statement" and _is_test(node) and not node.has_error:
+        if node.type == "expression_statement" and _is_test(node, callees) and not node.has_error:
             yield node
             continue  # a test inside a test is not one the runner lists beside its siblings
         stack.extend(reversed(node.children))
 
 
-def _is_test(statement) -> bool:
+def _is_test(statement, callees: frozenset[str] | set[str] = TEST_CALLEES) -> bool:
     call = statement.named_children[0] if statement.named_children else None
     if call is None or call.type != "call_expression":
         return False
     callee, arguments = call.child_by_field_name("function"), call.child_by_field_name("arguments")
-    if callee is None or callee.type != "identifier" or callee.text.decode() not in TEST_CALLEES or arguments is None:
+    if callee is None or callee.type != "identifier" or callee.text.decode() not in callees or arguments is None:
         return False
     named = arguments.named_children
     return len(named) == 2 and _plain_string(named[0]) is not None and named[1].type in _FUNCTIONS
@@ -135,19 +146,31 @@ def _asserted(function) -> list[tuple[object, list]]:
     body = function.child_by_field_name("body")
     if body is None:
         return []
+    execution = _first_parameter(function)
     statements = ([child.named_children[0] for child in body.named_children
                    if child.type == "expression_statement" and child.named_children]
                   if body.type == "statement_block" else [body])
     found = []
     for expression in statements:
-        pair = _compared(expression)
+        pair = _compared(expression, execution)
         if pair is not None:
             found.append((pair[1], _literal_arguments(pair[0])))
     return found
 
 
-def _compared(expression):
-    """(expression, literal) when ``expression`` (a statement's) asserts one equal to the other."""
+def _first_parameter(function) -> str | None:
+    """The name of ``function``'s first parameter (ava's and tape's execution object ``t``), if a plain one."""
+    single = function.child_by_field_name("parameter")  # an arrow function's parameter without parentheses
+    if single is not None:
+        return single.text.decode() if single.type == "identifier" else None
+    parameters = function.child_by_field_name("parameters")
+    first = parameters.named_children[0] if parameters is not None and parameters.named_children else None
+    return first.text.decode() if first is not None and first.type == "identifier" else None
+
+
+def _compared(expression, execution: str | None = None):
+    """(expression, literal) when ``expression`` (a statement's) asserts one equal to the other
+    (``execution``: the test function's first parameter, whose ``is``/``equal`` ... assert too)."""
     if expression.type != "call_expression":
         return None
     callee, arguments = expression.child_by_field_name("function"), expression.child_by_field_name("arguments")
@@ -157,6 +180,8 @@ def _compared(expression):
     owner = callee.child_by_field_name("object")
     sides = []
     if owner.type == "identifier" and owner.text.decode() == "assert" and method in _ASSERT_METHODS:
+        sides = arguments.named_children[:2] if len(arguments.named_children) in (2, 3) else []
+    elif execution and owner.type == "identifier" and owner.text.decode() == execution and method in _EXECUTION_METHODS:
         sides = arguments.named_children[:2] if len(arguments.named_children) in (2, 3) else []
     elif method in _EXPECT_METHODS | _CHAI_METHODS and len(arguments.named_children) == 1:
         chain = []

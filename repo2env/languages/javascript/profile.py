@@ -12,7 +12,7 @@ from repo2env.languages.build import BuildRecipe
 from repo2env.languages.files import RepoFiles
 from repo2env.languages.interface import InterfaceNeed
 from repo2env.languages.javascript.paths import javascript_paths
-from repo2env.languages.javascript.runners import DESCRIBE_IT_RUNNERS, visible_tests_command
+from repo2env.languages.javascript.runners import RUNNERS, visible_tests_command
 from repo2env.languages.runner import TestRunnerFacts
 from repo2env.languages.variants import VariantMaker
 from repo2env.models import EnvSpec
@@ -45,12 +45,12 @@ class JavaScriptProfile(LanguageProfile):
     project_files = "package.json at the root or above the changed files"
 
     def ungradable_reason(self, test_runner: str | None) -> str | None:
-        if test_runner in DESCRIBE_IT_RUNNERS:
+        if test_runner in RUNNERS:
             return None
-        # Its outcomes would come only from a report file the code under test can write, with no
-        # canary to catch a forged one: no reward rather than a reward a policy can forge.
-        return (f"the grader cannot yet check a {test_runner or 'this runner'} report against forgery (canaries "
-                f"need describe/it blocks: {', '.join(sorted(DESCRIBE_IT_RUNNERS))})")
+        # Without a runner we know, there is no plan to run the tests and no canary style to check
+        # its reports with: no reward rather than a reward a policy can forge.
+        return (f"the grader has no adapter for the test runner {test_runner!r} (known: {', '.join(RUNNERS)})"
+                if test_runner else "the task names no test runner")
 
     def path_rules(self, files: RepoFiles | None = None) -> PathRules:
         return javascript_paths(files)

@@ -14,7 +14,6 @@ from repo2env.languages.javascript.project import ProjectFiles
 from repo2env.languages.javascript.runners import (
     COMMON_CONFIG_PATTERNS,
     COMMON_PACKAGE_JSON_FIELDS,
-    DESCRIBE_IT_RUNNERS,
     IMPORTED_TEST_API,
     PACKAGE_JSON_FIELDS,
     REPORT_FORMATS,
@@ -55,9 +54,9 @@ def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunne
         config_patterns=tuple(dict.fromkeys(patterns)),
         config_fields=tuple(dict.fromkeys([*COMMON_PACKAGE_JSON_FIELDS, *PACKAGE_JSON_FIELDS[runner]])),
         directory=directory, split_id=split_test_id, join_id=test_id, plan=plan, read=read_outcomes,
-        reported=reported_outcomes, canary_style="describe-it" if runner in DESCRIBE_IT_RUNNERS else "",
-        added_tests=added_tests if runner in DESCRIBE_IT_RUNNERS else None,
-        test_callees=partial(imported_callees, module=IMPORTED_TEST_API[runner]) if runner in IMPORTED_TEST_API
+        reported=reported_outcomes, canary_style="describe-it",
+        added_tests=partial(added_tests, modules=IMPORTED_TEST_API[runner]),
+        test_callees=partial(imported_callees, module=IMPORTED_TEST_API[runner]) if IMPORTED_TEST_API[runner]
         else None,
         notes={"runner_pattern": "not yet: the JavaScript grader is the next phase"},
     )

@@ -46,16 +46,16 @@ RUNNERS = ("jest", "vitest", "mocha", "jasmine", "ava", "tape", "node")
 MOCHA_REPORTER_PATH = "/opt/repo2env/mocha_reporter.js"
 #: The same for jasmine's reporter (``jasmine_reporter.js``).
 JASMINE_REPORTER_PATH = "/opt/repo2env/jasmine_reporter.js"
+#: Where each runner's test files get the functions they declare tests with (runner -> the modules
+#: they import or require them from; () for runners whose ``describe``/``it`` are globals: mocha's,
+#: jest's, jasmine's). The grader's canaries are written with the names a file imports from these
+#: (:mod:`.test_callees`): ``it``/``describe`` from 'vitest' (globals only with its ``globals``
+#: option), ava's and tape's default export ``test``, ``test``/``describe``/``it`` from 'node:test'.
+IMPORTED_TEST_API: dict[str, tuple[str, ...]] = {
+    "mocha": (), "jest": (), "jasmine": (), "vitest": ("vitest",), "ava": ("ava",), "tape": ("tape", "tap"),
+    "node": ("node:test",),
+}
 #: The report format each runner's plan writes (:attr:`Report.format`).
-#: Runners whose tests are describe/it calls: globals in mocha's, jest's and jasmine's test files,
-#: imported from 'vitest' in vitest's (globals only with its ``globals`` option). The grader places
-#: its canaries, the check that a forged report cannot pass, in these only (ava, tape and node's
-#: runner have no describe blocks to place them in). A task of another runner is not graded (see
-#: :meth:`JavaScriptProfile.ungradable_reason`) until its outcomes reach a root-side collector.
-DESCRIBE_IT_RUNNERS = frozenset({"mocha", "jest", "jasmine", "vitest"})
-#: Of those, the runners whose test files import describe/it from a module (runner -> the module):
-#: the grader's own canaries call only the names a file imports from it.
-IMPORTED_TEST_API = {"vitest": "vitest"}
 REPORT_FORMATS = {"jest": "jest-json", "vitest": "jest-json", "mocha": "mocha-json", "jasmine": "jasmine-json",
                   "ava": "ava-tap", "tape": "tape-tap", "node": "node-tap"}
 #: Where each reporter of this package goes in an image -> its file beside this module.

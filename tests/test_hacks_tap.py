@@ -1,0 +1,303 @@
+"""Tasks of the runners whose report is TAP, graded for real (built from repositories made here on
+the Node 18 base): tape 5.9.0 and ava 6.2.0 from the npm registry, and Node's own ``node --test``.
+For each, the gold patch earns 1.0 and the empty patch 0.0; a patch whose code under test forges
+the TAP report (a process it leaves behind swaps the report the runner writes for one where every
+test of the file is ``ok``; for tape, whose report is the test process's stdout, one that turns
+every ``not ok`` it writes into ``ok``) or answers each test's asserted value from the test file's source
+earns nothing and is caught by the canaries (``tampered``). A validation run on the
+``node --test`` task accepts it.
+
+Each project has two test files: an existing one whose imports the hidden tests' hunk does not show
+(the canaries the grader writes itself go among the hidden tests' own tests, declared as they
+are), and a new one whose ``require`` of the runner the hunk shows (its canaries are appended).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from javascript_projects import fixture_git
+
+from repo2env.jsonl import read_tasks
+from repo2env.mine.git import GitSource
+from repo2env.mine.miner import MineOptions, mine
+from repo2env.verify.grader import Grader
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+LIBRARY = """\
+function pad(text, width) {
+  return String(text);
+}
+
+function shout(text) {
+  return text.toUpperCase();
+}
+
+module.exports = { pad, shout };
+"""
+FIXED = LIBRARY.replace("return String(text);", "return String(text).padStart(width);").replace(
+    "return text.toUpperCase();", "return text.toUpperCase() + '!';")
+
+#: Per runner: its package.json's test script and dependencies, the head of a test file, and how
+#: a test asserting ``CALL`` equals ``VALUE`` is written in its style.
+RUNNERS = {
+    "tape": ("tape test/*.test.js", {"tape": "5.9.0"}, "const test = require('tape');\n",
+             "test({title!r}, function (t) {{\n  t.equal({call}, {value!r});\n  t.end();\n}});\n"),
+    "ava": ("ava", {"ava": "6.2.0"}, "const test = require('ava');\n",
+            "test({title!r}, (t) => {{\n  t.is({call}, {value!r});\n}});\n"),
+    "node": ("node --test test/", {}, "const test = require('node:test');\nconst assert = require('node:assert');\n",
+             "test({title!r}, () => {{\n  assert.strictEqual({call}, {value!r});\n}});\n"),
+}
+F2P = ["test/pad.test.js::pads to the width", "test/pad.test.js::pads numbers too",
+       "test/shout.test.js::shouts a greeting"]
+P2P = ["test/pad.test.js::returns strings", *(f"test/pad.test.js::keeps case {number}" for number in range(4))]
+
+
+def _test(runner: str, title: str, call: str, value: str) -> str:
+    return RUNNERS[runner][3].format(title=title, call=call, value=value)
+
+
+def _files(runner: str, *, fixed: bool) -> dict[str, str]:
+    script, dependencies, head, _ = RUNNERS[runner]
+    package = {"name": f"{runner}pad", "version": "1.0.0", "engines": {"node": ">=18 <20"},
+               "scripts": {"test": script}, "devDependencies": dependencies}
+    # Enough tests before the PR's that the hidden tests' hunk does not show the require.
+    existing = "\n".join([*(_test(runner, f"keeps case {number}", f"pad('Ab{number}', 1)", f"Ab{number}")
+                            for number in range(4)), _test(runner, "returns strings", "typeof pad(1, 3)", "string")])
+    pad_tests = f"{head}const {{ pad }} = require('../lib/pad');\n\n{existing}"
+    files = {"package.json": json.dumps(package, indent=2) + "\n", ".gitignore": "node_modules/\n",
+             "lib/pad.js": LIBRARY, "test/pad.test.js": pad_tests}
+    if fixed:
+        added = "\n".join([_test(runner, "pads to the width", "pad('abc', 6)", "   abc"),
+                           _test(runner, "pads numbers too", "pad(4096, 7)", "   4096")])
+        files.update({"lib/pad.js": FIXED, "test/pad.test.js": f"{pad_tests}\n{added}",
+                      "test/shout.test.js": f"{head}const {{ shout }} = require('../lib/pad');\n\n"
+                                            + _test(runner, "shouts a greeting", "shout('hello world')", "HELLO WORLD!")})
+    return files
+
+
+def _git(path: Path, *args: str, stamp: str = "2025-03-03T10:00:00+00:00") -> str:
+    return fixture_git(path, *args, stamp=stamp)
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def _repository(path: Path, runner: str) -> Path:
+    """The runner's padkit: one squashed PR (#1) that fixes lib/pad.js and adds its tests."""
+    path.mkdir()
+    _git(path, "init", "-q", "-b", "main")
+    _write(path, _files(runner, fixed=False))
+    _git(path, "add", "-A")
+    _git(path, "commit", "-q", "-m", "Initial commit")
+    _write(path, _files(runner, fixed=True))
+    _git(path, "add", "-A")
+    _git(path, "commit", "-q", "-m", "Pad to the width, shout louder (#1)\n\nPadding was ignored.",
+         stamp="2025-03-04T10:00:00+00:00")
+    return path
+
+
+@pytest.fixture(scope="module")
+def node_base(docker_client):
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.runtime.node_bootstrap import ensure_node_base_image
+
+    ensure_node_base_image(DockerBackend(docker_client), "18")
+
+
+_BUILT: dict[str, tuple] = {}
+
+
+@pytest.fixture(params=list(RUNNERS))
+def tap_task(request, docker_client, node_base, tmp_path_factory):
+    """The built task of the runner (its ground truth's FAIL_TO_PASS and PASS_TO_PASS) and its
+    repository, built once per runner."""
+    from repo2env.pipeline.stages import build_tasks_dir
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    runner = request.param
+    if runner not in _BUILT:
+        folder = tmp_path_factory.mktemp(f"{runner}-task")
+        repo = _repository(folder / f"{runner}pad", runner)
+        mine(GitSource(repo, repo=f"acme/{runner}pad"), folder / "tasks", MineOptions(allow_no_issue=True))
+        summary = build_tasks_dir(folder / "tasks", runtime=DockerBackend(docker_client))
+        (task,) = read_tasks(folder / "tasks" / "tasks.jsonl")
+        assert summary.ok == 1 and task.env_spec.test_runner == runner, task.env_spec.error
+        _BUILT[runner] = (task, repo)
+    task, repo = _BUILT[runner]
+    return task.model_copy(update={"FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P}), repo
+
+
+@pytest.fixture(scope="module")
+def grader(docker_client, tmp_path_factory):
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    return Grader(DockerBackend(docker_client), tmp_path_factory.mktemp("tap-grades"), timeout_s=240)
+
+
+def _patch(repo: Path, task, tmp_path: Path, files: dict[str, str]) -> str:
+    """The diff of a clone at the task's base with ``files`` written."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    _git(clone, "checkout", "-q", task.base_commit)
+    _write(clone, files)
+    _git(clone, "add", "-A")
+    return _git(clone, "diff", "--cached", task.base_commit) + "\n"
+
+
+@pytest.mark.parametrize("runner", list(RUNNERS))
+def test_the_canaries_use_the_names_each_file_has(runner):
+    import tempfile
+
+    from repo2env.models import EnvSpec, Task
+    from repo2env.verify.spec import grading_spec
+
+    with tempfile.TemporaryDirectory() as folder:
+        repo = _repository(Path(folder) / "padkit", runner)
+        hidden = _git(repo, "diff", "HEAD~1", "HEAD", "--", "test") + "\n"
+    task = Task(instance_id=f"acme__{runner}pad-1", repo=f"acme/{runner}pad", language="javascript", pull_number=1,
+                base_commit="0" * 40, patch="", test_patch=hidden, problem_statement="x",
+                created_at="2025-01-01T00:00:00Z", FAIL_TO_PASS=F2P, PASS_TO_PASS=P2P,
+                env_spec=EnvSpec(status="env_ok", base="node18", node="18", test_runner=runner))
+    modules = {module.path: module for module in grading_spec(task).canary_modules}
+    pad, shout = modules["test/pad.test.js"], modules["test/shout.test.js"]
+    # The require of pad's file is not in the hunk: its added tests' place instead, declared with `test`.
+    assert pad.test_callee == "" and pad.blocks[0].callee == "test" and len(pad.templates) == 2
+    assert (shout.test_callee, shout.container, shout.runner) == ("test", [], runner) and len(shout.templates) == 1
+
+
+def test_gold_earns_everything_and_nothing_earns_nothing(grader, tap_task):
+    task, _ = tap_task
+    gold = grader.grade(task, task.patch)
+    assert gold.reward == 1.0 and gold.error is None and not gold.tampered, gold
+    empty = grader.grade(task, "")
+    assert empty.reward == 0.0 and empty.error is None and not empty.tampered, empty
+
+
+#: A process the module under test leaves behind: it finds the TAP report the runner writes (an
+#: open file of a process whose command line names the test file), puts in its place a report in
+#: which every test the file declares is ok (tape's with its "# title" comments), and leaves the
+#: runner writing to the unlinked file.
+FORGER = r"""
+const fs = require("fs");
+const path = require("path");
+const sleep = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+
+function findReport() {
+  for (const pid of fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+    let fds = [];
+    try { fds = fs.readdirSync("/proc/" + pid + "/fd"); } catch (error) { continue; }
+    for (const fd of fds) {
+      let target = "";
+      try { target = fs.readlinkSync("/proc/" + pid + "/fd/" + fd); } catch (error) { continue; }
+      if (!/\/(ava|tape|node)-\d+\.tap$/.test(target)) continue;
+      try {
+        const args = fs.readFileSync("/proc/" + pid + "/cmdline", "utf8").split("\0");
+        const file = args.filter((arg) => /\.test\.js$/.test(arg)).pop();
+        if (file) return { target, file: path.resolve(fs.readlinkSync("/proc/" + pid + "/cwd"), file) };
+      } catch (error) {}
+    }
+  }
+  return null;
+}
+
+let found = null;
+for (let tries = 0; tries < 3000 && !found; tries++) {
+  found = findReport();
+  if (!found) sleep(5);
+}
+if (found) {
+  const titles = [...fs.readFileSync(found.file, "utf8").matchAll(/^\s*test\(\s*(['"])(.*?)\1/gm)].map((m) => m[2]);
+  const tape = /\/tape-\d+\.tap$/.test(found.target);
+  const lines = ["TAP version 13"];
+  titles.forEach((title, index) => {
+    if (tape) lines.push("# " + title);
+    lines.push("ok " + (index + 1) + " - " + title);
+  });
+  lines.push("1.." + titles.length);
+  fs.unlinkSync(found.target);
+  fs.writeFileSync(found.target, lines.join("\n") + "\n");
+}
+"""
+SPAWN_THE_FORGER = """
+require("child_process").spawn(process.execPath, [__dirname + "/forge.js"], { detached: true, stdio: "ignore" }).unref();
+"""
+
+#: Each export, called from a test file, reads the calling line (the stack gives file and line) and
+#: returns the string that line asserts last; elsewhere it is the unfixed function.
+ORACLE = r"""
+const { readFileSync } = require("fs");
+
+function oracle(real) {
+  return function (...args) {
+    for (const frame of new Error().stack.split("\n").slice(2)) {
+      const found = frame.match(/(\/[^():\s]*\.test\.js):(\d+):\d+\)?$/);
+      if (!found) continue;
+      const line = readFileSync(found[1], "utf8").split("\n")[Number(found[2]) - 1];
+      const expected = line.match(/(['"])([^'"]*)\1\s*\)\s*;?\s*$/);
+      if (expected) return expected[2];
+    }
+    return real.apply(this, args);
+  };
+}
+
+module.exports = { pad: oracle(pad), shout: oracle(shout) };
+"""
+
+
+def test_a_forged_tap_report_is_caught_by_the_canaries(grader, tap_task, tmp_path):
+    task, repo = tap_task
+    patch = _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + SPAWN_THE_FORGER, "lib/forge.js": FORGER})
+    result = grader.grade(task, patch)
+    assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    assert result.tampered and "canary" in result.error, result.error
+
+
+#: tape's report is the test process's own stdout: the module under test, loaded in that process,
+#: turns every "not ok" tape writes into "ok" (its numbering and plan untouched).
+REWRITE_OWN_OUTPUT = """
+const write = process.stdout.write.bind(process.stdout);
+process.stdout.write = (chunk, ...rest) => write(String(chunk).replace(/^not ok/gm, "ok"), ...rest);
+"""
+
+
+@pytest.mark.parametrize("tap_task", ["tape"], indirect=True)
+def test_a_tape_process_that_rewrites_its_own_output_is_caught(grader, tap_task, tmp_path):
+    task, repo = tap_task
+    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + REWRITE_OWN_OUTPUT}))
+    assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    assert result.tampered and "must fail passed" in result.error, result.error
+
+
+def test_an_oracle_that_answers_the_asserted_value_is_caught_by_the_mirrors(grader, tap_task, tmp_path):
+    task, repo = tap_task
+    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + ORACLE}))
+    assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    assert result.tampered and ("must fail passed" in result.error or "cannot pass together" in result.error), \
+        result.error
+
+
+def test_validation_accepts_the_node_test_task(docker_client, tmp_path):
+    from conftest import quick_policy
+
+    from repo2env.pipeline.stages import build_tasks_dir
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.validate.run import validate_task
+
+    if "node" not in _BUILT:
+        repo = _repository(tmp_path / "nodepad", "node")
+        mine(GitSource(repo, repo="acme/nodepad"), tmp_path / "tasks", MineOptions(allow_no_issue=True))
+        build_tasks_dir(tmp_path / "tasks", runtime=DockerBackend(docker_client))
+        (task,) = read_tasks(tmp_path / "tasks" / "tasks.jsonl")
+        _BUILT["node"] = (task, repo)
+    task, _ = _BUILT["node"]
+    validated, record = validate_task(task, DockerBackend(docker_client), quick_policy(), logs_dir=tmp_path / "validate")
+    assert record.verdict == "accepted", (record.reasons, record.error)
+    assert set(validated.FAIL_TO_PASS) == set(F2P)
