@@ -237,6 +237,21 @@ def test_the_scripts_options_are_kept_or_dropped(script, runner, env, options):
     assert invocation is not None and invocation.env == env and invocation.options == options
 
 
+@pytest.mark.parametrize(("scripts", "env", "paths"), [
+    # dayjs 2018-2025: the first jest the test script runs is test-tz's, in Auckland.
+    ({"test": "TZ=Pacific/Auckland npm run test-tz && TZ=Europe/London npm run test-tz && npm run test-tz && jest",
+      "test-tz": "date && jest test/timezone.test --coverage=false"}, {"TZ": "Pacific/Auckland"}, ("test/timezone.test",)),
+    ({"test": "cross-env NODE_ENV=test npm run unit", "unit": "FOO=1 jest test"}, {"NODE_ENV": "test", "FOO": "1"},
+     ("test",)),
+    ({"test": "echo TZ=UTC npm run unit", "unit": "jest"}, {}, ()),  # echo's words set nothing
+    ({"test": "npm run lint && jest a", "lint": "eslint ."}, {}, ("a",)),
+    ({"test": "npm run build && TZ=UTC npm run unit", "build": "tsc", "unit": "jest"}, {"TZ": "UTC"}, ()),
+])
+def test_the_first_runner_call_in_the_order_scripts_run_keeps_the_environment_its_caller_sets(scripts, env, paths):
+    invocation = script_invocation({"scripts": scripts}, "jest")
+    assert invocation is not None and (invocation.env, invocation.paths) == (env, paths)
+
+
 def test_node_test_keeps_nodes_own_loader_flags():
     invocation = script_invocation({"scripts": {"test": "node --import tsx --test --test-reporter=spec test/"}}, "node")
     assert invocation is not None and invocation.node_options == ("--import", "tsx")

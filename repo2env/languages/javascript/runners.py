@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -213,7 +213,7 @@ def _test_scripts(package_scripts: Mapping[str, str]) -> list[tuple[str, str]]:
         seen.add(name)
         command = package_scripts[name]
         ordered.append((name, command))
-        for called in re.findall(r"(?:npm|pnpm|yarn)\s+(?:run(?:-script)?\s+)?([\w:.-]+)", command):
+        for called in _NPM_RUN.findall(command):
             visit(called)
 
     visit("test")
@@ -221,6 +221,19 @@ def _test_scripts(package_scripts: Mapping[str, str]) -> list[tuple[str, str]]:
         if re.match(r"(?:test|spec|unit)(?:$|[:_-])", name):
             visit(name)
     return ordered
+
+
+_NPM_RUN = re.compile(r"(?:npm|pnpm|yarn)\s+(?:run(?:-script)?\s+)?([\w:.-]+)")
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
+
+
+def _assignments(prefix: str) -> dict[str, str]:
+    """The variables a segment's words before ``npm run X`` set (``TZ=UTC``, ``cross-env A=1``):
+    none when another command comes first (``echo A=1 npm run X`` sets nothing)."""
+    words = prefix.split()
+    if not all(_ASSIGNMENT.fullmatch(word) or word in _WRAPPERS for word in words):
+        return {}
+    return {match.group(1): match.group(2).strip("'\"") for word in words if (match := _ASSIGNMENT.fullmatch(word))}
 
 
 # --- the npm script's invocation --------------------------------------------------------------
@@ -303,19 +316,36 @@ def script_invocation(package: Mapping[str, Any], runner: str) -> Invocation | N
     """The first test script's call of ``runner``, its options kept or dropped per runner: kept
     are the ones that configure how tests load (``--require test/support/env``, ``--config``,
     ``--timeout``), dropped the ones our run replaces or that change which tests run (reporters,
-    name patterns, watch, bail) and the test paths. None when no test script calls it."""
+    name patterns, watch, bail) and the test paths; its environment is the call's and the one the
+    script is called with (dayjs: ``TZ=Pacific/Auckland npm run test-tz``, whose ``jest`` runs the
+    timezone tests in Auckland first). None when no test script calls it."""
     pattern = _RUNNER_COMMAND[runner]
-    for name, command in _test_scripts(scripts(package)):
-        for segment in re.split(r"&&|\|\||;|\|", command):
-            if not pattern.search(" " + segment):
-                continue
-            try:
-                tokens = shlex.split(segment)
-            except ValueError:
-                continue
-            invocation = _parse_segment(tokens, runner, name)
-            if invocation is not None:
-                return invocation
+    package_scripts = scripts(package)
+    seen: set[str] = set()
+
+    def first_call(name: str, env: dict[str, str]) -> Invocation | None:
+        """The script's first call of the runner in the order its segments run, into the scripts
+        it calls with ``npm run``."""
+        if name in seen or name not in package_scripts:
+            return None
+        seen.add(name)
+        for segment in re.split(r"&&|\|\||;|\|", package_scripts[name]):
+            if pattern.search(" " + segment):
+                try:
+                    invocation = _parse_segment(shlex.split(segment), runner, name)
+                except ValueError:
+                    invocation = None
+                if invocation is not None:
+                    return replace(invocation, env={**env, **invocation.env})
+            for called in _NPM_RUN.finditer(segment):
+                found = first_call(called.group(1), {**env, **_assignments(segment[:called.start()])})
+                if found is not None:
+                    return found
+        return None
+
+    for name, _ in _test_scripts(package_scripts):
+        if (found := first_call(name, {})) is not None:
+            return found
     return None
 
 
