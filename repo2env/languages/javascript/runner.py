@@ -25,6 +25,7 @@ from repo2env.languages.javascript.runners import (
     read_outcomes,
     reported_outcomes,
     script_invocation,
+    streamed_outcomes,
 )
 from repo2env.languages.javascript.test_callees import imported_callees
 from repo2env.languages.javascript.test_ids import split_test_id, test_id
@@ -55,7 +56,7 @@ def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunne
         config_patterns=tuple(dict.fromkeys(patterns)),
         config_fields=tuple(dict.fromkeys([*COMMON_PACKAGE_JSON_FIELDS, *PACKAGE_JSON_FIELDS[runner]])),
         directory=directory, split_id=split_test_id, join_id=test_id, plan=plan, read=read_outcomes,
-        reported=reported_outcomes, canary_style="describe-it" if runner in DESCRIBE_IT_RUNNERS else "",
+        reported=reported_outcomes, read_stream=streamed_outcomes, canary_style="describe-it" if runner in DESCRIBE_IT_RUNNERS else "",
         added_tests=added_tests if runner in DESCRIBE_IT_RUNNERS else None,
         test_callees=partial(imported_callees, module=IMPORTED_TEST_API[runner]) if runner in IMPORTED_TEST_API
         else None,
@@ -64,5 +65,6 @@ def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunne
 
 
 def _plan(runner: str, directory: str, invocation, test_ids: Sequence[str], report_dir: str, *,
-          random_seed: int | None = None) -> RunPlan:
-    return plan_run(runner, test_ids, report_dir, directory=directory, invocation=invocation, random_seed=random_seed)
+          random_seed: int | None = None, outcome_fifo: str | None = None) -> RunPlan:
+    return plan_run(runner, test_ids, report_dir, directory=directory, invocation=invocation, random_seed=random_seed,
+                    outcome_fifo=outcome_fifo)
