@@ -157,9 +157,17 @@ class TestRunner(_Spec):
             raise ValueError(f"the {self.name} runner of this spec has no profile facts (made by profile_runner)")
         return self._facts
 
-    def plan(self, run_ids: list[str], report_dir: str):
-        """A language runner's run of ``run_ids``: the profile's plan (a ``sh -c`` command and its reports)."""
-        return self.facts.plan(run_ids, report_dir)
+    def plan(self, run_ids: list[str], report_dir: str, outcome_fifo: str | None = None):
+        """A language runner's run of ``run_ids``: the profile's plan (a ``sh -c`` command and its
+        reports); given a grading's ``outcome_fifo``, one that streams its outcomes there when the
+        runner's reporters can (``outcome_stream``)."""
+        if outcome_fifo is None:
+            return self.facts.plan(run_ids, report_dir)
+        return self.facts.plan(run_ids, report_dir, outcome_fifo=outcome_fifo)
+
+    def read_stream(self, run_plan, stream_text: str) -> dict[str, TestStatus]:
+        """The outcome of each id of ``run_plan`` (one with ``outcome_stream``) from the live stream."""
+        return dict(self.facts.read_stream(run_plan, stream_text))
 
     def read(self, run_plan, texts: dict[str, str | None]) -> dict[str, TestStatus]:
         """The outcome of each id of ``run_plan`` from its reports' ``texts`` (by path; None: not
@@ -287,7 +295,7 @@ class GradingSpec(_Spec):
         exactly ``run_ids`` and writes the reports ``reports`` lists) is the test command run_tests.sh
         runs, with no other argument; ``script_runner`` makes grade.sh return the reports, and
         restore.py append the canaries and restore the runner's package.json fields."""
-        plan = self.runner.plan(run_ids, layout.report_dir)
+        plan = self.runner.plan(run_ids, layout.report_dir, layout.fifo)
         settings = {
             "inputs": layout.inputs, "private": layout.private, "junit": layout.junit, "python_path": "",
             "plugin": layout.plugin, "fifo": layout.fifo,
