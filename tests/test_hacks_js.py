@@ -148,8 +148,8 @@ def test_forged_lines_on_every_fifo_gain_nothing(grader, probed, empty, js_demo_
     result = grader.grade(probed, patch)
     assert_gains_nothing(result, empty)
     assert result.tampered and "the live outcomes say failed" in result.error, result.error
-    stream = (Path(result.log_dir) / "stream.jsonl").read_text()
-    assert '"state":"passed"' in stream and '"state":"failed"' in stream  # the forger's lines and the reporter's
+    # The forger's lines reached the collector (its end lines besides the reporter's one).
+    assert (Path(result.log_dir) / "stream.jsonl").read_text().count('"kind":"end"') > 1
 
 
 def test_the_stream_is_out_of_sight_of_the_tests_and_their_children(grader, probed, empty, js_demo_repo, tmp_path):

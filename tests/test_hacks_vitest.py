@@ -248,6 +248,8 @@ def test_forged_lines_on_every_fifo_gain_nothing(grader, vitest_task, tmp_path):
     result = grader.grade(task, patch)
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     assert result.tampered and "the live outcomes say" in result.error, result.error
+    # The forger's lines reached the collector (its end lines besides the reporter's one).
+    assert (Path(result.log_dir) / "stream.jsonl").read_text().count('"kind":"end"') > 1
 
 
 def test_the_stream_is_out_of_sight_of_the_tests_and_their_children(grader, vitest_task, tmp_path):
