@@ -98,7 +98,8 @@ def _graded(task: Task, states, *, status: int = 0, exit_code: int = 0, written:
 
 def test_the_spec_takes_its_runner_from_the_profile():
     spec = grading_spec(_task())
-    assert spec.runner.name == "mocha" and spec.runner.report_format == "mocha-json"
+    assert spec.runner.name == "mocha" and spec.runner.report_format == "mocha-json" and spec.runner.outcome_stream
+    assert not grading_spec(_task("ava")).runner.outcome_stream  # ava's reports are read alone
     assert ".mocharc*" in spec.runner.config_patterns and "mocha" in spec.runner.config_fields
     plan = spec.plan_canaries(random.Random(1))
     # Both FAIL_TO_PASS tests assert a call equal to a literal: each gets two mirrors (of which

@@ -138,6 +138,9 @@ class TestRunner(_Spec):
                                        "not change them (package.json files aside: their config_fields are restored).")
     config_fields: list[str] = Field(default_factory=list, description="package.json fields the runner reads, "
                                                                        "restored to the snapshot's.")
+    outcome_stream: bool = Field(False, description="Whether a language runner's grading plan streams its outcomes "
+                                                    "live to the root collector (its reports then the cross-check); "
+                                                    "pytest's outcome plugin always does.")
     protected_paths: str = Field("", description="Paths an agent's patch may not change besides the grader's own "
                                                  "rules, as one regular expression: the language's test paths and "
                                                  "the runner's configuration files ('' for pytest: the rules are its).")
@@ -215,7 +218,8 @@ def profile_runner(task: Task) -> TestRunner:
     runner = TestRunner(name=facts.name, command="", options=[], config_files=[], config_dirs=[], report_option="",
                         report_options=[], report_format=facts.report_format,
                         session_statuses=list(SCRIPT_SESSION_STATUSES),
-                        directory=facts.directory, config_patterns=list(facts.config_patterns),
+                        directory=facts.directory, outcome_stream=facts.read_stream is not None,
+                        config_patterns=list(facts.config_patterns),
                         config_fields=list(facts.config_fields), protected_paths=protected)
     runner._facts = facts
     return runner

@@ -19,6 +19,7 @@ from repo2env.languages.javascript.runners import (
     PACKAGE_JSON_FIELDS,
     REPORT_FORMATS,
     RUNNER_CONFIG_PATTERNS,
+    STREAM_RUNNERS,
     RunPlan,
     config_files,
     plan_run,
@@ -56,7 +57,7 @@ def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunne
         config_patterns=tuple(dict.fromkeys(patterns)),
         config_fields=tuple(dict.fromkeys([*COMMON_PACKAGE_JSON_FIELDS, *PACKAGE_JSON_FIELDS[runner]])),
         directory=directory, split_id=split_test_id, join_id=test_id, plan=plan, read=read_outcomes,
-        reported=reported_outcomes, read_stream=streamed_outcomes, canary_style="describe-it" if runner in DESCRIBE_IT_RUNNERS else "",
+        reported=reported_outcomes, read_stream=streamed_outcomes if runner in STREAM_RUNNERS else None, canary_style="describe-it" if runner in DESCRIBE_IT_RUNNERS else "",
         added_tests=added_tests if runner in DESCRIBE_IT_RUNNERS else None,
         test_callees=partial(imported_callees, module=IMPORTED_TEST_API[runner]) if runner in IMPORTED_TEST_API
         else None,
