@@ -60,24 +60,46 @@ def _mocha_report(titles_states: dict[tuple[str, ...], str]) -> str:
     return json.dumps({"runner": "mocha", "tests": tests, "hooks": [], "complete": True})
 
 
-def _graded(task: Task, states, *, status: int = 0, exit_code: int = 0, written: bool = True):
+def _mocha_stream(report: str, titles_states: dict[tuple[str, ...], str], *, ended: bool = True) -> str:
+    """What mocha_reporter.js streams for ``report`` (outcome_stream.js's lines)."""
+    lines = [json.dumps({"report": report, "kind": "entry", "list": "tests",
+                         "entry": {"file": "/testbed/test/pad.test.js", "titles": list(titles), "state": state}})
+             for titles, state in titles_states.items()]
+    if ended:
+        lines.append(json.dumps({"report": report, "kind": "end", "fields": {"runner": "mocha", "complete": True}}))
+    return "".join(line + "\n" for line in lines)
+
+
+def _titled(states, run_ids, plan) -> dict[tuple[str, ...], str]:
+    """Each run id's title path and state (``states`` gives None for one left out)."""
+    titled = {tuple(test_id.split("::")[1].split(" > ")): states(test_id, plan) for test_id in run_ids}
+    return {titles: state for titles, state in titled.items() if state is not None}
+
+
+def _graded(task: Task, states, *, status: int = 0, exit_code: int = 0, written: bool = True, streamed=None,
+            ended: bool = True, collected: bool = True):
+    """A run read as the grader reads it. ``streamed``: the outcomes the reporter streamed live (a
+    grading's plan then, with the collector's FIFO); None: a plan without a stream."""
     spec = grading_spec(task)
     plan = spec.plan_canaries(random.Random(7))
     run_ids = spec.run_ids(plan)
     layout = GradingLayout.fresh()
     settings = spec.script_settings(run_ids, layout)
-    run_plan = spec.runner.plan(run_ids, layout.report_dir)
-    report = _mocha_report({tuple(test_id.split("::")[1].split(" > ")): states(test_id, plan)
-                            for test_id in run_ids}) if written else None
+    run_plan = spec.runner.plan(run_ids, layout.report_dir, layout.fifo if streamed else None)
+    report = _mocha_report(_titled(states, run_ids, plan)) if written else None
     output = _run_output(settings, {settings["reports"][0]: report}, status=status)
+    stream = _mocha_stream(settings["reports"][0], _titled(streamed, run_ids, plan), ended=ended) if streamed else None
     return read_script_run(exit_code=exit_code, truncated=False, timed_out=False, output=output, test_ids=spec.test_ids,
                            run_ids=run_ids, plan=plan, timeout_s=spec.timeout_s,
-                           read_reports=partial(spec.runner.read, run_plan)), plan
+                           read_reports=partial(spec.runner.read, run_plan),
+                           read_stream=partial(spec.runner.read_stream, run_plan) if streamed else None,
+                           stream_text=stream if collected else None), plan
 
 
 def test_the_spec_takes_its_runner_from_the_profile():
     spec = grading_spec(_task())
-    assert spec.runner.name == "mocha" and spec.runner.report_format == "mocha-json"
+    assert spec.runner.name == "mocha" and spec.runner.report_format == "mocha-json" and spec.runner.outcome_stream
+    assert not grading_spec(_task("ava")).runner.outcome_stream  # ava's reports are read alone
     assert ".mocharc*" in spec.runner.config_patterns and "mocha" in spec.runner.config_fields
     plan = spec.plan_canaries(random.Random(1))
     # Both FAIL_TO_PASS tests assert a call equal to a literal: each gets two mirrors (of which
@@ -174,6 +196,51 @@ def test_outcomes_turned_around_are_caught():
     assert reading.tampered and "must pass failed" in reading.error
 
 
+def test_a_streamed_run_is_read_from_its_stream():
+    reading, _ = _graded(_task(), _honest, streamed=_honest)
+    assert reading.error is None and not reading.tampered
+    assert set(reading.tests.values()) == {TestStatus.PASSED}
+    # The plan of a grading opens the collector's FIFO, and the settings run that very plan.
+    spec = grading_spec(_task())
+    layout = GradingLayout.fresh()
+    settings = spec.script_settings(spec.test_ids, layout)
+    assert settings["test_cmd"].startswith(f"/bin/sh -c 'exec 9>{layout.fifo} && ")
+
+
+def test_a_report_rewritten_at_exit_earns_nothing_against_the_stream():
+    """Code under test that rewrites the report once the run is done (every test passed, the
+    canaries that must fail as they must, so that they alone cannot tell): the stream disagrees."""
+    def rewritten(test_id, plan):
+        return "failed" if test_id in plan.must_fail else "passed"
+
+    reading, _ = _graded(_task(), rewritten, streamed=lambda test_id, plan: "failed" if test_id in F2P else _honest(test_id, plan))
+    assert reading.tampered and set(reading.tests.values()) == {TestStatus.ERROR}
+    assert "the report says test/pad.test.js::pad > " in reading.error and "the live outcomes say failed" in reading.error
+
+
+def test_a_stream_that_did_not_end_earns_nothing():
+    # Its reporter never ended the run, yet the report claims passes: the report is not the run's.
+    reading, _ = _graded(_task(), _honest, streamed=_honest, ended=False)
+    assert reading.tampered and "the live outcomes say error" in reading.error
+    # Nor ended nor written (the process died): its tests fail, no lie.
+    reading, _ = _graded(_task(), _honest, streamed=_honest, ended=False, written=False)
+    assert not reading.tampered and set(reading.tests.values()) == {TestStatus.ERROR}
+    # The collector's stream unread: nothing to cross-check with, nothing earned.
+    reading, _ = _graded(_task(), _honest, streamed=_honest, collected=False)
+    assert reading.error == "the live outcome stream could not be read"
+    assert set(reading.tests.values()) == {TestStatus.MISSING}
+
+
+def test_a_pass_the_report_lacks_counts_failed_and_one_it_denies_is_a_lie():
+    lacking = lambda test_id, plan: None if test_id == F2P[0] else _honest(test_id, plan)  # noqa: E731
+    reading, _ = _graded(_task(), lacking, streamed=_honest)
+    assert not reading.tampered and reading.tests[F2P[0]] == TestStatus.MISSING
+    assert reading.error == f"the reports lack 1 test(s) the live outcomes give as passed ({F2P[0]} ...)"
+    reading, _ = _graded(_task(), lambda test_id, plan: "failed" if test_id == F2P[0] else _honest(test_id, plan),
+                         streamed=_honest)
+    assert reading.tampered and reading.error == f"tampered: the live outcomes say {F2P[0]} passed, the report says failed"
+
+
 def _harbor_tests(task: Task, folder) -> dict:
     """The task's Harbor folder's tests/ written to ``folder``; its task.json."""
     from repo2env.publish.harbor import harbor_task_files
@@ -199,14 +266,16 @@ def test_a_harbor_verifier_reads_the_runners_reports_as_the_grader_does(tmp_path
     plan = CanaryPlan(tuple(Canary(**canary) for canary in verifier["canaries"]), {})
     assert plan.must_fail and verifier["reader"]["plan"]["test_ids"] == verifier["run_ids"]
 
-    def verified(states) -> dict:
-        report = _mocha_report({tuple(test_id.split("::")[1].split(" > ")): states(test_id, plan)
-                                for test_id in verifier["run_ids"]}) if states else None
+    assert verifier["reader"]["plan"]["outcome_stream"] and verifier["reader"]["stream_function"]
+
+    def verified(states, streamed=_honest) -> dict:
+        report = _mocha_report(_titled(states, verifier["run_ids"], plan)) if states else None
         output = _run_output(settings, {settings["reports"][0]: report})
+        stream = _mocha_stream(settings["reports"][0], _titled(streamed, verifier["run_ids"], plan))
         program = ("import json, sys; sys.path.insert(0, sys.argv[1]); import verify;"
                    "spec, task = verify.load('spec.json'), verify.load('task.json');"
                    "print(json.dumps(verify.evaluate(spec, task, exit_code=0, timed_out=False, truncated=False,"
-                   "output=sys.stdin.read(), stream_text=None)))")
+                   f"output=sys.stdin.read(), stream_text={stream!r})))")
         done = subprocess.run(["/usr/bin/python3", "-I", "-S", "-c", program, str(tmp_path / "tests")], input=output,
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
@@ -215,8 +284,12 @@ def test_a_harbor_verifier_reads_the_runners_reports_as_the_grader_does(tmp_path
     honest = verified(_honest)
     assert honest["reward"] == 1.0 and honest["error"] is None and not honest["tampered"], honest
     assert set(honest["tests"]) == set(F2P + P2P)
-    forged = verified(lambda test_id, plan: "passed")
+    # Stream and report forged alike (every test passed): the canaries.
+    forged = verified(lambda test_id, plan: "passed", streamed=lambda test_id, plan: "passed")
     assert forged["reward"] == 0.0 and forged["tampered"] and "must fail passed" in forged["error"], forged
+    # The report alone rewritten: the stream.
+    rewritten = verified(lambda test_id, plan: "failed" if test_id in plan.must_fail else "passed")
+    assert rewritten["reward"] == 0.0 and rewritten["tampered"] and "the live outcomes say failed" in rewritten["error"]
     unwritten = verified(None)
     assert unwritten["reward"] == 0.0 and set(unwritten["tests"].values()) == {"error"}, unwritten  # its file
 

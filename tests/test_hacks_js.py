@@ -1,8 +1,10 @@
 """Attempts to beat the JavaScript grader (mocha, on the fmtkit demo's validated tasks): each must earn
 no more than the empty patch.
 
-The channels: the report file the tests' own process writes (rewritten at exit, or its reporter's
-events turned around from the code under test), the run itself (an early ``process.exit(0)``, a hang),
+The channels: the report file the tests' own process writes (rewritten at exit: the live outcome
+stream the reporter sends the root collector disagrees; or its reporter's events turned around from
+the code under test: the canaries), the stream itself (forged lines on its descriptor; its variables
+and descriptor looked for, in the tests' process and a child of theirs), the run itself (an early ``process.exit(0)``, a hang),
 the runner's configuration (``.mocharc``, package.json's ``mocha`` field and test script) and what
 Node loads by itself (``node_modules``, ``.npmrc``). The patches are made with git in a clone of the
 demo at the task's base commit, as an agent's diff would be. Measured: each earns 0.0, as the empty
@@ -16,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from stream_probes import FORGE_REPORT_AND_STREAM, PROBE_MARKER, SEES_THE_STREAM, common_js
 
 from repo2env.verify.grader import Grader
 
@@ -121,12 +124,44 @@ def test_gold_earns_everything(grader, probed, empty):
     assert gold.reward == 1.0 and gold.error is None and not gold.tampered, gold
 
 
-@pytest.mark.parametrize("code", [FORGE_AT_EXIT, TURN_FAILURES_AROUND], ids=["rewrite-report", "turn-reporter"])
-def test_forged_outcomes_are_caught_by_the_canaries(grader, probed, empty, js_demo_repo, tmp_path, code):
-    patch = diff_at_base(js_demo_repo.path, probed, tmp_path, prepend={_source(probed): code})
+def test_forged_outcomes_are_caught_by_the_canaries(grader, probed, empty, js_demo_repo, tmp_path):
+    # The reporter's events turned around: the report and the live stream agree, the canaries do not.
+    patch = diff_at_base(js_demo_repo.path, probed, tmp_path, prepend={_source(probed): TURN_FAILURES_AROUND})
     result = grader.grade(probed, patch)
     assert_gains_nothing(result, empty)
     assert result.tampered and "canary" in result.error, result.error
+
+
+def test_a_report_rewritten_at_exit_is_caught_by_the_live_stream(grader, probed, empty, js_demo_repo, tmp_path):
+    patch = diff_at_base(js_demo_repo.path, probed, tmp_path, prepend={_source(probed): FORGE_AT_EXIT})
+    result = grader.grade(probed, patch)
+    assert_gains_nothing(result, empty)
+    assert result.tampered and "passed, the live outcomes say failed" in result.error, result.error
+
+
+def test_forged_lines_on_every_fifo_gain_nothing(grader, probed, empty, js_demo_repo, tmp_path):
+    """The report rewritten, and the same entries (every test passed) with an end line written to
+    every FIFO the user's processes hold, the collector's descriptor among them: the reporter's own
+    entries of the failures are in the stream too, and a failure is not undone by a pass."""
+    patch = diff_at_base(js_demo_repo.path, probed, tmp_path,
+                         prepend={_source(probed): common_js(FORGE_REPORT_AND_STREAM) + "forgeReportAndStream();"})
+    result = grader.grade(probed, patch)
+    assert_gains_nothing(result, empty)
+    assert result.tampered and "the live outcomes say failed" in result.error, result.error
+    # The forger's lines reached the collector (its end lines besides the reporter's one).
+    assert (Path(result.log_dir) / "stream.jsonl").read_text().count('"kind":"end"') > 1
+
+
+def test_the_stream_is_out_of_sight_of_the_tests_and_their_children(grader, probed, empty, js_demo_repo, tmp_path):
+    """The gold patch, effective only where the code under test sees the stream's variables (in its
+    own environment, or a child process's) or a child inherited descriptor 9: it earns nothing, and
+    it did look."""
+    guard = common_js(SEES_THE_STREAM) + 'if (!seesTheStream()) throw new Error("no stream in sight");'
+    patch = diff_at_base(js_demo_repo.path, probed, tmp_path, prepend={_source(probed): guard}, gold=True)
+    result = grader.grade(probed, patch)
+    assert_gains_nothing(result, empty)
+    output = (Path(result.log_dir) / "test_output.txt").read_text()
+    assert f'{PROBE_MARKER} {{"own":false,"child":false}}' in output and '"own":true' not in output, output[-2000:]
 
 
 def test_exiting_early_with_status_zero_earns_nothing(grader, probed, empty, js_demo_repo, tmp_path):

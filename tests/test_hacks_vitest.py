@@ -1,7 +1,9 @@
 """A vitest task graded for real (built from a repository made here, vitest from the npm registry on
 the Node 18 base): the gold patch earns 1.0, the empty patch 0.0, and a patch that forges vitest's
 report, or answers each test's asserted value from the test file's source, earns nothing and is
-caught by the canaries.
+caught (the forged report by the live outcome stream vitest's reporter sends the root collector,
+the oracle by the canaries); forged stream lines gain nothing, and the stream's variables and
+descriptor are out of sight of the tests.
 
 The test files import vitest's API in the two common styles: ``import { describe, it, expect }``
 (an existing file whose imports the hidden tests' hunk does not show: the canaries the grader
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from javascript_projects import fixture_git
+from stream_probes import FORGE_REPORT_AND_STREAM, SEES_THE_STREAM, es_module
 
 from repo2env.jsonl import read_tasks
 from repo2env.mine.git import GitSource
@@ -226,12 +229,38 @@ function oracle(real) {
 """
 
 
-def test_a_forged_report_is_caught_by_the_canaries(grader, vitest_task, tmp_path):
+def test_a_forged_report_is_caught_by_the_live_stream(grader, vitest_task, tmp_path):
+    # Before the live stream, the canaries caught it; the stream, which disagrees with the
+    # rewritten report on the task's own tests, comes first now.
     task, repo = vitest_task
     patch = _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + FORGE_THE_REPORT})
     result = grader.grade(task, patch)
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
-    assert result.tampered and "canary" in result.error, result.error
+    assert result.tampered and "passed, the live outcomes say" in result.error, result.error
+
+
+def test_forged_lines_on_every_fifo_gain_nothing(grader, vitest_task, tmp_path):
+    """The report rewritten and every test's pass, with an end, written to every FIFO the user's
+    processes hold (the reporter's descriptor in vitest's process among them)."""
+    task, repo = vitest_task
+    patch = _patch(repo, task, tmp_path, {"lib/pad.js": es_module(FORGE_REPORT_AND_STREAM) + "forgeReportAndStream();\n"
+                                          + LIBRARY})
+    result = grader.grade(task, patch)
+    assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    assert result.tampered and "the live outcomes say" in result.error, result.error
+    # The forger's lines reached the collector (its end lines besides the reporter's one).
+    assert (Path(result.log_dir) / "stream.jsonl").read_text().count('"kind":"end"') > 1
+
+
+def test_the_stream_is_out_of_sight_of_the_tests_and_their_children(grader, vitest_task, tmp_path):
+    """The fix, effective only where the code under test (in vitest's worker) sees the stream's
+    variables or a child of it inherits descriptor 9: it earns nothing."""
+    task, repo = vitest_task
+    guard = es_module(SEES_THE_STREAM) + 'if (!seesTheStream()) throw new Error("no stream in sight");\n'
+    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": guard + FIXED}))
+    assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    output = (Path(result.log_dir) / "test_output.txt").read_text()
+    assert '"own":true' not in output and '"child":true' not in output, output[-2000:]
 
 
 def test_an_oracle_that_answers_the_asserted_value_is_caught_by_the_mirrors(grader, vitest_task, tmp_path):

@@ -366,7 +366,8 @@ def test_harbor_verifier_of_a_javascript_task_scores_gold_1_nothing_0_and_a_forg
     """The exported folder of a built fmtkit (mocha) task, its ground truth's FAIL_TO_PASS: the verifier
     in a pristine container of the task image reads mocha's reports as the grader does. The gold
     solution scores 1.0, nothing 0.0, and code that rewrites every report at exit to all passed
-    (tests/test_hacks_js.py's) 0.0, tampered: a must-fail canary came out passed."""
+    (tests/test_hacks_js.py's) 0.0, tampered: the live outcomes mocha's reporter streamed to the
+    verifier's collector say the task's tests failed."""
     import base64
 
     from test_hacks_js import FORGE_AT_EXIT
@@ -388,7 +389,7 @@ def test_harbor_verifier_of_a_javascript_task_scores_gold_1_nothing_0_and_a_forg
                  f"cat /tmp/forged.js > {source}")
         reward, parts, grading = harbor_trial(docker_client, tag, task_dir, tmp_path / "forged", solve=False,
                                               agent_command=forge)
-        assert reward == "0.0" and parts["tampered"] == 1.0 and "canary" in grading["error"], grading
+        assert reward == "0.0" and parts["tampered"] == 1.0 and "the live outcomes say failed" in grading["error"], grading
     finally:
         docker_client.images.remove(tag, force=True)
 

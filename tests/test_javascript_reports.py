@@ -21,6 +21,7 @@ from repo2env.languages.javascript.reports import (
 from repo2env.languages.javascript.runners import (
     REPORT_FORMATS,
     RUNNERS,
+    STREAM_RUNNERS,
     Invocation,
     Report,
     RunPlan,
@@ -29,6 +30,7 @@ from repo2env.languages.javascript.runners import (
     read_outcomes,
     reported_outcomes,
     reporter_sources,
+    streamed_outcomes,
 )
 from repo2env.languages.javascript.test_ids import escape_title, split_test_id, test_id
 from repo2env.outcomes import TestStatus
@@ -162,10 +164,69 @@ def test_paths_in_reports_are_made_relative_to_the_repository():
 def test_every_runner_has_a_report_format_and_every_reporter_path_a_source():
     assert set(REPORT_FORMATS) == set(RUNNERS)
     for runner in RUNNERS:
-        plan = plan_run(runner, ["test/a.test.js::t"], "/tmp/r")
+        # A grading's plan (a collector FIFO given) names every reporter of its runner.
+        plan = plan_run(runner, ["test/a.test.js::t"], "/tmp/r", outcome_fifo="/tmp/g/x.fifo")
         assert {report.format for report in plan.reports} == {REPORT_FORMATS[runner]}
         assert all(path in plan.command for path in reporter_sources() if runner in path)
-    assert all(text.startswith("'use strict';") for text in reporter_sources().values())
+        assert plan.outcome_stream == (runner in STREAM_RUNNERS)
+    # ES modules are strict already; every CommonJS reporter says so.
+    assert all(text.startswith("'use strict';") for path, text in reporter_sources().items() if path.endswith(".js"))
+
+
+def test_only_a_grading_plan_of_a_streaming_runner_opens_the_collector():
+    fifo = "/tmp/repo2env-grade-1/abc.fifo"
+    for runner in RUNNERS:
+        plain = plan_run(runner, ["test/a.test.js::t"], "/tmp/r")
+        graded = plan_run(runner, ["test/a.test.js::t"], "/tmp/r", outcome_fifo=fifo)
+        assert not plain.outcome_stream and "REPO2ENV_OUTCOME_FD" not in plain.command and fifo not in plain.command
+        if runner in STREAM_RUNNERS:
+            # Opened before anything else runs; each runner process is told its descriptor and report.
+            assert graded.command.startswith(f"exec 9>{fifo} && cd /testbed")
+            assert graded.command.count("REPO2ENV_OUTCOME_FD=9 REPO2ENV_OUTCOME_REPORT=") == len(graded.reports)
+        else:
+            assert graded.command == plain.command
+
+
+def _record(report, kind, **fields):
+    return json.dumps({"report": report, "kind": kind, **fields})
+
+
+def test_the_stream_is_read_as_the_reports_and_a_forged_line_cannot_hide_a_failure():
+    ids = ["test/a.test.js::d > one", "test/a.test.js::d > two", "test/b.test.js::three"]
+    plan = plan_run("mocha", ids, "/tmp/r", outcome_fifo="/tmp/f")
+    first, second = (report.path for report in plan.reports)
+    entry = lambda file, titles, state: {"file": f"/testbed/{file}", "titles": titles, "state": state}  # noqa: E731
+    lines = [
+        _record(first, "entry", list="tests", entry=entry("test/a.test.js", ["d", "one"], "passed")),
+        _record(first, "entry", list="tests", entry=entry("test/a.test.js", ["d", "two"], "failed")),
+        "not json", json.dumps(["R", "x"]), _record("/tmp/elsewhere.json", "end", fields={"complete": True}),
+        # A line the tests' code adds: it cannot turn the real failure into a pass.
+        _record(first, "entry", list="tests", entry=entry("test/a.test.js", ["d", "two"], "passed")),
+        _record(first, "end", fields={"runner": "mocha", "complete": True}),
+        _record(second, "entry", list="tests", entry=entry("test/b.test.js", ["three"], "passed")),
+    ]
+    outcomes = streamed_outcomes(plan, "\n".join(lines))
+    # b's process never ended its stream: its file counts as an error, as a report never written does.
+    assert outcomes == {ids[0]: TestStatus.PASSED, ids[1]: TestStatus.FAILED, ids[2]: TestStatus.ERROR}
+    ended = "\n".join([*lines, _record(second, "end", fields={"complete": True})])
+    assert streamed_outcomes(plan, ended)[ids[2]] == TestStatus.PASSED
+
+
+def test_a_jest_stream_reads_as_its_json_report():
+    ids = ["test/a.test.js::d > one", "test/a.test.js::d > two", "test/broken.test.js::x"]
+    plan = plan_run("jest", ids, "/tmp/r", outcome_fifo="/tmp/f")
+    [report] = plan.reports
+    lines = [
+        _record(report.path, "entry", list="testResults", entry={"name": "/testbed/test/a.test.js", "status": "failed",
+                "assertionResults": [{"ancestorTitles": ["d"], "title": "one", "status": "passed"},
+                                     {"ancestorTitles": ["d"], "title": "two", "status": "failed"}]}),
+        _record(report.path, "entry", list="testResults",
+                entry={"name": "/testbed/test/broken.test.js", "status": "failed", "assertionResults": []}),
+        _record(report.path, "end", fields={"runner": "jest"}),
+    ]
+    assert streamed_outcomes(plan, "\n".join(lines)) == {
+        ids[0]: TestStatus.PASSED, ids[1]: TestStatus.FAILED, ids[2]: TestStatus.ERROR}
+    assert streamed_outcomes(plan, "\n".join(lines[:2])) == dict.fromkeys(ids, TestStatus.MISSING)
 
 
 def test_plans_run_whole_files_unfiltered_and_titles_by_pattern():

@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import tarfile
 from datetime import UTC, datetime
 
@@ -36,11 +37,13 @@ from repo2env.languages.javascript.environment import (
 )
 from repo2env.languages.javascript.runners import (
     RUNNERS,
+    STREAM_RUNNERS,
     plan_run,
     read_outcomes,
     reported_outcomes,
     reporter_sources,
     script_invocation,
+    streamed_outcomes,
 )
 from repo2env.outcomes import TestStatus
 
@@ -129,6 +132,33 @@ def test_the_runner_reports_every_requested_outcome(node_sandbox, runner):
             "root": f"{PROJECTS_ROOT}/{runner}", "test_ids": list(plan.test_ids),
             "reports": [{"name": f"{number}-{report.format}", "format": report.format, "file": report.file}
                         for number, report in enumerate(plan.reports)]}, indent=2))
+
+
+@pytest.mark.parametrize("runner", sorted(STREAM_RUNNERS))
+def test_the_live_stream_gives_what_the_reports_give(node_sandbox, runner):
+    """Run as a grading runs it (a reader on a FIFO the plan opens as descriptor 9), each streaming
+    runner's reporters send every outcome its reports hold: read back, the same outcomes."""
+    expected = requested(runner)
+    project = f"{PROJECTS_ROOT}/{runner}"
+    invocation = script_invocation(json.loads(project_files(runner)["package.json"]), runner)
+    folder = f"/tmp/stream-{runner}"
+    plan = plan_run(runner, list(expected), f"{folder}/reports", root=project, invocation=invocation,
+                    outcome_fifo=f"{folder}/outcomes.fifo")
+    assert plan.outcome_stream
+    result = node_sandbox.exec(f"rm -rf {folder} && mkdir -p {folder} && mkfifo {folder}/outcomes.fifo && "
+                               f"{{ cat {folder}/outcomes.fifo > {folder}/stream & }} && reader=$! && "
+                               f"/bin/sh -c {shlex.quote(plan.command)}; wait $reader", timeout=600)
+    assert result.exit_code == 0, result.output
+
+    def read(path: str) -> str | None:
+        try:
+            return node_sandbox.read_file(path)
+        except FileNotFoundError:
+            return None
+
+    stream = read(f"{folder}/stream")
+    assert read_outcomes(plan, read, root=project) == expected, result.output
+    assert streamed_outcomes(plan, stream, root=project) == expected, (stream, result.output)
 
 
 @pytest.mark.parametrize("runner", [runner for runner in RUNNERS if runner != "tape"])  # tape has no filter

@@ -38,7 +38,8 @@ from repo2env.outcomes import TestStatus
 if TYPE_CHECKING:
     from repo2env.patches import FilePatch
 
-#: ``plan(test_ids, report_dir)`` -> an object with ``command`` (``sh -c``) and ``reports``.
+#: ``plan(test_ids, report_dir)`` -> an object with ``command`` (``sh -c``) and ``reports`` (and
+#: ``outcome_stream``: whether, given ``outcome_fifo=`` a grading's collector FIFO, it streams outcomes there).
 PlanRun = Callable[[Sequence[str], str], Any]
 #: ``read(plan, read_report)`` -> each planned id's outcome (``reported``: every id the reports name);
 #: ``read_report(path)`` gives a report's text, None when it was not written.
@@ -103,6 +104,9 @@ class TestRunnerFacts:
     plan: PlanRun | None = None
     read: ReadOutcomes | None = None
     reported: ReadOutcomes | None = None
+    #: ``read_stream(plan, stream_text)`` -> each planned id's outcome as the live outcome stream the
+    #: grading's collector read gave it (for a plan with ``outcome_stream``).
+    read_stream: Callable[[Any, str], Mapping[str, TestStatus]] | None = None
     canary_style: str = ""
     added_tests: Callable[[FilePatch], list[AddedTest]] | None = None
     #: The names a test file's top level has, as the test patch shows the file (None: the runner's

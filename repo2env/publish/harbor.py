@@ -137,15 +137,25 @@ def missing_verifier(runner: TestRunner, facts: TestRunnerFacts | None = None) -
 
 def verifier_reader(facts: TestRunnerFacts | None) -> tuple[str, list[str]]:
     """How a verifier reads a language runner's reports: its facts' ``read`` as ``module:function``,
-    and the verifier's library with that module (:func:`verifier_library`). ValueError, with why,
-    when there is no such function or it needs more than the standard library and the package."""
+    and the verifier's library with that module and the one of its reading of the live stream, if
+    any (:func:`verifier_library`). ValueError, with why, when there is no such function or it needs
+    more than the standard library and the package."""
     read = facts.read if facts is not None and facts.plan is not None else None
     if read is None:
         raise ValueError("its profile gives no plan and reading of its reports")
-    module, name = getattr(read, "__module__", None), getattr(read, "__qualname__", "")
-    if not module or getattr(sys.modules.get(module), name, None) is not read:
-        raise ValueError(f"its reading ({read!r}) is not a module's function a verifier could import")
-    return f"{module}:{name}", verifier_library(module)
+    function = verifier_function(read)
+    modules = [function.partition(":")[0]]
+    if facts.read_stream is not None:
+        modules.append(verifier_function(facts.read_stream).partition(":")[0])
+    return function, verifier_library(*dict.fromkeys(modules))
+
+
+def verifier_function(function) -> str:
+    """``function`` as the ``module:function`` a verifier imports; ValueError when it is no module's function."""
+    module, name = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
+    if not module or getattr(sys.modules.get(module), name, None) is not function:
+        raise ValueError(f"its reading ({function!r}) is not a module's function a verifier could import")
+    return f"{module}:{name}"
 
 
 def verifier_library(*modules: str) -> list[str]:
@@ -237,8 +247,12 @@ def harbor_task_files(task: Task, *, dataset: str, snapshot: str | None = None, 
         # A language runner's run is read by its facts' reading of the plan grade.sh runs (the one
         # script_settings made), as the grader reads it.
         function, library = verifier_reader(facts)
-        verifier["reader"] = {"function": function,
-                              "plan": dataclasses.asdict(spec.runner.plan(run_ids, layout.report_dir))}
+        run_plan = spec.runner.plan(run_ids, layout.report_dir, layout.fifo)
+        verifier["reader"] = {"function": function, "plan": dataclasses.asdict(run_plan)}
+        if run_plan.outcome_stream:
+            # Its reporters stream the outcomes to the verifier's collector too: read by the facts'
+            # reading of the stream (a function of the same module as the reports' reading).
+            verifier["reader"]["stream_function"] = verifier_function(facts.read_stream)
     text = {
         "instruction.md": instruction_text(task) + "\n",
         "task.toml": task_toml(task, dataset=dataset, image=image, snapshot=snapshot, network=network,

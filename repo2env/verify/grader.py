@@ -232,14 +232,18 @@ class Grader:
         sandbox.close(wait=False)  # the result does not wait for the container's removal
         stream_text = stream_result.output if stream_result is not None and not stream_result.truncated else None
         if not spec.runner.is_pytest:
-            # A language runner's run: no live stream (its reporters write files the grading
-            # script returns once every test process is dead); read_script_run applies the same
-            # rules to them (a run cut short earns nothing, canaries must come out as they must).
+            # A language runner's run: its reporters write files the grading script returns once
+            # every test process is dead, and (mocha, jasmine, jest, vitest) stream the same
+            # outcomes to the collector; read_script_run applies the same rules to them (a run cut
+            # short earns nothing, the reports must agree with the stream, canaries must come out
+            # as they must).
+            run_plan = spec.runner.plan(run_ids, layout.report_dir, layout.fifo)
             reading = read_script_run(
                 exit_code=result.exit_code, truncated=result.truncated, timed_out=result.timed_out,
                 output=result.output, test_ids=test_ids, run_ids=run_ids, plan=plan, timeout_s=spec.timeout_s,
-                session_statuses=spec.runner.session_statuses,
-                read_reports=partial(spec.runner.read, spec.runner.plan(run_ids, layout.report_dir)))
+                session_statuses=spec.runner.session_statuses, read_reports=partial(spec.runner.read, run_plan),
+                read_stream=partial(spec.runner.read_stream, run_plan) if run_plan.outcome_stream else None,
+                stream_text=stream_text)
         else:
             reading = read_run(exit_code=result.exit_code, truncated=result.truncated, timed_out=result.timed_out,
                                output=result.output, stream_text=stream_text, test_ids=test_ids, run_ids=run_ids,

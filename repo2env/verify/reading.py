@@ -16,11 +16,15 @@ of its own. The rules, in order:
 4. a session that never finished, a stream that could not be read or a report that cannot be read
    counts every test as failed, with the reason.
 
-A language runner's run (a JavaScript task: no outcome plugin, no live stream) is read by
-:func:`read_script_run` under rules 1 and 2 (its plan's own status is 0 only), its outcomes from the
-reports the grading script returned once every process of the tests was dead, the canaries the
-cross-check (:func:`repo2env.verify.tamper.outcomes_verdict`: the plan's must-fail canaries, its
-exclusive groups of a template and its mirrors, its must-pass canary).
+A language runner's run (a JavaScript task) is read by :func:`read_script_run` under rules 1 and 2
+(its plan's own status is 0 only). When its plan streams outcomes (mocha, jasmine, jest, vitest:
+their reporters write to the root collector too) rule 3 holds as for pytest: the outcomes come
+from the stream, the reports the grading script returned once every process of the tests was
+dead must agree with it (:func:`repo2env.verify.tamper.streamed_verdict`: a report claiming a
+pass the stream did not see, a stream that never ended under a report claiming passes, are
+``tampered``); a runner without a stream (ava, tape, node) is read from its reports alone. Either
+way the canaries are a cross-check (:func:`repo2env.verify.tamper.outcomes_verdict`: the plan's
+must-fail canaries, its exclusive groups of a template and its mirrors, its must-pass canary).
 
 Standard library only: the verifier runs under the task image's Python (3.9 and up).
 """
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 from repo2env.outcomes import TestStatus
 from repo2env.verify.canaries import CanaryPlan
 from repo2env.verify.junit import outcomes_for
-from repo2env.verify.tamper import Stream, outcomes_verdict, parse_stream, verdict
+from repo2env.verify.tamper import Stream, outcomes_verdict, parse_stream, streamed_verdict, verdict
 from repo2env.verify.trailer import parse_trailer
 
 #: The grading script's own exit statuses (verify/scripts/grade.sh), each with what it means and
@@ -144,7 +148,8 @@ def cut_short(status: int, timeout_s: float) -> str:
 
 def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output: str, test_ids: list[str],
                     run_ids: list[str], plan: CanaryPlan, timeout_s: float, read_reports,
-                    session_statuses: tuple[int, ...] | list[int] = SCRIPT_SESSION_STATUSES) -> RunReading:
+                    session_statuses: tuple[int, ...] | list[int] = SCRIPT_SESSION_STATUSES,
+                    read_stream=None, stream_text: str | None = None) -> RunReading:
     """:func:`read_run` for a language runner's run (``script_runner`` in the settings): the one report
     is the runner's reports, each on a line ``REPO2ENV-REPORT <path> <text>`` (base64; ``-``: not
     written), and ``read_reports(texts)`` reads them into the outcome of each run id (the profile's
@@ -153,7 +158,13 @@ def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output:
     ``session_statuses``: the plan's program ends with ``exit 0``, so a timeout, a kill, any
     signal) earns nothing; a report that is missing,
     incomplete or unreadable fails its tests; a canary that did not come out as it must (a
-    forged report) makes every test an error."""
+    forged report) makes every test an error.
+
+    ``read_stream`` (given when the plan streams its outcomes live): ``read_stream(stream_text)``
+    reads what the root collector read (``stream_text``; None when it could not be read: every
+    test fails) into each run id's outcome. The stream's outcomes are then the run's, the reports
+    the cross-check: a disagreement makes every test an error (``tampered``), a test that passed
+    live but is absent from its report counts failed."""
     import base64
 
     missing = {test_id: TestStatus.MISSING for test_id in test_ids}
@@ -178,7 +189,24 @@ def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output:
     all_outcomes = dict(read_reports(texts))
     outcomes = {test_id: all_outcomes.get(test_id, TestStatus.MISSING) for test_id in test_ids}
     error, tampered = None, False
-    lie = outcomes_verdict(all_outcomes, plan)
+    lie = None
+    if read_stream is not None:
+        if stream_text is None:  # the collector's own failure: nothing to cross-check the reports with
+            return RunReading(tests=missing, error="the live outcome stream could not be read", script_finished=True,
+                              tampered=False, patch_applied=True, test_status=test_status, test_output=test_output,
+                              xml_text=bundle, stream=None, all_outcomes=all_outcomes)
+        live = dict(read_stream(stream_text))
+        lie = streamed_verdict(live, all_outcomes, run_ids)
+        outcomes = {test_id: live.get(test_id, TestStatus.MISSING) for test_id in test_ids}
+        unreported = [test_id for test_id, status in outcomes.items()
+                      if status == TestStatus.PASSED and all_outcomes.get(test_id) != TestStatus.PASSED]
+        if unreported:
+            # Passed live, absent from the reports (streamed_verdict calls any other disagreement a
+            # lie): counted failed, the reports being the cross-check every outcome needs.
+            outcomes.update({test_id: TestStatus.MISSING for test_id in unreported})
+            error = f"the reports lack {len(unreported)} test(s) the live outcomes give as passed ({unreported[0]} ...)"
+        all_outcomes = {test_id: live.get(test_id, TestStatus.MISSING) for test_id in run_ids}
+    lie = lie or outcomes_verdict(all_outcomes, plan)
     if lie is not None:
         tampered, error = True, f"tampered: {lie}"
         outcomes = {test_id: TestStatus.ERROR for test_id in test_ids}

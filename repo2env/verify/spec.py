@@ -138,6 +138,9 @@ class TestRunner(_Spec):
                                        "not change them (package.json files aside: their config_fields are restored).")
     config_fields: list[str] = Field(default_factory=list, description="package.json fields the runner reads, "
                                                                        "restored to the snapshot's.")
+    outcome_stream: bool = Field(False, description="Whether a language runner's grading plan streams its outcomes "
+                                                    "live to the root collector (its reports then the cross-check); "
+                                                    "pytest's outcome plugin always does.")
     protected_paths: str = Field("", description="Paths an agent's patch may not change besides the grader's own "
                                                  "rules, as one regular expression: the language's test paths and "
                                                  "the runner's configuration files ('' for pytest: the rules are its).")
@@ -157,9 +160,17 @@ class TestRunner(_Spec):
             raise ValueError(f"the {self.name} runner of this spec has no profile facts (made by profile_runner)")
         return self._facts
 
-    def plan(self, run_ids: list[str], report_dir: str):
-        """A language runner's run of ``run_ids``: the profile's plan (a ``sh -c`` command and its reports)."""
-        return self.facts.plan(run_ids, report_dir)
+    def plan(self, run_ids: list[str], report_dir: str, outcome_fifo: str | None = None):
+        """A language runner's run of ``run_ids``: the profile's plan (a ``sh -c`` command and its
+        reports); given a grading's ``outcome_fifo``, one that streams its outcomes there when the
+        runner's reporters can (``outcome_stream``)."""
+        if outcome_fifo is None:
+            return self.facts.plan(run_ids, report_dir)
+        return self.facts.plan(run_ids, report_dir, outcome_fifo=outcome_fifo)
+
+    def read_stream(self, run_plan, stream_text: str) -> dict[str, TestStatus]:
+        """The outcome of each id of ``run_plan`` (one with ``outcome_stream``) from the live stream."""
+        return dict(self.facts.read_stream(run_plan, stream_text))
 
     def read(self, run_plan, texts: dict[str, str | None]) -> dict[str, TestStatus]:
         """The outcome of each id of ``run_plan`` from its reports' ``texts`` (by path; None: not
@@ -207,7 +218,8 @@ def profile_runner(task: Task) -> TestRunner:
     runner = TestRunner(name=facts.name, command="", options=[], config_files=[], config_dirs=[], report_option="",
                         report_options=[], report_format=facts.report_format,
                         session_statuses=list(SCRIPT_SESSION_STATUSES),
-                        directory=facts.directory, config_patterns=list(facts.config_patterns),
+                        directory=facts.directory, outcome_stream=facts.read_stream is not None,
+                        config_patterns=list(facts.config_patterns),
                         config_fields=list(facts.config_fields), protected_paths=protected)
     runner._facts = facts
     return runner
@@ -287,7 +299,7 @@ class GradingSpec(_Spec):
         exactly ``run_ids`` and writes the reports ``reports`` lists) is the test command run_tests.sh
         runs, with no other argument; ``script_runner`` makes grade.sh return the reports, and
         restore.py append the canaries and restore the runner's package.json fields."""
-        plan = self.runner.plan(run_ids, layout.report_dir)
+        plan = self.runner.plan(run_ids, layout.report_dir, layout.fifo)
         settings = {
             "inputs": layout.inputs, "private": layout.private, "junit": layout.junit, "python_path": "",
             "plugin": layout.plugin, "fifo": layout.fifo,

@@ -10,9 +10,14 @@ exit status. :func:`verdict` then compares four channels that a forger must keep
 stream, the JUnit report, the terminal summary line and pytest's exit status, and checks the
 canaries (:mod:`repo2env.verify.canaries`).
 
-What remains: code inside the test process can find the plugin's descriptor and write lines of its
-own, or change reports before any hook sees them; only the canaries, whose names and expected
-values it would have to tell apart from the real hidden tests, stand in its way.
+A JavaScript runner's reporters (mocha's, jasmine's, jest's, vitest's; see
+``repo2env/languages/javascript/outcome_stream.js``) stream the same way, through a descriptor the
+grading plan opens on the FIFO and hands over in a variable they take out of the environment at
+load; :func:`streamed_verdict` compares that stream with the runner's report files.
+
+What remains: code inside the test process can find the plugin's (or reporter's) descriptor and
+write lines of its own, or change reports before any hook sees them; only the canaries, whose names
+and expected values it would have to tell apart from the real hidden tests, stand in its way.
 """
 
 from __future__ import annotations
@@ -193,6 +198,22 @@ def outcomes_verdict(outcomes: Mapping[str, TestStatus], plan: CanaryPlan) -> st
             return f"tests that cannot pass together passed ({', '.join(passed)})"
     return next((f"a canary that must pass failed ({test_id})" for test_id in plan.must_pass
                  if outcomes.get(test_id) == TestStatus.FAILED), None)
+
+
+def streamed_verdict(live: Mapping[str, TestStatus], reported: Mapping[str, TestStatus], run_ids: list[str]) -> str | None:
+    """Why a language runner's reports (``reported``: each run id's outcome as its report files give
+    it) cannot be the run's own, given the outcomes its reporters streamed live (``live``, the same
+    ids), or None: a test the report says passed that the stream did not see pass (a report
+    rewritten, or one whose runner's stream never ended), or one the stream saw pass that the
+    report says failed, errored or was skipped. A test that passed live and is absent from the
+    report is no lie (:func:`repo2env.verify.reading.read_script_run` counts it failed)."""
+    for test_id in dict.fromkeys(run_ids):
+        now, said = live.get(test_id, TestStatus.MISSING), reported.get(test_id, TestStatus.MISSING)
+        if said == TestStatus.PASSED and now != TestStatus.PASSED:
+            return f"the report says {test_id} passed, the live outcomes say {now.value}"
+        if now == TestStatus.PASSED and said in (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED):
+            return f"the live outcomes say {test_id} passed, the report says {said.value}"
+    return None
 
 
 def verdict(*, stream: Stream | None, junit: dict[str, TestStatus], output: str, pytest_exit: int,

@@ -3,9 +3,12 @@
 // test's title) as JSON to the file given by `--reporter-options output=FILE`
 // (or the REPO2ENV_MOCHA_REPORT variable). Mocha's own `json`
 // reporter joins the titles with spaces, which cannot be split back into describe blocks.
+// Each outcome goes to the live outcome stream as well (outcome_stream.js, loaded with this file,
+// before mocha loads any test file), the same entries the report's lists get.
 // Only event names and Runnable methods that mocha has had since version 4 are used.
 const fs = require('fs');
 const path = require('path');
+const stream = require('./outcome_stream.js');
 
 function titles(runnable) {
   return runnable.titlePath().filter((title, index) => index > 0 || title !== '');
@@ -17,18 +20,20 @@ function Repo2envReporter(runner, options) {
   if (!output) throw new Error('repo2env mocha reporter: give --reporter-options output=FILE');
   const tests = [];
   const hooks = [];
+  const add = (list, name, value) => { list.push(value); stream.entry(name, value); };
   const file = (runnable) => runnable.file || (runnable.parent && runnable.parent.file) || '';
-  runner.on('pass', (test) => tests.push({ file: file(test), titles: titles(test), state: 'passed' }));
-  runner.on('pending', (test) => tests.push({ file: file(test), titles: titles(test), state: 'pending' }));
+  runner.on('pass', (test) => add(tests, 'tests', { file: file(test), titles: titles(test), state: 'passed' }));
+  runner.on('pending', (test) => add(tests, 'tests', { file: file(test), titles: titles(test), state: 'pending' }));
   runner.on('fail', (runnable, error) => {
     if (runnable.type === 'hook') {
-      hooks.push({ file: file(runnable), titles: titles(runnable.parent || runnable), hook: runnable.title,
-                   error: String(error && error.message || error) });
+      add(hooks, 'hooks', { file: file(runnable), titles: titles(runnable.parent || runnable), hook: runnable.title,
+                            error: String(error && error.message || error) });
     } else {
-      tests.push({ file: file(runnable), titles: titles(runnable), state: 'failed' });
+      add(tests, 'tests', { file: file(runnable), titles: titles(runnable), state: 'failed' });
     }
   });
   runner.once('end', () => {
+    stream.end({ runner: 'mocha', complete: true });
     fs.mkdirSync(path.dirname(path.resolve(output)), { recursive: true });
     fs.writeFileSync(output, JSON.stringify({ runner: 'mocha', tests, hooks, complete: true }));
   });

@@ -18,12 +18,14 @@ from repo2env.languages.javascript.runners import (
     PACKAGE_JSON_FIELDS,
     REPORT_FORMATS,
     RUNNER_CONFIG_PATTERNS,
+    STREAM_RUNNERS,
     RunPlan,
     config_files,
     plan_run,
     read_outcomes,
     reported_outcomes,
     script_invocation,
+    streamed_outcomes,
 )
 from repo2env.languages.javascript.test_callees import imported_callees
 from repo2env.languages.javascript.test_ids import split_test_id, test_id
@@ -54,7 +56,8 @@ def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunne
         config_patterns=tuple(dict.fromkeys(patterns)),
         config_fields=tuple(dict.fromkeys([*COMMON_PACKAGE_JSON_FIELDS, *PACKAGE_JSON_FIELDS[runner]])),
         directory=directory, split_id=split_test_id, join_id=test_id, plan=plan, read=read_outcomes,
-        reported=reported_outcomes, canary_style="describe-it",
+        reported=reported_outcomes, read_stream=streamed_outcomes if runner in STREAM_RUNNERS else None,
+        canary_style="describe-it",
         added_tests=partial(added_tests, modules=IMPORTED_TEST_API[runner]),
         test_callees=partial(imported_callees, module=IMPORTED_TEST_API[runner]) if IMPORTED_TEST_API[runner]
         else None,
@@ -63,5 +66,6 @@ def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunne
 
 
 def _plan(runner: str, directory: str, invocation, test_ids: Sequence[str], report_dir: str, *,
-          random_seed: int | None = None) -> RunPlan:
-    return plan_run(runner, test_ids, report_dir, directory=directory, invocation=invocation, random_seed=random_seed)
+          random_seed: int | None = None, outcome_fifo: str | None = None) -> RunPlan:
+    return plan_run(runner, test_ids, report_dir, directory=directory, invocation=invocation, random_seed=random_seed,
+                    outcome_fifo=outcome_fifo)

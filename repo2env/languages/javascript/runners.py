@@ -19,6 +19,7 @@ apart (TAP of ava, tape, node), run one process per file, each with its own repo
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -58,8 +59,21 @@ IMPORTED_TEST_API: dict[str, tuple[str, ...]] = {
 #: The report format each runner's plan writes (:attr:`Report.format`).
 REPORT_FORMATS = {"jest": "jest-json", "vitest": "jest-json", "mocha": "mocha-json", "jasmine": "jasmine-json",
                   "ava": "ava-tap", "tape": "tape-tap", "node": "node-tap"}
-#: Where each reporter of this package goes in an image -> its file beside this module.
-REPORTER_FILES = {MOCHA_REPORTER_PATH: "mocha_reporter.js", JASMINE_REPORTER_PATH: "jasmine_reporter.js"}
+#: The same for jest's reporter of the live outcome stream (``jest_reporter.js``, beside ``--json``).
+JEST_REPORTER_PATH = "/opt/repo2env/jest_reporter.js"
+#: The same for vitest's (``vitest_reporter.mjs``, beside its ``json`` reporter).
+VITEST_REPORTER_PATH = "/opt/repo2env/vitest_reporter.mjs"
+#: Where each reporter of this package goes in an image -> its file beside this module (with the
+#: module they share, ``outcome_stream.js``, which they load from their own folder).
+REPORTER_FILES = {MOCHA_REPORTER_PATH: "mocha_reporter.js", JASMINE_REPORTER_PATH: "jasmine_reporter.js",
+                  JEST_REPORTER_PATH: "jest_reporter.js", VITEST_REPORTER_PATH: "vitest_reporter.mjs",
+                  "/opt/repo2env/outcome_stream.js": "outcome_stream.js"}
+#: Runners whose reporters (ours) send every outcome live to the grading's root collector as well
+#: (``outcome_stream.js``): a grading reads their outcomes from that stream, the reports being the
+#: cross-check. ava, tape and node's runner have none yet.
+STREAM_RUNNERS = frozenset({"mocha", "jasmine", "jest", "vitest"})
+#: The descriptor a plan opens the collector's FIFO as, for the reporters to write to.
+OUTCOME_FD = 9
 
 
 def reporter_sources() -> dict[str, str]:
@@ -472,6 +486,9 @@ class RunPlan:
     command: str
     reports: tuple[Report, ...]
     test_ids: tuple[str, ...]
+    #: Whether the command streams every outcome live to the grading's collector (each report's
+    #: outcomes again, as :func:`streamed_reports` reads them back).
+    outcome_stream: bool = False
 
 
 def js_regex_escape(text: str) -> str:
@@ -502,12 +519,16 @@ def _group(test_ids: Sequence[str]) -> tuple[list[str], dict[str, list[tuple[str
 def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str = "/testbed",
              directory: str = "", invocation: Invocation | None = None,
              mocha_reporter: str = MOCHA_REPORTER_PATH, jasmine_reporter: str = JASMINE_REPORTER_PATH,
-             random_seed: int | None = None) -> RunPlan:
+             jest_reporter: str = JEST_REPORTER_PATH, vitest_reporter: str = VITEST_REPORTER_PATH,
+             random_seed: int | None = None, outcome_fifo: str | None = None) -> RunPlan:
     """The command that runs exactly ``test_ids`` (repository-relative ids) under ``runner`` in the
     package ``directory`` (relative to ``root``), writing reports under ``report_dir``. The
     script's environment and kept options come from ``invocation``. ``random_seed`` (at least 1)
     seeds V8's ``Math.random`` where the runner passes a V8 flag on to the tests' process (mocha's
-    ``--v8-random-seed``, ``node --random-seed``); other runners ignore it."""
+    ``--v8-random-seed``, ``node --random-seed``); other runners ignore it. ``outcome_fifo`` (a
+    grading's collector FIFO): for a runner of :data:`STREAM_RUNNERS` the command opens it first,
+    as descriptor :data:`OUTCOME_FD`, and each runner process's reporters stream its outcomes there
+    (``outcome_stream`` then)."""
     if runner not in RUNNERS:
         raise ValueError(f"unknown JavaScript test runner {runner!r}; known: {', '.join(RUNNERS)}")
     invocation = invocation or Invocation(script="")
@@ -518,6 +539,15 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
         return file.removeprefix(prefix) if prefix and file.startswith(prefix) else file
 
     head = f"cd {shlex.quote(cwd)} && mkdir -p {shlex.quote(report_dir)} && {_environment(cwd, root, invocation.env)}"
+    streaming = outcome_fifo is not None and runner in STREAM_RUNNERS
+    if streaming:
+        # Opened before anything else runs: the collector removes the FIFO's name once a writer has
+        # it, and every runner process of the plan inherits the one descriptor.
+        head = f"exec {OUTCOME_FD}>{shlex.quote(outcome_fifo)} && {head}"
+
+    def stream_to(report: str) -> str:
+        """The variables that make one runner process's reporters stream, as ``report``'s outcomes."""
+        return f"REPO2ENV_OUTCOME_FD={OUTCOME_FD} REPO2ENV_OUTCOME_REPORT={shlex.quote(report)} " if streaming else ""
     options = " ".join(shlex.quote(option) for option in invocation.options)
     whole, titled = _group(test_ids)
     commands: list[str] = []
@@ -535,10 +565,12 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
             report = f"{report_dir}/{runner}-{number}.json"
             name_filter = f" -t {shlex.quote(pattern)}" if pattern else ""
             if runner == "jest":
-                commands.append(f"jest --ci --json --outputFile={shlex.quote(report)} --coverage=false "
-                                f"--watchAll=false {options}{name_filter} --runTestsByPath {quoted(batch)}")
+                reporters = f"--reporters=default --reporters={shlex.quote(jest_reporter)} " if streaming else ""
+                commands.append(f"{stream_to(report)}jest --ci --json --outputFile={shlex.quote(report)} {reporters}"
+                                f"--coverage=false --watchAll=false {options}{name_filter} --runTestsByPath {quoted(batch)}")
             else:
-                commands.append(f"vitest run --reporter=json --outputFile={shlex.quote(report)} "
+                reporters = f"--reporter={shlex.quote(vitest_reporter)} " if streaming else ""
+                commands.append(f"{stream_to(report)}vitest run {reporters}--reporter=json --outputFile={shlex.quote(report)} "
                                 f"{options}{name_filter} {quoted(batch)}")
             reports.append(Report(report, "jest-json"))
     else:
@@ -550,7 +582,7 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
                 # --reporter-options (plural) is the spelling every mocha since 2 accepts; the
                 # variable serves mochas that pass reporters no options.
                 seeded = f"--v8-random-seed={random_seed} " if random_seed else ""
-                commands.append(f"REPO2ENV_MOCHA_REPORT={shlex.quote(report)} mocha {seeded}--reporter "
+                commands.append(f"{stream_to(report)}REPO2ENV_MOCHA_REPORT={shlex.quote(report)} mocha {seeded}--reporter "
                                 f"{shlex.quote(mocha_reporter)} --reporter-options output={shlex.quote(report)} "
                                 f"{options}{grep} {quoted([file])}")
                 reports.append(Report(report, "mocha-json", file))
@@ -558,7 +590,7 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
                 report = f"{report_dir}/jasmine-{number}.json"
                 name_filter = (f" --filter={shlex.quote(_name_pattern([' '.join(t) for t in titles]))}"
                                if titles else "")
-                commands.append(f"REPO2ENV_JASMINE_REPORT={shlex.quote(report)} jasmine {options} "
+                commands.append(f"{stream_to(report)}REPO2ENV_JASMINE_REPORT={shlex.quote(report)} jasmine {options} "
                                 f"--reporter={shlex.quote(jasmine_reporter)}{name_filter} {quoted([file])}")
                 reports.append(Report(report, "jasmine-json", file))
             elif runner == "ava":
@@ -586,7 +618,8 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
                 reports.append(Report(report, "node-tap", file))
     # Every command runs whatever the previous one gave: the reports, not exit codes, tell outcomes.
     body = "; ".join(f"({command})" for command in commands) or "true"
-    return RunPlan(runner=runner, command=f"{head}; {body}; exit 0", reports=tuple(reports), test_ids=tuple(test_ids))
+    return RunPlan(runner=runner, command=f"{head}; {body}; exit 0", reports=tuple(reports), test_ids=tuple(test_ids),
+                   outcome_stream=streaming)
 
 
 def _environment(cwd: str, root: str, env: Mapping[str, str]) -> str:
@@ -651,6 +684,60 @@ def reported_outcomes(plan: RunPlan, read_report: Callable[[str], str | None], *
             # The same id in two reports (a file run twice) keeps the worse outcome.
             reported[key] = status if key not in reported or status != TestStatus.PASSED else reported[key]
     return reported
+
+
+#: The lists each report format's entries go in, and its top-level fields a stream's end may give.
+_STREAM_LISTS = {"mocha-json": ("tests", "hooks"), "jasmine-json": ("tests",), "jest-json": ("testResults",)}
+_STREAM_FIELDS = {"mocha-json": ("runner", "complete"), "jasmine-json": ("runner", "global_errors", "complete"),
+                  "jest-json": ("runner",)}
+
+
+def streamed_reports(plan: RunPlan, stream_text: str) -> dict[str, list[str] | None]:
+    """Each report of ``plan`` as the live outcome stream (``outcome_stream.js``'s lines) gave it:
+    by path, the report's text once per entry the stream sent for it (each entry alone with the
+    report's end fields, so that :func:`reported_outcomes` can keep an id's worse outcome, as it
+    does across reports: an entry a test's code adds to the stream cannot hide a real failure), or
+    None when the stream never ended that report (its runner process did not end its run). Lines
+    that are not the module's records, or name no report of the plan, are ignored."""
+    formats = {report.path: report.format for report in plan.reports}
+    entries: dict[str, list[tuple[str, object]]] = {path: [] for path in formats}
+    ends: dict[str, dict] = {}
+    for line in stream_text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or record.get("report") not in formats:
+            continue
+        path, kind = record["report"], record.get("kind")
+        if kind == "entry" and record.get("list") in _STREAM_LISTS.get(formats[path], ()):
+            entries[path].append((record["list"], record.get("entry")))
+        elif kind == "end" and isinstance(record.get("fields"), dict):
+            fields = {name: value for name, value in record["fields"].items() if name in _STREAM_FIELDS[formats[path]]}
+            ends.setdefault(path, {}).update(fields)
+    texts: dict[str, list[str] | None] = {}
+    for path, report_format in formats.items():
+        if path not in ends or report_format not in _STREAM_LISTS:
+            texts[path] = None
+            continue
+        empty = {name: [] for name in _STREAM_LISTS[report_format]}
+        texts[path] = [json.dumps({**empty, **ends[path]})] + [
+            json.dumps({**empty, **ends[path], name: [entry]}) for name, entry in entries[path]]
+    return texts
+
+
+def streamed_outcomes(plan: RunPlan, stream_text: str, *, root: str = "/testbed") -> dict[str, TestStatus]:
+    """The outcome of each id of ``plan`` as the live outcome stream gave it (:func:`streamed_reports`
+    read as :func:`read_outcomes` reads the reports: a report the stream never ended is one not written)."""
+    texts = streamed_reports(plan, stream_text)
+    reported: dict[str, TestStatus] = {}
+    for report in plan.reports:
+        pieces = texts.get(report.path)
+        single = RunPlan(runner=plan.runner, command="", reports=(report,), test_ids=())
+        for piece in pieces if pieces is not None else [None]:
+            for key, status in reported_outcomes(single, lambda _path, piece=piece: piece, root=root).items():
+                reported[key] = status if key not in reported or status != TestStatus.PASSED else reported[key]
+    return requested_outcomes(plan.test_ids, reported)
 
 
 def read_outcomes(plan: RunPlan, read_report: Callable[[str], str | None], *,

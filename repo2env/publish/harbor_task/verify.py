@@ -16,7 +16,8 @@ that diff the way ``repo2env grade`` does, with the same files: the grading scri
    filter's path rules protect (``protected_pattern``), applies the hidden tests, places the
    canaries; pytest runs the task's tests while a root collector reads the live outcome stream
    (a language runner's plan runs instead, and grade.sh returns its reports in its output once
-   every process of the tests is dead);
+   every process of the tests is dead; mocha's, jasmine's, jest's and vitest's reporters stream
+   to the collector as well);
 3. the run is read by the package's own reader (``repo2env.verify.reading``: exit statuses, JUnit,
    stream, summary line, canaries; ``read_script_run`` with the runner's reading for a language
    runner's reports), against the task's grading specification (``spec.json``), and scored;
@@ -109,11 +110,12 @@ def evaluate(spec, task, *, exit_code, timed_out, truncated, output, stream_text
                       tuple(tuple(group) for group in task.get("exclusive", [])))
     if task.get("reader"):
         # A language runner's run (see Grader._grade): its reports, read by the runner's own reading
-        # of the plan grade.sh ran; no live stream.
+        # of the plan grade.sh ran, and the live stream its reporters sent the collector, if they do.
         reading = read_script_run(exit_code=exit_code, truncated=truncated, timed_out=timed_out, output=output,
                                   test_ids=test_ids, run_ids=task["run_ids"], plan=plan,
                                   timeout_s=float(spec["timeout_s"]), session_statuses=spec["runner"]["session_statuses"],
-                                  read_reports=report_reader(task["reader"]))
+                                  read_reports=report_reader(task["reader"]), read_stream=stream_reader(task["reader"]),
+                                  stream_text=stream_text)
     else:
         reading = read_run(exit_code=exit_code, truncated=truncated, timed_out=timed_out, output=output,
                            stream_text=stream_text, test_ids=test_ids, run_ids=task["run_ids"], plan=plan,
@@ -128,13 +130,31 @@ def report_reader(reader):
     """``texts`` (report path -> its text, None when not written) -> each run id's outcome: the
     runner's reading function (``reader["function"]``, ``module:function`` under lib/) applied to
     the plan grade.sh ran (``reader["plan"]``: its command, its reports, the ids it ran)."""
-    module, _, name = reader["function"].partition(":")
-    read = getattr(importlib.import_module(module), name)
+    read = imported(reader["function"])
+    run_plan = planned(reader)
+    return lambda texts: read(run_plan, texts.get)
+
+
+def stream_reader(reader):
+    """``stream_text`` (what the collector read) -> each run id's outcome, by the runner's reading of
+    its live stream (``reader["stream_function"]``); None when the plan streams nothing."""
+    if not reader.get("stream_function") or not reader["plan"].get("outcome_stream"):
+        return None
+    read = imported(reader["stream_function"])
+    run_plan = planned(reader)
+    return lambda stream_text: read(run_plan, stream_text)
+
+
+def imported(function):
+    module, _, name = function.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def planned(reader):
     plan = dict(reader["plan"])
     plan["reports"] = tuple(types.SimpleNamespace(**report) for report in plan["reports"])
     plan["test_ids"] = tuple(plan["test_ids"])
-    run_plan = types.SimpleNamespace(**plan)
-    return lambda texts: read(run_plan, texts.get)
+    return types.SimpleNamespace(**plan)
 
 
 def read_agent_diff(path):
