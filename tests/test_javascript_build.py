@@ -120,3 +120,21 @@ def test_without_a_lock_file_the_ladder_records_the_pin_it_used(node_base, docke
         assert spec.rung == "unpinned" and spec.date_pin is None
         assert spec.dependency_pin == "none (the registry refused --before)"
     assert _run(docker_client, spec.image, "cd /testbed && git status --porcelain | wc -l").strip() == "0"
+
+
+def test_a_task_image_an_older_repo2env_built_is_not_reused(built_js_demo, docker_client, monkeypatch):
+    """A JavaScript task image ships our reporters; one whose reporters differ from this repo2env's
+    (an image built before the live stream lacks outcome_stream.js) is built again, not reused."""
+    from repo2env.languages.javascript.build import JavaScriptBuild
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.runtime.build import still_built
+    from repo2env.runtime.images import ImageStore
+
+    _, tasks = built_js_demo
+    store = ImageStore(DockerBackend(docker_client))
+    task = next(iter(tasks.values()))
+    assert still_built(task, store)
+    shipped = JavaScriptBuild().shipped_tools()
+    assert "outcome_stream.js" in shipped
+    monkeypatch.setattr(JavaScriptBuild, "shipped_tools", lambda self: {**shipped, "outcome_stream.js": "// newer"})
+    assert not still_built(task, store)

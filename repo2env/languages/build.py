@@ -180,6 +180,12 @@ class BuildRecipe(ABC):
         tried again with them."""
         return []
 
+    def shipped_tools(self) -> Mapping[str, str] | None:
+        """The tools every env layer of this recipe ships (``EnvLayer.tools``), when they depend on no
+        task: a task image whose tools differ (built by an older repo2env) is not reused. None when
+        they depend on the task (then the env image's own check rebuilds them when it builds)."""
+        return None
+
 
 #: How a check's failure reason starts when the tests hung (see :meth:`BuildRecipe.check_image`).
 COLLECTION_TIMEOUT = "test collection timed out"

@@ -39,7 +39,15 @@ from repo2env.languages.python.spec.overrides import EnvOverride, override_hash
 from repo2env.models import EnvSpec, Task
 from repo2env.patches import parse
 from repo2env.runtime.bootstrap import AGENT_UID
-from repo2env.runtime.images import WARMUP_FETCHED_PATH, ImageStore, base_image, env_image_tag, task_image_tag
+from repo2env.runtime.images import (
+    ENV_TOOLS_LABEL,
+    WARMUP_FETCHED_PATH,
+    ImageStore,
+    base_image,
+    env_image_tag,
+    env_tools_hash,
+    task_image_tag,
+)
 from repo2env.runtime.sandbox import Runtime, SandboxLimits
 from repo2env.runtime.snapshot import GitRepoFiles, make_snapshot
 
@@ -96,11 +104,16 @@ def read_source_clone(tasks_dir: Path) -> Path:
 
 
 def still_built(task: Task, store: ImageStore, override: EnvOverride | None = None) -> bool:
-    """Whether ``task``'s recorded image is still on the engine, built under the same override."""
+    """Whether ``task``'s recorded image is still on the engine, built under the same override, with
+    the tools this repo2env ships in it (a recipe's reporters and probes, when they depend on no task:
+    an image an older repo2env built lacks what its gradings would run)."""
     spec = task.env_spec
-    return bool(spec and spec.status == "env_ok" and spec.image and spec.image_digest
-                and spec.override_hash == override_hash(override)
-                and (image := store.find(spec.image)) is not None and image.id == spec.image_digest)
+    if not (spec and spec.status == "env_ok" and spec.image and spec.image_digest
+            and spec.override_hash == override_hash(override)
+            and (image := store.find(spec.image)) is not None and image.id == spec.image_digest):
+        return False
+    shipped = get_profile(task.language).build_recipe().shipped_tools()
+    return shipped is None or image.labels.get(ENV_TOOLS_LABEL) == env_tools_hash(shipped)
 
 
 def build_task(task: Task, clone: Path, *, store: ImageStore, runtime: Runtime, logs_dir: Path,

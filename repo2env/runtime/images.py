@@ -24,6 +24,7 @@ import shlex
 import shutil
 import tempfile
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +72,13 @@ class BuiltImage:
     built: bool
     size_bytes: int = 0
     dockerfile: str = ""
+
+
+def env_tools_hash(tools: Mapping[str, str]) -> str:
+    """The ``repo2env.env_tools`` label of an env image (and the task images on it) that ships
+    ``tools`` (a recipe's, with the watchdog every env image has)."""
+    shipped = {**tools, "watchdog.py": WATCHDOG_SOURCE.read_text()}
+    return hashlib.sha256(json.dumps(shipped, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def env_image_tag(spec: EnvSpec) -> str:
@@ -122,8 +130,8 @@ class ImageStore:
         with _env_locks_guard:
             lock = _env_locks.setdefault(tag, threading.Lock())
         with lock:
+            tools_hash = env_tools_hash(layer.tools)
             tools = {**layer.tools, "watchdog.py": WATCHDOG_SOURCE.read_text()}
-            tools_hash = hashlib.sha256(json.dumps(tools, sort_keys=True).encode()).hexdigest()[:16]
             dockerfile = env_dockerfile(spec, self.access, layer)
             existing = self.find(tag)
             # An env image whose /opt/repo2env tools differ (an older repo2env) is built again.

@@ -229,12 +229,15 @@ class JavaScriptBuild(BuildRecipe):
         run = (f"set -e; cd /testbed; export {environment}; {install}; {clear}; {cache}; "
                f"rm -rf /root/.npm /root/.cache /root/.yarn /root/.local/share/pnpm /usr/local/share/.cache; "
                f"chown {agent_uid}:{agent_uid} /testbed")
-        # Our reporters (mocha's, jasmine's) go where the runner plans expect them, in TOOLS_DIR.
-        tools = {"own_code_probe.js": (_HERE / "own_code_probe.js").read_text(),
-                 **{str(PurePosixPath(path).relative_to(TOOLS_DIR)): text for path, text in reporter_sources().items()}}
-        return EnvLayer(run=run, tools=tools, labels={"repo2env.node": spec.node or "",
+        return EnvLayer(run=run, tools=self.shipped_tools(), labels={"repo2env.node": spec.node or "",
                                                        "repo2env.package_manager": spec.package_manager or ""},
                         base_hint=f"run 'repo2env runtime bootstrap --node {spec.node}'")
+
+    def shipped_tools(self) -> dict[str, str]:
+        """The own-code probe and our reporters (and the stream module they share), where the runner
+        plans expect them, in TOOLS_DIR: the same for every task."""
+        return {"own_code_probe.js": (_HERE / "own_code_probe.js").read_text(),
+                **{str(PurePosixPath(path).relative_to(TOOLS_DIR)): text for path, text in reporter_sources().items()}}
 
     def task_layer(self, spec: EnvSpec, own: JsOwnCode, task: Task) -> TaskLayer:
         lines = "\\n".join(GENERATED)
