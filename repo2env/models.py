@@ -67,6 +67,10 @@ class EnvSpec(_Schema):
         "range it changes (name -> the PR's range): installed into node_modules after the base commit's dependencies, "
         "package.json and the lock file left as the base commit has them, since neither the reference solution nor a "
         "fix that adds the same dependency could load them in a sandbox without network (JavaScript tasks).")
+    test_env: dict[str, str] = Field(
+        default_factory=dict, description="Variables the project's test script sets for its runner's first call "
+        "(TZ=Pacific/Auckland npm run test-tz, cross-env NODE_ENV=test): every run of the task's tests exports them, "
+        "with test_cmd's options (JavaScript tasks).")
     system_packages: list[str] = Field(default_factory=list, description="Debian packages for the env layer.")
     install: list[str] = Field(default_factory=list, description="Shell commands run in the env layer, in order.")
     test_cmd: str = Field(DEFAULT_TEST_CMD, description="Test runner; test ids are appended.")

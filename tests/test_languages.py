@@ -213,6 +213,26 @@ def test_a_change_whose_tests_only_a_browser_runner_runs_is_refused_with_the_rea
     assert recipe.infer_env_spec(DictRepoFiles(alone), moment, touched=["test/specs/a.spec.js"]).test_runner == "mocha"
 
 
+def test_derivation_and_grading_run_the_tests_with_the_options_and_variables_the_build_read():
+    # dayjs: the first jest the test script runs is test-tz's, in Auckland; marked: jasmine's config.
+    files = DictRepoFiles({"package.json": json.dumps({
+        "scripts": {"test": "TZ=Pacific/Auckland npm run test-tz && jest", "test-tz": "jest test/timezone.test --bail"},
+        "devDependencies": {"jest": "^24"}})})
+    recipe = get_profile("javascript").build_recipe()
+    spec = recipe.infer_env_spec(files, datetime(2024, 1, 2, tzinfo=UTC), touched=["src/a.js", "test/a.test.js"])
+    assert (spec.test_cmd, spec.test_env) == ("jest", {"TZ": "Pacific/Auckland"})
+    # The facts a grading uses have no files: the spec carries what the build read.
+    command = get_profile("javascript").test_runner(spec).plan(["test/a.test.js::adds"], "/tmp/r").command
+    assert "TZ=Pacific/Auckland" in command.split(";")[0] and "--bail" not in command
+    jasmine = spec.model_copy(update={"test_runner": "jasmine", "test_cmd": "jasmine --config=jasmine.json",
+                                      "test_env": {}})
+    command = get_profile("javascript").test_runner(jasmine).plan(["test/a-spec.js::adds"], "/tmp/r").command
+    assert "jasmine --config=jasmine.json --reporter=" in command and "TZ=" not in command
+    # An override's own test command is not the runner's: nothing is taken from it.
+    odd = spec.model_copy(update={"test_cmd": "npx jest --bail", "test_env": {}})
+    assert "--bail" not in get_profile("javascript").test_runner(odd).plan(["test/a.test.js"], "/tmp/r").command
+
+
 def test_the_packages_a_pr_adds_to_package_json_are_installed_after_the_base_commits(tmp_path):
     package = {"name": "padkit", "scripts": {"test": "mocha"}, "devDependencies": {"mocha": "^10.0.0"}}
     files = DictRepoFiles({"package.json": json.dumps(package, indent=2) + "\n"})

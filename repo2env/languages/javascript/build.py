@@ -135,7 +135,9 @@ class JavaScriptBuild(BuildRecipe):
         install = list(environment.install)
         pin = environment.pin
         system_packages: list[str] = []
-        test_cmd = shlex.join([evidence.runner, *(invocation.options if invocation else ())])
+        # The runner and the options its npm script gives it (node's own flags for `node --test`).
+        test_cmd = shlex.join([evidence.runner, *((invocation.node_options if evidence.runner == "node"
+                                                   else invocation.options) if invocation else ())])
         if override is not None:
             if override.date_pin is False and pin.kind == "before":
                 pin = DatePin("none", "the override drops the date pin")
@@ -154,6 +156,7 @@ class JavaScriptBuild(BuildRecipe):
             package_manager=environment.package_manager.name, system_packages=system_packages, install=install,
             test_cmd=test_cmd, date_pin=pin.detail if pin.kind == "before" else None,
             dependency_pin=_pin_text(pin), test_runner=evidence.runner, package_dir=package_dir,
+            test_env=dict(invocation.env) if invocation and not (override and override.test_cmd) else {},
             added_dependencies=dependencies_added(project, patches, package_dir),
         )
 

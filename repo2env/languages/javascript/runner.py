@@ -5,6 +5,7 @@ of them with the runner's machine-readable report, the report's reading, and eve
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from functools import partial
 
@@ -19,6 +20,7 @@ from repo2env.languages.javascript.runners import (
     REPORT_FORMATS,
     RUNNER_CONFIG_PATTERNS,
     STREAM_RUNNERS,
+    Invocation,
     RunPlan,
     config_files,
     plan_run,
@@ -42,7 +44,15 @@ def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunne
     if not runner:
         raise ValueError("the spec names no test runner (not a built JavaScript task)")
     directory = spec.package_dir or ""
+    # Without the files, the options and variables the build read from the npm script (test_cmd's
+    # words after the runner, test_env): derivation, grading and a Harbor verifier run the tests as
+    # the image's check did.
+    words = shlex.split(spec.test_cmd or "")
     invocation = None
+    if words[:1] == [runner]:
+        flags = tuple(words[1:])
+        invocation = Invocation(script="test", env=dict(spec.test_env), options=() if runner == "node" else flags,
+                                node_options=flags if runner == "node" else ())
     patterns: Sequence[str] = (*COMMON_CONFIG_PATTERNS, *RUNNER_CONFIG_PATTERNS[runner])
     if files is not None:
         project = ProjectFiles.of(files)
