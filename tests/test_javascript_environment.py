@@ -82,12 +82,13 @@ def test_a_repository_shipping_its_yarn_runs_that_yarn():
     (PackageManager("npm", None, None, ""), DatePin("before", "2019-05-01T10:00:00Z"), False,
      "npm install --no-audit --no-fund --no-package-lock --before=2019-05-01T10:00:00Z"),
     (PackageManager("yarn", "1.22.22", "yarn.lock", ""), DatePin("lockfile", "yarn.lock"), True,
-     "npx --yes --package=yarn@1.22.22 -- yarn install --frozen-lockfile --non-interactive --network-timeout 600000 "
+     "npm install --global --prefix /tmp/repo2env-pm --no-audit --no-fund --loglevel=error yarn@1.22.22 && /tmp/repo2env-pm/bin/yarn install --frozen-lockfile --non-interactive --network-timeout 600000 "
      "--ignore-scripts"),
     (PackageManager("yarn-berry", "4.1.0", "yarn.lock", ""), DatePin("lockfile", "yarn.lock"), True,
-     "npx --yes --package=@yarnpkg/cli-dist@4.1.0 -- yarn install --immutable --mode=skip-build"),
+     "npm install --global --prefix /tmp/repo2env-pm --no-audit --no-fund --loglevel=error @yarnpkg/cli-dist@4.1.0 && "
+     "/tmp/repo2env-pm/bin/yarn install --immutable --mode=skip-build"),
     (PackageManager("pnpm", "8", "pnpm-lock.yaml", ""), DatePin("lockfile", "pnpm-lock.yaml"), False,
-     "npx --yes --package=pnpm@8 -- pnpm install --frozen-lockfile"),
+     "npm install --global --prefix /tmp/repo2env-pm --no-audit --no-fund --loglevel=error pnpm@8 && /tmp/repo2env-pm/bin/pnpm install --frozen-lockfile"),
 ])
 def test_install_commands_are_frozen_to_the_lock_file_or_pinned_by_date(manager, pin, scripts_off, expected):
     assert install_commands(manager, pin, ignore_scripts=scripts_off) == (expected,)

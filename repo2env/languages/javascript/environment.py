@@ -387,8 +387,15 @@ def date_pin(files: ProjectFiles | Mapping[str, str], commit_date: datetime) -> 
     return DatePin("before", moment.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
+#: Where the install puts the package manager a project asks for (yarn, pnpm), outside /testbed.
+PACKAGE_MANAGER_PREFIX = "/tmp/repo2env-pm"
+
+
 def _tool(manager: PackageManager) -> str:
-    """The command that starts the package manager (fetched with npx at the version it asks for)."""
+    """The command that starts the package manager, installed at the version it asks for into
+    :data:`PACKAGE_MANAGER_PREFIX` and started from there. Not with ``npx``: npm 7 (Node 12 on
+    bullseye), as root, runs ``npx``'s command as the owner of the working folder, which cannot
+    read root's npx cache ("sh: 1: yarn: Permission denied", zustand 2019-2021)."""
     if manager.name == "npm":
         return "npm"
     if manager.name == "yarn-berry" and manager.yarn_path:
@@ -397,7 +404,8 @@ def _tool(manager: PackageManager) -> str:
                "yarn-berry": f"@yarnpkg/cli-dist@{manager.version or '4'}",
                "pnpm": f"pnpm@{manager.version or '9'}"}[manager.name]
     binary = "pnpm" if manager.name == "pnpm" else "yarn"
-    return f"npx --yes --package={shlex.quote(package)} -- {binary}"
+    return (f"npm install --global --prefix {PACKAGE_MANAGER_PREFIX} --no-audit --no-fund --loglevel=error "
+            f"{shlex.quote(package)} && {PACKAGE_MANAGER_PREFIX}/bin/{binary}")
 
 
 def install_commands(manager: PackageManager, pin: DatePin, *, ignore_scripts: bool = False,
