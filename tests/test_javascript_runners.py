@@ -174,6 +174,34 @@ def test_titles_select_the_tests_that_run(node_sandbox, runner):
     assert TestStatus.FAILED not in reported.values()
 
 
+def test_a_mocha_run_ends_when_its_tests_leave_a_server_listening(node_sandbox):
+    """mocha 4+ waits for open handles after its end; the project's harness exits for it (axios
+    2020-2021: grunt), so each run passes --exit (a mocha before 4 exited anyway and refuses it)."""
+    project = f"{PROJECTS_ROOT}/mocha"
+    source = ("const http = require('http');\nconst assert = require('assert');\n"
+              "describe('server', () => {\n  it('listens', (done) => {\n"
+              "    http.createServer(() => {}).listen(0, done);\n  });\n"
+              "  it('answers', () => assert.strictEqual(1 + 1, 2));\n});\n")
+    node_sandbox.put_archive(project, _archive({"test/server.test.js": source}))
+    plan = plan_run("mocha", ["test/server.test.js::server > listens", "test/server.test.js::server > answers"],
+                    "/tmp/reports-mocha-server", root=project)
+    result = node_sandbox.exec(f"timeout 60 sh -c {shlex.quote(plan.command)}; echo status $?", timeout=120)
+    assert result.output.strip().endswith("status 0"), result.output
+
+    def read(path: str) -> str | None:
+        try:
+            return node_sandbox.read_file(path)
+        except FileNotFoundError:
+            return None
+
+    assert set(read_outcomes(plan, read, root=project).values()) == {TestStatus.PASSED}
+    # Without it the same run waits for the server until it is killed.
+    hung = plan.command.replace("$(node -e", "$(true || node -e", 1)
+    assert hung != plan.command
+    result = node_sandbox.exec(f"timeout 20 sh -c {shlex.quote(hung)}; echo status $?", timeout=120)
+    assert result.output.strip().endswith("status 124"), result.output
+
+
 def _tarball(name: str, version: str) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:

@@ -582,7 +582,10 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
                 # --reporter-options (plural) is the spelling every mocha since 2 accepts; the
                 # variable serves mochas that pass reporters no options.
                 seeded = f"--v8-random-seed={random_seed} " if random_seed else ""
-                commands.append(f"{stream_to(report)}REPO2ENV_MOCHA_REPORT={shlex.quote(report)} mocha {seeded}--reporter "
+                # mocha 4+ waits for the handles the tests left open (a server, a socket) after its
+                # end; the project's own harness often exits for it (grunt, --exit in the script).
+                exits = "" if {"--exit", "--no-exit"} & set(invocation.options) else f"{_MOCHA_EXIT} "
+                commands.append(f"{stream_to(report)}REPO2ENV_MOCHA_REPORT={shlex.quote(report)} mocha {seeded}{exits}--reporter "
                                 f"{shlex.quote(mocha_reporter)} --reporter-options output={shlex.quote(report)} "
                                 f"{options}{grep} {quoted([file])}")
                 reports.append(Report(report, "mocha-json", file))
@@ -620,6 +623,12 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
     body = "; ".join(f"({command})" for command in commands) or "true"
     return RunPlan(runner=runner, command=f"{head}; {body}; exit 0", reports=tuple(reports), test_ids=tuple(test_ids),
                    outcome_stream=streaming)
+
+
+#: ``--exit`` for a mocha that knows it (4 and later; before 4, mocha exited at its end anyway and
+#: refuses the option): asked of the mocha the package resolves, when the command runs.
+_MOCHA_EXIT = ("$(node -e \"try { if (+require('mocha/package.json').version.split('.')[0] >= 4) "
+               "process.stdout.write('--exit') } catch (error) {}\" 2>/dev/null)")
 
 
 def _environment(cwd: str, root: str, env: Mapping[str, str]) -> str:
