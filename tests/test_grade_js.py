@@ -109,7 +109,7 @@ def test_the_spec_takes_its_runner_from_the_profile():
     assert {group[0] for group in plan.exclusive[:2]} == set(F2P)
     assert all(canary.test_id.startswith("test/pad.test.js::pad > ") for canary in plan.canaries)
     settings = spec.script_settings(spec.run_ids(plan), GradingLayout.fresh())
-    assert settings["script_runner"] == "mocha" and "mocha --reporter" in settings["test_cmd"]
+    assert settings["script_runner"] == "mocha" and " --reporter /opt/repo2env/mocha_reporter.js" in settings["test_cmd"]
     assert len(settings["reports"]) == 1 and settings["reports"][0].startswith(settings["private"])
     # vitest's files import describe/it: this hunk shows no import, so the canaries it writes itself
     # go among the hidden tests' own, declared with `it` as they are; so do ava's, in ava's style.
