@@ -382,6 +382,12 @@ def test_a_2016_commit_builds_on_its_own_python_with_its_date_pin_and_validates(
     assert validated.PASS_TO_PASS == ["tests/test_oldlib.py::test_name"]
     null = next(rollout for rollout in validated.validation.rollouts if rollout.kind == "null")
     assert null.grade.stopped_early and set(null.grade.tests) == set(validated.FAIL_TO_PASS)
+    in_full = [rollout for rollout in validated.validation.rollouts
+               if rollout.kind == "near_miss" or rollout.name.startswith("all-but")]
+    assert in_full, "near misses and hunk drops were graded"
+    for rollout in in_full:  # expected to pass some F2P tests: no first phase that decides nothing
+        assert not rollout.grade.stopped_early and set(rollout.grade.tests) >= {*validated.FAIL_TO_PASS,
+                                                                                *validated.PASS_TO_PASS}, rollout.name
     assert record.one_run_s and set(record.phases) >= {"derive", "gold", "variants"}
 
 

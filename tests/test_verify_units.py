@@ -555,3 +555,12 @@ def test_validation_sets_each_tasks_timeout_from_golds_time_with_a_wide_margin(g
 
     policy = load_acceptance_policy("default").model_copy(update={"timeout_s": policy_timeout})
     assert grading_timeout(policy, gold_seconds) == expected
+
+
+def test_validations_own_variants_get_a_lower_floor_than_the_tasks_recorded_timeout():
+    from repo2env.validate.acceptance import load_acceptance_policy
+    from repo2env.validate.run import VARIANT_TIMEOUT_FLOOR_S, grading_timeout
+
+    policy = load_acceptance_policy("default")
+    assert grading_timeout(policy, 0.8, floor_s=VARIANT_TIMEOUT_FLOOR_S) == 30.0 < grading_timeout(policy, 0.8)
+    assert grading_timeout(policy, 12.0, floor_s=VARIANT_TIMEOUT_FLOOR_S) == 120.0, "ten times gold either way"

@@ -57,8 +57,10 @@ class AcceptancePolicy(BaseModel):
     learnable_band: tuple[float, float] = (0.0, 1.0)
     require_learnable: bool = Field(False, description="With a policy: pass rate strictly inside the band.")
     timeout_s: float = Field(600.0, gt=0)
-    stop_early: bool = Field(True, description="Grade each rollout but gold FAIL_TO_PASS first and stop when those "
-                             "outcomes decide its reward (no F2P test passes: 0); gold is always graded in full.")
+    stop_early: bool = Field(True, description="Grade the rollouts expected to fail (null, proper subsets of the "
+                             "gold hunks, stubs) FAIL_TO_PASS first and stop when those outcomes decide the reward "
+                             "(no F2P test passes: 0); gold, the gold patch minus one hunk and near misses are "
+                             "always graded in full.")
     grading_jobs: int | Literal["auto"] = Field(
         1, description="Gradings (and derivation's two states) run at once; auto: as many as the cores left free "
                         "by the machine's load, at least 1, at most 4. Default 1: a validation with parallel gradings "

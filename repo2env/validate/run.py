@@ -41,6 +41,10 @@ from repo2env.verify.junit import split_node_id
 #: (``ValidationReport.grading_timeout_s``), get this many times the gold gradings' time, at least the floor.
 GRADING_TIMEOUT_FACTOR = 10.0
 GRADING_TIMEOUT_FLOOR_S = 60.0
+#: Validation's own null and variant gradings: the same factor, a lower floor. A mutated fix that
+#: hangs is common (a loop that no longer ends) and earns 0 however long it is given; the task's
+#: recorded timeout keeps the wide floor, since a policy's honest run on a loaded machine must finish.
+VARIANT_TIMEOUT_FLOOR_S = 30.0
 
 #: A policy-rollout runner: (task, runtime, grader, k, seed) -> graded policy rollouts.
 PolicyRunner = Callable[[Task, Runtime, Grader, int, int], list[RolloutResult]]
@@ -206,13 +210,19 @@ def grading_width(policy: AcceptancePolicy) -> int:
 MAX_AUTO_GRADING_JOBS = 4
 
 
-def grading_timeout(policy: AcceptancePolicy, gold_seconds: float) -> float:
+def grading_timeout(policy: AcceptancePolicy, gold_seconds: float, *, floor_s: float = GRADING_TIMEOUT_FLOOR_S) -> float:
     """The hidden tests' timeout for every later grading of a task whose gold gradings took
-    ``gold_seconds`` at most: :data:`GRADING_TIMEOUT_FACTOR` times that, at least
-    :data:`GRADING_TIMEOUT_FLOOR_S`, at most the policy's. A run cut short earns nothing, so the
-    margin is wide: an honest run on a loaded machine still finishes; a run that hangs is stopped
-    long before the policy's full timeout."""
-    return round(min(policy.timeout_s, max(GRADING_TIMEOUT_FLOOR_S, GRADING_TIMEOUT_FACTOR * gold_seconds)), 1)
+    ``gold_seconds`` at most: :data:`GRADING_TIMEOUT_FACTOR` times that, at least ``floor_s``, at
+    most the policy's. A run cut short earns nothing, so the margin is wide: an honest run on a
+    loaded machine still finishes; a run that hangs is stopped long before the policy's full timeout."""
+    return round(min(policy.timeout_s, max(floor_s, GRADING_TIMEOUT_FACTOR * gold_seconds)), 1)
+
+
+#: The rollouts graded FAIL_TO_PASS first under ``policy.stop_early``: those expected to fail them
+#: (the unfixed code, proper subsets of the gold hunks, stubs). The gold patch minus one hunk and
+#: the near misses usually pass some, and a first phase that decides nothing costs a whole run of
+#: the tests more: they are graded in full at once. Either way the reward is the same.
+STOP_EARLY_KINDS = ("null", "subset", "stub")
 
 
 def gold_differences(task: Task, rollouts: list[RolloutResult]) -> dict[str, str]:
@@ -249,29 +259,30 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
     first when ``policy.stop_early``), ``width`` at a time; ``phases`` gets each step's wall time."""
     variants_of = get_profile(task.language).variants()
     phases = {} if phases is None else phases
-    references = [("gold", f"gold-{i}", task.patch) for i in range(policy.gold_runs)]
+    early = set(STOP_EARLY_KINDS) if policy.stop_early else set()
+    references = [("gold", f"gold-{i}", task.patch, False) for i in range(policy.gold_runs)]
     # The unfixed code can hang on the new tests just as a mutated fix can: null runs with the variants.
-    variants = [("null", f"null-{i}", "") for i in range(policy.null_runs)]
+    variants = [("null", f"null-{i}", "", "null" in early) for i in range(policy.null_runs)]
     partials = variants_of.partial_fixes(task.patch, limit=policy.partial_limit)
-    variants += [("partial", variant.name, variant.patch) for variant in partials]
+    variants += [("partial", variant.name, variant.patch, "subset" in early) for variant in partials]
     # The gold patch minus one hunk: a drop that still earns the full reward is a hunk no test needs.
-    variants += [("partial", variant.name, variant.patch) for variant in variants_of.hunk_drops(
+    variants += [("partial", variant.name, variant.patch, "drop" in early) for variant in variants_of.hunk_drops(
         task.patch, limit=policy.hunk_drop_limit, skip={variant.name for variant in partials})]
-    variants += [("near_miss", variant.name, variant.patch)
+    variants += [("near_miss", variant.name, variant.patch, "near_miss" in early)
                  for variant in variants_of.near_misses(derivation.files_before, derivation.files_after,
                                                        limit=policy.near_miss_limit)]
-    variants += [("stub", variant.name, variant.patch)
+    variants += [("stub", variant.name, variant.patch, "stub" in early)
                  for variant in variants_of.stubs(derivation.files_before, derivation.files_after, limit=policy.stub_limit)]
     rollouts: list[RolloutResult] = []
     grading_s = 0.0
 
-    def grade_all(grader: Grader, plan: list[tuple[str, str, str]], graded: Task, *, stop_early: bool,
+    def grade_all(grader: Grader, plan: list[tuple[str, str, str, bool]], graded: Task, *,
                   phase: str) -> list[RolloutResult]:
         nonlocal grading_s
         began = time.monotonic()
 
-        def one(entry: tuple[str, str, str]) -> RolloutResult:
-            kind, name, patch = entry
+        def one(entry: tuple[str, str, str, bool]) -> RolloutResult:
+            kind, name, patch, stop_early = entry
             result = grader.grade(graded, patch, run_name=name, stop_early=stop_early)
             return RolloutResult(kind=kind, name=name, reward=result.reward, resolved=result.resolved, grade=result)
 
@@ -286,24 +297,25 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
 
     canary_free: list[str] = []
     with Grader(runtime, logs_dir / "grades", timeout_s=policy.timeout_s, keep_warm=True) as grader:
-        rollouts.extend(grade_all(grader, references, task, stop_early=False, phase="gold"))
+        rollouts.extend(grade_all(grader, references, task, phase="gold"))
         # Tests that count their own module's tests see the canaries placed among them: gold then
         # fails only in grading. Graded again with no canaries in those modules, a gold that passes
         # makes them canary-free for every grading of the task (the report says so).
         sensitive = _modules_gold_failed_in(task, rollouts)
         if sensitive:
             exempt = task.model_copy(update={"validation": ValidationReport(canary_free_modules=sensitive)})
-            again = grade_all(grader, [(kind, f"{name}-canary-free", patch) for kind, name, patch in references], exempt,
-                              stop_early=False, phase="gold")
+            again = grade_all(grader, [(kind, f"{name}-canary-free", patch, False) for kind, name, patch, _ in references],
+                              exempt, phase="gold")
             if all(rollout.reward == 1.0 for rollout in again):
                 rollouts[:], canary_free, task = again, sensitive, exempt
         # A mutated fix can hang where the gold one finishes (a loop that no longer ends): null and
         # variants get the task's timeout, scaled from the gold gradings, instead of the policy's
         # full one; so does every later grading of the task (the report keeps it).
         gold_seconds = max((r.grade.tests_duration_s for r in rollouts if r.kind == "gold" and r.grade), default=0.0)
-        variant_timeout = grading_timeout(policy, gold_seconds)
+        task_timeout = grading_timeout(policy, gold_seconds)
+        variant_timeout = grading_timeout(policy, gold_seconds, floor_s=VARIANT_TIMEOUT_FLOOR_S)
         with Grader(runtime, logs_dir / "grades", timeout_s=variant_timeout, keep_warm=True) as variant_grader:
-            rollouts.extend(grade_all(variant_grader, variants, task, stop_early=policy.stop_early, phase="variants"))
+            rollouts.extend(grade_all(variant_grader, variants, task, phase="variants"))
         k = policy_k or policy.policy_k
         if policy_runner is not None and k:
             began = time.monotonic()
@@ -311,7 +323,7 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
                 grading_s += rollout.grade.tests_duration_s if rollout.grade else 0.0
                 rollouts.append(rollout)
             phases["policy"] = round(time.monotonic() - began, 3)
-    return _References(rollouts=rollouts, grading_s=grading_s, timeout_s=variant_timeout, canary_free_modules=canary_free)
+    return _References(rollouts=rollouts, grading_s=grading_s, timeout_s=task_timeout, canary_free_modules=canary_free)
 
 
 def _modules_gold_failed_in(task: Task, rollouts: list[RolloutResult]) -> list[str]:
