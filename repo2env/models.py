@@ -41,11 +41,9 @@ class _Schema(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class TestCalleeNames(_Schema):
+class FileCallees(_Schema):
     """The names a test file's top level declares tests and describe blocks with (''
     where it has none), as :class:`repo2env.languages.runner.TestCallees` reads them."""
-
-    __test__ = False  # not a pytest test class, despite the name
 
     test: str = ""
     describe: str = ""
@@ -111,7 +109,7 @@ class EnvSpec(_Schema):
                                         "(base: its tag; env; task), published with the dataset.")
     pytest_version: str | None = Field(None, description="The pytest the task image runs (read by the build): "
                                        "derivation and grading leave out the options an older pytest lacks.")
-    test_callees: dict[str, TestCalleeNames] = Field(
+    test_callees: dict[str, FileCallees] = Field(
         default_factory=dict, description="JavaScript tasks whose runner's test functions are imported (vitest, ava, "
         "tape, node --test): per hidden test file, the names its top level declares tests and describe blocks with, "
         "read by the build from the whole file as a grading restores it (the image's snapshot with the test patch "

@@ -22,7 +22,7 @@ from test_javascript_own_code import GitShell
 from repo2env.languages.javascript.build import JavaScriptBuild
 from repo2env.languages.javascript.reports import parse_node_tap
 from repo2env.languages.javascript.syntax import parser
-from repo2env.models import EnvSpec, Task, TestCalleeNames
+from repo2env.models import EnvSpec, FileCallees, Task
 from repo2env.outcomes import TestStatus
 from repo2env.verify.canary_maker import UNPLACEABLE
 from repo2env.verify.spec import grading_spec
@@ -107,7 +107,7 @@ def test_the_build_reads_the_names_from_the_whole_file_as_a_grading_restores_it(
     (repo / PATH).write_text(_file(runner, fixed=False).replace("test", "check").replace(" it", " check"))
     facts = JavaScriptBuild().image_facts(GitShell(repo), EnvSpec(test_runner=runner), _task(runner, hidden))
     test, describe = NAMES[runner]
-    assert facts == {"test_callees": {PATH: TestCalleeNames(test=test, describe=describe)}}
+    assert facts == {"test_callees": {PATH: FileCallees(test=test, describe=describe)}}
 
 
 @needs_node
@@ -165,7 +165,7 @@ def test_node_runs_the_canaries_of_a_modified_file_and_a_forged_report_is_caught
 def test_a_whole_file_that_imports_no_test_function_still_fails_closed(tmp_path, runner, head):
     repo, hidden = _snapshot(tmp_path, runner, head=head)
     task = _built(repo, _task(runner, hidden))
-    assert task.env_spec.test_callees == {PATH: TestCalleeNames()}
+    assert task.env_spec.test_callees == {PATH: FileCallees()}
     plan = grading_spec(task).plan_canaries(random.Random(1))
     assert plan.unplaced == (PATH,) and plan.must_pass == (f"{PATH}::{UNPLACEABLE}",)
     assert outcomes_verdict({test_id: TestStatus.PASSED for test_id in [*F2P, *P2P]}, plan) \

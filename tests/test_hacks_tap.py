@@ -353,13 +353,13 @@ SPAWN_AND_WAIT = SPAWN_THE_FORGER + "Atomics.wait(new Int32Array(new SharedArray
 
 
 def test_a_pr_that_only_modifies_tests_below_the_import_is_graded(grader, modified_task, tmp_path):
-    from repo2env.models import TestCalleeNames
+    from repo2env.models import FileCallees
     from repo2env.verify.spec import grading_spec
 
     task, repo = modified_task
     assert "require(" not in task.test_patch and "+test(" not in task.test_patch, task.test_patch
     # The build read the name from the whole file as a grading restores it; the hunk shows none.
-    assert task.env_spec.test_callees == {"test/pad.test.js": TestCalleeNames(test="test")}
+    assert task.env_spec.test_callees == {"test/pad.test.js": FileCallees(test="test")}
     plan = grading_spec(task).plan_canaries()
     assert not plan.unplaced and len(plan.must_pass) == 1 and len(plan.must_fail) == 2
     gold = grader.grade(task, task.patch)
