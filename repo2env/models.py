@@ -41,6 +41,14 @@ class _Schema(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class FileCallees(_Schema):
+    """The names a test file's top level declares tests and describe blocks with (''
+    where it has none), as :class:`repo2env.languages.runner.TestCallees` reads them."""
+
+    test: str = ""
+    describe: str = ""
+
+
 class EnvSpec(_Schema):
     """How to build and test a repository at one commit; inferred, then overridable per repo."""
 
@@ -101,6 +109,11 @@ class EnvSpec(_Schema):
                                         "(base: its tag; env; task), published with the dataset.")
     pytest_version: str | None = Field(None, description="The pytest the task image runs (read by the build): "
                                        "derivation and grading leave out the options an older pytest lacks.")
+    test_callees: dict[str, FileCallees] = Field(
+        default_factory=dict, description="JavaScript tasks whose runner's test functions are imported (vitest, ava, "
+        "tape, node --test): per hidden test file, the names its top level declares tests and describe blocks with, "
+        "read by the build from the whole file as a grading restores it (the image's snapshot with the test patch "
+        "applied), not only from the patch's hunks: the grader's canaries are declared with them.")
 
     @property
     def runnable_image(self) -> str | None:

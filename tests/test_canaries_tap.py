@@ -78,8 +78,8 @@ def _snapshot(tmp_path: Path, runner: str) -> tuple[Path, str]:
     return repo, hidden
 
 
-def _place(repo: Path, tmp_path: Path, hidden: str, definitions: dict, runner: str) -> str:
-    """restore.py as grade.sh runs it: the hidden tests applied, the canaries placed; the file's text."""
+def _place(repo: Path, tmp_path: Path, hidden: str, definitions: dict, runner: str, path: str = PATH) -> str:
+    """restore.py as grade.sh runs it: the hidden tests applied, the canaries placed; the text of ``path``."""
     inputs, private = tmp_path / "inputs", tmp_path / "private"
     inputs.mkdir()
     private.mkdir()
@@ -96,7 +96,7 @@ def _place(repo: Path, tmp_path: Path, hidden: str, definitions: dict, runner: s
                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "does not read as expected" not in done.stdout, done.stdout
-    return (repo / PATH).read_text()
+    return (repo / path).read_text()
 
 
 def _facts(runner: str):

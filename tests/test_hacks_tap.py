@@ -301,3 +301,72 @@ def test_validation_accepts_the_node_test_task(docker_client, tmp_path):
     validated, record = validate_task(task, DockerBackend(docker_client), quick_policy(), logs_dir=tmp_path / "validate")
     assert record.verdict == "accepted", (record.reasons, record.error)
     assert set(validated.FAIL_TO_PASS) == set(F2P)
+
+
+def _modified_files(runner: str, *, fixed: bool) -> dict[str, str]:
+    """A project whose PR changes one existing test in place, far below the file's require of the
+    runner (as chalk's PR 433 changes tests below ``import test from 'ava'``): no test added whole."""
+    files = _files(runner, fixed=False)
+    expected = "   abc" if fixed else "abc"
+    files["test/pad.test.js"] += "\n" + _test(runner, "pads to the width", "pad('abc', 6)", expected)
+    if fixed:
+        files["lib/pad.js"] = FIXED
+    return files
+
+
+def _modified_repository(path: Path, runner: str) -> Path:
+    path.mkdir()
+    _git(path, "init", "-q", "-b", "main")
+    _write(path, _modified_files(runner, fixed=False))
+    _git(path, "add", "-A")
+    _git(path, "commit", "-q", "-m", "Initial commit")
+    _write(path, _modified_files(runner, fixed=True))
+    _git(path, "add", "-A")
+    _git(path, "commit", "-q", "-m", "Pad to the width (#2)\n\nPadding was ignored.", stamp="2025-03-04T10:00:00+00:00")
+    return path
+
+
+@pytest.fixture(params=["tape", "ava"])
+def modified_task(request, docker_client, node_base, tmp_path_factory):
+    """The built task of a PR that only modifies its test file below the require, and its repository."""
+    from repo2env.pipeline.stages import build_tasks_dir
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    runner = request.param
+    key = f"{runner}-modified"
+    if key not in _BUILT:
+        folder = tmp_path_factory.mktemp(key)
+        repo = _modified_repository(folder / f"{runner}pad", runner)
+        mine(GitSource(repo, repo=f"acme/{runner}pad"), folder / "tasks", MineOptions(allow_no_issue=True))
+        summary = build_tasks_dir(folder / "tasks", runtime=DockerBackend(docker_client))
+        (task,) = read_tasks(folder / "tasks" / "tasks.jsonl")
+        assert summary.ok == 1 and task.env_spec.test_runner == runner, task.env_spec.error
+        _BUILT[key] = (task, repo)
+    task, repo = _BUILT[key]
+    f2p, p2p = ["test/pad.test.js::pads to the width"], P2P
+    return task.model_copy(update={"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p}), repo
+
+
+#: The task has one test file, run by one short process: the module under test keeps it running
+#: until the forger has found its report (with two files, the first one's forger meets the second's).
+SPAWN_AND_WAIT = SPAWN_THE_FORGER + "Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3000);\n"
+
+
+def test_a_pr_that_only_modifies_tests_below_the_import_is_graded(grader, modified_task, tmp_path):
+    from repo2env.models import FileCallees
+    from repo2env.verify.spec import grading_spec
+
+    task, repo = modified_task
+    assert "require(" not in task.test_patch and "+test(" not in task.test_patch, task.test_patch
+    # The build read the name from the whole file as a grading restores it; the hunk shows none.
+    assert task.env_spec.test_callees == {"test/pad.test.js": FileCallees(test="test")}
+    plan = grading_spec(task).plan_canaries()
+    assert not plan.unplaced and len(plan.must_pass) == 1 and len(plan.must_fail) == 2
+    gold = grader.grade(task, task.patch)
+    assert gold.reward == 1.0 and gold.error is None and not gold.tampered, gold
+    empty = grader.grade(task, "")
+    assert empty.reward == 0.0 and empty.error is None and not empty.tampered, empty
+    forged = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + SPAWN_AND_WAIT,
+                                                              "lib/forge.js": FORGER}))
+    assert forged.reward == 0.0 and not forged.resolved, (forged.reward, forged.error, forged.tests)
+    assert forged.tampered and "canary" in forged.error, forged.error

@@ -15,7 +15,8 @@ recipe:
 - :meth:`BuildRecipe.env_layer` / :meth:`BuildRecipe.task_layer`: what the two layers run;
 - :meth:`BuildRecipe.check_image`: whether the task image runs the project's own code and its tests
   load, in a sandbox the stage opens, and :meth:`BuildRecipe.image_facts`: what the spec records of
-  an image that passed (the test runner's version);
+  an image that passed (the test runner's version; the names each hidden test file declares tests
+  with, read from the file as a grading restores it);
 - :meth:`BuildRecipe.explain_failure` / :meth:`BuildRecipe.packages_needed`: what an install log
   says.
 
@@ -159,8 +160,8 @@ class BuildRecipe(ABC):
         :data:`COLLECTION_STALLED` is a hang, which no other install cures; a step that may wait
         without end runs :func:`watched` with ``stall_idle_s``."""
 
-    def image_facts(self, shell: Shell, spec: EnvSpec) -> dict[str, Any]:
-        """EnvSpec fields read from a task image (open in ``shell``) that passed its check (by
+    def image_facts(self, shell: Shell, spec: EnvSpec, task: Task) -> dict[str, Any]:
+        """EnvSpec fields read from ``task``'s image (open in ``shell``) that passed its check (by
         default none)."""
         return {}
 

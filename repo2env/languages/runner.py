@@ -108,8 +108,11 @@ class TestRunnerFacts:
     #: grading's collector read gave it (for a plan with ``outcome_stream``).
     read_stream: Callable[[Any, str], Mapping[str, TestStatus]] | None = None
     canary_style: str = ""
-    added_tests: Callable[[FilePatch], list[AddedTest]] | None = None
+    #: ``added_tests(file, test_callee='')``: ``test_callee`` is the name the whole file declares
+    #: tests with, when the caller read it (the patch may not show the file's imports).
+    added_tests: Callable[..., list[AddedTest]] | None = None
     #: The names a test file's top level has, as the test patch shows the file (None: the runner's
-    #: globals ``it`` and ``describe``, in every file).
+    #: globals ``it`` and ``describe``, in every file). The build reads them from the whole file too
+    #: (``EnvSpec.test_callees``), which the grader prefers.
     test_callees: Callable[[FilePatch], TestCallees] | None = None
     notes: Mapping[str, str] = field(default_factory=dict)

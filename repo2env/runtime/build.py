@@ -235,7 +235,7 @@ def _try_rung(task: Task, candidate: EnvSpec, recipe: BuildRecipe, own, snapshot
     with runtime.start_image(image.tag, limits=SandboxLimits(exec_timeout_s=collect_timeout_s)) as sandbox:
         problem = recipe.check_image(sandbox, task, candidate, own, log_path=check_log, collect_check=collect_check,
                                      timeout_s=collect_timeout_s, stall_idle_s=stall_idle_s)
-        facts = recipe.image_facts(sandbox, candidate) if problem is None else {}
+        facts = recipe.image_facts(sandbox, candidate, task) if problem is None else {}
     return problem, str(check_log), image, dockerfiles, facts
 
 

@@ -54,13 +54,15 @@ any), so that its locals come with it and every name it uses resolves where the 
 The canaries the planner writes itself (the one that must pass; the older self-contained
 comparisons of files without a template) call only names the file has: appended to the file in
 its own names for a test and a describe block (the runner's globals, or what the file imports from
-the runner's modules, ``test`` or ``it``, as the hidden tests show it), else placed among the hidden
-tests' own tests of a block, declared as they are, in the runner's style (``CanaryModule.runner``:
-ava's ``t.is``, tape's ``t.end()``). A file where neither is possible (a file whose imports the
-hidden tests do not show, and that they add no test to whole) gets one canary that must pass and
-is never placed (``Canary.placed`` false): every grading of the task is then tampered
-(:func:`repo2env.verify.tamper.outcomes_verdict`), and validation rejects it, rather than grade a
-file whose report no canary checks.
+the runner's modules, ``test`` or ``it``: as the build read them from the whole file the way a
+grading restores it, ``EnvSpec.test_callees``, else as the hidden tests' hunks show them), else
+placed among the hidden tests' own tests of a block, declared as they are, in the runner's style
+(``CanaryModule.runner``: ava's ``t.is``, tape's ``t.end()``). A file where neither is possible (a
+file whose whole text imports no test function from the runner's modules, or, for a task built
+before the build read them, whose imports the hunks do not show, and that the hidden tests add no
+test to whole) gets one canary that must pass and is never placed (``Canary.placed`` false): every
+grading of the task is then tampered (:func:`repo2env.verify.tamper.outcomes_verdict`), and
+validation rejects it, rather than grade a file whose report no canary checks.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ import re
 import string
 import tokenize
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -248,14 +250,18 @@ def canary_modules(hidden_tests: Patch, fail_to_pass: list[str], known_ids: list
 
 
 def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: TestRunnerFacts,
-                          known_ids: Sequence[str] = ()) -> list[CanaryModule]:
+                          known_ids: Sequence[str] = (),
+                          file_callees: Mapping[str, TestCallees] | None = None) -> list[CanaryModule]:
     """What the canaries of each test file of ``fail_to_pass`` are drawn from, for a runner whose
     canaries are ``describe-it`` (its ``canary_style``; ids split by its ``split_id``, as JavaScript's
     ``<file>::<describe> > <title>``): the words of its tests' titles, and its templates (the
     FAIL_TO_PASS tests the hidden tests add whole that assert a call equal to a literal, as the
     runner's ``added_tests`` reads them) with the places among their siblings their copies may
     take, and the names its top level declares tests with (the runner's ``test_callees``, else its
-    globals ``it`` and ``describe``). None for a runner of another style."""
+    globals ``it`` and ``describe``). ``file_callees`` are those names as the build read them from
+    each whole test file the way a grading restores it (``EnvSpec.test_callees``): where a file has
+    them, they stand instead of what its hunks show (a PR that only changes tests below the file's
+    imports shows none). None for a runner of another style."""
     if runner.canary_style != "describe-it" or runner.split_id is None:
         return []
     split_test_id = runner.split_id
@@ -267,13 +273,14 @@ def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: 
             continue
         words = list(dict.fromkeys(word for one in titles for word in re.findall(r"[A-Za-z]{2,}", one[-1])))
         files = [file for file in hidden_tests.files if file.new_path == path]
-        added = [test for file in files for test in (runner.added_tests(file) if runner.added_tests else [])]
+        callees = _top_level_callees(files, runner, (file_callees or {}).get(path))
+        added = [test for file in files
+                 for test in (runner.added_tests(file, test_callee=callees.test) if runner.added_tests else [])]
         known = [split_test_id(test_id)[1] for test_id in [*fail_to_pass, *known_ids] if split_test_id(test_id)[0] == path]
         placed = _placed_tests(added, titles)
         templates = _script_templates(placed)
         literals = [test.source[start:end] for test in added for literal in test.asserted
                     for start, end in [literal.value, *literal.arguments]]
-        callees = _top_level_callees(files, runner)
         modules.append(CanaryModule(
             path=path, container=list(titles[0][:-1]), prefix="", words=words or list(_FILLER_WORDS),
             lengths=[max(2, len(one[-1].split())) for one in titles],
@@ -285,11 +292,15 @@ def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: 
     return modules
 
 
-def _top_level_callees(files: list[FilePatch], runner: TestRunnerFacts) -> TestCallees:
+def _top_level_callees(files: list[FilePatch], runner: TestRunnerFacts, whole: TestCallees | None) -> TestCallees:
     """The names a test file's top level declares tests and describe blocks with: the runner's
-    globals, else what the hidden tests show the file import (the first hunk that shows each)."""
+    globals; else what the whole file imports as a grading restores it (``whole``, when the build
+    read it: what the hunks show is part of it); else what the hidden tests show the file import
+    (the first hunk that shows each)."""
     if runner.test_callees is None:
         return TestCallees(test="it", describe="describe")
+    if whole is not None:
+        return whole
     found = [runner.test_callees(file) for file in files]
     return TestCallees(test=next((one.test for one in found if one.test), ""),
                        describe=next((one.describe for one in found if one.describe), ""))

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from repo2env import defaults
 from repo2env.languages import get_profile
-from repo2env.languages.runner import TestRunnerFacts
+from repo2env.languages.runner import TestCallees, TestRunnerFacts
 from repo2env.models import Task, TestStatus
 from repo2env.patches import parse
 from repo2env.verify.canaries import CanaryPlan
@@ -383,7 +383,8 @@ def _derive(task: Task, timeout_s: float) -> GradingSpec:
             hidden_tests=task.test_patch, hidden_test_files=hidden.paths, gold_paths=gold.paths,
             gold_runner_references=sorted(runner_references(gold)),
             protected_pattern=protected_path_pattern(runner.protected_paths), runner=runner, timeout_s=timeout_s,
-            canary_modules=[module for module in script_canary_modules(hidden, task.FAIL_TO_PASS, runner.facts, test_ids)
+            canary_modules=[module for module in script_canary_modules(hidden, task.FAIL_TO_PASS, runner.facts, test_ids,
+                                                                       _file_callees(task))
                             if module.path not in canary_free],
             canary_free_modules=canary_free)
     return GradingSpec(
@@ -402,6 +403,13 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 256
 
 
+def _file_callees(task: Task) -> dict[str, TestCallees]:
+    """The names each hidden test file declares tests with, as the build read them from the whole
+    file the way a grading restores it (none for a task built before it read them)."""
+    recorded = task.env_spec.test_callees if task.env_spec else {}
+    return {path: TestCallees(test=names.test, describe=names.describe) for path, names in recorded.items()}
+
+
 def _pytest_version(task: Task) -> str | None:
     return task.env_spec.pytest_version if task.env_spec else None
 
@@ -412,7 +420,8 @@ def _task_key(task: Task, timeout_s: float) -> str:
     fields = [task.instance_id, task.patch, task.test_patch, task.FAIL_TO_PASS, task.PASS_TO_PASS,
               task.test_command(), timeout_s, _pytest_version(task),
               task.validation.canary_free_modules if task.validation else [],
-              task.language, spec.test_runner if spec else None, spec.package_dir if spec else None]
+              task.language, spec.test_runner if spec else None, spec.package_dir if spec else None,
+              {path: names.model_dump() for path, names in spec.test_callees.items()} if spec else {}]
     return hashlib.sha256(json.dumps(fields).encode("utf-8", "surrogateescape")).hexdigest()
 
 

@@ -43,14 +43,15 @@ _CHAI_CHAINS = frozenset({"to", "be", "been", "is", "that", "which", "and", "has
 _FUNCTIONS = frozenset({"arrow_function", "function_expression", "function"})
 
 
-def added_tests(file: FilePatch, modules: Sequence[str] = ()) -> list[AddedTest]:
+def added_tests(file: FilePatch, modules: Sequence[str] = (), *, test_callee: str = "") -> list[AddedTest]:
     """Every test ``file``'s hunks add whole (module docstring), in file order; ``modules`` are the
     runner's test API modules (``ava``, ``node:test`` ...), whose test function the file may import
-    under a name of its own."""
+    under a name of its own: the one its hunks show, and ``test_callee`` (the one the whole file
+    imports it under, when the caller read it)."""
     suffix = code_suffix(file.new_path or "")
     if suffix is None or file.is_deleted:
         return []
-    callees = TEST_CALLEES | ({imported_callees(file, tuple(modules)).test} - {""} if modules else set())
+    callees = TEST_CALLEES | ({imported_callees(file, tuple(modules)).test, test_callee} - {""} if modules else set())
     found = []
     for hunk_index, hunk in enumerate(file.hunks):
         lines = [(line[0], line[1:].rstrip("\r\n") + "\n") for line in hunk.lines if line[:1] in ("+", " ")]

@@ -10,6 +10,8 @@ the snapshot over it, owned by the agent, and tells git to ignore ``node_modules
 up in the agent's diff. The pin used is recorded in ``EnvSpec.dependency_pin``. What the PR adds to
 package.json (``EnvSpec.added_dependencies``) is installed after the base commit's dependencies,
 package.json and the lock file left alone: the gold patch needs it, and the sandbox has no network.
+An image that passes its check records the names each hidden test file declares tests with, read
+from the file as a grading restores it (``EnvSpec.test_callees``: the grader's canaries use them).
 
 The building blocks are the profile's pure modules: :mod:`.environment` (package manager, Node,
 install commands, pin, ladder, failure classes, workspaces) and :mod:`.runners` (the runner, its
@@ -26,8 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePosixPath
+from typing import Any
 
-from repo2env.errors import InputError
+from repo2env.errors import InputError, PatchError
 from repo2env.languages.build import (
     COLLECTION_TIMEOUT,
     OWN_CODE_MARKER,
@@ -58,6 +61,7 @@ from repo2env.languages.javascript.imports import imported_packages
 from repo2env.languages.javascript.paths import javascript_paths, runner_test_patterns
 from repo2env.languages.javascript.project import ProjectFiles
 from repo2env.languages.javascript.runners import (
+    IMPORTED_TEST_API,
     browser_only_reason,
     detect_runner,
     plan_run,
@@ -66,9 +70,10 @@ from repo2env.languages.javascript.runners import (
     script_invocation,
 )
 from repo2env.languages.javascript.syntax import code_suffix
+from repo2env.languages.javascript.test_callees import file_callees
 from repo2env.languages.javascript.test_ids import split_test_id
-from repo2env.models import EnvSpec, Task
-from repo2env.patches import parse
+from repo2env.models import EnvSpec, FileCallees, Task
+from repo2env.patches import apply_to_text, parse
 
 #: The system Python of each Node base image (``runtime.node_bootstrap.DEBIAN_NODE``: Debian's
 #: nodejs of bullseye, bookworm, trixie); a local Node prefix is copied onto the 3.11 base.
@@ -247,6 +252,20 @@ class JavaScriptBuild(BuildRecipe):
         return TaskLayer(run=f"mkdir -p .git/info && printf '{lines}\\n' >> .git/info/exclude && "
                              "chown -R --reference=.git .git/info")
 
+    def image_facts(self, shell: Shell, spec: EnvSpec, task: Task) -> dict[str, Any]:
+        """The names each hidden test file's top level declares tests with, for a runner whose files
+        import them (vitest, ava, tape, ``node --test``): read from the whole file as a grading
+        restores it (:func:`restored_test_files`), since a PR that only changes tests shows no import
+        in its hunks. A file that cannot be read is left out (the grader then reads its hunks)."""
+        modules = IMPORTED_TEST_API.get(spec.test_runner or "", ())
+        if not modules:
+            return {}
+        callees = {}
+        for path, text in restored_test_files(shell, task).items():
+            found = file_callees(text, path, modules)
+            callees[path] = FileCallees(test=found.test, describe=found.describe)
+        return {"test_callees": callees}
+
     def check_image(self, shell: Shell, task: Task, spec: EnvSpec, own: JsOwnCode, *, log_path: Path,
                     collect_check: bool, timeout_s: float, stall_idle_s: float = STALL_IDLE_S) -> str | None:
         """The own-code probe from the folders of the tests the PR touches, then those test files
@@ -393,6 +412,38 @@ def _without_version(text: str) -> str:
     return json.dumps(package, sort_keys=True)
 
 
+def restored_test_files(shell: Shell, task: Task) -> dict[str, str]:
+    """The text of each JavaScript or TypeScript file the task's test patch leaves, as a grading
+    restores it: the file at the image's snapshot (``HEAD`` of /testbed, what restore.py reverts a
+    hidden test file to before it applies the hidden tests) with the test patch applied. A file
+    whose snapshot text cannot be read whole, or where the patch does not apply, is left out."""
+    files = [file for file in parse(task.test_patch).files
+             if not file.is_deleted and not file.is_binary and code_suffix(file.path) is not None]
+    before: dict[str, str | None] = {}
+    existing = list(dict.fromkeys(file.old_path for file in files if file.old_path is not None))
+    for start in range(0, len(existing), _READ_BATCH):
+        batch = existing[start:start + _READ_BATCH]
+        read = shell.exec(["node", "-e", _READ_SNAPSHOT, "--", *batch], timeout=60)
+        try:
+            # The last line: JSON escapes a newline in a string, not U+2028, so no splitlines().
+            contents = json.loads(read.output.strip().split("\n")[-1]) if read.exit_code == 0 and not read.truncated else None
+        except ValueError:
+            contents = None
+        if isinstance(contents, list) and len(contents) == len(batch):
+            before.update((path, text) for path, text in zip(batch, contents, strict=True) if isinstance(text, str))
+    restored = {}
+    for file in files:
+        if file.old_path is not None and file.old_path not in before:
+            continue
+        try:
+            text = apply_to_text(file, before.get(file.old_path) if file.old_path is not None else None)
+        except PatchError:
+            continue
+        if text is not None:
+            restored[file.path] = text
+    return restored
+
+
 def _names_tests_import(shell: Shell, task: Task, folders: Sequence[str], names: Sequence[str]) -> tuple[str, ...]:
     """The names of ``names`` (the project's packages) that a test file under ``folders`` imports or
     requires by name, at the base (read in the image) or in the lines the PR's tests add: those the
@@ -439,6 +490,11 @@ def _names_tests_import(shell: Shell, task: Task, folders: Sequence[str], names:
 _READ_FILES = ("const fs = require('fs'); console.log(JSON.stringify(process.argv.slice(1).map(function (p) {"
                " try { return fs.readFileSync(p, 'utf8'); } catch (e) { return null; } })));")
 _READ_BATCH = 200
+#: The same for the files' text at the snapshot's commit (``git cat-file``: not the work tree).
+_READ_SNAPSHOT = ("const { execFileSync } = require('child_process'); console.log(JSON.stringify("
+                  "process.argv.slice(1).map(function (p) { try { return execFileSync('git', ['cat-file', 'blob', "
+                  "'HEAD:' + p], { encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'] }); }"
+                  " catch (e) { return null; } })));")
 
 
 def _test_files(task: Task) -> list[str]:

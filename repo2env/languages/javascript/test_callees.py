@@ -10,8 +10,12 @@ gives ``it`` and ``describe``, ``import { test as check } from 'vitest'`` gives 
 ``require``: ``const { test, describe } = require('node:test')``. The modules whose default export
 is the test function (ava, tape, ``node:test``) name it by any local name: ``import test from
 'ava'``, ``const check = require('tape')``. ``it`` is preferred to ``test`` where a file has both
-(they are the same function). Type-only imports bind nothing that runs. A file whose imports the
-patch does not show has no names here: the caller places nothing that needs them.
+(they are the same function). Type-only imports bind nothing that runs.
+
+:func:`imported_callees` reads what a patch shows of a file (its hunks: a file whose imports lie
+outside them has no names there); :func:`file_callees` reads a whole file, as the build reads each
+hidden test file the way a grading restores it (the image's snapshot with the test patch applied),
+so that a PR that only changes tests below the file's ``import test from 'ava'`` still names it.
 """
 
 from __future__ import annotations
@@ -39,10 +43,33 @@ def imported_callees(file: FilePatch, module: str | Sequence[str]) -> TestCallee
     bound: dict[str, str] = {}  # the module's export -> the file's name for it
     for hunk in file.hunks:
         text = "".join(line[1:].rstrip("\r\n") + "\n" for line in hunk.lines if line[:1] in ("+", " "))
-        root = parser(suffix).parse(text.encode("utf-8")).root_node
-        for statement in root.named_children:
-            for export, local in [*_import_bindings(statement, modules), *_require_bindings(statement, modules)]:
-                bound.setdefault(export, local)
+        _bind(text, suffix, modules, bound)
+    return _callees(bound)
+
+
+def file_callees(text: str, path: str, module: str | Sequence[str]) -> TestCallees:
+    """The names the top level of ``text`` (the whole of the file ``path``) imports (or requires)
+    from ``module`` (or any of several) to declare a test and a describe block ('' for each it has
+    none of, and for both when ``path`` is no JavaScript or TypeScript file)."""
+    modules = (module,) if isinstance(module, str) else tuple(module)
+    suffix = code_suffix(path)
+    if suffix is None:
+        return TestCallees(test="")
+    bound: dict[str, str] = {}
+    _bind(text, suffix, modules, bound)
+    return _callees(bound)
+
+
+def _bind(text: str, suffix: str, modules: tuple[str, ...], bound: dict[str, str]) -> None:
+    """Add to ``bound`` (export -> local name, the first binding of each kept) what the top level
+    of ``text`` imports or requires from ``modules``."""
+    root = parser(suffix).parse(text.encode("utf-8")).root_node
+    for statement in root.named_children:
+        for export, local in [*_import_bindings(statement, modules), *_require_bindings(statement, modules)]:
+            bound.setdefault(export, local)
+
+
+def _callees(bound: dict[str, str]) -> TestCallees:
     test = next((bound[name] for name in _TEST_EXPORTS if name in bound), "")
     return TestCallees(test=test, describe=bound.get("describe", ""))
 

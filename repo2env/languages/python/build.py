@@ -212,7 +212,7 @@ class PythonBuild(BuildRecipe):
                     f"{(lines[-1] if lines else ran[1].output[-200:]).strip()[:200]}")
         return None
 
-    def image_facts(self, shell: Shell, spec: EnvSpec) -> dict[str, str | None]:
+    def image_facts(self, shell: Shell, spec: EnvSpec, task: Task) -> dict[str, str | None]:
         """The version of the pytest the image runs (2016's pin gets pytest 2.8, which lacks options
         derivation and grading pass otherwise: they follow it)."""
         version = shell.exec(["python", "-c", "import pytest; print(pytest.__version__)"], timeout=60)
