@@ -68,6 +68,10 @@ from repo2env.verify.trailer import parse_trailer
 
 # Collectors of live outcomes, one per grading in flight (shared: gradings run in many threads).
 _COLLECTORS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="repo2env-outcomes")
+# The inputs' placements have their own threads: a collector waits (up to 60 s) for the folder its
+# grading's placement makes, so with more gradings in flight than half the collectors' threads (a
+# GRPO group graded at once), placements queued behind waiting collectors would hold them all.
+_PLACEMENTS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="repo2env-inputs")
 _COLLECTOR_GRACE_S = 15.0
 #: The inputs archive's last entry: once it exists, every input before it is whole.
 _READY = "ready"
@@ -215,7 +219,7 @@ class Grader:
             # are placed while the collector and the grading script start; each of those waits for
             # what it needs (the FIFO's folder; the archive's last entry, so every input is whole).
             # Nothing of the agent runs in the sandbox before the grading script applies the patch.
-            placed = _COLLECTORS.submit(sandbox.put_archive, "/tmp", archive)
+            placed = _PLACEMENTS.submit(sandbox.put_archive, "/tmp", archive)
             # The collector runs as root, beside the grading script: what it has read is out of the
             # tests' reach, and its output comes straight here.
             collector = _COLLECTORS.submit(sandbox.exec, ["/bin/sh", "-c", COLLECTOR_SCRIPT, layout.fifo],
