@@ -295,7 +295,10 @@ def test_a_tape_stream_reads_its_failures_under_the_line_the_report_does():
 
 
 def test_the_tap_runners_stream_through_programs_of_their_own():
-    node = plan_run("node", ["test/a.test.js::t"], "/tmp/r", outcome_fifo="/tmp/f").command
+    node = plan_run("node", ["test/a.test.js::t"], "/tmp/r", outcome_fifo="/tmp/f",
+                    invocation=Invocation("test", node_options=("--require", "./test/setup.js"))).command
+    # The stream's module first: the script's preloads run in the runner's process too, after it.
+    assert "node --require /opt/repo2env/outcome_stream.js --require ./test/setup.js --test" in node
     assert ("--test-reporter=tap --test-reporter-destination=/tmp/r/node-0.tap "
             "--test-reporter=/opt/repo2env/node_reporter.mjs --test-reporter-destination=stdout") in node
     tape = plan_run("tape", ["test/a.test.js::t"], "/tmp/r", outcome_fifo="/tmp/f").command

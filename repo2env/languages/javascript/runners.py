@@ -67,6 +67,8 @@ JEST_REPORTER_PATH = "/opt/repo2env/jest_reporter.js"
 VITEST_REPORTER_PATH = "/opt/repo2env/vitest_reporter.mjs"
 #: The same for Node's test runner (``node_reporter.mjs``, beside its ``tap`` reporter).
 NODE_REPORTER_PATH = "/opt/repo2env/node_reporter.mjs"
+#: The module our reporters share (``outcome_stream.js``).
+OUTCOME_STREAM_PATH = "/opt/repo2env/outcome_stream.js"
 #: The program that starts tape with its outcomes streamed (``tape_stream.js``: tape has no
 #: reporters of its own).
 TAPE_STREAM_PATH = "/opt/repo2env/tape_stream.js"
@@ -75,7 +77,7 @@ TAPE_STREAM_PATH = "/opt/repo2env/tape_stream.js"
 REPORTER_FILES = {MOCHA_REPORTER_PATH: "mocha_reporter.js", JASMINE_REPORTER_PATH: "jasmine_reporter.js",
                   JEST_REPORTER_PATH: "jest_reporter.js", VITEST_REPORTER_PATH: "vitest_reporter.mjs",
                   NODE_REPORTER_PATH: "node_reporter.mjs", TAPE_STREAM_PATH: "tape_stream.js",
-                  "/opt/repo2env/outcome_stream.js": "outcome_stream.js"}
+                  OUTCOME_STREAM_PATH: "outcome_stream.js"}
 #: Runners whose reporters (ours) send every outcome live to the grading's root collector as well
 #: (``outcome_stream.js``): a grading reads their outcomes from that stream, the reports being the
 #: cross-check. ava has none: it has no reporter plugins, and its tests run in worker processes
@@ -631,7 +633,11 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
                 seeded = f"--random-seed={random_seed} " if random_seed else ""
                 reporters = (f" --test-reporter={shlex.quote(node_reporter)} --test-reporter-destination=stdout"
                              if streaming else "")
-                commands.append(f"{stream_to(report)}node {seeded}{node_options} --test --test-reporter=tap "
+                # The stream's module is preloaded before the script's own preloads, which run in the
+                # runner's process too, before its reporters load: they never see its variables.
+                # (The test files' processes preload it as well, with nothing to take.)
+                preloaded = f"--require {shlex.quote(OUTCOME_STREAM_PATH)} " if streaming else ""
+                commands.append(f"{stream_to(report)}node {seeded}{preloaded}{node_options} --test --test-reporter=tap "
                                 f"--test-reporter-destination={shlex.quote(report)}{reporters}{pattern} {quoted([file])}")
                 reports.append(Report(report, "node-tap", file))
     # Every command runs whatever the previous one gave: the reports, not exit codes, tell outcomes.
