@@ -6,6 +6,11 @@ runs, written for either module system (``common_js`` / ``es_module`` give it it
   process's environment, or in that of a child process it starts, or the child inherited
   descriptor 9. A probe guards a correct fix with it (the fix counts only where the stream is in
   sight) and prints what it found on standard error, so that a test can tell it ran.
+- :data:`FORGE_TAP_REPORT_AND_STREAM`: ``forgeTapReportAndStream(toFifos)`` does the same for the
+  TAP runners (tape, ``node --test``): it stops the plan's shells until no runner process is left,
+  turns every ``not ok`` of every TAP report named on their command lines into ``ok`` and, with
+  ``toFifos``, writes the stream's entries of that report (tape's ``#`` lines, node's points, every
+  one passed) with an end line to every FIFO any of the user's processes holds open.
 - :data:`FORGE_REPORT_AND_STREAM`: ``forgeReportAndStream()`` leaves a process behind that stops
   the plan's shell (so the run cannot end before it is done) and, while the runner runs, once it
   is gone, and once more as the importing process exits, rewrites every report the runner was told to write (its path from the command
@@ -148,3 +153,76 @@ def common_js(*snippets: str) -> str:
 def es_module(*snippets: str) -> str:
     """``snippets`` with the ES module imports they use."""
     return 'import probeFs from "node:fs";\nimport probeChild from "node:child_process";\n' + "".join(snippets)
+
+FORGE_TAP_REPORT_AND_STREAM = r"""
+function forgeTapReportAndStream(toFifos) {
+  const FORGER = `
+const fs = require("fs");
+const sleep = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+const pids = () => fs.readdirSync("/proc").filter((name) => /^\\d+$/.test(name) && Number(name) !== process.pid);
+const read = (path) => { try { return fs.readFileSync(path, "utf8"); } catch (error) { return ""; } };
+const FORGER_MARK = "const sleep = (ms)";
+const toFifos = process.argv[1] === "fifos";
+const shells = pids().filter((pid) => {
+  const line = read("/proc/" + pid + "/cmdline");
+  return line.startsWith("/bin/sh") && /\\.tap\\b/.test(line);
+});
+const reports = [...new Set(shells.flatMap((pid) => [...read("/proc/" + pid + "/cmdline")
+  .matchAll(/(\\/[^\\s\\0'";&|>]+\\.tap)\\b/g)].map((match) => match[1])))];
+const running = () => pids().some((pid) => {
+  const words = read("/proc/" + pid + "/cmdline").split(String.fromCharCode(0));
+  const line = words.join(" ");
+  return !["/bin/sh", "sh", "timeout"].includes(words[0]) && !line.includes(FORGER_MARK)
+    && (/ --test\\b/.test(line) || line.includes("tape"));
+});
+function fifos() {
+  const found = [];
+  for (const pid of pids()) {
+    let names = [];
+    try { names = fs.readdirSync("/proc/" + pid + "/fd"); } catch (error) { continue; }
+    for (const name of names) {
+      const path = "/proc/" + pid + "/fd/" + name;
+      try { if (Number(name) > 2 && fs.statSync(path).isFIFO()) found.push(path); } catch (error) {}
+    }
+  }
+  return found;
+}
+// The stream's entries for a report where every test passed: tape's "#" lines, node's points.
+function entries(text, runner) {
+  const found = [];
+  const levels = new Map();
+  for (const line of text.split("\\n")) {
+    if (runner === "tape" && /^# (?!tests |pass |fail |ok$)/.test(line)) found.push({ header: line });
+    const point = line.match(/^( *)ok \\d+ - (.*?)(?: # (SKIP|TODO).*)?$/);
+    if (!point) continue;
+    const nesting = point[1].length / 4;
+    const deeper = [...levels.keys()].filter((level) => level > nesting);
+    const entry = { name: point[2].replace(/\\\\([\\\\#])/g, "$1"), ok: true, directive: "",
+                    children: deeper.flatMap((level) => levels.get(level)) };
+    deeper.forEach((level) => levels.delete(level));
+    if (nesting === 0) found.push(entry); else levels.set(nesting, [...(levels.get(nesting) || []), entry]);
+  }
+  return found;
+}
+for (const pid of shells) { try { process.kill(Number(pid), "SIGSTOP"); } catch (error) {} }
+for (let round = 0; round < 3000 && running(); round++) sleep(20);
+for (const report of reports) {
+  const text = read(report);
+  if (!text) continue;
+  const forged = text.replace(/^( *)not ok/gm, "$1ok");
+  fs.writeFileSync(report, forged);
+  if (!toFifos) continue;
+  const runner = /\\/tape-\\d+\\.tap$/.test(report) ? "tape" : "node";
+  const lines = entries(forged, runner).map((entry) => JSON.stringify({ report, kind: "entry", list: "tests", entry }))
+    .concat([JSON.stringify({ report, kind: "end", fields: { runner, complete: true } })]);
+  for (const fifo of fifos()) {
+    try { const fd = fs.openSync(fifo, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
+          fs.writeSync(fd, lines.join("\\n") + "\\n"); fs.closeSync(fd); } catch (error) {}
+  }
+}
+for (const pid of shells) { try { process.kill(Number(pid), "SIGCONT"); } catch (error) {} }
+`;
+  probeChild.spawn(process.execPath, ["-e", FORGER, toFifos ? "fifos" : "report"], { detached: true, stdio: "ignore" })
+    .unref();
+}
+"""

@@ -4,7 +4,12 @@ For each, the gold patch earns 1.0 and the empty patch 0.0; a patch whose code u
 the TAP report (a process it leaves behind swaps the report the runner writes for one where every
 test of the file is ``ok``; for tape, whose report is the test process's stdout, one that turns
 every ``not ok`` it writes into ``ok``) or answers each test's asserted value from the test file's source
-earns nothing and is caught by the canaries (``tampered``). A validation run on the
+earns nothing and is caught (``tampered``): by the live outcome stream for tape and ``node --test``,
+whose outcomes go to the grading's root collector as well (``tape_stream.js``,
+``node_reporter.mjs``), by the canaries for ava and for the oracle. For the streaming two, a
+report rewritten once the runner is gone (every ``not ok`` made ``ok``), with or without the
+stream's entries of that report forged on every FIFO, earns nothing either, and the stream's
+variables are out of sight of a test file and of its child processes. A validation run on the
 ``node --test`` task accepts it.
 
 Each project has two test files: an existing one whose imports the hidden tests' hunk does not show
@@ -20,8 +25,10 @@ from pathlib import Path
 
 import pytest
 from javascript_projects import fixture_git
+from stream_probes import FORGE_TAP_REPORT_AND_STREAM, PROBE_MARKER, SEES_THE_STREAM, common_js
 
 from repo2env.jsonl import read_tasks
+from repo2env.languages.javascript.runners import STREAM_RUNNERS
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
 from repo2env.verify.grader import Grader
@@ -257,7 +264,8 @@ def test_a_forged_tap_report_is_caught_by_the_canaries(grader, tap_task, tmp_pat
     patch = _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + SPAWN_THE_FORGER, "lib/forge.js": FORGER})
     result = grader.grade(task, patch)
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
-    assert result.tampered and "canary" in result.error, result.error
+    caught_by = "the live outcomes say" if task.env_spec.test_runner in STREAM_RUNNERS else "canary"
+    assert result.tampered and caught_by in result.error, result.error
 
 
 #: tape's report is the test process's own stdout: the module under test, loaded in that process,
@@ -273,7 +281,8 @@ def test_a_tape_process_that_rewrites_its_own_output_is_caught(grader, tap_task,
     task, repo = tap_task
     result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + REWRITE_OWN_OUTPUT}))
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
-    assert result.tampered and "must fail passed" in result.error, result.error
+    # The stream has each failure from tape's results, before any output is written.
+    assert result.tampered and "passed, the live outcomes say failed" in result.error, result.error
 
 
 def test_an_oracle_that_answers_the_asserted_value_is_caught_by_the_mirrors(grader, tap_task, tmp_path):
@@ -282,6 +291,63 @@ def test_an_oracle_that_answers_the_asserted_value_is_caught_by_the_mirrors(grad
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     assert result.tampered and ("must fail passed" in result.error or "cannot pass together" in result.error), \
         result.error
+
+
+STREAMING = [runner for runner in RUNNERS if runner in STREAM_RUNNERS]
+
+
+@pytest.mark.parametrize("tap_task", STREAMING, indirect=True)
+def test_a_report_rewritten_once_the_runner_is_gone_is_caught_by_the_stream(grader, tap_task, tmp_path):
+    task, repo = tap_task
+    forge = common_js(FORGE_TAP_REPORT_AND_STREAM) + "forgeTapReportAndStream(false);\n"
+    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + forge}))
+    assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    assert result.tampered and "passed, the live outcomes say failed" in result.error, result.error
+    # The forger did rewrite a report: what the grading read has no failure left.
+    assert "not ok" not in _reports(result), _reports(result)
+
+
+@pytest.mark.parametrize("tap_task", STREAMING, indirect=True)
+def test_forged_stream_lines_on_every_fifo_gain_nothing(grader, tap_task, tmp_path):
+    """The report rewritten, and its entries (every test passed) with an end line written to every
+    FIFO the user's processes hold, the collector's descriptor among them: the stream's own entries
+    of the failures are there too, and a failure is not undone by a pass."""
+    task, repo = tap_task
+    forge = common_js(FORGE_TAP_REPORT_AND_STREAM) + "forgeTapReportAndStream(true);\n"
+    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + forge}))
+    assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    assert result.tampered and "the live outcomes say failed" in result.error, result.error
+    # The forger's lines reached the collector (its end lines besides the runner's own).
+    ends = (Path(result.log_dir) / "stream.jsonl").read_text().count('"kind":"end"')
+    assert ends > len(_reports(result, paths=True).splitlines()), ends
+
+
+@pytest.mark.parametrize("tap_task", STREAMING, indirect=True)
+def test_the_stream_is_out_of_sight_of_a_test_file_and_its_children(grader, tap_task, tmp_path):
+    """The gold patch, effective only where the code under test (loaded by a test file) sees the
+    stream's variables, in its own environment or a child process's, or a child of its holds
+    descriptor 9: it earns nothing, and it did look. The probe's line goes to standard output,
+    which is tape's report and which node --test keeps in its report."""
+    task, repo = tap_task
+    probe = SEES_THE_STREAM.replace("probeFs.writeSync(2,", "probeFs.writeSync(1,")
+    guard = common_js(probe) + 'if (!seesTheStream()) throw new Error("no stream in sight");\n'
+    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": FIXED + guard}))
+    assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    reports = _reports(result)
+    assert f'{PROBE_MARKER} {{"own":false,"child":false}}' in reports and '"own":true' not in reports, reports[-3000:]
+
+
+def _reports(result, *, paths: bool = False) -> str:
+    """The reports the grading read (the bundle kept as junit.xml: a line per report, base64), joined;
+    with ``paths``, their paths, one a line."""
+    import base64
+
+    texts = []
+    for line in (Path(result.log_dir) / "junit.xml").read_text().splitlines():
+        fields = line.split(" ")
+        if len(fields) == 3 and fields[0] == "REPO2ENV-REPORT":
+            texts.append(base64.b64decode(fields[1 if paths else 2]).decode() if fields[2] != "-" or paths else "")
+    return "\n".join(texts)
 
 
 def test_validation_accepts_the_node_test_task(docker_client, tmp_path):

@@ -229,6 +229,83 @@ def test_a_jest_stream_reads_as_its_json_report():
     assert streamed_outcomes(plan, "\n".join(lines[:2])) == dict.fromkeys(ids, TestStatus.MISSING)
 
 
+#: What Node 18.20 and 20.19 both wrote, run on a file with odd names (their reports, the lines kept).
+NODE_TAP = """TAP version 13
+# Subtest: has \\# hash and \\\\ backslash
+ok 1 - has \\# hash and \\\\ backslash
+# Subtest: new\\\\nline\\\\ttab
+ok 2 - new\\\\nline\\\\ttab
+# Subtest:   spaced \x20
+ok 3 -   spaced \x20
+# Subtest: skip reason
+ok 4 - skip reason # SKIP because
+# Subtest: group
+    # Subtest: inner ok
+    ok 1 - inner ok
+    # Subtest: inner bad
+    not ok 2 - inner bad
+    # Subtest: inner todo
+    ok 3 - inner todo # TODO
+    1..3
+not ok 5 - group
+1..5
+"""
+
+
+def test_a_node_stream_names_its_tests_as_the_tap_report_does():
+    # The points node_reporter.mjs sends for the run NODE_TAP reports (names as the events give them).
+    point = lambda name, ok=True, directive="", children=(): {  # noqa: E731
+        "name": name, "ok": ok, "directive": directive, "children": list(children)}
+    points = [point("has # hash and \\ backslash"), point("new\nline\ttab"), point("  spaced  "),
+              point("skip reason", directive="skip"),
+              point("group", False, children=[point("inner ok"), point("inner bad", False), point("inner todo", True, "todo")])]
+    reported = parse_node_tap(NODE_TAP, "test/odd.test.js")
+    assert TestStatus.FAILED in reported.values() and TestStatus.SKIPPED in reported.values()
+    ids = list(reported)
+    plan = plan_run("node", ids, "/tmp/r", outcome_fifo="/tmp/f")
+    [report] = plan.reports
+    lines = [_record(report.path, "entry", list="tests", entry=one) for one in points]
+    end = _record(report.path, "end", fields={"runner": "node", "complete": True})
+    assert streamed_outcomes(plan, "\n".join([*lines, end])) == reported
+    # A forged pass of the failed test cannot hide its failure; a stream never ended errs its file.
+    forged = _record(report.path, "entry", list="tests", entry=point("group", children=[point("inner bad")]))
+    assert streamed_outcomes(plan, "\n".join([*lines, forged, end])) == reported
+    assert set(streamed_outcomes(plan, "\n".join(lines)).values()) == {TestStatus.ERROR}
+
+
+def test_a_tape_stream_reads_its_failures_under_the_line_the_report_does():
+    tap = ("TAP version 13\n# pads\nok 1 should be equal\n# shouts\nnot ok 2 should be equal\n  ---\n  ...\n"
+           "# a comment the test wrote\nnot ok 3 after the comment\nnot ok 4 later # TODO\n# SKIP skipped why\n"
+           "\n1..4\n# tests 4\n")
+    reported = parse_tape_tap(tap, "test/t.test.js")
+    ids = list(reported)
+    plan = plan_run("tape", ids, "/tmp/r", outcome_fifo="/tmp/f")
+    [report] = plan.reports
+    entries = [{"header": "# pads"}, {"header": "# shouts"}, {"header": "# shouts", "point": "should be equal"},
+               {"header": "# a comment the test wrote"},
+               {"header": "# a comment the test wrote", "point": "after the comment"},
+               {"header": "# a comment the test wrote", "point": "later # TODO"}, {"header": "# SKIP skipped why"}]
+    lines = [_record(report.path, "entry", list="tests", entry=entry) for entry in entries]
+    end = _record(report.path, "end", fields={"runner": "tape", "complete": True})
+    assert streamed_outcomes(plan, "\n".join([*lines, end])) == reported == {
+        "test/t.test.js::pads": TestStatus.PASSED, "test/t.test.js::shouts": TestStatus.FAILED,
+        "test/t.test.js::a comment the test wrote": TestStatus.FAILED,
+        "test/t.test.js::skipped why": TestStatus.SKIPPED}
+    assert set(streamed_outcomes(plan, "\n".join(lines)).values()) == {TestStatus.ERROR}
+
+
+def test_the_tap_runners_stream_through_programs_of_their_own():
+    node = plan_run("node", ["test/a.test.js::t"], "/tmp/r", outcome_fifo="/tmp/f",
+                    invocation=Invocation("test", node_options=("--require", "./test/setup.js"))).command
+    # The stream's module first: the script's preloads run in the runner's process too, after it.
+    assert "node --require /opt/repo2env/outcome_stream.js --require ./test/setup.js --test" in node
+    assert ("--test-reporter=tap --test-reporter-destination=/tmp/r/node-0.tap "
+            "--test-reporter=/opt/repo2env/node_reporter.mjs --test-reporter-destination=stdout") in node
+    tape = plan_run("tape", ["test/a.test.js::t"], "/tmp/r", outcome_fifo="/tmp/f").command
+    assert "REPO2ENV_OUTCOME_REPORT=/tmp/r/tape-0.tap node /opt/repo2env/tape_stream.js" in tape
+    assert "tape_stream" not in plan_run("tape", ["test/a.test.js::t"], "/tmp/r").command
+
+
 def test_plans_run_whole_files_unfiltered_and_titles_by_pattern():
     ids = ["test/a.test.js", "test/a.test.js::x > y", "test/b.test.js::p > q", "test/c.test.js::r"]
     jest = plan_run("jest", ids, "/tmp/r")

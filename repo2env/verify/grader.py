@@ -237,7 +237,7 @@ class Grader:
         stream_text = stream_result.output if stream_result is not None and not stream_result.truncated else None
         if not spec.runner.is_pytest:
             # A language runner's run: its reporters write files the grading script returns once
-            # every test process is dead, and (mocha, jasmine, jest, vitest) stream the same
+            # every test process is dead, and (all but ava) stream the same
             # outcomes to the collector; read_script_run applies the same rules to them (a run cut
             # short earns nothing, the reports must agree with the stream, canaries must come out
             # as they must).

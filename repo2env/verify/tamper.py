@@ -10,10 +10,11 @@ exit status. :func:`verdict` then compares four channels that a forger must keep
 stream, the JUnit report, the terminal summary line and pytest's exit status, and checks the
 canaries (:mod:`repo2env.verify.canaries`).
 
-A JavaScript runner's reporters (mocha's, jasmine's, jest's, vitest's; see
-``repo2env/languages/javascript/outcome_stream.js``) stream the same way, through a descriptor the
-grading plan opens on the FIFO and hands over in a variable they take out of the environment at
-load; :func:`streamed_verdict` compares that stream with the runner's report files.
+A JavaScript runner's reporters (mocha's, jasmine's, jest's, vitest's, ``node --test``'s, and the
+program that starts tape; see ``repo2env/languages/javascript/outcome_stream.js``) stream the same
+way, through a descriptor the grading plan opens on the FIFO and hands over in a variable they take
+out of the environment at load; :func:`streamed_verdict` compares that stream with the runner's
+report files.
 
 What remains: code inside the test process can find the plugin's (or reporter's) descriptor and
 write lines of its own, or change reports before any hook sees them; only the canaries, whose names

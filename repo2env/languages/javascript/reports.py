@@ -293,6 +293,67 @@ def parse_tape_tap(text: str, file: str, root: str = "/testbed") -> dict[str, Te
     return outcomes
 
 
+# --- the live outcome stream of the TAP runners ---------------------------------------------------
+# Their stream's entries (``node_reporter.mjs``, ``tape_stream.js``) hold what the TAP report's lines
+# are made of; each is read by writing those lines and reading them as the report is read, so that
+# the stream and the report name the same tests alike.
+
+
+def _stream_tests(text: str, what: str) -> list:
+    report = _load_json(text, what)
+    tests = report.get("tests")
+    if not isinstance(tests, list) or report.get("complete") is not True:
+        raise ReportError(f"the {what} is incomplete (no test list, or the run did not end)")
+    return tests
+
+
+def _node_tap_escape(name: str) -> str:
+    """A name as Node's TAP reporter writes it (its ``tapEscape``)."""
+    for char, escaped in (("\b", "\\b"), ("\f", "\\f"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r"),
+                          ("\v", "\\v"), ("\\", "\\\\"), ("#", "\\#")):
+        name = name.replace(char, escaped)
+    return name
+
+
+def _node_tap_lines(point: object, number: int, depth: int) -> list[str]:
+    if not isinstance(point, dict) or not isinstance(point.get("children", []), list):
+        raise ReportError("a node stream entry that is not a test point")
+    indent = "    " * depth
+    lines = [line for child_number, child in enumerate(point.get("children", []), 1)
+             for line in _node_tap_lines(child, child_number, depth + 1)]
+    directive = {"skip": " # SKIP", "todo": " # TODO"}.get(str(point.get("directive")), "")
+    lines.append(f"{indent}{'ok' if point.get('ok') is True else 'not ok'} {number} - "
+                 f"{_node_tap_escape(str(point.get('name', '')))}{directive}")
+    return lines
+
+
+def parse_node_stream(text: str, file: str, root: str = "/testbed") -> dict[str, TestStatus]:
+    """Outcomes from the live stream of ``node_reporter.mjs`` for the one test file ``file``
+    (``{"tests": [top-level point, ...], "complete": true}``, each point its ``name``, ``ok``,
+    ``directive`` and subtests' points): written as Node's TAP reporter writes them and read by
+    :func:`parse_node_tap`."""
+    points = _stream_tests(text, "node stream")
+    lines = [line for number, point in enumerate(points, 1) for line in _node_tap_lines(point, number, 0)]
+    return parse_node_tap("\n".join(["TAP version 13", *lines, f"1..{len(points)}"]), file, root)
+
+
+def parse_tape_stream(text: str, file: str, root: str = "/testbed") -> dict[str, TestStatus]:
+    """Outcomes from the live stream of ``tape_stream.js`` for the one test file ``file``
+    (``{"tests": [{"header"} or {"header", "point"}, ...], "complete": true}``: a ``#`` line tape
+    wrote, and an assertion it wrote ``not ok`` under it): written as tape writes them and read by
+    :func:`parse_tape_tap`."""
+    lines = ["TAP version 13"]
+    failed = 0
+    for entry in _stream_tests(text, "tape stream"):
+        if not isinstance(entry, dict) or not isinstance(entry.get("header"), str):
+            raise ReportError("a tape stream entry without its # line")
+        lines.append(entry["header"])
+        if isinstance(entry.get("point"), str):
+            failed += 1
+            lines.append(f"not ok {failed} {entry['point']}".rstrip())
+    return parse_tape_tap("\n".join([*lines, f"1..{failed}"]), file, root)
+
+
 def requested_outcomes(requested: Iterable[str], reported: Mapping[str, TestStatus]) -> dict[str, TestStatus]:
     """The outcome of each requested id: as reported; ``ERROR`` when it was not reported and its
     file failed to load; ``MISSING`` otherwise."""

@@ -34,7 +34,9 @@ from repo2env.languages.javascript.reports import (
     parse_jasmine_json,
     parse_jest_json,
     parse_mocha_json,
+    parse_node_stream,
     parse_node_tap,
+    parse_tape_stream,
     parse_tape_tap,
     requested_outcomes,
 )
@@ -63,15 +65,24 @@ REPORT_FORMATS = {"jest": "jest-json", "vitest": "jest-json", "mocha": "mocha-js
 JEST_REPORTER_PATH = "/opt/repo2env/jest_reporter.js"
 #: The same for vitest's (``vitest_reporter.mjs``, beside its ``json`` reporter).
 VITEST_REPORTER_PATH = "/opt/repo2env/vitest_reporter.mjs"
+#: The same for Node's test runner (``node_reporter.mjs``, beside its ``tap`` reporter).
+NODE_REPORTER_PATH = "/opt/repo2env/node_reporter.mjs"
+#: The module our reporters share (``outcome_stream.js``).
+OUTCOME_STREAM_PATH = "/opt/repo2env/outcome_stream.js"
+#: The program that starts tape with its outcomes streamed (``tape_stream.js``: tape has no
+#: reporters of its own).
+TAPE_STREAM_PATH = "/opt/repo2env/tape_stream.js"
 #: Where each reporter of this package goes in an image -> its file beside this module (with the
 #: module they share, ``outcome_stream.js``, which they load from their own folder).
 REPORTER_FILES = {MOCHA_REPORTER_PATH: "mocha_reporter.js", JASMINE_REPORTER_PATH: "jasmine_reporter.js",
                   JEST_REPORTER_PATH: "jest_reporter.js", VITEST_REPORTER_PATH: "vitest_reporter.mjs",
-                  "/opt/repo2env/outcome_stream.js": "outcome_stream.js"}
+                  NODE_REPORTER_PATH: "node_reporter.mjs", TAPE_STREAM_PATH: "tape_stream.js",
+                  OUTCOME_STREAM_PATH: "outcome_stream.js"}
 #: Runners whose reporters (ours) send every outcome live to the grading's root collector as well
 #: (``outcome_stream.js``): a grading reads their outcomes from that stream, the reports being the
-#: cross-check. ava, tape and node's runner have none yet.
-STREAM_RUNNERS = frozenset({"mocha", "jasmine", "jest", "vitest"})
+#: cross-check. ava has none: it has no reporter plugins, and its tests run in worker processes
+#: (a worker thread or a child process per file) whose results reach only its own reporters.
+STREAM_RUNNERS = frozenset({"mocha", "jasmine", "jest", "vitest", "node", "tape"})
 #: The descriptor a plan opens the collector's FIFO as, for the reporters to write to.
 OUTCOME_FD = 9
 
@@ -520,6 +531,7 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
              directory: str = "", invocation: Invocation | None = None,
              mocha_reporter: str = MOCHA_REPORTER_PATH, jasmine_reporter: str = JASMINE_REPORTER_PATH,
              jest_reporter: str = JEST_REPORTER_PATH, vitest_reporter: str = VITEST_REPORTER_PATH,
+             node_reporter: str = NODE_REPORTER_PATH, tape_stream: str = TAPE_STREAM_PATH,
              random_seed: int | None = None, outcome_fifo: str | None = None) -> RunPlan:
     """The command that runs exactly ``test_ids`` (repository-relative ids) under ``runner`` in the
     package ``directory`` (relative to ``root``), writing reports under ``report_dir``. The
@@ -608,7 +620,10 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
                 reports.append(Report(report, "ava-tap", file))
             elif runner == "tape":
                 report = f"{report_dir}/tape-{number}.tap"
-                commands.append(f"tape {options} {quoted([file])} > {shlex.quote(report)} 2> {shlex.quote(report)}.stderr")
+                # Streaming, tape_stream.js starts the tape the package resolves, as `tape` would.
+                tape = f"node {shlex.quote(tape_stream)}" if streaming else "tape"
+                commands.append(f"{stream_to(report)}{tape} {options} {quoted([file])} > {shlex.quote(report)} "
+                                f"2> {shlex.quote(report)}.stderr")
                 reports.append(Report(report, "tape-tap", file))
             else:
                 report = f"{report_dir}/node-{number}.tap"
@@ -616,8 +631,14 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
                 pattern = (f" --test-name-pattern={shlex.quote(_name_pattern([t[-1] for t in titles], anchored_start=False))}"
                            if titles else "")
                 seeded = f"--random-seed={random_seed} " if random_seed else ""
-                commands.append(f"node {seeded}{node_options} --test --test-reporter=tap "
-                                f"--test-reporter-destination={shlex.quote(report)}{pattern} {quoted([file])}")
+                reporters = (f" --test-reporter={shlex.quote(node_reporter)} --test-reporter-destination=stdout"
+                             if streaming else "")
+                # The stream's module is preloaded before the script's own preloads, which run in the
+                # runner's process too, before its reporters load: they never see its variables.
+                # (The test files' processes preload it as well, with nothing to take.)
+                preloaded = f"--require {shlex.quote(OUTCOME_STREAM_PATH)} " if streaming else ""
+                commands.append(f"{stream_to(report)}node {seeded}{preloaded}{node_options} --test --test-reporter=tap "
+                                f"--test-reporter-destination={shlex.quote(report)}{reporters}{pattern} {quoted([file])}")
                 reports.append(Report(report, "node-tap", file))
     # Every command runs whatever the previous one gave: the reports, not exit codes, tell outcomes.
     body = "; ".join(f"({command})" for command in commands) or "true"
@@ -665,11 +686,12 @@ _PARSERS: dict[str, Callable[..., dict[str, TestStatus]]] = {
     "jest-json": parse_jest_json, "mocha-json": parse_mocha_json, "jasmine-json": parse_jasmine_json,
     "node-tap": parse_node_tap,
     "ava-tap": parse_ava_tap, "tape-tap": parse_tape_tap,
+    "node-stream": parse_node_stream, "tape-stream": parse_tape_stream,
 }
 
 
 #: Formats of a report that covers one test file and does not name it (the parser is told which).
-_PER_FILE_FORMATS = frozenset({"node-tap", "ava-tap", "tape-tap", "jasmine-json"})
+_PER_FILE_FORMATS = frozenset({"node-tap", "ava-tap", "tape-tap", "jasmine-json", "node-stream", "tape-stream"})
 
 
 def reported_outcomes(plan: RunPlan, read_report: Callable[[str], str | None], *,
@@ -696,15 +718,20 @@ def reported_outcomes(plan: RunPlan, read_report: Callable[[str], str | None], *
 
 
 #: The lists each report format's entries go in, and its top-level fields a stream's end may give.
-_STREAM_LISTS = {"mocha-json": ("tests", "hooks"), "jasmine-json": ("tests",), "jest-json": ("testResults",)}
+_STREAM_LISTS = {"mocha-json": ("tests", "hooks"), "jasmine-json": ("tests",), "jest-json": ("testResults",),
+                 "node-tap": ("tests",), "tape-tap": ("tests",)}
 _STREAM_FIELDS = {"mocha-json": ("runner", "complete"), "jasmine-json": ("runner", "global_errors", "complete"),
-                  "jest-json": ("runner",)}
+                  "jest-json": ("runner",), "node-tap": ("runner", "complete"), "tape-tap": ("runner", "complete")}
+#: The format a report's stream is given in, where it is not the report's own: a TAP report's stream
+#: is JSON (its entries, what the report's lines are made of; see reports.py).
+_STREAM_FORMATS = {"node-tap": "node-stream", "tape-tap": "tape-stream"}
 
 
 def streamed_reports(plan: RunPlan, stream_text: str) -> dict[str, list[str] | None]:
     """Each report of ``plan`` as the live outcome stream (``outcome_stream.js``'s lines) gave it:
-    by path, the report's text once per entry the stream sent for it (each entry alone with the
-    report's end fields, so that :func:`reported_outcomes` can keep an id's worse outcome, as it
+    by path, the report's text (for a TAP report, JSON: the entries its lines are made of, in the
+    ``node-stream`` or ``tape-stream`` format of reports.py) once per entry the stream sent for it
+    (each entry alone with the report's end fields, so that :func:`reported_outcomes` can keep an id's worse outcome, as it
     does across reports: an entry a test's code adds to the stream cannot hide a real failure), or
     None when the stream never ended that report (its runner process did not end its run). Lines
     that are not the module's records, or name no report of the plan, are ignored."""
@@ -742,7 +769,8 @@ def streamed_outcomes(plan: RunPlan, stream_text: str, *, root: str = "/testbed"
     reported: dict[str, TestStatus] = {}
     for report in plan.reports:
         pieces = texts.get(report.path)
-        single = RunPlan(runner=plan.runner, command="", reports=(report,), test_ids=())
+        streamed = Report(report.path, _STREAM_FORMATS.get(report.format, report.format), report.file)
+        single = RunPlan(runner=plan.runner, command="", reports=(streamed,), test_ids=())
         for piece in pieces if pieces is not None else [None]:
             for key, status in reported_outcomes(single, lambda _path, piece=piece: piece, root=root).items():
                 reported[key] = status if key not in reported or status != TestStatus.PASSED else reported[key]
