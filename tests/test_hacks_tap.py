@@ -435,4 +435,9 @@ def test_a_pr_that_only_modifies_tests_below_the_import_is_graded(grader, modifi
     forged = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + SPAWN_AND_WAIT,
                                                               "lib/forge.js": FORGER}))
     assert forged.reward == 0.0 and not forged.resolved, (forged.reward, forged.error, forged.tests)
-    assert forged.tampered and "canary" in forged.error, forged.error
+    # ava has no stream: the canaries placed below its import name the forgery; tape's stream
+    # catches it before its canaries are read.
+    from repo2env.languages.javascript.runners import STREAM_RUNNERS
+
+    caught_by = "live outcomes" if task.env_spec.test_runner in STREAM_RUNNERS else "canary"
+    assert forged.tampered and caught_by in forged.error, forged.error
