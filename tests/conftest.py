@@ -40,6 +40,11 @@ if XDIST_WORKER:
     os.environ["REPO2ENV_IMAGE_NAMESPACE"] = f"{RUN_NAMESPACE}-{XDIST_WORKER}"
 
 
+def image_namespace_of(tag: str) -> str:
+    """The image namespace of an env or task image's tag (``ci-42/repo2env/task:x`` -> ``ci-42/repo2env``)."""
+    return tag.rsplit("/", 1)[0]
+
+
 @contextlib.contextmanager
 def exclusive(tmp_path_factory, name: str) -> Iterator[Path]:
     """Held by one worker of the run at a time (an flock in the run's temp folder, which every

@@ -311,11 +311,11 @@ def _run(task, agent, llm, backend, grader, tmp_path, **options):
 
 
 def _containers(backend) -> set[str]:
-    from repo2env.runtime.images import image_namespace
+    from repo2env.runtime.ownership import OWNER_PID_LABEL
 
-    prefix, pid = image_namespace() + "/", str(os.getpid())  # this process's: not a concurrent run's in the namespace
-    return {row["Id"] for row in backend.client.api.containers(all=True)
-            if row["Image"].startswith(prefix) and (row.get("Labels") or {}).get("repo2env.owner.pid") == pid}
+    # This process's (not a concurrent run's), of any image: the demo's task images are the run's
+    # namespace's under xdist, an agent layer this worker's.
+    return {row["Id"] for row in backend.client.api.containers(all=True, filters={"label": f"{OWNER_PID_LABEL}={os.getpid()}"})}
 
 
 @docker
