@@ -89,6 +89,18 @@ def shared_by_workers(tmp_path_factory, name: str, make, *, lock: str | None = N
         return folder
 
 
+#: The session fixtures that take minutes to make and that few tests use.
+COSTLY_SHARED_FIXTURES = ("validated_js_demo", "demo_run")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under xdist, the tests that need a costly shared fixture go first (each worker collects the same
+    order; worksteal hands out the front first), so that it is made at the start of the run while the
+    other workers run the rest, not at the end with the others idle."""
+    if XDIST_WORKER:
+        items.sort(key=lambda item: not set(COSTLY_SHARED_FIXTURES) & set(getattr(item, "fixturenames", ())))
+
+
 @pytest.fixture(scope="session")
 def docker_client():
     """A client for the local engine with the base image present; skips only outside CI.
