@@ -61,9 +61,11 @@ train-demo: base-image train-extra
 	$(BIN)/repo2env train --demo --output generated/train-demo
 
 ## The whole test suite, Docker, Podman, Harbor and training tests included, on $(TEST_WORKERS) workers
-## (worksteal: an idle worker takes tests queued on a busy one).
+## (worksteal: an idle worker takes tests queued on a busy one); then the tests marked 'alone', which act on
+## what every process on the engine shares, by themselves.
 test: base-image train-extra registry podman compose
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not alone" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m alone $(PYTEST_ARGS)
 
 ## Validate what is in generated/ (the demo, mined and built first if missing), default policy.
 validate: base-image
