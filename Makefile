@@ -6,6 +6,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.repo2env-installed
 TRAIN_STAMP := $(VENV)/.repo2env-train-installed
 PYTEST_ARGS ?=
+## pytest-xdist workers for 'make test' (0: one process). Most of the suite waits on containers, builds and
+## subprocesses, so three workers keep two cores busy.
+TEST_WORKERS ?= 3
 
 .PHONY: install train-extra engine podman registry compose base-image demo train-demo test validate bench docs lint clean
 
@@ -57,9 +60,12 @@ demo: base-image
 train-demo: base-image train-extra
 	$(BIN)/repo2env train --demo --output generated/train-demo
 
-## The whole test suite, Docker, Podman, Harbor and training tests included.
+## The whole test suite, Docker, Podman, Harbor and training tests included, on $(TEST_WORKERS) workers
+## (worksteal: an idle worker takes tests queued on a busy one); then the tests marked 'alone', which act on
+## what every process on the engine shares, by themselves.
 test: base-image train-extra registry podman compose
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not alone" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m alone $(PYTEST_ARGS)
 
 ## Validate what is in generated/ (the demo, mined and built first if missing), default policy.
 validate: base-image

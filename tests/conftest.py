@@ -1,10 +1,18 @@
 """Shared fixtures: a Docker engine with the base image (for tests marked ``docker``), the demo built and
-validated once per session, a local image registry."""
+validated once per session, a local image registry.
+
+Under pytest-xdist (``-n N``) every worker builds its own images in a namespace of its own
+(``<namespace>-gw0``, ...): a test that garbage-collects, overwrites or counts the namespace's
+images sees only its worker's. The demos built and validated once are built once per run, not per
+worker: the first worker to ask builds them, in the run's namespace, and the others read its folder
+(:func:`shared_by_workers`)."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
+import json
 import os
 import shutil
 import socket
@@ -22,6 +30,75 @@ import pytest
 # session gets its own cache, its subprocesses too.
 os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="repo2env-tests-datasets-")
 atexit.register(shutil.rmtree, os.environ["HF_DATASETS_CACHE"], True)
+
+#: The image namespace of the run (``REPO2ENV_IMAGE_NAMESPACE``, default ``repo2env``): what the
+#: demos shared by the workers are built in.
+RUN_NAMESPACE = os.environ.get("REPO2ENV_IMAGE_NAMESPACE", "").strip().lower() or "repo2env"
+#: The xdist worker this process is (``gw0``, ...), or None when the session runs alone.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if XDIST_WORKER:
+    os.environ["REPO2ENV_IMAGE_NAMESPACE"] = f"{RUN_NAMESPACE}-{XDIST_WORKER}"
+
+
+def image_namespace_of(tag: str) -> str:
+    """The image namespace of an env or task image's tag (``ci-42/repo2env/task:x`` -> ``ci-42/repo2env``)."""
+    return tag.rsplit("/", 1)[0]
+
+
+@contextlib.contextmanager
+def exclusive(tmp_path_factory, name: str) -> Iterator[Path]:
+    """Held by one worker of the run at a time (an flock in the run's temp folder, which every
+    worker shares; only this session when it runs alone): yields that folder."""
+    root = tmp_path_factory.getbasetemp().parent if XDIST_WORKER else tmp_path_factory.getbasetemp()
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield root
+
+
+@contextlib.contextmanager
+def run_namespace() -> Iterator[None]:
+    """The run's image namespace instead of this worker's, for images every worker reads."""
+    own = os.environ["REPO2ENV_IMAGE_NAMESPACE"] if "REPO2ENV_IMAGE_NAMESPACE" in os.environ else None
+    os.environ["REPO2ENV_IMAGE_NAMESPACE"] = RUN_NAMESPACE
+    try:
+        yield
+    finally:
+        if own is None:
+            del os.environ["REPO2ENV_IMAGE_NAMESPACE"]
+        else:
+            os.environ["REPO2ENV_IMAGE_NAMESPACE"] = own
+
+
+def shared_by_workers(tmp_path_factory, name: str, make, *, lock: str | None = None) -> Path:
+    """A folder ``make(folder)`` fills once per run: alone, in this session's temp folder; under
+    xdist, by the first worker to ask (holding ``lock``, default ``name``, so that fixtures building
+    the same image tags never build at once), in the run's image namespace, and the other workers
+    wait for it and get the same folder. A ``make`` that fails leaves it to the next worker to try."""
+    if not XDIST_WORKER:
+        folder = tmp_path_factory.mktemp(name)
+        make(folder)
+        return folder
+    with exclusive(tmp_path_factory, lock or name) as root:
+        folder, done = root / name, root / f"{name}.done"
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            with run_namespace():
+                make(folder)
+            done.touch()
+        return folder
+
+
+#: The session fixtures that take minutes to make and that few tests use.
+COSTLY_SHARED_FIXTURES = ("validated_js_demo", "demo_run")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under xdist, the tests that need a costly shared fixture go first (each worker collects the same
+    order; worksteal hands out the front first), so that it is made at the start of the run while the
+    other workers run the rest, not at the end with the others idle."""
+    if XDIST_WORKER:
+        items.sort(key=lambda item: not set(COSTLY_SHARED_FIXTURES) & set(getattr(item, "fixturenames", ())))
 
 
 @pytest.fixture(scope="session")
@@ -113,50 +190,60 @@ def js_demo_repo(tmp_path_factory):
     return build_demo(tmp_path_factory.mktemp("js-demo"), "javascript")
 
 
-@pytest.fixture(scope="session")
-def built_demo(docker_client, demo_repo, tmp_path_factory):
-    """The demo mined and built (env + task images) once per session: (tasks folder, {pull: Task})."""
-    from repo2env.jsonl import read_tasks
+def mine_and_build(docker_client, demo, folder: Path) -> None:
+    """A demo repository mined into ``folder`` and built (env + task images), every task of it."""
     from repo2env.mine.git import GitSource
     from repo2env.mine.miner import mine
     from repo2env.pipeline.stages import build_tasks_dir
     from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.build import BuildOptions
 
-    folder = tmp_path_factory.mktemp("built-demo")
-    mine(GitSource(demo_repo.path, issues_path=demo_repo.issues_path), folder)
+    mine(GitSource(demo.path, issues_path=demo.issues_path), folder)
     summary = build_tasks_dir(folder, runtime=DockerBackend(docker_client), options=BuildOptions(jobs=2))
     assert summary.failed == 0, summary.failures
+
+
+def copy_tasks_folder(source: Path, folder: Path) -> None:
+    """What validating a built tasks folder again needs of it, copied (the built one stays as built)."""
+    for name in ("tasks.jsonl", "source.json", "funnel.json"):
+        shutil.copy(source / name, folder / name)
+
+
+@pytest.fixture(scope="session")
+def built_demo(docker_client, demo_repo, tmp_path_factory):
+    """The demo mined and built (env + task images) once per run: (tasks folder, {pull: Task})."""
+    from repo2env.jsonl import read_tasks
+
+    # The lock demo_run's build of the same tags takes too.
+    folder = shared_by_workers(tmp_path_factory, "built-demo", lambda into: mine_and_build(docker_client, demo_repo, into),
+                               lock="textkit-images")
     return folder, {task.pull_number: task for task in read_tasks(folder / "tasks.jsonl")}
 
 
 @pytest.fixture(scope="session")
 def built_js_demo(docker_client, js_demo_repo, tmp_path_factory):
-    """fmtkit mined and built (env + task images) once per session: (tasks folder, {pull: Task})."""
+    """fmtkit mined and built (env + task images) once per run: (tasks folder, {pull: Task})."""
     from repo2env.jsonl import read_tasks
-    from repo2env.mine.git import GitSource
-    from repo2env.mine.miner import mine
-    from repo2env.pipeline.stages import build_tasks_dir
-    from repo2env.runtime.backends.docker import DockerBackend
-    from repo2env.runtime.build import BuildOptions
 
-    folder = tmp_path_factory.mktemp("built-js-demo")
-    mine(GitSource(js_demo_repo.path, issues_path=js_demo_repo.issues_path), folder)
-    summary = build_tasks_dir(folder, runtime=DockerBackend(docker_client), options=BuildOptions(jobs=2))
-    assert summary.failed == 0, summary.failures
+    folder = shared_by_workers(tmp_path_factory, "built-js-demo",
+                               lambda into: mine_and_build(docker_client, js_demo_repo, into))
     return folder, {task.pull_number: task for task in read_tasks(folder / "tasks.jsonl")}
 
 
 @pytest.fixture(scope="session")
-def validated_js_demo(docker_client, built_js_demo):
-    """The built fmtkit tasks validated (default policy) once per session: (tasks folder, {pull: Task})."""
+def validated_js_demo(docker_client, built_js_demo, tmp_path_factory):
+    """The built fmtkit tasks validated (default policy) once per run, in a copy of their folder:
+    (tasks folder, {pull: Task})."""
     from repo2env.jsonl import read_tasks
     from repo2env.pipeline.stages import validate_dir
     from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.validate.acceptance import load_acceptance_policy
 
-    folder, _ = built_js_demo
-    validate_dir(folder, DockerBackend(docker_client), load_acceptance_policy("default"), jobs=2)
+    def validate(folder: Path) -> None:
+        copy_tasks_folder(built_js_demo[0], folder)
+        validate_dir(folder, DockerBackend(docker_client), load_acceptance_policy("default"), jobs=2)
+
+    folder = shared_by_workers(tmp_path_factory, "validated-js-demo", validate)
     return folder, {task.pull_number: task for task in read_tasks(folder / "tasks.jsonl")}
 
 
@@ -181,7 +268,7 @@ def accepted_js_task(built_js_demo, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def podman_demo(built_demo, podman_backend, docker_client):
+def podman_demo(built_demo, podman_backend, docker_client, tmp_path_factory):
     """The built demo's env and task images moved to podman (``docker save | podman load``: the
     same image ids, so the tasks' recorded digests hold there): the podman backend, ready to run them."""
     from repo2env.runtime.backends.docker import DockerBackend
@@ -189,10 +276,12 @@ def podman_demo(built_demo, podman_backend, docker_client):
 
     _, tasks = built_demo
     wanted = sorted({ref for task in tasks.values() for ref in (task.env_spec.env_image, task.env_spec.image)})
-    missing = [ref for ref in wanted if (podman_backend.images.get(ref) or None) is None
-               or podman_backend.images.get(ref).id != DockerBackend(docker_client).images.get(ref).id]
-    if missing:
-        transfer_images(DockerBackend(docker_client), podman_backend, missing)
+    # One worker at a time: the others find the images there, with the same ids.
+    with exclusive(tmp_path_factory, "podman-demo"):
+        missing = [ref for ref in wanted if (podman_backend.images.get(ref) or None) is None
+                   or podman_backend.images.get(ref).id != DockerBackend(docker_client).images.get(ref).id]
+        if missing:
+            transfer_images(DockerBackend(docker_client), podman_backend, missing)
     return podman_backend
 
 
@@ -207,15 +296,21 @@ def demo_backend(request, built_demo):
 @pytest.fixture(scope="session")
 def demo_run(docker_client, tmp_path_factory):
     """``repo2env demo run --out generated/demo`` (what ``make demo`` runs, relative folder and all),
-    once per session in a fresh folder: (the folder it ran in, the finished process). Later runs
-    there resume; treat the demo's output as read-only."""
-    import subprocess
+    once per run in a fresh folder: (the folder it ran in, the finished process). Treat the demo's
+    output as read-only (another worker may be reading it): resume in a copy."""
     import sys
 
-    folder = tmp_path_factory.mktemp("demo-run")
-    done = subprocess.run([sys.executable, "-m", "repo2env", "demo", "run", "--out", "generated/demo"], cwd=folder,
-                          capture_output=True, text=True, timeout=3600)
-    return folder, done
+    command = [sys.executable, "-m", "repo2env", "demo", "run", "--out", "generated/demo"]
+
+    def run(folder: Path) -> None:
+        done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=3600)
+        (folder / "process.json").write_text(json.dumps({"returncode": done.returncode, "stdout": done.stdout,
+                                                         "stderr": done.stderr}))
+
+    # The demo builds the same image tags as built_demo: never both at once.
+    folder = shared_by_workers(tmp_path_factory, "demo-run", run, lock="textkit-images")
+    process = json.loads((folder / "process.json").read_text())
+    return folder, subprocess.CompletedProcess(command, **process)
 
 
 @pytest.fixture(scope="session")
@@ -249,19 +344,18 @@ def quick_policy():
 
 @pytest.fixture(scope="session")
 def validated(built_demo, docker_client, tmp_path_factory):
-    """The built demo validated once per session (quick policy): (tasks folder, {pull: record}).
+    """The built demo validated once per run (quick policy): (tasks folder, {pull: record}).
     Treat it as read-only: copy the folder before validating again in it."""
-    import shutil
-
     from repo2env.pipeline.stages import validate_dir
     from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.validate.run import read_records
 
-    source, _ = built_demo
-    folder = tmp_path_factory.mktemp("validated")
-    for name in ("tasks.jsonl", "source.json", "funnel.json"):
-        shutil.copy(source / name, folder / name)
-    summary = validate_dir(folder, DockerBackend(docker_client), quick_policy(), jobs=2)
-    records = {int(record.instance_id.rsplit("-", 1)[1]): record for record in summary.records}
+    def validate(folder: Path) -> None:
+        copy_tasks_folder(built_demo[0], folder)
+        validate_dir(folder, DockerBackend(docker_client), quick_policy(), jobs=2)
+
+    folder = shared_by_workers(tmp_path_factory, "validated", validate)
+    records = {int(record.instance_id.rsplit("-", 1)[1]): record for record in read_records(folder / "validation.jsonl")}
     return folder, records
 
 

@@ -184,15 +184,18 @@ def test_old_python_good_and_broken_installs_in_one_batch(docker_client, tmp_pat
 def test_interrupted_run_leaves_no_container(built_demo, docker_client, signal_name):
     import signal as signals
 
+    from repo2env.runtime.ownership import OWNER_PID_LABEL
+
     folder, tasks = built_demo
     task = next(iter(tasks.values()))
     process = subprocess.Popen(
         [sys.executable, "-m", "repo2env", "run", "--task", task.instance_id, "--from", str(folder), "--", "sleep 60"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    label = {"label": [f"repo2env.instance_id={task.instance_id}"]}
+    label = {"label": [f"repo2env.instance_id={task.instance_id}", f"{OWNER_PID_LABEL}={process.pid}"]}
     # Only the container this command starts counts: others with the same label may come and go
-    # (a concurrent run on the same engine), so it is told apart by not existing beforehand.
+    # (another test, a concurrent run on the same engine), so it is told apart by its owner and by
+    # not existing beforehand.
     before = {container.id for container in docker_client.containers.list(all=True, filters=label)}
     deadline = time.monotonic() + 30
     ours: list[str] = []

@@ -81,12 +81,16 @@ def test_doctor_reports_engine_base_image_and_package_access(docker_client):
 
 
 @pytest.mark.timeout(3600)  # the demo run is the session fixture's, made for the first test that asks
-def test_demo_run_with_a_relative_output_folder(demo_run):
+def test_demo_run_with_a_relative_output_folder(demo_run, tmp_path):
     """What `make demo` runs: a relative --out, twice (the second run reuses and resumes)."""
-    tmp_path, first = demo_run
+    import shutil
+
+    folder, first = demo_run
     assert first.returncode == 0, first.stderr
     assert "make train-demo" in first.stderr
-    assert (tmp_path / "generated" / "demo" / "dataset" / "manifest.json").is_file(), "the demo publishes"
+    assert (folder / "generated" / "demo" / "dataset" / "manifest.json").is_file(), "the demo publishes"
+    # The second run resumes in a copy: the first's folder is the session's, read by other tests.
+    shutil.copytree(folder / "generated", tmp_path / "generated", symlinks=True)
     tasks = tmp_path / "generated" / "demo" / "tasks" / "tasks.jsonl"
     count = len(tasks.read_text().splitlines())
     assert count > 0

@@ -285,8 +285,10 @@ def test_the_outcome_plugin_leaves_nothing_the_tests_or_their_children_can_see(t
 
     reader = threading.Thread(target=collect)
     reader.start()
-    environment = {**os.environ, "PYTHONPATH": f"{plugin_dir}:/kept/by/the/image",
-                   "PYTEST_PLUGINS": "repo2env_outcomes_abc123"}
+    # Not this suite's xdist worker variables: the plugin keeps quiet in an xdist worker (the controller
+    # reports), and a grading's pytest is no worker of ours.
+    environment = {**{name: value for name, value in os.environ.items() if not name.startswith("PYTEST_XDIST_")},
+                   "PYTHONPATH": f"{plugin_dir}:/kept/by/the/image", "PYTEST_PLUGINS": "repo2env_outcomes_abc123"}
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_inner.py"], cwd=suite,
                           env=environment, capture_output=True, text=True, timeout=180)
     reader.join(30)

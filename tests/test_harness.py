@@ -311,11 +311,11 @@ def _run(task, agent, llm, backend, grader, tmp_path, **options):
 
 
 def _containers(backend) -> set[str]:
-    from repo2env.runtime.images import image_namespace
+    from repo2env.runtime.ownership import OWNER_PID_LABEL
 
-    prefix, pid = image_namespace() + "/", str(os.getpid())  # this process's: not a concurrent run's in the namespace
-    return {row["Id"] for row in backend.client.api.containers(all=True)
-            if row["Image"].startswith(prefix) and (row.get("Labels") or {}).get("repo2env.owner.pid") == pid}
+    # This process's (not a concurrent run's), of any image: the demo's task images are the run's
+    # namespace's under xdist, an agent layer this worker's.
+    return {row["Id"] for row in backend.client.api.containers(all=True, filters={"label": f"{OWNER_PID_LABEL}={os.getpid()}"})}
 
 
 @docker
@@ -375,10 +375,12 @@ def test_opencode_from_npm_runs_in_an_agent_layer_without_network_and_is_graded(
     assert trace.calls and all(call.stream for call in trace.calls if call.request.get("tools"))
     assert trace.messages[-1]["role"] == "assistant" and trace.tools
     assert _containers(backend) - before == set()
-    from repo2env.runtime.images import ImageStore
+    from repo2env.runtime.images import NAMESPACE_LABEL, ImageStore, image_namespace
 
+    # This namespace's: under xdist the task image is the run's, which other workers' layers name too.
     layer = next(image for image in backend.images.list(labels=["repo2env.kind=agent"])
-                 if image.labels.get("repo2env.task_image") == task.env_spec.image)
+                 if image.labels.get("repo2env.task_image") == task.env_spec.image
+                 and image.labels.get(NAMESPACE_LABEL) == image_namespace())
     store = ImageStore(backend)
     assert layer.tags[0] not in store.gc(keep_tags={task.env_spec.image}, dry_run=True), "kept with its task image"
     assert layer.tags[0] in store.gc(keep_tags=set(), dry_run=True), "and collected without it"

@@ -47,11 +47,10 @@ def slug_rows(validated, demo_repo):
 
 
 def _containers(docker_client) -> set[str]:
-    """This namespace's containers (the engine is shared with other checkouts and CI jobs)."""
-    from repo2env.runtime.images import image_namespace
+    """The containers this process started (the engine is shared with other tests, checkouts and CI jobs)."""
+    from repo2env.runtime.ownership import OWNER_PID_LABEL
 
-    prefix = image_namespace() + "/"
-    return {row["Id"] for row in docker_client.api.containers(all=True) if row["Image"].startswith(prefix)}
+    return {row["Id"] for row in docker_client.api.containers(all=True, filters={"label": f"{OWNER_PID_LABEL}={os.getpid()}"})}
 
 
 def _config(output_dir, **overrides):
