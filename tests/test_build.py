@@ -180,6 +180,7 @@ def test_old_python_good_and_broken_installs_in_one_batch(docker_client, tmp_pat
     assert "broken on purpose" in Path(failed.log_path).read_text()
 
 
+@pytest.mark.alone  # its timing does not hold beside two other workers (seen in a parallel run)
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
 def test_interrupted_run_leaves_no_container(built_demo, docker_client, signal_name):
     import signal as signals

@@ -219,6 +219,7 @@ def test_a_task_is_started_only_when_its_resources_are_free(make, tmp_path):
     assert refused.value.hint
 
 
+@pytest.mark.alone  # its timing does not hold beside two other workers (seen in a parallel run)
 def test_shutdown_with_cancel_stops_the_running_task_and_drops_the_queued_ones(make, tmp_path):
     executor = make()
     everything = Resources(cpus=2)  # one task at a time

@@ -139,6 +139,7 @@ def test_a_report_rewritten_at_exit_is_caught_by_the_live_stream(grader, probed,
     assert result.tampered and "passed, the live outcomes say failed" in result.error, result.error
 
 
+@pytest.mark.alone  # its timing does not hold beside two other workers (seen in a parallel run)
 def test_forged_lines_on_every_fifo_gain_nothing(grader, probed, empty, js_demo_repo, tmp_path):
     """The report rewritten, and the same entries (every test passed) with an end line written to
     every FIFO the user's processes hold, the collector's descriptor among them: the reporter's own

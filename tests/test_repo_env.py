@@ -262,6 +262,7 @@ def test_housekeeping_waits_for_a_pause_between_tool_calls_or_its_longest_wait()
     one_worker.shutdown()
 
 
+@pytest.mark.alone  # its timing does not hold beside two other workers (seen in a parallel run)
 @pytest.mark.docker
 def test_the_pool_hands_out_answering_sandboxes_and_housekeeps_between_tool_calls(built_demo, docker_runtime,
                                                                                    docker_client):
