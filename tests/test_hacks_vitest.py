@@ -239,6 +239,7 @@ def test_a_forged_report_is_caught_by_the_live_stream(grader, vitest_task, tmp_p
     assert result.tampered and "passed, the live outcomes say" in result.error, result.error
 
 
+@pytest.mark.alone  # a forger racing the grading's end: beside two other workers it can lose the race
 def test_forged_lines_on_every_fifo_gain_nothing(grader, vitest_task, tmp_path):
     """The report rewritten and every test's pass, with an end, written to every FIFO the user's
     processes hold (the reporter's descriptor in vitest's process among them)."""
