@@ -35,21 +35,15 @@ function seesTheStream() {
 }
 """.replace("PROBE_MARKER", PROBE_MARKER)
 
-FORGE_REPORT_AND_STREAM = r"""
-function forgeReportAndStream() {
-  const FORGER = `
+#: What both forgers start with: /proc's processes and files read, a blocking sleep; and every FIFO
+#: some other process holds open (the grading's collectors among them).
+_PROC_HELPERS = r"""
 const fs = require("fs");
 const sleep = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 const pids = () => fs.readdirSync("/proc").filter((name) => /^\\d+$/.test(name) && Number(name) !== process.pid);
 const read = (path) => { try { return fs.readFileSync(path, "utf8"); } catch (error) { return ""; } };
-const [runner, mode] = process.argv.slice(1, 3);
-function reports() {
-  const found = new Set(process.argv.slice(3));
-  for (const pid of pids()) {
-    for (const match of read("/proc/" + pid + "/cmdline").matchAll(/--outputFile=([^\\s\\0;&|']+)/g)) found.add(match[1]);
-  }
-  return [...found].filter(Boolean);
-}
+"""
+_FIFOS = r"""
 function fifos() {
   const found = [];
   for (const pid of pids()) {
@@ -62,6 +56,26 @@ function fifos() {
   }
   return found;
 }
+"""
+
+
+def _with_helpers(source: str) -> str:
+    return source.replace("/*PROC_HELPERS*/\n", _PROC_HELPERS.lstrip("\n")).replace("/*FIFOS*/\n", _FIFOS.lstrip("\n"))
+
+
+FORGE_REPORT_AND_STREAM = _with_helpers(r"""
+function forgeReportAndStream() {
+  const FORGER = `
+/*PROC_HELPERS*/
+const [runner, mode] = process.argv.slice(1, 3);
+function reports() {
+  const found = new Set(process.argv.slice(3));
+  for (const pid of pids()) {
+    for (const match of read("/proc/" + pid + "/cmdline").matchAll(/--outputFile=([^\\s\\0;&|']+)/g)) found.add(match[1]);
+  }
+  return [...found].filter(Boolean);
+}
+/*FIFOS*/
 function passed(report) {
   if (Array.isArray(report.tests)) {
     for (const test of report.tests) test.state = "passed";
@@ -142,7 +156,7 @@ if (mode === "once") {
     catch (error) {}
   });
 }
-"""
+""")
 
 
 def common_js(*snippets: str) -> str:
@@ -154,13 +168,10 @@ def es_module(*snippets: str) -> str:
     """``snippets`` with the ES module imports they use."""
     return 'import probeFs from "node:fs";\nimport probeChild from "node:child_process";\n' + "".join(snippets)
 
-FORGE_TAP_REPORT_AND_STREAM = r"""
+FORGE_TAP_REPORT_AND_STREAM = _with_helpers(r"""
 function forgeTapReportAndStream(toFifos) {
   const FORGER = `
-const fs = require("fs");
-const sleep = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-const pids = () => fs.readdirSync("/proc").filter((name) => /^\\d+$/.test(name) && Number(name) !== process.pid);
-const read = (path) => { try { return fs.readFileSync(path, "utf8"); } catch (error) { return ""; } };
+/*PROC_HELPERS*/
 const FORGER_MARK = "const sleep = (ms)";
 const toFifos = process.argv[1] === "fifos";
 const shells = pids().filter((pid) => {
@@ -175,18 +186,7 @@ const running = () => pids().some((pid) => {
   return !["/bin/sh", "sh", "timeout"].includes(words[0]) && !line.includes(FORGER_MARK)
     && (/ --test\\b/.test(line) || line.includes("tape"));
 });
-function fifos() {
-  const found = [];
-  for (const pid of pids()) {
-    let names = [];
-    try { names = fs.readdirSync("/proc/" + pid + "/fd"); } catch (error) { continue; }
-    for (const name of names) {
-      const path = "/proc/" + pid + "/fd/" + name;
-      try { if (Number(name) > 2 && fs.statSync(path).isFIFO()) found.push(path); } catch (error) {}
-    }
-  }
-  return found;
-}
+/*FIFOS*/
 // The stream's entries for a report where every test passed: tape's "#" lines, node's points.
 function entries(text, runner) {
   const found = [];
@@ -225,4 +225,4 @@ for (const pid of shells) { try { process.kill(Number(pid), "SIGCONT"); } catch 
   probeChild.spawn(process.execPath, ["-e", FORGER, toFifos ? "fifos" : "report"], { detached: true, stdio: "ignore" })
     .unref();
 }
-"""
+""")
