@@ -419,18 +419,8 @@ def restored_test_files(shell: Shell, task: Task) -> dict[str, str]:
     whose snapshot text cannot be read whole, or where the patch does not apply, is left out."""
     files = [file for file in parse(task.test_patch).files
              if not file.is_deleted and not file.is_binary and code_suffix(file.path) is not None]
-    before: dict[str, str | None] = {}
     existing = list(dict.fromkeys(file.old_path for file in files if file.old_path is not None))
-    for start in range(0, len(existing), _READ_BATCH):
-        batch = existing[start:start + _READ_BATCH]
-        read = shell.exec(["node", "-e", _READ_SNAPSHOT, "--", *batch], timeout=60)
-        try:
-            # The last line: JSON escapes a newline in a string, not U+2028, so no splitlines().
-            contents = json.loads(read.output.strip().split("\n")[-1]) if read.exit_code == 0 and not read.truncated else None
-        except ValueError:
-            contents = None
-        if isinstance(contents, list) and len(contents) == len(batch):
-            before.update((path, text) for path, text in zip(batch, contents, strict=True) if isinstance(text, str))
+    before = {path: text for path, text in _read_texts(shell, _READ_SNAPSHOT, existing).items() if text is not None}
     restored = {}
     for file in files:
         if file.old_path is not None and file.old_path not in before:
@@ -465,19 +455,10 @@ def _names_tests_import(shell: Shell, task: Task, folders: Sequence[str], names:
     if found.exit_code not in (0, 1) or found.truncated:
         return tuple(names)
     candidates = [path for path in found.output.split("\0") if path and is_read(path)] if found.exit_code == 0 else []
-    texts: list[tuple[str, str]] = []
-    for start in range(0, len(candidates), _READ_BATCH):
-        batch = candidates[start:start + _READ_BATCH]
-        read = shell.exec(["node", "-e", _READ_FILES, "--", *batch], timeout=60)
-        try:
-            # The last line: JSON escapes a newline in a string, not U+2028, so no splitlines().
-            contents = json.loads(read.output.strip().split("\n")[-1]) if read.exit_code == 0 and not read.truncated else None
-        except ValueError:
-            contents = None
-        if (not isinstance(contents, list) or len(contents) != len(batch)
-                or not all(isinstance(text, str) for text in contents)):
-            return tuple(names)
-        texts += zip(batch, contents, strict=True)
+    read = _read_texts(shell, _READ_FILES, candidates)
+    if len(read) != len(candidates) or None in read.values():
+        return tuple(names)
+    texts = list(read.items())
     texts += [(file.path, "\n".join(file.added_lines)) for file in parse(task.test_patch).files
               if not file.is_deleted and is_read(file.path)]
     used: set[str] = set()
@@ -490,6 +471,23 @@ def _names_tests_import(shell: Shell, task: Task, folders: Sequence[str], names:
 _READ_FILES = ("const fs = require('fs'); console.log(JSON.stringify(process.argv.slice(1).map(function (p) {"
                " try { return fs.readFileSync(p, 'utf8'); } catch (e) { return null; } })));")
 _READ_BATCH = 200
+
+
+def _read_texts(shell: Shell, script: str, paths: Sequence[str]) -> dict[str, str | None]:
+    """``script``'s texts of ``paths`` (None for a file it could not read), in batches of
+    :data:`_READ_BATCH`; the paths of a batch whose answer was not a whole list are left out."""
+    texts: dict[str, str | None] = {}
+    for start in range(0, len(paths), _READ_BATCH):
+        batch = list(paths[start:start + _READ_BATCH])
+        read = shell.exec(["node", "-e", script, "--", *batch], timeout=60)
+        try:
+            # The last line: JSON escapes a newline in a string, not U+2028, so no splitlines().
+            contents = json.loads(read.output.strip().split("\n")[-1]) if read.exit_code == 0 and not read.truncated else None
+        except ValueError:
+            contents = None
+        if isinstance(contents, list) and len(contents) == len(batch):
+            texts.update((path, text if isinstance(text, str) else None) for path, text in zip(batch, contents, strict=True))
+    return texts
 #: The same for the files' text at the snapshot's commit (``git cat-file``: not the work tree).
 _READ_SNAPSHOT = ("const { execFileSync } = require('child_process'); console.log(JSON.stringify("
                   "process.argv.slice(1).map(function (p) { try { return execFileSync('git', ['cat-file', 'blob', "
