@@ -97,17 +97,18 @@ def _write(root: Path, files: dict[str, str]) -> None:
         (root / name).write_text(text)
 
 
-def _repository(path: Path, runner: str) -> Path:
-    """The runner's padkit: one squashed PR (#1) that fixes lib/pad.js and adds its tests."""
+def _repository(path: Path, runner: str, files=None, message: str = "Pad to the width, shout louder (#1)") -> Path:
+    """The runner's padkit: one squashed PR (``message``) that fixes lib/pad.js and changes its
+    tests; ``files(runner, fixed=...)`` gives the files on each side (default: the PR adds them)."""
+    files = files or _files
     path.mkdir()
     _git(path, "init", "-q", "-b", "main")
-    _write(path, _files(runner, fixed=False))
+    _write(path, files(runner, fixed=False))
     _git(path, "add", "-A")
     _git(path, "commit", "-q", "-m", "Initial commit")
-    _write(path, _files(runner, fixed=True))
+    _write(path, files(runner, fixed=True))
     _git(path, "add", "-A")
-    _git(path, "commit", "-q", "-m", "Pad to the width, shout louder (#1)\n\nPadding was ignored.",
-         stamp="2025-03-04T10:00:00+00:00")
+    _git(path, "commit", "-q", "-m", f"{message}\n\nPadding was ignored.", stamp="2025-03-04T10:00:00+00:00")
     return path
 
 
@@ -296,6 +297,39 @@ def test_an_oracle_that_answers_the_asserted_value_is_caught_by_the_mirrors(grad
 STREAMING = [runner for runner in RUNNERS if runner in STREAM_RUNNERS]
 
 
+#: Every assertion passes, from inside the test process: tape's own Test#_assert told ok (loaded by
+#: path, past its package's exports), node's assert made a no-op. The stream then carries the same
+#: passes as the report: only the must-fail canaries can tell.
+NEUTER_ASSERTIONS = r"""
+const path = require("path");
+try {
+  const root = path.dirname(require.resolve("tape/package.json", { paths: [process.cwd()] }));
+  const Test = require(path.join(root, "lib", "test.js"));
+  const assert = Test.prototype._assert;
+  Test.prototype._assert = function (ok, opts) { return assert.call(this, true, opts); };
+} catch (error) {}
+const nodeAssert = require("assert");
+for (const name of ["strictEqual", "equal", "deepStrictEqual", "deepEqual", "ok"]) {
+  nodeAssert[name] = () => {};
+  nodeAssert.strict[name] = () => {};
+}
+"""
+
+
+@pytest.mark.parametrize("tap_task", STREAMING, indirect=True)
+def test_assertions_neutered_in_the_test_process_are_caught_by_the_canaries(grader, tap_task, tmp_path):
+    """What the live stream cannot see: the test process itself makes every assertion pass, so its
+    entries and the report agree. The must-fail canaries, asserting values the code under test
+    cannot give, pass too, and the grading is refused."""
+    task, repo = tap_task
+    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + NEUTER_ASSERTIONS}))
+    assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    assert result.tampered and ("must fail passed" in result.error or "cannot pass together" in result.error), \
+        result.error
+
+
+
+
 @pytest.mark.parametrize("tap_task", STREAMING, indirect=True)
 def test_a_report_rewritten_once_the_runner_is_gone_is_caught_by_the_stream(grader, tap_task, tmp_path):
     task, repo = tap_task
@@ -380,18 +414,6 @@ def _modified_files(runner: str, *, fixed: bool) -> dict[str, str]:
     return files
 
 
-def _modified_repository(path: Path, runner: str) -> Path:
-    path.mkdir()
-    _git(path, "init", "-q", "-b", "main")
-    _write(path, _modified_files(runner, fixed=False))
-    _git(path, "add", "-A")
-    _git(path, "commit", "-q", "-m", "Initial commit")
-    _write(path, _modified_files(runner, fixed=True))
-    _git(path, "add", "-A")
-    _git(path, "commit", "-q", "-m", "Pad to the width (#2)\n\nPadding was ignored.", stamp="2025-03-04T10:00:00+00:00")
-    return path
-
-
 @pytest.fixture(params=["tape", "ava"])
 def modified_task(request, docker_client, node_base, tmp_path_factory):
     """The built task of a PR that only modifies its test file below the require, and its repository."""
@@ -402,7 +424,7 @@ def modified_task(request, docker_client, node_base, tmp_path_factory):
     key = f"{runner}-modified"
     if key not in _BUILT:
         folder = tmp_path_factory.mktemp(key)
-        repo = _modified_repository(folder / f"{runner}pad", runner)
+        repo = _repository(folder / f"{runner}pad", runner, _modified_files, "Pad to the width (#2)")
         mine(GitSource(repo, repo=f"acme/{runner}pad"), folder / "tasks", MineOptions(allow_no_issue=True))
         summary = build_tasks_dir(folder / "tasks", runtime=DockerBackend(docker_client))
         (task,) = read_tasks(folder / "tasks" / "tasks.jsonl")
