@@ -42,8 +42,10 @@ class _Schema(BaseModel):
 
 
 class FileCallees(_Schema):
-    """The names a test file's top level declares tests and describe blocks with (''
-    where it has none), as :class:`repo2env.languages.runner.TestCallees` reads them."""
+    """The names a test file's top level declares tests and describe blocks with (``it`` or
+    ``test``, ``describe``; a local alias where the file renames them); '' where the file shows none.
+    Read from a patch's hunks by a runner's ``test_callees``, or by the build from the whole file
+    (:attr:`EnvSpec.test_callees`)."""
 
     test: str = ""
     describe: str = ""

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from repo2env.models import FileCallees
 from repo2env.outcomes import TestStatus
 
 if TYPE_CHECKING:
@@ -76,17 +77,6 @@ class AddedTest:
 
 
 @dataclass(frozen=True)
-class TestCallees:
-    """The names a test file's top level declares tests and describe blocks with (``it`` or
-    ``test``, ``describe``; a local alias where the file renames them); '' where the file shows none."""
-
-    __test__ = False  # not a pytest test class, despite the name
-
-    test: str
-    describe: str = ""
-
-
-@dataclass(frozen=True)
 class TestRunnerFacts:
     """One task's test runner, as grading and validation need it (module docstring)."""
 
@@ -114,5 +104,5 @@ class TestRunnerFacts:
     #: The names a test file's top level has, as the test patch shows the file (None: the runner's
     #: globals ``it`` and ``describe``, in every file). The build reads them from the whole file too
     #: (``EnvSpec.test_callees``), which the grader prefers.
-    test_callees: Callable[[FilePatch], TestCallees] | None = None
+    test_callees: Callable[[FilePatch], FileCallees] | None = None
     notes: Mapping[str, str] = field(default_factory=dict)

@@ -80,7 +80,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 from repo2env import pysyntax
-from repo2env.languages.runner import TestCallees
+from repo2env.models import FileCallees
 from repo2env.patches import FilePatch, Patch
 from repo2env.verify.canaries import Canary, CanaryPlan
 from repo2env.verify.junit import split_node_id
@@ -251,7 +251,7 @@ def canary_modules(hidden_tests: Patch, fail_to_pass: list[str], known_ids: list
 
 def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: TestRunnerFacts,
                           known_ids: Sequence[str] = (),
-                          file_callees: Mapping[str, TestCallees] | None = None) -> list[CanaryModule]:
+                          file_callees: Mapping[str, FileCallees] | None = None) -> list[CanaryModule]:
     """What the canaries of each test file of ``fail_to_pass`` are drawn from, for a runner whose
     canaries are ``describe-it`` (its ``canary_style``; ids split by its ``split_id``, as JavaScript's
     ``<file>::<describe> > <title>``): the words of its tests' titles, and its templates (the
@@ -292,17 +292,17 @@ def script_canary_modules(hidden_tests: Patch, fail_to_pass: list[str], runner: 
     return modules
 
 
-def _top_level_callees(files: list[FilePatch], runner: TestRunnerFacts, whole: TestCallees | None) -> TestCallees:
+def _top_level_callees(files: list[FilePatch], runner: TestRunnerFacts, whole: FileCallees | None) -> FileCallees:
     """The names a test file's top level declares tests and describe blocks with: the runner's
     globals; else what the whole file imports as a grading restores it (``whole``, when the build
     read it: what the hunks show is part of it); else what the hidden tests show the file import
     (the first hunk that shows each)."""
     if runner.test_callees is None:
-        return TestCallees(test="it", describe="describe")
+        return FileCallees(test="it", describe="describe")
     if whole is not None:
         return whole
     found = [runner.test_callees(file) for file in files]
-    return TestCallees(test=next((one.test for one in found if one.test), ""),
+    return FileCallees(test=next((one.test for one in found if one.test), ""),
                        describe=next((one.describe for one in found if one.describe), ""))
 
 

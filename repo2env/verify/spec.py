@@ -35,8 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from repo2env import defaults
 from repo2env.languages import get_profile
-from repo2env.languages.runner import TestCallees, TestRunnerFacts
-from repo2env.models import Task, TestStatus
+from repo2env.languages.runner import TestRunnerFacts
+from repo2env.models import FileCallees, Task, TestStatus
 from repo2env.patches import parse
 from repo2env.verify.canaries import CanaryPlan
 from repo2env.verify.canary_maker import CanaryModule, canary_modules, plan_canaries, script_canary_modules
@@ -403,11 +403,10 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 256
 
 
-def _file_callees(task: Task) -> dict[str, TestCallees]:
+def _file_callees(task: Task) -> dict[str, FileCallees]:
     """The names each hidden test file declares tests with, as the build read them from the whole
     file the way a grading restores it (none for a task built before it read them)."""
-    recorded = task.env_spec.test_callees if task.env_spec else {}
-    return {path: TestCallees(test=names.test, describe=names.describe) for path, names in recorded.items()}
+    return dict(task.env_spec.test_callees) if task.env_spec else {}
 
 
 def _pytest_version(task: Task) -> str | None:

@@ -72,7 +72,7 @@ from repo2env.languages.javascript.runners import (
 from repo2env.languages.javascript.syntax import code_suffix
 from repo2env.languages.javascript.test_callees import file_callees
 from repo2env.languages.javascript.test_ids import split_test_id
-from repo2env.models import EnvSpec, FileCallees, Task
+from repo2env.models import EnvSpec, Task
 from repo2env.patches import apply_to_text, parse
 
 #: The system Python of each Node base image (``runtime.node_bootstrap.DEBIAN_NODE``: Debian's
@@ -260,11 +260,8 @@ class JavaScriptBuild(BuildRecipe):
         modules = IMPORTED_TEST_API.get(spec.test_runner or "", ())
         if not modules:
             return {}
-        callees = {}
-        for path, text in restored_test_files(shell, task).items():
-            found = file_callees(text, path, modules)
-            callees[path] = FileCallees(test=found.test, describe=found.describe)
-        return {"test_callees": callees}
+        return {"test_callees": {path: file_callees(text, path, modules)
+                                 for path, text in restored_test_files(shell, task).items()}}
 
     def check_image(self, shell: Shell, task: Task, spec: EnvSpec, own: JsOwnCode, *, log_path: Path,
                     collect_check: bool, timeout_s: float, stall_idle_s: float = STALL_IDLE_S) -> str | None:

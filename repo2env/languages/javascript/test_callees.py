@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from repo2env.languages.javascript.syntax import code_suffix, parser
-from repo2env.languages.runner import TestCallees
+from repo2env.models import FileCallees
 from repo2env.patches import FilePatch
 
 #: The module's exports a test is declared with, preferred first.
@@ -32,14 +32,14 @@ _TEST_EXPORTS = ("it", "test")
 DEFAULT_IS_TEST = frozenset({"ava", "tape", "node:test"})
 
 
-def imported_callees(file: FilePatch, module: str | Sequence[str]) -> TestCallees:
+def imported_callees(file: FilePatch, module: str | Sequence[str]) -> FileCallees:
     """The names ``file``'s top level imports (or requires) from ``module`` (or any of several) to
     declare a test and a describe block, as the patch shows the file after it ('' for each the
     patch shows none of)."""
     modules = (module,) if isinstance(module, str) else tuple(module)
     suffix = code_suffix(file.new_path or "")
     if suffix is None or file.is_deleted:
-        return TestCallees(test="")
+        return FileCallees(test="")
     bound: dict[str, str] = {}  # the module's export -> the file's name for it
     for hunk in file.hunks:
         text = "".join(line[1:].rstrip("\r\n") + "\n" for line in hunk.lines if line[:1] in ("+", " "))
@@ -47,14 +47,14 @@ def imported_callees(file: FilePatch, module: str | Sequence[str]) -> TestCallee
     return _callees(bound)
 
 
-def file_callees(text: str, path: str, module: str | Sequence[str]) -> TestCallees:
+def file_callees(text: str, path: str, module: str | Sequence[str]) -> FileCallees:
     """The names the top level of ``text`` (the whole of the file ``path``) imports (or requires)
     from ``module`` (or any of several) to declare a test and a describe block ('' for each it has
     none of, and for both when ``path`` is no JavaScript or TypeScript file)."""
     modules = (module,) if isinstance(module, str) else tuple(module)
     suffix = code_suffix(path)
     if suffix is None:
-        return TestCallees(test="")
+        return FileCallees(test="")
     bound: dict[str, str] = {}
     _bind(text, suffix, modules, bound)
     return _callees(bound)
@@ -69,9 +69,9 @@ def _bind(text: str, suffix: str, modules: tuple[str, ...], bound: dict[str, str
             bound.setdefault(export, local)
 
 
-def _callees(bound: dict[str, str]) -> TestCallees:
+def _callees(bound: dict[str, str]) -> FileCallees:
     test = next((bound[name] for name in _TEST_EXPORTS if name in bound), "")
-    return TestCallees(test=test, describe=bound.get("describe", ""))
+    return FileCallees(test=test, describe=bound.get("describe", ""))
 
 
 def _module_name(string_node) -> str | None:
