@@ -202,6 +202,36 @@ def test_a_mocha_run_ends_when_its_tests_leave_a_server_listening(node_sandbox):
     assert result.output.strip().endswith("status 124"), result.output
 
 
+def test_a_mocha_before_4_reports_titles_without_title_path(node_sandbox):
+    """mocha 3 has no Runnable#titlePath (express 2018 pins mocha 3.5.3): the reporter walks the
+    parents instead, so nested describe titles, passes and failures come out as with mocha 10."""
+    project = "/home/agent/js-mocha3"
+    source = ("const assert = require('assert');\n"
+              "describe('outer', function () {\n  describe('inner', function () {\n"
+              "    it('passes', function () { assert.strictEqual(1, 1); });\n"
+              "    it('fails', function () { assert.strictEqual(1, 2); });\n  });\n});\n"
+              "it('top level', function () {});\n")
+    node_sandbox.put_archive("/home/agent", _archive({
+        "js-mocha3/package.json": json.dumps({"name": "old-mocha", "scripts": {"test": "mocha"}}),
+        "js-mocha3/test/old.test.js": source}))
+    installed = node_sandbox.exec(f"cd {project} && npm install --no-audit --no-fund --no-save --loglevel=error "
+                                  "mocha@3.5.3 && node_modules/.bin/mocha --version", timeout=600)
+    assert installed.exit_code == 0 and installed.output.strip().endswith("3.5.3"), installed.output
+    ids = ["test/old.test.js::outer > inner > passes", "test/old.test.js::outer > inner > fails",
+           "test/old.test.js::top level"]
+    plan = plan_run("mocha", ids, "/tmp/reports-mocha3", root=project)
+    result = node_sandbox.exec(f"timeout 120 sh -c {shlex.quote(plan.command)}", timeout=300)
+
+    def read(path: str) -> str | None:
+        try:
+            return node_sandbox.read_file(path)
+        except FileNotFoundError:
+            return None
+
+    assert read_outcomes(plan, read, root=project) == {
+        ids[0]: TestStatus.PASSED, ids[1]: TestStatus.FAILED, ids[2]: TestStatus.PASSED}, result.output
+
+
 def _tarball(name: str, version: str) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:

@@ -5,13 +5,21 @@
 // reporter joins the titles with spaces, which cannot be split back into describe blocks.
 // Each outcome goes to the live outcome stream as well (outcome_stream.js, loaded with this file,
 // before mocha loads any test file), the same entries the report's lists get.
-// Only event names and Runnable methods that mocha has had since version 4 are used.
+// Only event names that mocha has had since version 3 are used; a mocha before 4 has no
+// Runnable#titlePath, so the path is walked up the parents as titlePath does (express 2018: mocha 3.5.3).
 const fs = require('fs');
 const path = require('path');
 const stream = require('./outcome_stream.js');
 
+function titlePath(runnable) {
+  if (typeof runnable.titlePath === 'function') return runnable.titlePath();
+  const path = [];
+  for (let node = runnable; node; node = node.parent) if (!node.root) path.unshift(node.title);
+  return path;
+}
+
 function titles(runnable) {
-  return runnable.titlePath().filter((title, index) => index > 0 || title !== '');
+  return titlePath(runnable).filter((title, index) => index > 0 || title !== '');
 }
 
 function Repo2envReporter(runner, options) {
