@@ -154,6 +154,14 @@ class LanguageProfile(ABC):
         read the reports that :meth:`test_runner`'s facts give."""
         return False
 
+    def tests_reading_data(self, test_paths: Sequence[str], files: RepoFiles, spec: EnvSpec | None = None) -> list[str]:
+        """The test files, beyond a change's own, whose tests the change's test data feeds: of
+        ``test_paths`` (the change's tests, as paths) those that are data, no code, read by test
+        files of ``files`` (the repository with the change's tests) that make tests of them (marked's
+        ``test/specs/new/*.md``, run by ``test/specs/run-spec.js``). Derivation and the build's check
+        run them as they run the change's own test files. None by default."""
+        return []
+
     @abstractmethod
     def visible_tests_command(self, spec: EnvSpec | None = None) -> str:
         """The shell command the agent's ``run_tests`` tool runs in ``/testbed`` for a task built with

@@ -79,6 +79,29 @@ class Shell(Protocol):
         ...
 
 
+class ShellFiles:
+    """The files of the work tree of a :class:`Shell` (a sandbox's ``/testbed``) as :class:`RepoFiles`:
+    the paths git tracks or would (untracked, not ignored), each file read when asked for."""
+
+    def __init__(self, shell: Shell) -> None:
+        self.shell = shell
+        self._listing: list[str] | None = None
+
+    def listing(self) -> list[str]:
+        """Every path in the work tree that git tracks or would track."""
+        if self._listing is None:
+            listed = self.shell.exec(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], timeout=60)
+            self._listing = sorted({path for path in listed.output.split("\0") if path}) if listed.exit_code == 0 else []
+        return list(self._listing)
+
+    def read(self, path: str) -> str | None:
+        """The text of ``path``, or None when it is not listed or cannot be read."""
+        if path not in self.listing():
+            return None
+        read = self.shell.exec(["cat", "--", path], timeout=60)
+        return read.output if read.exit_code == 0 and not read.truncated else None
+
+
 @dataclass(frozen=True)
 class EnvLayer:
     """What the env layer does on its base image, after the build copies the recipe's ``tools`` to

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repo2env.languages import get_profile
+from repo2env.languages.build import ShellFiles
 from repo2env.languages.runner import TestRunnerFacts
 from repo2env.models import Task, TestStatus
 from repo2env.patches import Patch, parse
@@ -194,6 +195,11 @@ def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs
         derivation.error = _prepare_states(task, before, after, source_files, derivation)
         if derivation.error:
             return derivation
+        # Test data the change adds (marked's Markdown specs) is run by the test files that read it.
+        test_files += [path for path in profile.tests_reading_data([file.path for file in test_patch.files
+                                                                     if not file.is_deleted], ShellFiles(after),
+                                                                    task.env_spec)
+                       if path not in test_files]
         # The test files after the patch: what the interface probe reads (the names tests call).
         derivation.test_sources = _read_files(after, test_files)
         if log_dir:

@@ -39,10 +39,12 @@ from repo2env.languages.build import (
     BuildRecipe,
     EnvLayer,
     Shell,
+    ShellFiles,
     TaskLayer,
 )
 from repo2env.languages.files import RepoFiles
 from repo2env.languages.javascript.added_dependencies import dependencies_added
+from repo2env.languages.javascript.data_tests import data_files, tests_reading_data
 from repo2env.languages.javascript.environment import (
     AVAILABLE_NODES,
     INSTALL_ENV,
@@ -58,7 +60,7 @@ from repo2env.languages.javascript.environment import (
     workspace_packages,
 )
 from repo2env.languages.javascript.imports import imported_packages
-from repo2env.languages.javascript.paths import javascript_paths, runner_test_patterns
+from repo2env.languages.javascript.paths import is_test_file, javascript_paths, runner_test_patterns
 from repo2env.languages.javascript.project import ProjectFiles
 from repo2env.languages.javascript.runners import (
     IMPORTED_TEST_API,
@@ -268,6 +270,11 @@ class JavaScriptBuild(BuildRecipe):
         """The own-code probe from the folders of the tests the PR touches, then those test files
         that exist at the base run with the project's runner: some test of them must report."""
         touched = _test_files(task)
+        # Test data the PR adds is run by the test files that read it (marked's Markdown specs).
+        data = data_files([file.path for file in parse(task.test_patch).files if not file.is_deleted])
+        if data and spec.test_runner:
+            touched += [path for path in tests_reading_data(data, ShellFiles(shell), spec.test_runner,
+                                                            spec.package_dir or "") if path not in touched]
         log_path.parent.mkdir(parents=True, exist_ok=True)
         folders = sorted({path.rpartition("/")[0] for path in touched}) or [spec.package_dir or ""]
         imported = _names_tests_import(shell, task, folders, own.names)
@@ -289,7 +296,7 @@ class JavaScriptBuild(BuildRecipe):
             # runner works in the image.
             listed = shell.exec(["git", "ls-files", "-z"], timeout=60).output.split("\0")
             near = {path.rpartition("/")[0] for path in touched}
-            suite = sorted((path for path in listed if _is_test_file(path)),
+            suite = sorted((path for path in listed if is_test_file(path)),
                            key=lambda path: (path.rpartition("/")[0] not in near, path.count("/"), path))
             existing = suite[:1]
             if not existing:
@@ -494,12 +501,5 @@ _READ_SNAPSHOT = ("const { execFileSync } = require('child_process'); console.lo
 
 def _test_files(task: Task) -> list[str]:
     """The JavaScript test files the PR's tests change (their paths after the change)."""
-    return [file.path for file in parse(task.test_patch).files if _is_test_file(file.path)]
+    return [file.path for file in parse(task.test_patch).files if is_test_file(file.path)]
 
-
-def _is_test_file(path: str) -> bool:
-    """Whether ``path`` holds tests (not a runner's configuration, a mock, a fixture or a helper)."""
-    rules = javascript_paths(None)
-    return (rules.classify(path) == "test" and rules.is_code(path) and not rules.is_test_config(path)
-            and not any(part in ("__mocks__", "__fixtures__", "fixtures", "helpers", "support", "__snapshots__")
-                        for part in path.split("/")[:-1]))

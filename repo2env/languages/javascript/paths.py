@@ -115,7 +115,7 @@ def javascript_paths(files: RepoFiles | None) -> JavaScriptPaths:
         return JAVASCRIPT_PATHS
     folders: list[str] = []
     singles: list[str] = []
-    for pattern in _named_test_patterns(files):
+    for pattern in named_test_patterns(files):
         folder, single = _test_location(pattern)
         if folder:
             folders.append(folder)
@@ -126,7 +126,15 @@ def javascript_paths(files: RepoFiles | None) -> JavaScriptPaths:
     return JavaScriptPaths(tuple(dict.fromkeys(folders)), tuple(dict.fromkeys(singles)))
 
 
-def _named_test_patterns(files: RepoFiles) -> list[str]:
+def is_test_file(path: str) -> bool:
+    """Whether ``path`` holds tests (not a runner's configuration, a mock, a fixture or a helper)."""
+    rules = JAVASCRIPT_PATHS
+    return (rules.classify(path) == "test" and rules.is_code(path) and not rules.is_test_config(path)
+            and not any(part in ("__mocks__", "__fixtures__", "fixtures", "helpers", "support", "__snapshots__")
+                        for part in path.split("/")[:-1]))
+
+
+def named_test_patterns(files: RepoFiles) -> list[str]:
     """Every path or glob the runner configuration at the root names as tests."""
     package = _json_object(files.read("package.json"))
     named: list[str] = []

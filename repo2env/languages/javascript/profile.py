@@ -70,6 +70,14 @@ class JavaScriptProfile(LanguageProfile):
             raise ValueError("a JavaScript task's runner is its built spec's (EnvSpec.test_runner)")
         return javascript_facts(spec, files)
 
+    def tests_reading_data(self, test_paths: Sequence[str], files: RepoFiles, spec: EnvSpec | None = None) -> list[str]:
+        from repo2env.languages.javascript.data_tests import data_files, tests_reading_data
+
+        data = data_files(test_paths)
+        if not data or spec is None or not spec.test_runner:
+            return []
+        return tests_reading_data(data, files, spec.test_runner, spec.package_dir or "")
+
     def visible_tests_command(self, spec: EnvSpec | None = None) -> str:
         if spec is None or not spec.test_runner:
             raise ValueError("a JavaScript task's tests run with its built spec's runner (EnvSpec.test_runner)")

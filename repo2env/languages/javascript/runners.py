@@ -442,7 +442,8 @@ def _path_glob(pattern: str) -> re.Pattern[str]:
 _GLOB = re.compile(r"[*?{]")
 
 
-def _matches(patterns: Sequence[str], path: str) -> bool:
+def matches_paths(patterns: Sequence[str], path: str) -> bool:
+    """Whether ``path`` falls under one of the test path arguments or globs ``patterns``."""
     return any(_path_glob(pattern).fullmatch(path) for pattern in patterns)
 
 
@@ -464,12 +465,12 @@ def browser_only_reason(files: ProjectFiles | Mapping[str, str], runner: str, te
         if config is None:
             continue
         browser_globs = re.findall(r"""['"`]([^'"`\s]*[*][^'"`\s]*)['"`]""", files.read(config) or "")
-        if not browser_globs or not all(_matches(browser_globs, path) for path in local):
+        if not browser_globs or not all(matches_paths(browser_globs, path) for path in local):
             continue
         invocation = script_invocation(files.package_json(directory), runner)
         own = (invocation.paths if invocation and invocation.paths else tuple(runner_paths)
                or _DEFAULT_TEST_PATHS.get(runner, ()))
-        if not own or any(_matches(own, path) for path in local):
+        if not own or any(matches_paths(own, path) for path in local):
             return None
         return (f"the change's tests ({', '.join(sorted(test_files)[:3])}) are {config}'s, a browser runner "
                 f"({browser}) no profile runs; {runner} runs {' '.join(own)}")
