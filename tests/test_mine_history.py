@@ -394,6 +394,30 @@ def test_a_test_configuration_change_alone_is_no_test_change(tmp_path):
         (1, "no_test_changes", "only test configuration: tox.ini")]
 
 
+def test_a_javascript_change_whose_tests_only_check_types_is_no_test_change(tmp_path):
+    """tsd's type tests (index.test-d.ts) and TypeScript in a test tree's types/ folder are read by
+    a type checker, never run by a test runner: a PR whose test side is only these is rejected with
+    that reason; one that also changes a runtime test is kept."""
+    repo = Repo.create(tmp_path / "typed")
+    repo.commit("Initial commit", {"package.json": '{"name": "typed", "scripts": {"test": "ava && tsd"}}',
+                                   "index.js": "module.exports = (a) => a;\n", "index.d.ts": "export default any;\n",
+                                   "index.test-d.ts": "import f from '.';\n", "test.js": "require('ava');\n"})
+    for number, files in ((1, {"index.d.ts": "export default function (a: string): string;\n",
+                               "index.test-d.ts": "import f from '.';\nf('a');\n"}),
+                          (2, {"index.d.ts": "export default function (a: number): number;\n",
+                               "test/types/api.ts": "import f from '../..';\nf(1);\n"}),
+                          (3, {"index.js": "module.exports = (a) => a + 1;\n", "index.test-d.ts": "import f from '.';\n",
+                               "test.js": "require('ava');\n// adds one\n"})):
+        repo.git("checkout", "-q", "-b", f"change-{number}")
+        repo.pull_ref(number, repo.commit(f"Change {number}", files, who=ADA))
+        repo.git("checkout", "-q", "main")
+        repo.git("merge", "-q", "--no-ff", f"change-{number}", "-m", f"Merge pull request #{number} from ada/change-{number}")
+    result = mine(GitSource(repo.path, repo="acme/typed"), tmp_path / "out", MineOptions(allow_no_issue=True))
+    assert [task.pull_number for task in result.new_tasks] == [3]
+    assert sorted((r.pull_number, r.reason, r.detail) for r in result.funnel.rejections) == [
+        (1, "no_test_changes", "only type tests: index.test-d.ts"),
+        (2, "no_test_changes", "only type tests: test/types/api.ts")]
+
 def test_a_head_that_is_another_prs_merge_landed_as_that_pr(tmp_path):
     """A PR opened from a branch whose tip is PR #1's merge commit brings nothing of its own: it is
     not mined twice, and its reason names the PR it landed as."""

@@ -64,6 +64,12 @@ class PathRules(ABC):
         """A regular expression a whole path matches (``re.search``) exactly when :meth:`classify`
         calls it a test, for code that cannot import the profile (a grading script)."""
 
+    def is_type_test(self, path: str) -> bool:
+        """Whether ``path`` only checks types, which a type checker reads and no test runner runs
+        (tsd's ``*.test-d.ts``): a change whose tests are only these (and test configuration) has no
+        test that can fail before the fix. None by default."""
+        return False
+
     def is_code(self, path: str) -> bool:
         """Whether ``path`` is a code file of the language (by its suffix, as written)."""
         return path.endswith(self.code_suffixes)

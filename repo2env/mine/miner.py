@@ -315,6 +315,10 @@ def _diff_rejection(parts: SplitDiff, choice: ProfileChoice, options: MineOption
         # A tox.ini/pytest.ini edit alone (a CI matrix, a lint pin) changes no test: every test
         # passes before the fix as after it, and the task could only end as no_f2p.
         return "no_test_changes", "only test configuration: " + ", ".join(parts.test_files[:5])
+    if all(choice.rules.is_test_config(path) or choice.rules.is_type_test(path) for path in parts.test_files):
+        # Type tests (tsd's *.test-d.ts) are read by a type checker, never run by a test runner:
+        # no test of the change can report, before the fix or after.
+        return "no_test_changes", "only type tests: " + ", ".join(parts.test_files[:5])
     funnel.count("has_test_change")
     files = len(parts.source_files) + len(parts.test_files)
     lines = parts.added_lines + parts.removed_lines

@@ -42,6 +42,8 @@ JAVASCRIPT_SUFFIXES = (".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".c
 _CODE = r"(?:[cm]?[jt]sx?)"
 _JS_TEST_DIR = re.compile(r"(?:^|/)(?:specs?|__mocks__|__fixtures__|__snapshots__)/", re.IGNORECASE)
 _JS_TEST_FILE = re.compile(rf"[^/]+\.(?:test|spec)\.{_CODE}|[^/]+\.test-d\.ts|[^/]+\.(?:test|spec)\.snap")
+_TYPE_TEST_FILE = re.compile(r"[^/]+\.test-d\.[cm]?tsx?|[^/]+\.d\.[cm]?ts")
+_TYPE_TEST_DIR = re.compile(r"(?:^|/)(?:types|type-tests|typings|dts)/")
 _TOP_LEVEL_TEST_FILE = re.compile(rf"tests?\.{_CODE}")
 #: Files that configure or set up a runner's tests and hold none (fnmatch, on the file name).
 TEST_CONFIG_PATTERNS = (
@@ -90,6 +92,17 @@ class JavaScriptPaths(PathRules):
 
     def is_test_config(self, path: str) -> bool:
         return bool(_TEST_CONFIG.match(path.rpartition("/")[2]))
+
+    def is_type_test(self, path: str) -> bool:
+        """tsd's ``*.test-d.ts``, a declaration file in a test tree, or TypeScript in a test tree's ``types``,
+        ``type-tests``, ``typings`` or ``dts`` folder that is not named as a runner's test
+        (marked's ``test/types/marked.ts``, which ``tsc`` compiles)."""
+        directory, _, name = path.rpartition("/")
+        if self.classify(path) != "test":
+            return False
+        return bool(_TYPE_TEST_FILE.fullmatch(name)) or (
+            name.endswith((".ts", ".tsx", ".mts", ".cts")) and not _JS_TEST_FILE.fullmatch(name)
+            and _TYPE_TEST_DIR.search(f"{directory}/") is not None)
 
     def test_pattern(self) -> str:
         named = "|".join([*(re.escape(folder) + "/" for folder in self.test_dirs),
