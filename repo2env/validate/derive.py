@@ -188,7 +188,7 @@ def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs
     derivation = Derivation()
     test_files = [file.path for file in test_patch.files if not file.is_deleted
                   and rules.classify(file.path) == "test" and rules.is_code(file.path)
-                  and not rules.is_test_config(file.path)]
+                  and not rules.is_test_config(file.path) and not rules.is_type_test(file.path)]
     source_files = [path for path in _patch_paths(task.patch) if rules.is_code(path)]
     sandboxes = _start_states(task, runtime, timeout_s)
     with sandboxes[0] as before, sandboxes[1] as after:

@@ -140,9 +140,11 @@ def javascript_paths(files: RepoFiles | None) -> JavaScriptPaths:
 
 
 def is_test_file(path: str) -> bool:
-    """Whether ``path`` holds tests (not a runner's configuration, a mock, a fixture or a helper)."""
+    """Whether ``path`` holds tests a runner runs (not a runner's configuration, a type test, a
+    mock, a fixture or a helper)."""
     rules = JAVASCRIPT_PATHS
     return (rules.classify(path) == "test" and rules.is_code(path) and not rules.is_test_config(path)
+            and not rules.is_type_test(path)
             and not any(part in ("__mocks__", "__fixtures__", "fixtures", "helpers", "support", "__snapshots__")
                         for part in path.split("/")[:-1]))
 
