@@ -204,7 +204,8 @@ def test_a_mocha_run_ends_when_its_tests_leave_a_server_listening(node_sandbox):
 
 def test_a_mocha_before_4_reports_titles_without_title_path(node_sandbox):
     """mocha 3 has no Runnable#titlePath (express 2018 pins mocha 3.5.3): the reporter walks the
-    parents instead, so nested describe titles, passes and failures come out as with mocha 10."""
+    parents instead, so nested describe titles, passes and failures come out as with mocha 10, in
+    the report and in the live stream."""
     project = "/home/agent/js-mocha3"
     source = ("const assert = require('assert');\n"
               "describe('outer', function () {\n  describe('inner', function () {\n"
@@ -228,8 +229,17 @@ def test_a_mocha_before_4_reports_titles_without_title_path(node_sandbox):
         except FileNotFoundError:
             return None
 
-    assert read_outcomes(plan, read, root=project) == {
-        ids[0]: TestStatus.PASSED, ids[1]: TestStatus.FAILED, ids[2]: TestStatus.PASSED}, result.output
+    expected = {ids[0]: TestStatus.PASSED, ids[1]: TestStatus.FAILED, ids[2]: TestStatus.PASSED}
+    assert read_outcomes(plan, read, root=project) == expected, result.output
+    # Streamed as a grading streams: mocha 3's bin/mocha would run the tests in a child that has no
+    # stream (Node makes inherited descriptors close-on-exec), so the plan runs _mocha itself.
+    folder = "/tmp/stream-mocha3"
+    streamed = plan_run("mocha", ids, f"{folder}/reports", root=project, outcome_fifo=f"{folder}/outcomes.fifo")
+    result = node_sandbox.exec(f"rm -rf {folder} && mkdir -p {folder} && mkfifo {folder}/outcomes.fifo && "
+                               f"{{ cat {folder}/outcomes.fifo > {folder}/stream & }} && reader=$! && "
+                               f"timeout 120 /bin/sh -c {shlex.quote(streamed.command)}; wait $reader", timeout=300)
+    assert streamed_outcomes(streamed, read(f"{folder}/stream"), root=project) == expected, result.output
+    assert read_outcomes(streamed, read, root=project) == expected, result.output
 
 
 def _tarball(name: str, version: str) -> bytes:

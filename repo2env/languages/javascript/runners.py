@@ -598,9 +598,20 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
                 # mocha 4+ waits for the handles the tests left open (a server, a socket) after its
                 # end; the project's own harness often exits for it (grunt, --exit in the script).
                 exits = "" if {"--exit", "--no-exit"} & set(invocation.options) else f"{_MOCHA_EXIT} "
-                commands.append(f"{stream_to(report)}REPO2ENV_MOCHA_REPORT={shlex.quote(report)} mocha {seeded}{exits}--reporter "
-                                f"{shlex.quote(mocha_reporter)} --reporter-options output={shlex.quote(report)} "
-                                f"{options}{grep} {quoted([file])}")
+                program, kept = "mocha", options
+                if streaming:
+                    # bin/mocha runs the tests in a child _mocha (always before mocha 7; since, when
+                    # a node flag is given), and Node marks the descriptors it inherits close-on-exec
+                    # as it starts: that child would have no stream. _mocha runs them in the process
+                    # node starts, which gets the node flags itself.
+                    flags = [_node_flag(option) for option in invocation.options if _NODE_FLAG.match(option)]
+                    flags += [f"--random-seed={random_seed}"] if random_seed else []
+                    program = " ".join(["node", *map(shlex.quote, flags), '"$(command -v _mocha)"'])
+                    kept = " ".join(shlex.quote(option) for option in invocation.options if not _NODE_FLAG.match(option))
+                    seeded = ""
+                commands.append(f"{stream_to(report)}REPO2ENV_MOCHA_REPORT={shlex.quote(report)} {program} {seeded}{exits}"
+                                f"--reporter {shlex.quote(mocha_reporter)} --reporter-options output={shlex.quote(report)} "
+                                f"{kept}{grep} {quoted([file])}")
                 reports.append(Report(report, "mocha-json", file))
             elif runner == "jasmine":
                 report = f"{report_dir}/jasmine-{number}.json"
@@ -649,6 +660,19 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
 
 #: ``--exit`` for a mocha that knows it (4 and later; before 4, mocha exited at its end anyway and
 #: refuses the option): asked of the mocha the package resolves, when the command runs.
+#: The options of a mocha command line that bin/mocha hands to node (Node's and V8's flags; a
+#: ``--v8-`` prefix says it is V8's), not to _mocha.
+_NODE_FLAG = re.compile(r"--(?:v8-|expose[-_]gc|max[-_]old[-_]space[-_]size|inspect|harmony|experimental-|"
+                        r"no-warnings|no-deprecation|throw-deprecation|trace-|unhandled-rejections|enable-source-maps|"
+                        r"stack-size|stack-trace-limit|preserve-symlinks|abort-on-uncaught-exception|conditions|"
+                        r"loader|import=|es-staging|use-strict|frozen-intrinsics|icu-data-dir|openssl-|tls-)")
+
+
+def _node_flag(option: str) -> str:
+    """``option`` as node takes it (``--v8-random-seed=1`` -> ``--random-seed=1``)."""
+    return "--" + option.removeprefix("--v8-") if option.startswith("--v8-") else option
+
+
 _MOCHA_EXIT = ("$(node -e \"try { if (+require('mocha/package.json').version.split('.')[0] >= 4) "
                "process.stdout.write('--exit') } catch (error) {}\" 2>/dev/null)")
 
