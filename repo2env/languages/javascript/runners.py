@@ -594,22 +594,19 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
                 grep = f" --grep {shlex.quote(_name_pattern([' '.join(t) for t in titles]))}" if titles else ""
                 # --reporter-options (plural) is the spelling every mocha since 2 accepts; the
                 # variable serves mochas that pass reporters no options.
-                seeded = f"--v8-random-seed={random_seed} " if random_seed else ""
                 # mocha 4+ waits for the handles the tests left open (a server, a socket) after its
                 # end; the project's own harness often exits for it (grunt, --exit in the script).
                 exits = "" if {"--exit", "--no-exit"} & set(invocation.options) else f"{_MOCHA_EXIT} "
-                program, kept = "mocha", options
-                if streaming:
-                    # bin/mocha runs the tests in a child _mocha (always before mocha 7; since, when
-                    # a node flag is given), and Node marks the descriptors it inherits close-on-exec
-                    # as it starts: that child would have no stream. _mocha runs them in the process
-                    # node starts, which gets the node flags itself.
-                    flags = [_node_flag(option) for option in invocation.options if _NODE_FLAG.match(option)]
-                    flags += [f"--random-seed={random_seed}"] if random_seed else []
-                    program = " ".join(["node", *map(shlex.quote, flags), '"$(command -v _mocha)"'])
-                    kept = " ".join(shlex.quote(option) for option in invocation.options if not _NODE_FLAG.match(option))
-                    seeded = ""
-                commands.append(f"{stream_to(report)}REPO2ENV_MOCHA_REPORT={shlex.quote(report)} {program} {seeded}{exits}"
+                # _mocha under node, as bin/mocha starts it: bin/mocha runs the tests in a child
+                # _mocha (always before mocha 7; since, when a node flag is given), and Node marks
+                # the descriptors it inherits close-on-exec as it starts, so that child would have
+                # no stream. Every run does the same (derivation's too), node taking the node and V8
+                # flags (the seed: V8's --random-seed, which bin/mocha's --v8-random-seed gave).
+                flags = [_node_flag(option) for option in invocation.options if _NODE_FLAG.match(option)]
+                flags += [f"--random-seed={random_seed}"] if random_seed else []
+                program = " ".join(["node", *map(shlex.quote, flags), '"$(command -v _mocha)"'])
+                kept = " ".join(shlex.quote(option) for option in invocation.options if not _NODE_FLAG.match(option))
+                commands.append(f"{stream_to(report)}REPO2ENV_MOCHA_REPORT={shlex.quote(report)} {program} {exits}"
                                 f"--reporter {shlex.quote(mocha_reporter)} --reporter-options output={shlex.quote(report)} "
                                 f"{kept}{grep} {quoted([file])}")
                 reports.append(Report(report, "mocha-json", file))
