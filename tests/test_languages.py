@@ -436,6 +436,19 @@ def test_the_javascript_ladder_follows_what_an_install_log_says():
     after = recipe.rungs_after_failure("npm ERR! code ERESOLVE", ladder[2], ladder[3:])
     assert [name for name, _ in after] == ["unpinned+legacy-peer-deps", "unpinned+newer-node", "unpinned-no-scripts"]
     assert all(spec.install[-1].endswith("--legacy-peer-deps") for _, spec in after)
+    # A lock file that fetches a package from a git host: every rung installing from it goes.
+    locked = DictRepoFiles({**files, "package-lock.json": json.dumps({"lockfileVersion": 3, "packages": {}})})
+    spec = recipe.infer_env_spec(locked, datetime(2024, 6, 1, tzinfo=UTC), bases=bases)
+    ladder = recipe.install_ladder(spec, locked, bases=bases)
+    assert [name for name, _ in ladder][:3] == ["inferred", "no-scripts", "npm-install"]
+    github = ("npm ERR! network request to https://github.com/markedjs/marked/tarball/v13.0.1 failed, "
+              "reason: getaddrinfo ENOTFOUND github.com")
+    assert all(spec.dependency_pin.startswith("lockfile") for _, spec in ladder)
+    assert recipe.rungs_after_failure(github, ladder[0], ladder[1:]) == []
+    # The same log on a rung without the lock file leaves the rest of the ladder as it was.
+    assert recipe.rungs_after_failure(github, ("unpinned", ladder[0][1].model_copy(update={"dependency_pin": None})),
+                                      ladder[1:]) == ladder[1:]
+    assert recipe.explain_failure(github, ladder[0][1]).startswith("a dependency is fetched from a git host")
     # Python's recipe leaves the ladder to its own rungs.
     python = get_profile("python").build_recipe()
     assert python.rungs_after_failure("npm ERR! code ERESOLVE", ladder[0], ladder[1:]) == ladder[1:]

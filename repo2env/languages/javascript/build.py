@@ -338,6 +338,10 @@ class JavaScriptBuild(BuildRecipe):
         # A registry that refuses --before refuses it on every rung that keeps the pin.
         if install_failure_reason(log) == "registry_dates":
             pending = [(name, spec) for name, spec in pending if spec.date_pin is None]
+        # A lock file that fetches a package from a git host sends every rung that installs from
+        # it there again (marked 2024-2025: @markedjs/testutils from a github.com tarball).
+        if install_failure_reason(log) == "git_host_dependency" and (failed[1].dependency_pin or "").startswith("lockfile"):
+            pending = [(name, spec) for name, spec in pending if not (spec.dependency_pin or "").startswith("lockfile")]
         # npm 7+ refuses the peer-dependency conflicts older projects were published with, on every
         # rung: the failed one again, and every later one, accept them.
         if "ERESOLVE" in log:
@@ -354,6 +358,7 @@ class JavaScriptBuild(BuildRecipe):
 _FAILURES = {
     "registry_dates": "the registry refused --before (its packuments' dates are not publication dates)",
     "lockfile_out_of_sync": "the lock file is out of step with package.json",
+    "git_host_dependency": "a dependency is fetched from a git host, not from the registry (only the registry may be reachable)",
     "native_build": "a native module failed to build",
     "network": "the registry could not be reached",
     "node_version": "a dependency does not support this Node",
