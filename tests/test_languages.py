@@ -448,7 +448,10 @@ def test_the_javascript_ladder_follows_what_an_install_log_says():
     # The same log on a rung without the lock file leaves the rest of the ladder as it was.
     assert recipe.rungs_after_failure(github, ("unpinned", ladder[0][1].model_copy(update={"dependency_pin": None})),
                                       ladder[1:]) == ladder[1:]
-    assert recipe.explain_failure(github, ladder[0][1]).startswith("a dependency is fetched from a git host")
+    logged = f"{github}\nnpm ERR! A complete log of this run can be found in:\nnpm ERR!     /root/.npm/_logs/x-debug-0.log\n"
+    assert recipe.explain_failure(logged, ladder[0][1]) == (
+        "a dependency is fetched from a git host, not from the registry (only the registry may be reachable): "
+        + github[:200])
     # Python's recipe leaves the ladder to its own rungs.
     python = get_profile("python").build_recipe()
     assert python.rungs_after_failure("npm ERR! code ERESOLVE", ladder[0], ladder[1:]) == ladder[1:]

@@ -330,7 +330,9 @@ class JavaScriptBuild(BuildRecipe):
         kind = "peer_dependencies" if "ERESOLVE" in log else install_failure_reason(log)
         if kind == "install_failed":
             return None
-        errors = [line.strip() for line in log.splitlines() if re.search(r"npm ERR!|npm error|ERR_PNPM|YN\d{4}|error ", line)]
+        # The last error line that says something: not where npm wrote its debug log.
+        errors = [line.strip() for line in log.splitlines() if re.search(r"npm ERR!|npm error|ERR_PNPM|YN\d{4}|error ", line)
+                  and not re.search(r"A complete log of this run|/_logs/|^\W*(?:npm )?(?:ERR!|error)\W*$", line.strip())]
         return f"{_FAILURES.get(kind, kind)}{': ' + errors[-1][:200] if errors else ''}"
 
     def rungs_after_failure(self, log: str, failed: tuple[str, EnvSpec],
