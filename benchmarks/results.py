@@ -25,7 +25,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 DOCS = HERE.parent / "docs" / "benchmarks"
-KEPT_RUNS = 10
+#: real_repos.py records one run per sample (a language, old commits, a repository re-run), and a
+#: stop often adds five: twenty keep the previous stops' samples beside the new ones.
+KEPT_RUNS = 20
 _TARGET = re.compile(r"^\s*(<=|>=|<|>|==)\s*(-?[0-9.]+)\s*$")
 _COMPARE = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt, "==": operator.eq}
 

@@ -543,6 +543,27 @@ def test_a_test_that_expects_an_exception_is_mirrored_with_an_unrelated_one():
         assert not next(canary for canary in plan.canaries if canary.test_id == mirror).must_fail
 
 
+@pytest.mark.parametrize("block", ["pytest.raises(ValidationError) as excinfo", "self.assertRaises(ValidationError)",
+                                   "raises(ValidationError)"])
+def test_an_assertion_below_the_raising_call_of_a_raises_block_is_no_anchor(block):
+    """marshmallow 1343 asserts the error's messages inside ``with pytest.raises(...)``, below the
+    call that raises: that assertion never runs, so a mirror with another literal would pass as
+    gold does and read as tampered. Only an assertion that runs is an anchor; a plain ``with``
+    block's assertions still are."""
+    import random
+
+    body = ("+    with {block}:\n+        result = load({{'foo': 'x'}})\n"
+            "+        assert result.messages == {{'foo': ['Not a valid thing.']}}\n")
+    patch = ('diff --git a/tests/test_load.py b/tests/test_load.py\n--- a/tests/test_load.py\n'
+             '+++ b/tests/test_load.py\n@@ -0,0 +1,4 @@\n+def test_nested_errors():\n' + body.format(block=block))
+    f2p = ["tests/test_load.py::test_nested_errors"]
+    plan = _plan(patch, f2p, f2p, random.Random(3))
+    sources = [definition["source"] for definition in plan.definitions.get("tests/test_load.py", [])]
+    assert not any("result.messages ==" in source for source in sources), sources
+    opened = patch.replace(block, "open('x')")
+    plan = _plan(opened, f2p, f2p, random.Random(3))
+    assert any("result.messages ==" in definition["source"] for definition in plan.definitions["tests/test_load.py"])
+
 @pytest.mark.parametrize(("gold_seconds", "policy_timeout", "expected"), [
     (0.8, 600.0, 60.0),     # a fast task gets the floor: a loaded machine still finishes an honest run
     (12.0, 600.0, 120.0),   # ten times gold's measured time
