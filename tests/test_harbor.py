@@ -540,7 +540,7 @@ def test_harbor_lints_a_javascript_task_and_runs_its_oracle_to_1_nop_to_0_and_a_
         harbor, harbor_js_export, tmp_path):
     """Harbor's own checks and trials on a JavaScript (mocha) task's folder, as on the Python demo's:
     ``harbor lint --select ALL`` finds nothing; the oracle scores 1.0, nop 0.0, and a root agent that
-    puts the fix into mocha's entry script under node_modules (out of git, so out of its diff) and
+    puts the fix into the entry script of mocha's _mocha under node_modules (out of git, so out of its diff) and
     leaves the tracked files alone 0.0, which the same agent scores 1.0 with the verifier in its container."""
     export, task = harbor_js_export
     task_dir = export / task.instance_id
@@ -549,7 +549,8 @@ def test_harbor_lints_a_javascript_task_and_runs_its_oracle_to_1_nop_to_0_and_a_
 
     fix = tmp_path / "fix.diff"
     fix.write_text(task.patch)
-    shim = {"import_path": "harbor_agents:NodeModulesShimAgent", "kwargs": {"patch_path": str(fix), "runner": "mocha"}}
+    # The plan starts node_modules/.bin/_mocha under node (as bin/mocha would): the shim goes there.
+    shim = {"import_path": "harbor_agents:NodeModulesShimAgent", "kwargs": {"patch_path": str(fix), "runner": "_mocha"}}
     offline = tmp_path / "no-network.yaml"
     offline.write_text("services:\n  main:\n    network_mode: none\n")
     rewards = _job(harbor, "js-separate", task_dir, [{"name": "oracle"}, {"name": "nop"}, shim], tmp_path / "jobs",

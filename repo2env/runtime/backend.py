@@ -19,6 +19,10 @@ from typing import Protocol, runtime_checkable
 
 from repo2env.runtime.sandbox import Runtime, SandboxLimits
 
+#: How old an untagged image must be for :meth:`Images.prune_dangling` to remove it (the engines'
+#: ``until`` filter): a build under way on the same engine holds fresh untagged layers.
+DANGLING_AGE = "30m"
+
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -104,7 +108,8 @@ class Images(Protocol):
         ...
 
     def prune_dangling(self) -> None:
-        """Remove the untagged leftovers of earlier builds."""
+        """Remove the untagged leftovers of earlier builds, older than :data:`DANGLING_AGE` (a
+        build under way holds fresh ones)."""
         ...
 
     def tag(self, ref: str, new_ref: str) -> None:

@@ -15,7 +15,7 @@ import docker.errors
 import requests.exceptions
 
 from repo2env.errors import BackendUnavailableError, DockerUnavailableError, InputError, Repo2EnvError
-from repo2env.runtime.backend import BuildOutcome, ImageInfo
+from repo2env.runtime.backend import DANGLING_AGE, BuildOutcome, ImageInfo
 from repo2env.runtime.backends.container import plain_name, short
 
 #: What the engine's failures look like (an engine gone mid-call, a refused request).
@@ -84,7 +84,9 @@ class DockerImages:
 
     def prune_dangling(self) -> None:
         try:
-            self.client.images.prune(filters={"dangling": True})
+            # Only leftovers older than a build: a build under way on the same engine holds fresh
+            # untagged layers, and removing one fails it ("unknown parent image ID").
+            self.client.images.prune(filters={"dangling": True, "until": DANGLING_AGE})
         except docker.errors.APIError:
             pass  # another prune is running: the next one takes these
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from repo2env.errors import BackendUnavailableError, Repo2EnvError
-from repo2env.runtime.backend import BuildOutcome, ImageInfo
+from repo2env.runtime.backend import DANGLING_AGE, BuildOutcome, ImageInfo
 from repo2env.runtime.backends.podman_cli import PodmanCLI, PodmanFailed, last_error, local_name, not_found
 
 #: Registries reached over plain HTTP without asking (as Docker does for these): the loopback.
@@ -97,7 +97,7 @@ class PodmanImages:
 
     def prune_dangling(self) -> None:
         try:
-            self.cli.run(["image", "prune", "--force"])
+            self.cli.run(["image", "prune", "--force", "--filter", f"until={DANGLING_AGE}"])
         except PodmanFailed:
             pass  # another prune holds the store: the next one takes these
 
