@@ -238,7 +238,7 @@ def test_housekeeping_waits_for_a_pause_between_tool_calls_or_its_longest_wait()
         job = _Deferred(executor, gate, time.monotonic)
         time.sleep(0.5)
         assert not job.future.done(), "a running tool call holds housekeeping back"
-    ended = time.monotonic()
+        ended = time.monotonic()  # read before the gate's own 'call ended' moment, never after it
     assert 0.3 <= job.future.result(timeout=5) - ended < 2.0, "it runs once the calls paused for quiet_s"
 
     gate.touch()  # a reset: its first tool call follows
