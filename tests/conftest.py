@@ -137,6 +137,15 @@ def docker_runtime(docker_client):
     return DockerBackend(docker_client)
 
 
+@pytest.fixture(scope="module")
+def node_grader(docker_client, tmp_path_factory):
+    """A Grader on the session's engine, for a module's JavaScript tasks."""
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.verify.grader import Grader
+
+    return Grader(DockerBackend(docker_client), tmp_path_factory.mktemp("node-grades"), timeout_s=240)
+
+
 @pytest.fixture(scope="session")
 def podman_backend(docker_client):
     """The podman backend with the base image (moved from Docker: built once); skips only outside CI,

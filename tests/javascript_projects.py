@@ -173,3 +173,23 @@ def fixture_git(path: Path, *args: str, stamp: str) -> str:
     done = subprocess.run(["git", "-C", str(path), *args], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+def write_files(root: Path, files: dict[str, str]) -> None:
+    """Write ``files`` (path: text) under ``root``, making their folders."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def clone_patch(repo: Path, base: str, folder: Path, files: dict[str, str]) -> str:
+    """The diff of a clone of ``repo`` (made in ``folder``) at ``base`` with ``files`` written: a
+    patch an agent could submit. Git's output is kept whole (a hunk may end with a blank context line)."""
+    clone = folder / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    stamp = "2025-03-05T10:00:00+00:00"
+    fixture_git(clone, "checkout", "-q", base, stamp=stamp)
+    write_files(clone, files)
+    fixture_git(clone, "add", "-A", stamp=stamp)
+    return subprocess.run(["git", "-C", str(clone), "diff", "--cached", base], check=True,
+                          capture_output=True, text=True).stdout

@@ -13,16 +13,14 @@ data itself, earns nothing, since the grader restores the test tree before it ad
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
-from javascript_projects import fixture_git
+from javascript_projects import clone_patch, fixture_git, write_files
 
 from repo2env.jsonl import read_tasks
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
-from repo2env.verify.grader import Grader
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -99,19 +97,13 @@ def _files(*, fixed: bool) -> dict[str, str]:
     return files
 
 
-def _write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-
-
 def _repository(path: Path) -> Path:
     path.mkdir()
     fixture_git(path, "init", "-q", "-b", "main", stamp="2025-03-03T10:00:00+00:00")
-    _write(path, _files(fixed=False))
+    write_files(path, _files(fixed=False))
     fixture_git(path, "add", "-A", stamp="2025-03-03T10:00:00+00:00")
     fixture_git(path, "commit", "-q", "-m", "Initial commit", stamp="2025-03-03T10:00:00+00:00")
-    _write(path, _files(fixed=True))
+    write_files(path, _files(fixed=True))
     fixture_git(path, "add", "-A", stamp="2025-03-04T10:00:00+00:00")
     fixture_git(path, "commit", "-q", "-m", "Render emphasis (#1)\n\n*stress* came out as is.",
                 stamp="2025-03-04T10:00:00+00:00")
@@ -149,26 +141,6 @@ def test_the_data_a_pr_adds_is_derived_validated_and_accepted(data_task):
     assert rewards["gold-0"] == 1.0 and rewards["null-0"] == 0.0
 
 
-@pytest.fixture(scope="module")
-def grader(docker_client, tmp_path_factory):
-    from repo2env.runtime.backends.docker import DockerBackend
-
-    return Grader(DockerBackend(docker_client), tmp_path_factory.mktemp("mdkit-grades"), timeout_s=240)
-
-
-def _patch(repo: Path, task, tmp_path: Path, files: dict[str, str]) -> str:
-    """The diff of a clone at the task's base with ``files`` written."""
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
-    stamp = "2025-03-05T10:00:00+00:00"
-    fixture_git(clone, "checkout", "-q", task.base_commit, stamp=stamp)
-    _write(clone, files)
-    fixture_git(clone, "add", "-A", stamp=stamp)
-    # Not through fixture_git, which strips its output: a hunk may end with a blank context line.
-    return subprocess.run(["git", "-C", str(clone), "diff", "--cached", task.base_commit], check=True,
-                          capture_output=True, text=True).stdout
-
-
 #: Rewrites of the visible test files that make every spec pass whatever the renderer gives.
 _LENIENT_RUN_SPEC = RUN_SPEC.replace("assert.strictEqual(render(spec.markdown), spec.html);", "render(spec.markdown);")
 _LENIENT_LOAD = LOAD.replace("html: fs.readFileSync(path.join(folder, name.slice(0, -3) + '.html'), 'utf8'),",
@@ -176,14 +148,14 @@ _LENIENT_LOAD = LOAD.replace("html: fs.readFileSync(path.join(folder, name.slice
 
 
 @pytest.mark.parametrize("attempt", ["reader", "helper", "data"])
-def test_a_patch_that_rewrites_the_reader_or_brings_the_data_earns_nothing(grader, data_task, tmp_path, attempt):
+def test_a_patch_that_rewrites_the_reader_or_brings_the_data_earns_nothing(node_grader, data_task, tmp_path, attempt):
     task, _, repo = data_task
     files = {"reader": {"test/specs/run-spec.js": _LENIENT_RUN_SPEC},
              "helper": {"test/helpers/load.js": _LENIENT_LOAD},
              # The hidden data with an answer the unfixed renderer gives.
              "data": {"test/specs/new/emphasis.md": "some *stress* here\n",
                       "test/specs/new/emphasis.html": "<p>some *stress* here</p>\n"}}[attempt]
-    graded = grader.grade(task, _patch(repo, task, tmp_path, files))
+    graded = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, files))
     assert graded.reward == 0.0 and graded.error is None, graded
-    gold = grader.grade(task, task.patch)
+    gold = node_grader.grade(task, task.patch)
     assert gold.reward == 1.0 and not gold.tampered, gold

@@ -20,18 +20,16 @@ are), and a new one whose ``require`` of the runner the hunk shows (its canaries
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
-from javascript_projects import fixture_git
+from javascript_projects import clone_patch, fixture_git, write_files
 from stream_probes import FORGE_TAP_REPORT_AND_STREAM, PROBE_MARKER, SEES_THE_STREAM, common_js
 
 from repo2env.jsonl import read_tasks
 from repo2env.languages.javascript.runners import STREAM_RUNNERS
 from repo2env.mine.git import GitSource
 from repo2env.mine.miner import MineOptions, mine
-from repo2env.verify.grader import Grader
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -91,22 +89,16 @@ def _git(path: Path, *args: str, stamp: str = "2025-03-03T10:00:00+00:00") -> st
     return fixture_git(path, *args, stamp=stamp)
 
 
-def _write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-
-
 def _repository(path: Path, runner: str, files=None, message: str = "Pad to the width, shout louder (#1)") -> Path:
     """The runner's padkit: one squashed PR (``message``) that fixes lib/pad.js and changes its
     tests; ``files(runner, fixed=...)`` gives the files on each side (default: the PR adds them)."""
     files = files or _files
     path.mkdir()
     _git(path, "init", "-q", "-b", "main")
-    _write(path, files(runner, fixed=False))
+    write_files(path, files(runner, fixed=False))
     _git(path, "add", "-A")
     _git(path, "commit", "-q", "-m", "Initial commit")
-    _write(path, files(runner, fixed=True))
+    write_files(path, files(runner, fixed=True))
     _git(path, "add", "-A")
     _git(path, "commit", "-q", "-m", f"{message}\n\nPadding was ignored.", stamp="2025-03-04T10:00:00+00:00")
     return path
@@ -143,23 +135,6 @@ def tap_task(request, docker_client, node_base, tmp_path_factory):
     return task.model_copy(update={"FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P}), repo
 
 
-@pytest.fixture(scope="module")
-def grader(docker_client, tmp_path_factory):
-    from repo2env.runtime.backends.docker import DockerBackend
-
-    return Grader(DockerBackend(docker_client), tmp_path_factory.mktemp("tap-grades"), timeout_s=240)
-
-
-def _patch(repo: Path, task, tmp_path: Path, files: dict[str, str]) -> str:
-    """The diff of a clone at the task's base with ``files`` written."""
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
-    _git(clone, "checkout", "-q", task.base_commit)
-    _write(clone, files)
-    _git(clone, "add", "-A")
-    return _git(clone, "diff", "--cached", task.base_commit) + "\n"
-
-
 @pytest.mark.parametrize("runner", list(RUNNERS))
 def test_the_canaries_use_the_names_each_file_has(runner):
     import tempfile
@@ -181,11 +156,11 @@ def test_the_canaries_use_the_names_each_file_has(runner):
     assert (shout.test_callee, shout.container, shout.runner) == ("test", [], runner) and len(shout.templates) == 1
 
 
-def test_gold_earns_everything_and_nothing_earns_nothing(grader, tap_task):
+def test_gold_earns_everything_and_nothing_earns_nothing(node_grader, tap_task):
     task, _ = tap_task
-    gold = grader.grade(task, task.patch)
+    gold = node_grader.grade(task, task.patch)
     assert gold.reward == 1.0 and gold.error is None and not gold.tampered, gold
-    empty = grader.grade(task, "")
+    empty = node_grader.grade(task, "")
     assert empty.reward == 0.0 and empty.error is None and not empty.tampered, empty
 
 
@@ -260,10 +235,10 @@ module.exports = { pad: oracle(pad), shout: oracle(shout) };
 """
 
 
-def test_a_forged_tap_report_is_caught_by_the_canaries(grader, tap_task, tmp_path):
+def test_a_forged_tap_report_is_caught_by_the_canaries(node_grader, tap_task, tmp_path):
     task, repo = tap_task
-    patch = _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + SPAWN_THE_FORGER, "lib/forge.js": FORGER})
-    result = grader.grade(task, patch)
+    patch = clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": LIBRARY + SPAWN_THE_FORGER, "lib/forge.js": FORGER})
+    result = node_grader.grade(task, patch)
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     caught_by = "the live outcomes say" if task.env_spec.test_runner in STREAM_RUNNERS else "canary"
     assert result.tampered and caught_by in result.error, result.error
@@ -278,17 +253,17 @@ process.stdout.write = (chunk, ...rest) => write(String(chunk).replace(/^not ok/
 
 
 @pytest.mark.parametrize("tap_task", ["tape"], indirect=True)
-def test_a_tape_process_that_rewrites_its_own_output_is_caught(grader, tap_task, tmp_path):
+def test_a_tape_process_that_rewrites_its_own_output_is_caught(node_grader, tap_task, tmp_path):
     task, repo = tap_task
-    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + REWRITE_OWN_OUTPUT}))
+    result = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": LIBRARY + REWRITE_OWN_OUTPUT}))
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     # The stream has each failure from tape's results, before any output is written.
     assert result.tampered and "passed, the live outcomes say failed" in result.error, result.error
 
 
-def test_an_oracle_that_answers_the_asserted_value_is_caught_by_the_mirrors(grader, tap_task, tmp_path):
+def test_an_oracle_that_answers_the_asserted_value_is_caught_by_the_mirrors(node_grader, tap_task, tmp_path):
     task, repo = tap_task
-    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + ORACLE}))
+    result = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": LIBRARY + ORACLE}))
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     assert result.tampered and ("must fail passed" in result.error or "cannot pass together" in result.error), \
         result.error
@@ -317,24 +292,22 @@ for (const name of ["strictEqual", "equal", "deepStrictEqual", "deepEqual", "ok"
 
 
 @pytest.mark.parametrize("tap_task", STREAMING, indirect=True)
-def test_assertions_neutered_in_the_test_process_are_caught_by_the_canaries(grader, tap_task, tmp_path):
+def test_assertions_neutered_in_the_test_process_are_caught_by_the_canaries(node_grader, tap_task, tmp_path):
     """What the live stream cannot see: the test process itself makes every assertion pass, so its
     entries and the report agree. The must-fail canaries, asserting values the code under test
     cannot give, pass too, and the grading is refused."""
     task, repo = tap_task
-    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + NEUTER_ASSERTIONS}))
+    result = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": LIBRARY + NEUTER_ASSERTIONS}))
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     assert result.tampered and ("must fail passed" in result.error or "cannot pass together" in result.error), \
         result.error
 
 
-
-
 @pytest.mark.parametrize("tap_task", STREAMING, indirect=True)
-def test_a_report_rewritten_once_the_runner_is_gone_is_caught_by_the_stream(grader, tap_task, tmp_path):
+def test_a_report_rewritten_once_the_runner_is_gone_is_caught_by_the_stream(node_grader, tap_task, tmp_path):
     task, repo = tap_task
     forge = common_js(FORGE_TAP_REPORT_AND_STREAM) + "forgeTapReportAndStream(false);\n"
-    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + forge}))
+    result = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": LIBRARY + forge}))
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     assert result.tampered and "passed, the live outcomes say failed" in result.error, result.error
     # The forger did rewrite a report: what the grading read has no failure left.
@@ -342,13 +315,13 @@ def test_a_report_rewritten_once_the_runner_is_gone_is_caught_by_the_stream(grad
 
 
 @pytest.mark.parametrize("tap_task", STREAMING, indirect=True)
-def test_forged_stream_lines_on_every_fifo_gain_nothing(grader, tap_task, tmp_path):
+def test_forged_stream_lines_on_every_fifo_gain_nothing(node_grader, tap_task, tmp_path):
     """The report rewritten, and its entries (every test passed) with an end line written to every
     FIFO the user's processes hold, the collector's descriptor among them: the stream's own entries
     of the failures are there too, and a failure is not undone by a pass."""
     task, repo = tap_task
     forge = common_js(FORGE_TAP_REPORT_AND_STREAM) + "forgeTapReportAndStream(true);\n"
-    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + forge}))
+    result = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": LIBRARY + forge}))
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     assert result.tampered and "the live outcomes say failed" in result.error, result.error
     # The forger's lines reached the collector (its end lines besides the runner's own).
@@ -357,7 +330,7 @@ def test_forged_stream_lines_on_every_fifo_gain_nothing(grader, tap_task, tmp_pa
 
 
 @pytest.mark.parametrize("tap_task", STREAMING, indirect=True)
-def test_the_stream_is_out_of_sight_of_a_test_file_and_its_children(grader, tap_task, tmp_path):
+def test_the_stream_is_out_of_sight_of_a_test_file_and_its_children(node_grader, tap_task, tmp_path):
     """The gold patch, effective only where the code under test (loaded by a test file) sees the
     stream's variables, in its own environment or a child process's, or a child of its holds
     descriptor 9: it earns nothing, and it did look. The probe's line goes to standard output,
@@ -365,7 +338,7 @@ def test_the_stream_is_out_of_sight_of_a_test_file_and_its_children(grader, tap_
     task, repo = tap_task
     probe = SEES_THE_STREAM.replace("probeFs.writeSync(2,", "probeFs.writeSync(1,")
     guard = common_js(probe) + 'if (!seesTheStream()) throw new Error("no stream in sight");\n'
-    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": FIXED + guard}))
+    result = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": FIXED + guard}))
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     reports = _reports(result)
     assert f'{PROBE_MARKER} {{"own":false,"child":false}}' in reports and '"own":true' not in reports, reports[-3000:]
@@ -440,7 +413,7 @@ def modified_task(request, docker_client, node_base, tmp_path_factory):
 SPAWN_AND_WAIT = SPAWN_THE_FORGER + "Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3000);\n"
 
 
-def test_a_pr_that_only_modifies_tests_below_the_import_is_graded(grader, modified_task, tmp_path):
+def test_a_pr_that_only_modifies_tests_below_the_import_is_graded(node_grader, modified_task, tmp_path):
     from repo2env.models import FileCallees
     from repo2env.verify.spec import grading_spec
 
@@ -450,11 +423,11 @@ def test_a_pr_that_only_modifies_tests_below_the_import_is_graded(grader, modifi
     assert task.env_spec.test_callees == {"test/pad.test.js": FileCallees(test="test")}
     plan = grading_spec(task).plan_canaries()
     assert not plan.unplaced and len(plan.must_pass) == 1 and len(plan.must_fail) == 2
-    gold = grader.grade(task, task.patch)
+    gold = node_grader.grade(task, task.patch)
     assert gold.reward == 1.0 and gold.error is None and not gold.tampered, gold
-    empty = grader.grade(task, "")
+    empty = node_grader.grade(task, "")
     assert empty.reward == 0.0 and empty.error is None and not empty.tampered, empty
-    forged = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + SPAWN_AND_WAIT,
+    forged = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": LIBRARY + SPAWN_AND_WAIT,
                                                               "lib/forge.js": FORGER}))
     assert forged.reward == 0.0 and not forged.resolved, (forged.reward, forged.error, forged.tests)
     # ava has no stream: the canaries placed below its import name the forgery; tape's stream

@@ -13,134 +13,31 @@ writes itself go among the hidden tests' own tests, declared with ``it`` as they
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
+import padkit
 import pytest
-from javascript_projects import fixture_git
+from javascript_projects import clone_patch, fixture_git
 from stream_probes import FORGE_REPORT_AND_STREAM, SEES_THE_STREAM, es_module
-
-from repo2env.jsonl import read_tasks
-from repo2env.mine.git import GitSource
-from repo2env.mine.miner import MineOptions, mine
-from repo2env.verify.grader import Grader
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-LIBRARY = """\
-export function pad(text, width) {
-  return String(text);
-}
-
-export function shout(text) {
-  return text.toUpperCase();
-}
-"""
-FIXED = """\
-export function pad(text, width) {
-  return String(text).padStart(width);
-}
-
-export function shout(text) {
-  return text.toUpperCase() + "!";
-}
-"""
-#: Enough tests before the describe block's end that the hidden tests' hunk does not show the import.
-_EXISTING = "".join(f"  it('keeps case {number}', () => {{\n    expect(pad('Ab{number}', 1)).toBe('Ab{number}');\n  }});\n\n"
-                    for number in range(4))
-PAD_TESTS = f"""\
-import {{ describe, it, expect }} from 'vitest';
-import {{ pad }} from '../lib/pad.js';
-
-describe('pad', () => {{
-{_EXISTING}  it('returns strings', () => {{
-    expect(typeof pad(1, 3)).toBe('string');
-  }});
-}});
-"""
-ADDED_PAD_TESTS = """\
-  it('pads to the width', () => {
-    expect(pad('abc', 6)).toBe('   abc');
-  });
-
-  it('pads numbers too', () => {
-    expect(pad(4096, 7)).toBe('   4096');
-  });
-"""
-SHOUT_TESTS = """\
-import { test, expect } from 'vitest';
-import { shout } from '../lib/pad.js';
-
-test('shouts a greeting', () => {
-  expect(shout('hello world')).toBe('HELLO WORLD!');
-});
-"""
-F2P = ["test/pad.test.js::pad > pads to the width", "test/pad.test.js::pad > pads numbers too",
-       "test/shout.test.js::shouts a greeting"]
-P2P = ["test/pad.test.js::pad > returns strings", *(f"test/pad.test.js::pad > keeps case {number}" for number in range(4))]
+#: Each test file's head: the pad tests import vitest's describe, it and expect; the shout tests test and expect.
+_VITEST = {"pad": "describe, it, expect", "shout": "test, expect"}
+PACKAGE = {"name": "padkit", "version": "1.0.0", "type": "module", "engines": {"node": ">=18 <20"},
+           "scripts": {"test": "vitest run"}, "devDependencies": {"vitest": "2.1.9"}}
+LIBRARY, FIXED = padkit.library(esm=True)
+F2P, P2P = padkit.F2P, padkit.P2P
 
 
-def _git(path: Path, *args: str, stamp: str = "2025-03-03T10:00:00+00:00") -> str:
-    return fixture_git(path, *args, stamp=stamp)
-
-
-def _write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-
-
-def _repository(path: Path) -> Path:
-    """padkit with vitest: one squashed PR (#1) that fixes lib/pad.js and adds its tests."""
-    path.mkdir()
-    _git(path, "init", "-q", "-b", "main")
-    package = {"name": "padkit", "version": "1.0.0", "type": "module", "engines": {"node": ">=18 <20"},
-               "scripts": {"test": "vitest run"}, "devDependencies": {"vitest": "2.1.9"}}
-    _write(path, {"package.json": json.dumps(package, indent=2) + "\n", ".gitignore": "node_modules/\n",
-                  "lib/pad.js": LIBRARY, "test/pad.test.js": PAD_TESTS})
-    _git(path, "add", "-A")
-    _git(path, "commit", "-q", "-m", "Initial commit")
-    _write(path, {"lib/pad.js": FIXED, "test/shout.test.js": SHOUT_TESTS,
-                  "test/pad.test.js": PAD_TESTS.removesuffix("});\n") + "\n" + ADDED_PAD_TESTS + "});\n"})
-    _git(path, "add", "-A")
-    _git(path, "commit", "-q", "-m", "Pad to the width, shout louder (#1)\n\nPadding was ignored.",
-         stamp="2025-03-04T10:00:00+00:00")
-    return path
+def _imports(name: str) -> str:
+    return f"import {{ {_VITEST[name]} }} from 'vitest';\nimport {{ {name} }} from '../lib/pad.js';\n"
 
 
 @pytest.fixture(scope="module")
 def vitest_task(docker_client, tmp_path_factory):
     """The built task (its ground truth's FAIL_TO_PASS and PASS_TO_PASS) and the repository."""
-    from repo2env.pipeline.stages import build_tasks_dir
-    from repo2env.runtime.backends.docker import DockerBackend
-    from repo2env.runtime.node_bootstrap import ensure_node_base_image
-
-    ensure_node_base_image(DockerBackend(docker_client), "18")
-    folder = tmp_path_factory.mktemp("vitest-task")
-    repo = _repository(folder / "padkit")
-    mine(GitSource(repo, repo="acme/padkit"), folder / "tasks", MineOptions(allow_no_issue=True))
-    summary = build_tasks_dir(folder / "tasks", runtime=DockerBackend(docker_client))
-    (task,) = read_tasks(folder / "tasks" / "tasks.jsonl")
-    assert summary.ok == 1 and task.env_spec.test_runner == "vitest", task.env_spec.error
-    return task.model_copy(update={"FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P}), repo
-
-
-@pytest.fixture(scope="module")
-def grader(docker_client, tmp_path_factory):
-    from repo2env.runtime.backends.docker import DockerBackend
-
-    return Grader(DockerBackend(docker_client), tmp_path_factory.mktemp("vitest-grades"), timeout_s=180)
-
-
-def _patch(repo: Path, task, tmp_path: Path, files: dict[str, str]) -> str:
-    """The diff of a clone at the task's base with ``files`` written."""
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
-    _git(clone, "checkout", "-q", task.base_commit)
-    _write(clone, files)
-    _git(clone, "add", "-A")
-    return _git(clone, "diff", "--cached", task.base_commit) + "\n"
+    return padkit.built_task(docker_client, tmp_path_factory.mktemp("vitest-task"), PACKAGE, _imports)
 
 
 def test_the_canaries_use_the_names_each_file_has():
@@ -162,15 +59,15 @@ def _hidden_tests() -> str:
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
-        repo = _repository(Path(folder) / "padkit")
-        return _git(repo, "diff", "HEAD~1", "HEAD", "--", "test") + "\n"
+        repo = padkit.repository(Path(folder) / "padkit", PACKAGE, _imports)
+        return fixture_git(repo, "diff", "HEAD~1", "HEAD", "--", "test", stamp="2025-03-05T10:00:00+00:00") + "\n"
 
 
-def test_gold_earns_everything_and_nothing_earns_nothing(grader, vitest_task):
+def test_gold_earns_everything_and_nothing_earns_nothing(node_grader, vitest_task):
     task, _ = vitest_task
-    gold = grader.grade(task, task.patch)
+    gold = node_grader.grade(task, task.patch)
     assert gold.reward == 1.0 and gold.error is None and not gold.tampered, gold
-    empty = grader.grade(task, "")
+    empty = node_grader.grade(task, "")
     assert empty.reward == 0.0 and empty.error is None and not empty.tampered, empty
 
 
@@ -229,45 +126,45 @@ function oracle(real) {
 """
 
 
-def test_a_forged_report_is_caught_by_the_live_stream(grader, vitest_task, tmp_path):
+def test_a_forged_report_is_caught_by_the_live_stream(node_grader, vitest_task, tmp_path):
     # Before the live stream, the canaries caught it; the stream, which disagrees with the
     # rewritten report on the task's own tests, comes first now.
     task, repo = vitest_task
-    patch = _patch(repo, task, tmp_path, {"lib/pad.js": LIBRARY + FORGE_THE_REPORT})
-    result = grader.grade(task, patch)
+    patch = clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": LIBRARY + FORGE_THE_REPORT})
+    result = node_grader.grade(task, patch)
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     assert result.tampered and "passed, the live outcomes say" in result.error, result.error
 
 
 @pytest.mark.alone  # a forger racing the grading's end: beside two other workers it can lose the race
-def test_forged_lines_on_every_fifo_gain_nothing(grader, vitest_task, tmp_path):
+def test_forged_lines_on_every_fifo_gain_nothing(node_grader, vitest_task, tmp_path):
     """The report rewritten and every test's pass, with an end, written to every FIFO the user's
     processes hold (the reporter's descriptor in vitest's process among them)."""
     task, repo = vitest_task
-    patch = _patch(repo, task, tmp_path, {"lib/pad.js": es_module(FORGE_REPORT_AND_STREAM) + "forgeReportAndStream();\n"
+    patch = clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": es_module(FORGE_REPORT_AND_STREAM) + "forgeReportAndStream();\n"
                                           + LIBRARY})
-    result = grader.grade(task, patch)
+    result = node_grader.grade(task, patch)
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     assert result.tampered and "the live outcomes say" in result.error, result.error
     # The forger's lines reached the collector (its end lines besides the reporter's one).
     assert (Path(result.log_dir) / "stream.jsonl").read_text().count('"kind":"end"') > 1
 
 
-def test_the_stream_is_out_of_sight_of_the_tests_and_their_children(grader, vitest_task, tmp_path):
+def test_the_stream_is_out_of_sight_of_the_tests_and_their_children(node_grader, vitest_task, tmp_path):
     """The fix, effective only where the code under test (in vitest's worker) sees the stream's
     variables or a child of it inherits descriptor 9: it earns nothing."""
     task, repo = vitest_task
     guard = es_module(SEES_THE_STREAM) + 'if (!seesTheStream()) throw new Error("no stream in sight");\n'
-    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": guard + FIXED}))
+    result = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": guard + FIXED}))
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     output = (Path(result.log_dir) / "test_output.txt").read_text()
     assert '"own":true' not in output and '"child":true' not in output, output[-2000:]
 
 
-def test_an_oracle_that_answers_the_asserted_value_is_caught_by_the_mirrors(grader, vitest_task, tmp_path):
+def test_an_oracle_that_answers_the_asserted_value_is_caught_by_the_mirrors(node_grader, vitest_task, tmp_path):
     task, repo = vitest_task
     library = (LIBRARY.replace("export function pad", "function realPad").replace("export function shout", "function realShout")
                + ORACLE + "export const pad = oracle(realPad);\nexport const shout = oracle(realShout);\n")
-    result = grader.grade(task, _patch(repo, task, tmp_path, {"lib/pad.js": library}))
+    result = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": library}))
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     assert result.tampered and "must fail passed" in result.error, result.error

@@ -12,11 +12,10 @@ an agent's fix would) grades 1.0.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from javascript_projects import fixture_git, write_files
 
 from repo2env.jsonl import read_tasks
 from repo2env.mine.git import GitSource
@@ -30,18 +29,7 @@ RETURNS = "test/pad.test.js::pad > returns strings"
 
 
 def _git(path: Path, *args: str, stamp: str = "2023-05-02T10:00:00+00:00") -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com", "GIT_COMMITTER_NAME": "Ada",
-           "GIT_COMMITTER_EMAIL": "ada@example.com", "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    done = subprocess.run(["git", "-C", str(path), *args], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-def _write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+    return fixture_git(path, *args, stamp=stamp)
 
 
 def _repository(path: Path) -> Path:
@@ -54,17 +42,17 @@ def _repository(path: Path) -> Path:
     tests = ("'use strict';\nconst assert = require('assert');\nconst { pad } = require('../lib/pad');\n\n"
              "describe('pad', () => {\n  it('returns strings', () => assert.strictEqual(typeof pad(1, 3), 'string'));\n"
              "});\n")
-    _write(path, {"package.json": json.dumps(package, indent=2) + "\n", ".gitignore": "node_modules/\n",
-                  "lib/pad.js": "'use strict';\nexports.pad = (text, width) => String(text);\n",
-                  "test/pad.test.js": tests})
+    write_files(path, {"package.json": json.dumps(package, indent=2) + "\n", ".gitignore": "node_modules/\n",
+                       "lib/pad.js": "'use strict';\nexports.pad = (text, width) => String(text);\n",
+                       "test/pad.test.js": tests})
     _git(path, "add", "-A")
     _git(path, "commit", "-q", "-m", "Initial commit")
     fixed = {**package, "dependencies": {"left-pad": "1.3.0"}}
-    _write(path, {"package.json": json.dumps(fixed, indent=2) + "\n",
-                  "lib/pad.js": ("'use strict';\nconst leftPad = require('left-pad');\n\n"
-                                 "exports.pad = (text, width) => leftPad(String(text), width);\n"),
-                  "test/pad.test.js": tests.replace("\n});\n", "\n  it('pads to the width', () => "
-                                                    "assert.strictEqual(pad(1, 3), '  1'));\n});\n")})
+    write_files(path, {"package.json": json.dumps(fixed, indent=2) + "\n",
+                       "lib/pad.js": ("'use strict';\nconst leftPad = require('left-pad');\n\n"
+                                      "exports.pad = (text, width) => leftPad(String(text), width);\n"),
+                       "test/pad.test.js": tests.replace("\n});\n", "\n  it('pads to the width', () => "
+                                                         "assert.strictEqual(pad(1, 3), '  1'));\n});\n")})
     _git(path, "commit", "-q", "-am", "Pad to the width with left-pad (#1)\n\nPadding was ignored.",
          stamp="2023-05-03T10:00:00+00:00")
     return path

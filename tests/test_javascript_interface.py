@@ -8,6 +8,8 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from javascript_projects import write_files
+
 from repo2env.instruction import interface_block
 from repo2env.languages import get_profile
 from repo2env.leakage import interface_leak
@@ -67,12 +69,6 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
 
 
-def _write(root: Path, files: Mapping[str, str]) -> None:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-
-
 def _task_and_sources(root: Path, base: Mapping[str, str], fix: Mapping[str, str], tests: Mapping[str, str],
                       statement: str) -> tuple[Task, TaskSources]:
     """A repository with a base commit, the fix and its tests as real ``git diff`` patches."""
@@ -81,14 +77,14 @@ def _task_and_sources(root: Path, base: Mapping[str, str], fix: Mapping[str, str
     _git(repo, "init", "-q")
     _git(repo, "config", "user.email", "t@example.com")
     _git(repo, "config", "user.name", "t")
-    _write(repo, {"package.json": '{"name": "slugs", "version": "1.0.0"}\n', **base})
+    write_files(repo, {"package.json": '{"name": "slugs", "version": "1.0.0"}\n', **base})
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "base")
-    _write(repo, fix)
+    write_files(repo, fix)
     _git(repo, "add", "-A")
     patch = _git(repo, "diff", "--cached")
     _git(repo, "commit", "-qm", "fix")
-    _write(repo, tests)
+    write_files(repo, tests)
     _git(repo, "add", "-A")
     test_patch = _git(repo, "diff", "--cached")
     task = Task(instance_id="acme__slugs-3", repo="acme/slugs", pull_number=3, base_commit="0" * 40, patch=patch,
