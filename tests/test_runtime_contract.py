@@ -187,14 +187,14 @@ def test_concurrent_commands_in_one_sandbox(sandbox):
     results = {}
 
     def slow() -> None:
-        results["slow"] = sandbox.exec("sleep 2; echo slow")
+        results["slow"] = sandbox.exec("sleep 5; echo slow")
 
     thread = threading.Thread(target=slow)
     thread.start()
     time.sleep(0.3)
     began = time.monotonic()
     quick = sandbox.exec("echo quick")
-    assert quick.output == "quick\n" and time.monotonic() - began < 1.5, "a command does not wait for another"
+    assert quick.output == "quick\n" and time.monotonic() - began < 3, "a command does not wait for another"
     thread.join()
     assert results["slow"].output == "slow\n"
 
