@@ -110,3 +110,30 @@ def test_the_stream_is_out_of_sight_of_the_tests_and_their_children(node_grader,
     _gains_nothing(result)
     output = (Path(result.log_dir) / "test_output.txt").read_text()
     assert '"own":false' in output and '"own":true' not in output and '"child":true' not in output, output[-2000:]
+
+
+#: Wraps jest's ``it`` and ``test`` from the code under test (the test files require it before they
+#: declare a test): each test whose title the hidden tests were guessed to use gets a passing twin
+#: of the same title right after it, so the report names that id twice, failed then passed.
+TWINS = r"""
+for (const name of ["it", "test"]) {
+  const real = global[name];
+  if (typeof real !== "function") continue;
+  const twin = (title, fn, timeout) => {
+    real(title, fn, timeout);
+    if (["pads to the width", "pads numbers too", "shouts a greeting"].includes(title)) real(title, () => {});
+  };
+  global[name] = Object.assign(twin, real);
+}
+"""
+
+
+def test_a_passing_twin_after_each_hidden_test_earns_nothing(node_grader, jest_task, tmp_path):
+    """The twins ran (the output names each title twice), and each id keeps its failure, in the report
+    as in the stream: a plain failure, not a disagreement between them."""
+    task, repo = jest_task
+    result = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": TWINS + LIBRARY}))
+    _gains_nothing(result)
+    assert not result.tampered and all(result.tests[test] == "failed" for test in task.FAIL_TO_PASS), result
+    stream = (Path(result.log_dir) / "stream.jsonl").read_text()
+    assert stream.count('"title":"pads to the width"') == 2, stream[-3000:]

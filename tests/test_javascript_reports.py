@@ -11,6 +11,8 @@ from javascript_projects import REPORTS_DATA, requested
 
 from repo2env.languages.javascript.reports import (
     ReportError,
+    parse_ava_tap,
+    parse_jasmine_json,
     parse_jest_json,
     parse_mocha_json,
     parse_node_tap,
@@ -210,6 +212,31 @@ def test_the_stream_is_read_as_the_reports_and_a_forged_line_cannot_hide_a_failu
     assert outcomes == {ids[0]: TestStatus.PASSED, ids[1]: TestStatus.FAILED, ids[2]: TestStatus.ERROR}
     ended = "\n".join([*lines, _record(second, "end", fields={"complete": True})])
     assert streamed_outcomes(plan, ended)[ids[2]] == TestStatus.PASSED
+
+
+def test_a_passing_twin_of_a_failing_test_in_one_report_cannot_hide_the_failure():
+    """Two tests of one title in one block (the code under test can register a passing twin after
+    each test it wraps): the id keeps the failure, in every report format, as the stream does."""
+    jest = {"testResults": [{"name": "/testbed/test/a.test.js", "status": "failed", "assertionResults": [
+        {"ancestorTitles": ["d"], "title": "one", "status": "failed"},
+        {"ancestorTitles": ["d"], "title": "one", "status": "passed"}]}]}
+    assert parse_jest_json(json.dumps(jest)) == {"test/a.test.js::d > one": TestStatus.FAILED}
+    mocha = {"complete": True, "tests": [{"file": "/testbed/test/a.test.js", "titles": ["d", "one"], "state": state}
+                                         for state in ("failed", "passed")]}
+    assert parse_mocha_json(json.dumps(mocha)) == {"test/a.test.js::d > one": TestStatus.FAILED}
+    jasmine = {"complete": True, "tests": [{"titles": ["d", "one"], "state": state} for state in ("failed", "passed")]}
+    assert parse_jasmine_json(json.dumps(jasmine), "spec/a.spec.js") == {"spec/a.spec.js::d > one": TestStatus.FAILED}
+    node = "TAP version 13\nnot ok 1 - one\nok 2 - one\n1..2\n"
+    assert parse_node_tap(node, "test/a.test.js") == {"test/a.test.js::one": TestStatus.FAILED}
+    assert parse_ava_tap(node, "test/a.test.js") == {"test/a.test.js::one": TestStatus.FAILED}
+    tape = "TAP version 13\n# one\nnot ok 1 should be equal\n# one\nok 2 should be equal\n\n1..2\n"
+    assert parse_tape_tap(tape, "test/a.test.js") == {"test/a.test.js::one": TestStatus.FAILED}
+    # Across reports too (a file run twice).
+    plan = plan_run("mocha", ["test/a.test.js::d > one", "test/b.test.js::two"], "/tmp/r")
+    first, second = (report.path for report in plan.reports)
+    texts = {first: json.dumps(mocha), second: json.dumps({"complete": True, "tests": [
+        {"file": "/testbed/test/a.test.js", "titles": ["d", "one"], "state": "passed"}]})}
+    assert reported_outcomes(plan, texts.get)["test/a.test.js::d > one"] == TestStatus.FAILED
 
 
 def test_a_jest_stream_reads_as_its_json_report():

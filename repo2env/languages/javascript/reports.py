@@ -61,6 +61,15 @@ def relative_path(path: str, root: str) -> str:
     return pure.as_posix().removeprefix("./")
 
 
+def keep_worse(outcomes: dict[str, TestStatus], key: str, status: TestStatus) -> None:
+    """Record ``status`` for ``key``. An id reported twice in one report (two tests of one title in
+    one block) keeps its first outcome that is not a pass: a passing twin registered after a failing
+    test cannot hide the failure, and the report reads as the live stream does (which keeps the worse
+    outcome of each entry, ``runners.reported_outcomes``)."""
+    if outcomes.get(key, TestStatus.PASSED) == TestStatus.PASSED:
+        outcomes[key] = status
+
+
 def parse_jest_json(text: str, root: str = "/testbed") -> dict[str, TestStatus]:
     """Outcomes from jest's ``--json`` report (vitest's ``json`` reporter writes the same shape)."""
     report = _load_json(text, "jest/vitest JSON")
@@ -78,7 +87,7 @@ def parse_jest_json(text: str, root: str = "/testbed") -> dict[str, TestStatus]:
             ancestors = [title for title in assertion.get("ancestorTitles", []) if title != ""]
             titles = [*ancestors, assertion.get("title", "")]
             status = _JEST_STATUS.get(str(assertion.get("status")), TestStatus.ERROR)
-            outcomes[test_id(file, titles)] = status
+            keep_worse(outcomes, test_id(file, titles), status)
         if file_result.get("status") == "failed" and not assertions:
             outcomes[test_id(file)] = TestStatus.ERROR  # the suite failed to run: an error at load
     return outcomes
@@ -104,8 +113,8 @@ def parse_mocha_json(text: str, root: str = "/testbed") -> dict[str, TestStatus]
         titles, file = test.get("titles"), test.get("file")
         if not isinstance(titles, list) or not isinstance(file, str):
             raise ReportError("a mocha report entry without titles or file")
-        outcomes[test_id(relative_path(file, root), [str(title) for title in titles])] = _MOCHA_STATE.get(
-            str(test.get("state")), TestStatus.ERROR)
+        keep_worse(outcomes, test_id(relative_path(file, root), [str(title) for title in titles]),
+                   _MOCHA_STATE.get(str(test.get("state")), TestStatus.ERROR))
     return outcomes
 
 
@@ -127,8 +136,8 @@ def parse_jasmine_json(text: str, file: str, root: str = "/testbed") -> dict[str
         titles = test.get("titles") if isinstance(test, dict) else None
         if not isinstance(titles, list):
             raise ReportError("a jasmine report entry without titles")
-        outcomes[test_id(file, [str(title) for title in titles])] = _JASMINE_STATE.get(
-            str(test.get("state")), TestStatus.ERROR)
+        keep_worse(outcomes, test_id(file, [str(title) for title in titles]),
+                   _JASMINE_STATE.get(str(test.get("state")), TestStatus.ERROR))
     if report.get("global_errors"):
         outcomes[test_id(file)] = TestStatus.ERROR
     return outcomes
@@ -226,7 +235,7 @@ def _node_leaves(points: list[_TapPoint], file: str, parents: tuple[str, ...],
         if point.children:
             _node_leaves(point.children, file, titles, outcomes)
         else:
-            outcomes[test_id(file, titles)] = _tap_status(point)
+            keep_worse(outcomes, test_id(file, titles), _tap_status(point))
 
 
 def parse_ava_tap(text: str, file: str, root: str = "/testbed") -> dict[str, TestStatus]:
@@ -242,7 +251,7 @@ def parse_ava_tap(text: str, file: str, root: str = "/testbed") -> dict[str, Tes
                 r"exited|uncaught|unhandled|no tests found|timed out", point.name, re.IGNORECASE):
             failed_file = True
             continue
-        outcomes[test_id(file, [point.name])] = _tap_status(point)
+        keep_worse(outcomes, test_id(file, [point.name]), _tap_status(point))
     if failed_file or not top:  # no test at all ("1..0"): the file did not run as asked
         outcomes[test_id(file)] = TestStatus.ERROR
     return outcomes

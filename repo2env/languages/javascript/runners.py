@@ -30,6 +30,7 @@ from typing import Any
 from repo2env.languages.javascript.project import ProjectFiles, dependencies, join, scripts
 from repo2env.languages.javascript.reports import (
     ReportError,
+    keep_worse,
     parse_ava_tap,
     parse_jasmine_json,
     parse_jest_json,
@@ -734,8 +735,7 @@ def reported_outcomes(plan: RunPlan, read_report: Callable[[str], str | None], *
                 reported[test_id(report.file)] = TestStatus.ERROR
             continue
         for key, status in parsed.items():
-            # The same id in two reports (a file run twice) keeps the worse outcome.
-            reported[key] = status if key not in reported or status != TestStatus.PASSED else reported[key]
+            keep_worse(reported, key, status)  # the same id in two reports (a file run twice)
     return reported
 
 
