@@ -371,9 +371,13 @@ def test_validation_accepts_the_node_test_task(docker_client, tmp_path):
         (task,) = read_tasks(tmp_path / "tasks" / "tasks.jsonl")
         _BUILT["node"] = (task, repo)
     task, _ = _BUILT["node"]
-    validated, record = validate_task(task, DockerBackend(docker_client), quick_policy(), logs_dir=tmp_path / "validate")
+    # Two at once: derivation's two states in parallel, and the gradings.
+    policy = quick_policy().model_copy(update={"grading_jobs": 2})
+    validated, record = validate_task(task, DockerBackend(docker_client), policy, logs_dir=tmp_path / "validate")
     assert record.verdict == "accepted", (record.reasons, record.error)
-    assert set(validated.FAIL_TO_PASS) == set(F2P)
+    assert set(validated.FAIL_TO_PASS) == set(F2P) and set(validated.PASS_TO_PASS) == set(P2P)
+    # One run of the task's tests is measured as for Python (the benchmark's wall time / one run).
+    assert record.one_run_s and record.one_run_s < record.wall_s and set(record.phases) >= {"derive", "gold", "variants"}
 
 
 def _modified_files(runner: str, *, fixed: bool) -> dict[str, str]:

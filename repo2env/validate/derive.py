@@ -94,7 +94,7 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
     test_patch = parse(task.test_patch)
     if not get_profile(task.language).runs_tests_as_pytest():
         return _derive_with_runner(task, test_patch, runtime, runs=runs, seeds=hash_seeds, timeout_s=timeout_s,
-                                   log_dir=log_dir)
+                                   log_dir=log_dir, parallel=parallel)
     derivation = Derivation()
     # A test file the test patch deletes (or renames away) is no target: pytest stops at a path that
     # does not exist, and nothing would be collected at all.
@@ -179,9 +179,9 @@ _REPORTS = "/tmp/repo2env-derive-reports"
 
 
 def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs: int, seeds: tuple[int, ...],
-                        timeout_s: float, log_dir: Path | None) -> Derivation:
+                        timeout_s: float, log_dir: Path | None, parallel: bool = False) -> Derivation:
     """:func:`derive_tests` for a task whose profile runs its tests (module docstring); ``test_patch``
-    is the task's, parsed."""
+    is the task's, parsed; ``parallel`` runs the two states at once."""
     profile = get_profile(task.language)
     facts = profile.test_runner(task.env_spec)
     rules = profile.path_rules()
@@ -219,8 +219,9 @@ def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs
         # Where the runner passes V8 a seed, the fixed state runs under seeds 1..SEEDED_AFTER_RUNS at
         # least: a Math.random flake shows under the same seeds on every derivation.
         after_runs = max(runs, SEEDED_AFTER_RUNS) if facts.name in SEEDED_RUNNERS else runs
-        for name, sandbox, record, count in (("before", before, derivation.before, runs),
-                                             ("after", after, derivation.after, after_runs)):
+
+        def run_state(name: str, sandbox: Sandbox, record: dict[str, list[str]], count: int) -> list[float]:
+            durations = []
             for run in range(count):
                 seed = seeds[run] if run < len(seeds) else run
                 order = list(test_ids)
@@ -228,11 +229,21 @@ def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs
                 began = time.monotonic()
                 # V8 reads 0 as "no seed": the runs are seeded from 1 up.
                 outcomes, output = run_with_runner(sandbox, facts, order, seed=seed + 1, timeout_s=timeout_s)
-                derivation.test_seconds += time.monotonic() - began
+                durations.append(time.monotonic() - began)
                 for test_id in test_ids:
                     record.setdefault(test_id, []).append(outcomes.get(test_id, TestStatus.MISSING).value)
                 if log_dir:
                     (log_dir / f"{name}-{run}.txt").write_text(output)
+            return durations
+
+        states = (("before", before, derivation.before, runs), ("after", after, derivation.after, after_runs))
+        if parallel:
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-derive") as pool:
+                timings = list(pool.map(lambda state: run_state(*state), states))
+        else:
+            timings = [run_state(*state) for state in states]
+        derivation.test_seconds += sum(sum(durations) for durations in timings)
+        derivation.one_run_s = round(statistics.median(timings[1]), 3) if timings[1] else None
     _classify(derivation, test_ids)
     return derivation
 
