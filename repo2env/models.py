@@ -73,10 +73,13 @@ class EnvSpec(_Schema):
         None, description="The workspace package (folder) whose tests the task runs, for a monorepo; '' or None: "
         "the root.")
     added_dependencies: dict[str, str] = Field(
-        default_factory=dict, description="Packages the task's PR adds to a package.json of the install, or whose "
-        "range it changes (name -> the PR's range): installed into node_modules after the base commit's dependencies, "
-        "package.json and the lock file left as the base commit has them, since neither the reference solution nor a "
-        "fix that adds the same dependency could load them in a sandbox without network (JavaScript tasks).")
+        default_factory=dict, description="Packages the task's PR adds to what the install reads, or whose range it "
+        "changes: JavaScript, name -> the PR's range in a package.json of the install, installed into node_modules "
+        "(package.json and the lock file left as the base commit has them); Python, canonical name -> the PR's "
+        "requirement from its requirement files, dependencies, test extras or groups, installed over the base "
+        "commit's install (date-pinned with uv where the install has it). After the base commit's dependencies, since "
+        "neither the reference solution nor a fix that adds the same dependency could load them in a sandbox without "
+        "network.")
     test_env: dict[str, str] = Field(
         default_factory=dict, description="Variables the project's test script sets for its runner's first call "
         "(TZ=Pacific/Auckland npm run test-tz, cross-env NODE_ENV=test): every run of the task's tests exports them, "

@@ -25,7 +25,7 @@ Everything here is pure: text in, objects or text out. Four modules, one reason 
 :mod:`~repo2env.patches.apply` (a file's text after its hunks, without a work tree).
 """
 
-from repo2env.patches.apply import apply_to_text
+from repo2env.patches.apply import apply_to_text, patched_text
 from repo2env.patches.model import (
     DEV_NULL,
     SUBMODULE_MODE,
@@ -38,5 +38,5 @@ from repo2env.patches.model import (
 )
 from repo2env.patches.reader import hunk_count, parse
 
-__all__ = ["DEV_NULL", "SUBMODULE_MODE", "SYMLINK_MODE", "FilePatch", "Hunk", "Patch", "apply_to_text", "hunk_count", "parse",
+__all__ = ["DEV_NULL", "SUBMODULE_MODE", "SYMLINK_MODE", "FilePatch", "Hunk", "Patch", "apply_to_text", "hunk_count", "parse", "patched_text",
            "relative_symlink_target", "render"]

@@ -4,10 +4,24 @@ build reads the package.json a PR leaves)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from repo2env.errors import PatchError
-from repo2env.patches.model import FilePatch, Hunk
+from repo2env.patches.model import FilePatch, Hunk, Patch
+
+
+def patched_text(read: Callable[[str], str | None], path: str, patches: Sequence[Patch]) -> str | None:
+    """The text of ``path`` after every patch in turn, ``read`` giving a file's text before them
+    (None: absent, or deleted by one). Raises :class:`~repo2env.errors.PatchError` as
+    :func:`apply_to_text` does."""
+    text = read(path)
+    for patch in patches:
+        for file in patch.files:
+            if path not in file.paths:
+                continue
+            source = text if file.old_path in (path, None) else read(file.old_path)
+            text = apply_to_text(file, source) if file.new_path == path else None
+    return text
 
 
 def apply_to_text(file: FilePatch, text: str | None) -> str | None:

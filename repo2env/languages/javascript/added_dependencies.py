@@ -17,7 +17,7 @@ from typing import Any
 from repo2env.errors import PatchError
 from repo2env.languages.javascript.environment import workspace_packages
 from repo2env.languages.javascript.project import ProjectFiles, dependencies, join
-from repo2env.patches import Patch, apply_to_text, parse
+from repo2env.patches import Patch, parse, patched_text
 
 #: A package name as the npm registry takes it (old packages may have capitals); nothing a command
 #: line could read as an option.
@@ -54,7 +54,7 @@ def dependencies_added(files: ProjectFiles | Mapping[str, str], patches: Sequenc
     for path in dict.fromkeys(["package.json", join(package_dir, "package.json")]):
         before = files.read(path)
         try:
-            after = _patched(files, path, parsed)
+            after = patched_text(files.read, path, parsed)
         except PatchError:
             continue
         if after == before:
@@ -63,18 +63,6 @@ def dependencies_added(files: ProjectFiles | Mapping[str, str], patches: Sequenc
         added |= {name: version for name, version in new.items()
                   if old.get(name) != version and name not in own and _from_the_registry(name, version)}
     return dict(sorted(added.items()))
-
-
-def _patched(files: ProjectFiles, path: str, patches: Sequence[Patch]) -> str | None:
-    """The text of ``path`` after every patch in turn (None: absent, or deleted by one)."""
-    text = files.read(path)
-    for patch in patches:
-        for file in patch.files:
-            if path not in file.paths:
-                continue
-            source = text if file.old_path in (path, None) else files.read(file.old_path)
-            text = apply_to_text(file, source) if file.new_path == path else None
-    return text
 
 
 def _declared(text: str | None) -> dict[str, str]:

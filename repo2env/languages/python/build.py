@@ -61,6 +61,7 @@ from repo2env.languages.python.spec import (
     releases_gone_before_pin,
     split_editable_build,
 )
+from repo2env.languages.python.spec.added import requirements_added
 from repo2env.languages.python.spec.overrides import EnvOverride
 from repo2env.models import EnvSpec, Task
 from repo2env.patches import parse
@@ -72,6 +73,17 @@ _DEPENDENCY_FILE = re.compile(
     r"|[^/]*requirements[^/]*\.(?:txt|in)|requirements/[^/]+\.(?:txt|in))$"
 )
 _PYTHON_FLAVOUR = re.compile(r"py([23]\.\d{1,2})")
+
+
+def added_requirements_install(requirements: dict[str, str], date_pin: str | None) -> str:
+    """The command that installs ``requirements`` (name -> requirement) over the install: uv held
+    to ``date_pin`` where the install brought uv, else pip. A failure is said, not fatal: the base
+    commit's environment stands, and derivation says what the PR's tests miss."""
+    wanted = " ".join(shlex.quote(text) for text in requirements.values())
+    pin = f" --exclude-newer {shlex.quote(date_pin + 'T00:00:00Z')}" if date_pin else ""
+    return (f"if command -v uv >/dev/null 2>&1; then uv pip install --python python{pin} {wanted}; "
+            f"else python -m pip install {wanted}; fi "
+            f"|| echo 'repo2env: the requirements the PR adds did not install: {' '.join(requirements)}'")
 
 
 def available_pythons(bases: Sequence[str] | None) -> tuple[str, ...]:
@@ -90,7 +102,8 @@ class PythonBuild(BuildRecipe):
     def infer_env_spec(self, files: RepoFiles, commit_date: datetime, override: EnvOverride | None = None,
                        bases: Sequence[str] | None = None, *, touched: Sequence[str] = (),
                        patches: Sequence[str] = ()) -> EnvSpec:
-        return infer_env_spec(files, commit_date, override, available_pythons(bases))
+        spec = infer_env_spec(files, commit_date, override, available_pythons(bases))
+        return spec.model_copy(update={"added_dependencies": requirements_added(files, patches)})
 
     def install_ladder(self, spec: EnvSpec, files: RepoFiles, override: EnvOverride | None = None,
                        bases: Sequence[str] | None = None) -> list[tuple[str, EnvSpec]]:
@@ -121,6 +134,10 @@ class PythonBuild(BuildRecipe):
         install = "; ".join(f"({command})" for command in spec.install) or "true"
         if own_lines := drop_own_editable_lines(spec.install):
             install = f"{own_lines}; {install}"
+        if spec.added_dependencies:
+            # What the PR adds to the requirements, once the base commit's install worked (set -e):
+            # the PR's tests import it, and the sandbox has no network.
+            install = f"{install}; ({added_requirements_install(spec.added_dependencies, spec.date_pin)})"
         editable = reinstall_command(spec.install, own.distribution) is not None
         check = shlex.quote(json.dumps(own.probe_arguments(editable=editable), separators=(",", ":")))
         dist = shlex.quote(own.distribution or "")
