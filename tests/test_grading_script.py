@@ -366,3 +366,30 @@ def test_the_hosts_shell_settings_are_what_read_settings_makes_of_the_json(tmp_p
     (tmp_path / "settings.json.sh").write_text("test_ids=(forged)\n")
     assert b"forged" in state(f"read_settings {tmp_path / 'settings.json'} {tmp_path / 'settings.json.sh'} || exit 9"), \
         "the test is able to tell which file was read"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="runs the trap as another user")
+def test_the_exit_trap_says_nothing_when_it_cannot_open_the_fifo():
+    """grade.sh's EXIT trap opens the collector's FIFO to end a collector still waiting for a writer.
+    The collector may have taken the FIFO away in between (then the shell would create a file in
+    root's folder), or it may not be the agent's to open: whatever the open says must not follow the
+    trailer, or the grading reads as unfinished and earns nothing (seen once on the demo, a stub:
+    'cannot create ....fifo: Permission denied' after the trailer)."""
+    import tempfile
+
+    trap = next(line for line in grading_scripts()["grade.sh"].splitlines() if line.startswith("trap "))
+    folder = Path(tempfile.mkdtemp(prefix="repo2env-trap-"))
+    try:
+        folder.chmod(0o755)
+        fifo = folder / "grade.fifo"
+        os.mkfifo(fifo, 0o600)  # root's, as a FIFO on its way out looks to the agent's user
+        script = f"fifo={str(fifo)!r}\n{trap}\nprintf 'REPO2ENV-GRADE-TRAILER 000 000000000000\\n'\n"
+        done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", "-c", script],
+                              capture_output=True, text=True, timeout=30)
+        assert done.stdout + done.stderr == "REPO2ENV-GRADE-TRAILER 000 000000000000\n", done
+        fifo.unlink()  # gone: the open would create a file where the agent may not
+        done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", "-c",
+                               script.replace('[ -p "$fifo" ] && ', "")], capture_output=True, text=True, timeout=30)
+        assert done.stdout + done.stderr == "REPO2ENV-GRADE-TRAILER 000 000000000000\n", done
+    finally:
+        shutil.rmtree(folder)

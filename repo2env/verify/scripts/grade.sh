@@ -33,7 +33,9 @@ cd /testbed
 unset PYTEST_ADDOPTS
 export PYTHONPATH="$python_path${PYTHONPATH:+:$PYTHONPATH}" PYTEST_PLUGINS="$plugin${PYTEST_PLUGINS:+,$PYTEST_PLUGINS}"
 # The outcome collector waits for a writer: when pytest never opens its FIFO, this script's end does.
-trap '[ -p "$fifo" ] && timeout 2 sh -c ": > \"\$0\"" "$fifo"' EXIT
+# Silently: the collector may have taken the FIFO away meanwhile (the open would then try to create
+# a file in root's folder), and nothing may follow the trailer.
+trap '[ -p "$fifo" ] && timeout 2 sh -c ": > \"\$0\"" "$fifo" 2>/dev/null' EXIT
 if [ -s "$inputs/agent.diff" ]; then
   git apply --whitespace=nowarn --binary "$inputs/agent.diff" || exit 90
 fi
