@@ -212,6 +212,23 @@ def mine_and_build(docker_client, demo, folder: Path) -> None:
     assert summary.failed == 0, summary.failures
 
 
+def mine_and_build_one(docker_client, repo: Path, name: str, tasks_dir: Path):
+    """A repository the test built, whose history has one PR and no issues, mined as ``name`` into
+    ``tasks_dir`` and built: its one task, built (the build's error otherwise)."""
+    from repo2env.jsonl import read_tasks
+    from repo2env.mine.git import GitSource
+    from repo2env.mine.miner import MineOptions, mine
+    from repo2env.pipeline.stages import build_tasks_dir
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    mined = mine(GitSource(repo, repo=name), tasks_dir, MineOptions(allow_no_issue=True))
+    assert len(mined.new_tasks) == 1, mined.funnel.rejections
+    summary = build_tasks_dir(tasks_dir, runtime=DockerBackend(docker_client))
+    (task,) = read_tasks(tasks_dir / "tasks.jsonl")
+    assert summary.ok == 1, task.env_spec.error
+    return task
+
+
 def copy_tasks_folder(source: Path, folder: Path) -> None:
     """What validating a built tasks folder again needs of it, copied (the built one stays as built)."""
     for name in ("tasks.jsonl", "source.json", "funnel.json"):

@@ -66,18 +66,13 @@ def repository(path: Path, package: dict, imports: Callable[[str], str]) -> Path
 def built_task(docker_client, folder: Path, package: dict, imports: Callable[[str], str]):
     """padkit mined and built in ``folder`` on the Node 18 base: the task, with its ground truth's
     FAIL_TO_PASS and PASS_TO_PASS, and the repository."""
-    from repo2env.jsonl import read_tasks
-    from repo2env.mine.git import GitSource
-    from repo2env.mine.miner import MineOptions, mine
-    from repo2env.pipeline.stages import build_tasks_dir
+    from conftest import mine_and_build_one
+
     from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.node_bootstrap import ensure_node_base_image
 
     ensure_node_base_image(DockerBackend(docker_client), "18")
     repo = repository(folder / "padkit", package, imports)
-    mine(GitSource(repo, repo="acme/padkit"), folder / "tasks", MineOptions(allow_no_issue=True))
-    summary = build_tasks_dir(folder / "tasks", runtime=DockerBackend(docker_client))
-    (task,) = read_tasks(folder / "tasks" / "tasks.jsonl")
-    runner = package["scripts"]["test"].split()[0]
-    assert summary.ok == 1 and task.env_spec.test_runner == runner, task.env_spec.error
+    task = mine_and_build_one(docker_client, repo, "acme/padkit", folder / "tasks")
+    assert task.env_spec.test_runner == package["scripts"]["test"].split()[0]
     return task.model_copy(update={"FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P}), repo

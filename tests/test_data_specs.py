@@ -16,11 +16,8 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import mine_and_build_one, quick_policy
 from javascript_projects import clone_patch, fixture_git, write_files
-
-from repo2env.jsonl import read_tasks
-from repo2env.mine.git import GitSource
-from repo2env.mine.miner import MineOptions, mine
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -113,9 +110,6 @@ def _repository(path: Path) -> Path:
 @pytest.fixture(scope="module")
 def data_task(docker_client, tmp_path_factory):
     """The built task (validated: its derived FAIL_TO_PASS and PASS_TO_PASS) and its repository."""
-    from conftest import quick_policy
-
-    from repo2env.pipeline.stages import build_tasks_dir
     from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.runtime.node_bootstrap import ensure_node_base_image
     from repo2env.validate.run import validate_task
@@ -124,11 +118,8 @@ def data_task(docker_client, tmp_path_factory):
     ensure_node_base_image(runtime, "18")
     folder = tmp_path_factory.mktemp("mdkit-task")
     repo = _repository(folder / "mdkit")
-    mined = mine(GitSource(repo, repo="acme/mdkit"), folder / "tasks", MineOptions(allow_no_issue=True))
-    assert [task.pull_number for task in mined.new_tasks] == [1], mined.funnel.rejections
-    summary = build_tasks_dir(folder / "tasks", runtime=runtime)
-    (task,) = read_tasks(folder / "tasks" / "tasks.jsonl")
-    assert summary.ok == 1 and task.env_spec.test_runner == "mocha", task.env_spec.error
+    task = mine_and_build_one(docker_client, repo, "acme/mdkit", folder / "tasks")
+    assert task.pull_number == 1 and task.env_spec.test_runner == "mocha"
     validated, record = validate_task(task, runtime, quick_policy(), logs_dir=folder / "validate")
     return validated, record, repo
 

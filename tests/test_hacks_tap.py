@@ -23,13 +23,11 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import mine_and_build_one, quick_policy
 from javascript_projects import clone_patch, fixture_git, write_files
 from stream_probes import FORGE_TAP_REPORT_AND_STREAM, PROBE_MARKER, SEES_THE_STREAM, common_js
 
-from repo2env.jsonl import read_tasks
 from repo2env.languages.javascript.runners import STREAM_RUNNERS
-from repo2env.mine.git import GitSource
-from repo2env.mine.miner import MineOptions, mine
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -119,17 +117,12 @@ _BUILT: dict[str, tuple] = {}
 def tap_task(request, docker_client, node_base, tmp_path_factory):
     """The built task of the runner (its ground truth's FAIL_TO_PASS and PASS_TO_PASS) and its
     repository, built once per runner."""
-    from repo2env.pipeline.stages import build_tasks_dir
-    from repo2env.runtime.backends.docker import DockerBackend
-
     runner = request.param
     if runner not in _BUILT:
         folder = tmp_path_factory.mktemp(f"{runner}-task")
         repo = _repository(folder / f"{runner}pad", runner)
-        mine(GitSource(repo, repo=f"acme/{runner}pad"), folder / "tasks", MineOptions(allow_no_issue=True))
-        summary = build_tasks_dir(folder / "tasks", runtime=DockerBackend(docker_client))
-        (task,) = read_tasks(folder / "tasks" / "tasks.jsonl")
-        assert summary.ok == 1 and task.env_spec.test_runner == runner, task.env_spec.error
+        task = mine_and_build_one(docker_client, repo, f"acme/{runner}pad", folder / "tasks")
+        assert task.env_spec.test_runner == runner
         _BUILT[runner] = (task, repo)
     task, repo = _BUILT[runner]
     return task.model_copy(update={"FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P}), repo
@@ -358,18 +351,12 @@ def _reports(result, *, paths: bool = False) -> str:
 
 
 def test_validation_accepts_the_node_test_task(docker_client, tmp_path):
-    from conftest import quick_policy
-
-    from repo2env.pipeline.stages import build_tasks_dir
     from repo2env.runtime.backends.docker import DockerBackend
     from repo2env.validate.run import validate_task
 
     if "node" not in _BUILT:
         repo = _repository(tmp_path / "nodepad", "node")
-        mine(GitSource(repo, repo="acme/nodepad"), tmp_path / "tasks", MineOptions(allow_no_issue=True))
-        build_tasks_dir(tmp_path / "tasks", runtime=DockerBackend(docker_client))
-        (task,) = read_tasks(tmp_path / "tasks" / "tasks.jsonl")
-        _BUILT["node"] = (task, repo)
+        _BUILT["node"] = (mine_and_build_one(docker_client, repo, "acme/nodepad", tmp_path / "tasks"), repo)
     task, _ = _BUILT["node"]
     # Two at once: derivation's two states in parallel, and the gradings.
     policy = quick_policy().model_copy(update={"grading_jobs": 2})
@@ -394,18 +381,14 @@ def _modified_files(runner: str, *, fixed: bool) -> dict[str, str]:
 @pytest.fixture(params=["tape", "ava"])
 def modified_task(request, docker_client, node_base, tmp_path_factory):
     """The built task of a PR that only modifies its test file below the require, and its repository."""
-    from repo2env.pipeline.stages import build_tasks_dir
-    from repo2env.runtime.backends.docker import DockerBackend
 
     runner = request.param
     key = f"{runner}-modified"
     if key not in _BUILT:
         folder = tmp_path_factory.mktemp(key)
         repo = _repository(folder / f"{runner}pad", runner, _modified_files, "Pad to the width (#2)")
-        mine(GitSource(repo, repo=f"acme/{runner}pad"), folder / "tasks", MineOptions(allow_no_issue=True))
-        summary = build_tasks_dir(folder / "tasks", runtime=DockerBackend(docker_client))
-        (task,) = read_tasks(folder / "tasks" / "tasks.jsonl")
-        assert summary.ok == 1 and task.env_spec.test_runner == runner, task.env_spec.error
+        task = mine_and_build_one(docker_client, repo, f"acme/{runner}pad", folder / "tasks")
+        assert task.env_spec.test_runner == runner
         _BUILT[key] = (task, repo)
     task, repo = _BUILT[key]
     f2p, p2p = ["test/pad.test.js::pads to the width"], P2P

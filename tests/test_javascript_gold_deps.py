@@ -15,11 +15,9 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import mine_and_build_one
 from javascript_projects import fixture_git, write_files
 
-from repo2env.jsonl import read_tasks
-from repo2env.mine.git import GitSource
-from repo2env.mine.miner import MineOptions, mine
 from repo2env.patches import parse, render
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -68,17 +66,9 @@ def node_base(docker_client):
 
 @pytest.fixture(scope="module")
 def built(node_base, docker_client, tmp_path_factory):
-    from repo2env.pipeline.stages import build_tasks_dir
-    from repo2env.runtime.backends.docker import DockerBackend
-
     root = tmp_path_factory.mktemp("gold-deps")
     clone = _repository(root / "padkit")
-    tasks_dir = root / "tasks"
-    mine(GitSource(clone, repo="acme/padkit"), tasks_dir, MineOptions(allow_no_issue=True))
-    summary = build_tasks_dir(tasks_dir, runtime=DockerBackend(docker_client))
-    (task,) = read_tasks(tasks_dir / "tasks.jsonl")
-    assert summary.ok == 1, task.env_spec.error
-    return task, clone
+    return mine_and_build_one(docker_client, clone, "acme/padkit", root / "tasks"), clone
 
 
 def test_the_package_the_fix_adds_is_installed_and_package_json_is_the_base_commits(built, docker_client):

@@ -11,11 +11,8 @@ the fix and passes after it, and the gold patch grades 1.0.
 from __future__ import annotations
 
 import pytest
+from conftest import mine_and_build_one
 from javascript_projects import fixture_git, write_files
-
-from repo2env.jsonl import read_tasks
-from repo2env.mine.git import GitSource
-from repo2env.mine.miner import MineOptions, mine
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -43,17 +40,9 @@ def _repository(path):
 
 @pytest.fixture(scope="module")
 def built(docker_client, tmp_path_factory):
-    from repo2env.pipeline.stages import build_tasks_dir
-    from repo2env.runtime.backends.docker import DockerBackend
-
     root = tmp_path_factory.mktemp("python-gold-deps")
     clone = _repository(root / "slugkit")
-    tasks_dir = root / "tasks"
-    mine(GitSource(clone, repo="acme/slugkit"), tasks_dir, MineOptions(allow_no_issue=True))
-    summary = build_tasks_dir(tasks_dir, runtime=DockerBackend(docker_client))
-    (task,) = read_tasks(tasks_dir / "tasks.jsonl")
-    assert summary.ok == 1, task.env_spec.error
-    return task, clone
+    return mine_and_build_one(docker_client, clone, "acme/slugkit", root / "tasks"), clone
 
 
 def test_the_requirement_the_pr_adds_is_installed_and_its_file_is_the_base_commits(built, docker_client):
