@@ -36,7 +36,7 @@ from repo2env.patches.model import (
     relative_symlink_target,
     render,
 )
-from repo2env.patches.reader import hunk_count, parse
+from repo2env.patches.reader import hunk_count, parse, parse_readable
 
-__all__ = ["DEV_NULL", "SUBMODULE_MODE", "SYMLINK_MODE", "FilePatch", "Hunk", "Patch", "apply_to_text", "hunk_count", "parse", "patched_text",
+__all__ = ["DEV_NULL", "SUBMODULE_MODE", "SYMLINK_MODE", "FilePatch", "Hunk", "Patch", "apply_to_text", "hunk_count", "parse", "parse_readable", "patched_text",
            "relative_symlink_target", "render"]

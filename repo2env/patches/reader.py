@@ -4,6 +4,7 @@ diff git would refuse raises :class:`~repo2env.errors.PatchError` here too."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from repo2env.errors import PatchError
@@ -26,6 +27,17 @@ def parse(text: str) -> Patch:
     a hunk outside any file, a hunk whose line counts do not match its body, a corrupt binary
     block, a header that contradicts itself or names no file, a file section with nothing in it."""
     return _Parser(_split_lines(text)).run()
+
+
+def parse_readable(texts: Iterable[str]) -> list[Patch]:
+    """The patches of ``texts`` that parse, in order; one that does not is left out."""
+    parsed = []
+    for text in texts:
+        try:
+            parsed.append(parse(text))
+        except PatchError:
+            continue
+    return parsed
 
 
 def hunk_count(text: str) -> int:

@@ -23,6 +23,7 @@ import random
 import shlex
 import statistics
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,14 +158,8 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
                     (log_dir / f"{name}-{run}.txt").write_text(output)
             return durations
 
-        states = (("before", before, derivation.before), ("after", after, derivation.after))
-        if parallel:
-            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-derive") as pool:
-                timings = list(pool.map(lambda state: run_state(*state), states))
-        else:
-            timings = [run_state(*state) for state in states]
-        derivation.test_seconds += sum(sum(durations) for durations in timings)
-        derivation.one_run_s = round(statistics.median(timings[1]), 3) if timings[1] else None
+        _run_states(derivation, run_state, [("before", before, derivation.before), ("after", after, derivation.after)],
+                    parallel=parallel)
     _classify(derivation, test_ids)
     return derivation
 
@@ -236,16 +231,24 @@ def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs
                     (log_dir / f"{name}-{run}.txt").write_text(output)
             return durations
 
-        states = (("before", before, derivation.before, runs), ("after", after, derivation.after, after_runs))
-        if parallel:
-            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-derive") as pool:
-                timings = list(pool.map(lambda state: run_state(*state), states))
-        else:
-            timings = [run_state(*state) for state in states]
-        derivation.test_seconds += sum(sum(durations) for durations in timings)
-        derivation.one_run_s = round(statistics.median(timings[1]), 3) if timings[1] else None
+        _run_states(derivation, run_state, [("before", before, derivation.before, runs),
+                                            ("after", after, derivation.after, after_runs)], parallel=parallel)
     _classify(derivation, test_ids)
     return derivation
+
+
+def _run_states(derivation: Derivation, run_state: Callable[..., list[float]], states: list[tuple],
+                parallel: bool) -> None:
+    """Run ``run_state(*state)`` for the before and the after state (at once when ``parallel``); each
+    gives its runs' durations. The tests' time goes into ``derivation``, and one run of the task's
+    tests is the median run after the fix."""
+    if parallel:
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-derive") as pool:
+            timings = list(pool.map(lambda state: run_state(*state), states))
+    else:
+        timings = [run_state(*state) for state in states]
+    derivation.test_seconds += sum(sum(durations) for durations in timings)
+    derivation.one_run_s = round(statistics.median(timings[1]), 3) if timings[1] else None
 
 
 def run_with_runner(sandbox: Sandbox, facts: TestRunnerFacts, test_ids: list[str], *, seed: int | None,

@@ -17,7 +17,7 @@ from typing import Any
 from repo2env.errors import PatchError
 from repo2env.languages.javascript.environment import workspace_packages
 from repo2env.languages.javascript.project import ProjectFiles, dependencies, join
-from repo2env.patches import Patch, parse, patched_text
+from repo2env.patches import parse_readable, patched_text
 
 #: A package name as the npm registry takes it (old packages may have capitals); nothing a command
 #: line could read as an option.
@@ -42,12 +42,7 @@ def dependencies_added(files: ProjectFiles | Mapping[str, str], patches: Sequenc
     name a registry version (``file:``, ``workspace:``, git URLs) are left out. A patch that does not
     parse or apply, or a package.json that is not a JSON object after it, adds nothing."""
     files = ProjectFiles.of(files)
-    parsed: list[Patch] = []
-    for text in patches:
-        try:
-            parsed.append(parse(text))
-        except PatchError:
-            continue
+    parsed = parse_readable(patches)
     own = {name for folder in ["", *workspace_packages(files)]
            if isinstance(name := files.package_json(folder).get("name"), str)}
     added: dict[str, str] = {}

@@ -17,15 +17,10 @@ from packaging.utils import canonicalize_name
 
 from repo2env.errors import PatchError
 from repo2env.languages.files import RepoFiles
-from repo2env.languages.python.spec.files import (
-    _ini_get,
-    _ini_lines,
-    _Project,
-    _read_project,
-    _valid_requirement,
-)
-from repo2env.languages.python.spec.install import _test_requirement_lines
-from repo2env.patches import Patch, parse, patched_text
+from repo2env.languages.python.own_code import _distribution_name
+from repo2env.languages.python.spec.files import _Project, _read_project, _valid_requirement
+from repo2env.languages.python.spec.install import _test_requirement_lines, dependency_lines
+from repo2env.patches import parse_readable, patched_text
 
 #: Files that declare requirements: packaging metadata, tox, requirement files at any depth.
 _DECLARES = re.compile(r"(?:^|/)(?:pyproject\.toml|setup\.py|setup\.cfg|tox\.ini)$|requirements[^/]*\.(?:txt|in)$"
@@ -56,39 +51,25 @@ def requirements_added(files: RepoFiles, patches: Sequence[str]) -> dict[str, st
     test requirements and test dependency groups. A requirement the PR removes, the project itself,
     and lines that are no requirement by name (paths, URLs, options) are left out; so is what a
     patch that does not parse, or a file whose hunks do not apply, would add."""
-    parsed: list[Patch] = []
-    for text in patches:
-        try:
-            parsed.append(parse(text))
-        except PatchError:
-            continue
+    parsed = parse_readable(patches)
     changed: dict[str, str | None] = {}
     for path in sorted({path for patch in parsed for path in patch.paths if _DECLARES.search(path)}):
         try:
             changed[path] = patched_text(files.read, path, parsed)
         except PatchError:
             continue
-    before, after = _requirements(_read_project(files)), _requirements(_read_project(_Patched(files, changed)))
-    own = _own_names(_read_project(files))
-    return {name: text for name, text in sorted(after.items()) if before.get(name) != text and name not in own}
+    if not changed:
+        return {}
+    project = _read_project(files)
+    before, after = _requirements(project), _requirements(_read_project(_Patched(files, changed)))
+    own = _distribution_name(project)
+    return {name: text for name, text in sorted(after.items()) if before.get(name) != text and name != own}
 
 
 def _requirements(project: _Project) -> dict[str, str]:
     """The requirements by name the install reads: the dependencies and the test requirements."""
-    table = project.pyproject.get("project", {})
-    lines: list[object] = []
-    for dependencies in (table.get("dependencies"), project.setup_keywords.get("install_requires"),
-                         _ini_lines(_ini_get(project.setup_cfg, "options", "install_requires"))):
-        if isinstance(dependencies, list):
-            lines.extend(dependencies)
-    lines.extend(_test_requirement_lines(project))
     found: dict[str, str] = {}
-    for line in lines:
+    for line in [*dependency_lines(project), *_test_requirement_lines(project)]:
         if isinstance(line, str) and (text := _valid_requirement(line)) is not None:
             found.setdefault(str(canonicalize_name(Requirement(text).name)), text)
     return found
-
-
-def _own_names(project: _Project) -> set[str]:
-    name = project.pyproject.get("project", {}).get("name") or project.setup_keywords.get("name")
-    return {str(canonicalize_name(str(name)))} if name else set()

@@ -193,12 +193,8 @@ def _named_distributions(project: _Project, *, test_requirements: bool = True) -
     dependencies, pytest and its plugins, what the pytest configuration imports; with
     ``test_requirements``, also the chosen extras, requirement files, test requirements and
     dependency groups."""
-    lines: list[Any] = [*_pytest_requirements(project), *_config_imports(project)]
+    lines: list[Any] = [*_pytest_requirements(project), *_config_imports(project), *dependency_lines(project)]
     table = project.pyproject.get("project", {})
-    for dependencies in (table.get("dependencies"), project.setup_keywords.get("install_requires"),
-                         _ini_lines(_ini_get(project.setup_cfg, "options", "install_requires"))):
-        if isinstance(dependencies, list):
-            lines.extend(dependencies)
     if test_requirements:
         lines.extend(_test_requirement_lines(project))
     names = {str(canonicalize_name(Requirement(text).name)) for line in lines
@@ -209,6 +205,17 @@ def _named_distributions(project: _Project, *, test_requirements: bool = True) -
     if own := table.get("name") or project.setup_keywords.get("name"):
         names.add(str(canonicalize_name(str(own))))
     return names
+
+
+def dependency_lines(project: _Project) -> list[Any]:
+    """The project's dependencies (lines, unchecked): pyproject's, setup.py's and setup.cfg's."""
+    lines: list[Any] = []
+    for dependencies in (project.pyproject.get("project", {}).get("dependencies"),
+                         project.setup_keywords.get("install_requires"),
+                         _ini_lines(_ini_get(project.setup_cfg, "options", "install_requires"))):
+        if isinstance(dependencies, list):
+            lines.extend(dependencies)
+    return lines
 
 
 def _test_requirement_lines(project: _Project) -> list[Any]:
