@@ -114,26 +114,33 @@ def test_the_stream_is_out_of_sight_of_the_tests_and_their_children(node_grader,
 
 #: Wraps jest's ``it`` and ``test`` from the code under test (the test files require it before they
 #: declare a test): each test whose title the hidden tests were guessed to use gets a passing twin
-#: of the same title right after it, so the report names that id twice, failed then passed.
+#: of the same title, so the report names that id twice. ``REGISTER`` is how the wrapper declares
+#: the real test and its twin: the twin after the real test, before it, or with the real one skipped.
 TWINS = r"""
+const guessed = ["pads to the width", "pads numbers too", "shouts a greeting"];
 for (const name of ["it", "test"]) {
   const real = global[name];
   if (typeof real !== "function") continue;
   const twin = (title, fn, timeout) => {
-    real(title, fn, timeout);
-    if (["pads to the width", "pads numbers too", "shouts a greeting"].includes(title)) real(title, () => {});
+    if (!guessed.includes(title)) return real(title, fn, timeout);
+    REGISTER
   };
   global[name] = Object.assign(twin, real);
 }
 """
+REGISTER = {"after": "real(title, fn, timeout); real(title, () => {});",
+            "before": "real(title, () => {}); real(title, fn, timeout);",
+            "skipped": "real.skip(title, fn); real(title, () => {});"}
 
 
-def test_a_passing_twin_after_each_hidden_test_earns_nothing(node_grader, jest_task, tmp_path):
-    """The twins ran (the output names each title twice), and each id keeps its failure, in the report
-    as in the stream: a plain failure, not a disagreement between them."""
+@pytest.mark.parametrize(("order", "status"), [("after", "failed"), ("before", "failed"), ("skipped", "skipped")])
+def test_a_passing_twin_of_each_hidden_test_earns_nothing(node_grader, jest_task, tmp_path, order, status):
+    """The twins ran (the stream names each title twice), and each id keeps the real test's outcome,
+    in the report as in the stream: a plain failure (or skip), not a disagreement between them."""
     task, repo = jest_task
-    result = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": TWINS + LIBRARY}))
+    code = TWINS.replace("REGISTER", REGISTER[order]) + LIBRARY
+    result = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": code}))
     _gains_nothing(result)
-    assert not result.tampered and all(result.tests[test] == "failed" for test in task.FAIL_TO_PASS), result
+    assert not result.tampered and all(result.tests[test] == status for test in task.FAIL_TO_PASS), result
     stream = (Path(result.log_dir) / "stream.jsonl").read_text()
     assert stream.count('"title":"pads to the width"') == 2, stream[-3000:]
