@@ -311,8 +311,12 @@ def _run(task, agent, llm, backend, grader, tmp_path, **options):
 
 
 def _containers(backend) -> set[str]:
+    from repo2env.runtime.backends.lifecycle import wait_for_removals
     from repo2env.runtime.ownership import OWNER_PID_LABEL
 
+    # A grading removes its sandbox in the background (the reward does not wait for it): what was
+    # handed to the background is waited for; a sandbox never closed is still counted.
+    wait_for_removals(time.monotonic() + 60)
     # This process's (not a concurrent run's), of any image: the demo's task images are the run's
     # namespace's under xdist, an agent layer this worker's.
     return {row["Id"] for row in backend.client.api.containers(all=True, filters={"label": f"{OWNER_PID_LABEL}={os.getpid()}"})}

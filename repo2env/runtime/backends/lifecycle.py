@@ -76,6 +76,17 @@ def remove_later(removal: Callable[[], None]) -> None:
         removal()
 
 
+def wait_for_removals(deadline: float) -> None:
+    """Wait until the removals handed to the background so far are done, or ``deadline``
+    (:func:`time.monotonic`) passed. A removal that failed or hangs is not raised: its sandbox, if
+    still open, is closed again by whoever stops everything."""
+    for future in list(_pending_removals):
+        try:
+            future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except Exception:  # noqa: BLE001 - see above
+            pass
+
+
 def stop_all_sandboxes(*, wait_s: float = 30.0) -> int:
     """Stop this process's sandbox work for good: refuse new sandboxes (and image builds, see
     :mod:`repo2env.runtime.images`), wait up to ``wait_s`` for starts under way, then remove every
@@ -88,11 +99,7 @@ def stop_all_sandboxes(*, wait_s: float = 30.0) -> int:
     with _starts:
         while _starts_under_way and time.monotonic() < deadline:
             _starts.wait(max(0.0, deadline - time.monotonic()))
-    for future in list(_pending_removals):
-        try:
-            future.result(timeout=max(0.0, deadline - time.monotonic()))
-        except Exception:  # noqa: BLE001 - a removal that failed or hangs is retried below if still open
-            pass
+    wait_for_removals(deadline)
     removed = 0
     for sandbox in list(_open_sandboxes):
         try:
