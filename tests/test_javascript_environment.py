@@ -114,6 +114,7 @@ def test_the_pin_is_the_lock_file_else_the_commit_date():
      "lockfile_out_of_sync"),
     ("error Your lockfile needs to be updated, but yarn was run with `--frozen-lockfile`.", "lockfile_out_of_sync"),
     ("ERR_PNPM_OUTDATED_LOCKFILE  Cannot install with \"frozen-lockfile\"", "lockfile_out_of_sync"),
+    ("npm ERR! code ETARGET\nnpm ERR! notarget No matching version found for cbor2@^2.4.0.", "missing_version"),
     ("gyp ERR! build error", "native_build"),
     ("npm ERR! network request to https://github.com/markedjs/marked/tarball/v15.0.11 failed, reason: getaddrinfo "
      "ENOTFOUND github.com", "git_host_dependency"),

@@ -452,6 +452,19 @@ def test_the_javascript_ladder_follows_what_an_install_log_says():
     assert recipe.explain_failure(logged, ladder[0][1]) == (
         "a dependency is fetched from a git host, not from the registry (only the registry may be reachable): "
         + github[:200])
+    # As Docker logs an install: each stderr chunk coloured and followed by a line break, then its own
+    # message naming the command. The reason quotes npm's line, not the command.
+    docker = ("\x1b[91mnpm ERR! code\x1b[0m\n\x1b[91m ETARGET\n\x1b[0m\n\x1b[91mnpm ERR! notarget No matching version "
+              "found for cbor2@^2.4.0.\n\x1b[0m\n\x1b[91mnpm ERR! A complete log of this run can be found in:\n"
+              "npm ERR!     /root/.npm/_logs/x-debug-0.log\n\x1b[0m\nThe command '/bin/sh -c set -e; npm install' "
+              "returned a non-zero code: 1\n")
+    assert recipe.explain_failure(docker, ladder[0][1]) == (
+        "the registry has no version a dependency range asks for (a registry mirror may lack it): "
+        "npm ERR! notarget No matching version found for cbor2@^2.4.0.")
+    # An install error no class covers is quoted too; a log with no install error leaves the build's message.
+    assert recipe.explain_failure("npm ERR! code E418\nnpm ERR! I am a teapot", ladder[0][1]) == (
+        "the install failed: npm ERR! I am a teapot")
+    assert recipe.explain_failure("The command '/bin/sh -c npm install' returned a non-zero code: 1", ladder[0][1]) is None
     # Python's recipe leaves the ladder to its own rungs.
     python = get_profile("python").build_recipe()
     assert python.rungs_after_failure("npm ERR! code ERESOLVE", ladder[0], ladder[1:]) == ladder[1:]

@@ -32,6 +32,7 @@ machine has, and a recipe picks the ones it can use.
 
 from __future__ import annotations
 
+import re
 import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -56,6 +57,15 @@ WATCHDOG_MARKER = "repo2env-watchdog: "
 #: How long a build step that waits (on the network, typically) may go without output, CPU or
 #: network progress before it is stopped.
 STALL_IDLE_S = 60
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def plain_log(log: str) -> str:
+    """A build log as the install wrote it: Docker wraps each chunk of a build's stderr in colour
+    codes and puts a line break after each chunk; both dropped give back the tool's own lines."""
+    return _ANSI.sub("", log.replace("\x1b[0m\n", ""))
 
 
 def watched(command: str, *, idle_s: float = STALL_IDLE_S, timeout_s: float | None = None) -> str:

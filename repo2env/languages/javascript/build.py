@@ -41,6 +41,7 @@ from repo2env.languages.build import (
     Shell,
     ShellFiles,
     TaskLayer,
+    plain_log,
 )
 from repo2env.languages.files import RepoFiles
 from repo2env.languages.javascript.added_dependencies import dependencies_added
@@ -327,12 +328,13 @@ class JavaScriptBuild(BuildRecipe):
         return None
 
     def explain_failure(self, log: str, spec: EnvSpec) -> str | None:
+        log = plain_log(log)
         kind = "peer_dependencies" if "ERESOLVE" in log else install_failure_reason(log)
-        if kind == "install_failed":
-            return None
         # The last error line that says something: not where npm wrote its debug log.
         errors = [line.strip() for line in log.splitlines() if re.search(r"npm ERR!|npm error|ERR_PNPM|YN\d{4}|error ", line)
                   and not re.search(r"A complete log of this run|/_logs/|^\W*(?:npm )?(?:ERR!|error)\W*$", line.strip())]
+        if kind == "install_failed" and not errors:
+            return None  # the build's own message: no install error to quote
         return f"{_FAILURES.get(kind, kind)}{': ' + errors[-1][:200] if errors else ''}"
 
     def rungs_after_failure(self, log: str, failed: tuple[str, EnvSpec],
@@ -363,6 +365,8 @@ _FAILURES = {
     "git_host_dependency": "a dependency is fetched from a git host, not from the registry (only the registry may be reachable)",
     "native_build": "a native module failed to build",
     "network": "the registry could not be reached",
+    "missing_version": "the registry has no version a dependency range asks for (a registry mirror may lack it)",
+    "install_failed": "the install failed",
     "node_version": "a dependency does not support this Node",
     "peer_dependencies": "npm refuses the project's peer-dependency conflicts (ERESOLVE)",
 }

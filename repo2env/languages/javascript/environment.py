@@ -489,6 +489,8 @@ def install_failure_reason(log: str) -> str:
     if re.search(r"(?:request to|fetch|clone) \S*(?:github\.com|gitlab\.com|bitbucket\.org|codeload\.github\.com)\S* "
                  r"failed|git (?:dep|clone)\S* .*(?:github|gitlab)|ls-remote .*(?:github|gitlab)", log):
         return "git_host_dependency"  # a dependency fetched from a git host, not from the registry
+    if "ETARGET" in log or "No matching version found for" in log:
+        return "missing_version"  # a range no version the registry serves here satisfies
     if "gyp ERR!" in log or "node-pre-gyp" in log:
         return "native_build"
     if re.search(r"E(?:NOTFOUND|AI_AGAIN|CONNREFUSED|TIMEDOUT)|ECONNRESET|self.signed certificate|"

@@ -6,13 +6,13 @@ import re
 from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
+from repo2env.languages.build import plain_log
 from repo2env.languages.python.spec.system_packages import COMPILER_PACKAGES
 
 if TYPE_CHECKING:
     pass
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _FAILED_BUILD = re.compile(r"Failed to (?:download and )?build `([A-Za-z0-9_.-]+)==([^`\s]+)`")
 _PROJECT_BUILD = re.compile(r"Failed to (?:download and )?build `(?:([A-Za-z0-9_.-]+) @ )?file://")
 _NO_COMPILER = re.compile(r"(?:command|execute) '?[\w./-]*(?:gcc|cc|g\+\+|c\+\+|clang)'? failed|Python\.h: No such file|"
@@ -37,7 +37,7 @@ def build_packages_needed(log: str) -> list[str]:
     """The Debian packages a failed source build in ``log`` asks for: a compiler (with Python's
     headers) when there was none, and the package of each missing header that
     :data:`_HEADER_PACKAGES` knows. Empty when the log shows neither."""
-    text = _ANSI.sub("", log.replace("\x1b[0m\n", ""))
+    text = plain_log(log)
     needed = list(COMPILER_PACKAGES) if _NO_COMPILER.search(text) else []
     if _NO_RUST.search(text):
         needed.append("cargo")
@@ -56,7 +56,7 @@ def releases_gone_before_pin(log: str) -> dict[str, str]:
     2022-07-08"): name -> the day after the release uv names. The index no longer serves the
     releases of the pin's time (atomicwrites' before 2022 are gone), so the pin may let that one
     package reach a release that exists, and keep every other package at the commit's date."""
-    text = _ANSI.sub("", log.replace("\x1b[0m\n", ""))
+    text = plain_log(log)
     text = re.sub(r"\s+", " ", text)
     found: dict[str, str] = {}
     for name, day in _FILTERED_OUT.findall(text):
@@ -73,7 +73,7 @@ def old_setuptools_needed(log: str) -> bool:
     """Whether a dependency's sdist failed to build for want of an old setuptools (``Feature``, gone
     in 46; ``use_2to3``, gone in 58): the setuptools an editable install's back-end needs (PEP 660,
     64+) is too new for the dependencies built beside it."""
-    return bool(_OLD_SETUPTOOLS_NEEDED.search(_ANSI.sub("", log)))
+    return bool(_OLD_SETUPTOOLS_NEEDED.search(plain_log(log)))
 
 
 _NEEDS_PYTHON = re.compile(r"Python\s*(>=?|~=|==|<=?)\s*(3\.\d+)")
@@ -87,9 +87,7 @@ def install_failure_reason(log: str, python: str, pin: str | None) -> str | None
     and that fails: often for want of a compiler), when the resolver finds no release before the
     date pin, or when the releases of the day need another Python.
     """
-    # Docker wraps each chunk of a build's stderr in colour codes, and the log puts a line break
-    # after each chunk: dropping both gives back uv's own lines.
-    text = _ANSI.sub("", log.replace("\x1b[0m\n", ""))
+    text = plain_log(log)
     as_of = f" as of {pin}" if pin else ""
     packages = build_packages_needed(log)
     if _NO_COMPILER.search(text) or _NO_RUST.search(text):
