@@ -395,8 +395,8 @@ def test_a_test_configuration_change_alone_is_no_test_change(tmp_path):
 
 
 def test_a_javascript_change_whose_tests_only_check_types_is_no_test_change(tmp_path):
-    """tsd's type tests (index.test-d.ts) and TypeScript in a test tree's types/ folder are read by
-    a type checker, never run by a test runner: a PR whose test side is only these is rejected with
+    """tsd's type tests (index.test-d.ts), TypeScript in a test tree's types/ folder and Flow's type
+    tests (test/_flow.js) are read by a type checker, never run by a test runner: a PR whose test side is only these is rejected with
     that reason; one that also changes a runtime test is kept."""
     repo = Repo.create(tmp_path / "typed")
     repo.commit("Initial commit", {"package.json": '{"name": "typed", "scripts": {"test": "ava && tsd"}}',
@@ -406,6 +406,9 @@ def test_a_javascript_change_whose_tests_only_check_types_is_no_test_change(tmp_
                                "index.test-d.ts": "import f from '.';\nf('a');\n"}),
                           (2, {"index.d.ts": "export default function (a: number): number;\n",
                                "test/types/api.ts": "import f from '../..';\nf(1);\n"}),
+                          # Flow's, as chalk's: a declaration beside the code, `$ExpectError` lines in test/_flow.js.
+                          (4, {"index.d.ts": "export default function (a: 1): 1;\n", "index.js.flow": "// @flow\n",
+                               "test/_flow.js": "// @flow\n// $ExpectError\nf(null);\n"}),
                           (3, {"index.js": "module.exports = (a) => a + 1;\n", "index.test-d.ts": "import f from '.';\n",
                                "test.js": "require('ava');\n// adds one\n"})):
         repo.git("checkout", "-q", "-b", f"change-{number}")
@@ -416,7 +419,8 @@ def test_a_javascript_change_whose_tests_only_check_types_is_no_test_change(tmp_
     assert [task.pull_number for task in result.new_tasks] == [3]
     assert sorted((r.pull_number, r.reason, r.detail) for r in result.funnel.rejections) == [
         (1, "no_test_changes", "only type tests: index.test-d.ts"),
-        (2, "no_test_changes", "only type tests: test/types/api.ts")]
+        (2, "no_test_changes", "only type tests: test/types/api.ts"),
+        (4, "no_test_changes", "only type tests: test/_flow.js")]
 
 def test_a_head_that_is_another_prs_merge_landed_as_that_pr(tmp_path):
     """A PR opened from a branch whose tip is PR #1's merge commit brings nothing of its own: it is

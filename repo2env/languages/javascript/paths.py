@@ -42,7 +42,10 @@ JAVASCRIPT_SUFFIXES = (".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".c
 _CODE = r"(?:[cm]?[jt]sx?)"
 _JS_TEST_DIR = re.compile(r"(?:^|/)(?:specs?|__mocks__|__fixtures__|__snapshots__)/", re.IGNORECASE)
 _JS_TEST_FILE = re.compile(rf"[^/]+\.(?:test|spec)\.{_CODE}|[^/]+\.test-d\.ts|[^/]+\.(?:test|spec)\.snap")
-_TYPE_TEST_FILE = re.compile(r"[^/]+\.test-d\.[cm]?tsx?|[^/]+\.d\.[cm]?ts")
+#: tsd's type tests, declaration files, and Flow's: chalk's ``test/_flow.js`` (``// $ExpectError``
+#: lines ``flow check`` reads; ava skips a file named with ``_``), ``*.flow.js``, ``*.js.flow``.
+_TYPE_TEST_FILE = re.compile(r"[^/]+\.test-d\.[cm]?tsx?|[^/]+\.d\.[cm]?ts|_flow\.[cm]?jsx?|[^/]+\.flow\.[cm]?jsx?|"
+                             r"[^/]+\.[cm]?jsx?\.flow")
 _TYPE_TEST_DIR = re.compile(r"(?:^|/)(?:types|type-tests|typings|dts)/")
 _TOP_LEVEL_TEST_FILE = re.compile(rf"tests?\.{_CODE}")
 #: Files that configure or set up a runner's tests and hold none (fnmatch, on the file name).
@@ -94,7 +97,7 @@ class JavaScriptPaths(PathRules):
         return bool(_TEST_CONFIG.match(path.rpartition("/")[2]))
 
     def is_type_test(self, path: str) -> bool:
-        """tsd's ``*.test-d.ts``, a declaration file in a test tree, or TypeScript in a test tree's ``types``,
+        """tsd's ``*.test-d.ts``, a declaration file or a Flow type test in a test tree, or TypeScript in a test tree's ``types``,
         ``type-tests``, ``typings`` or ``dts`` folder that is not named as a runner's test
         (marked's ``test/types/marked.ts``, which ``tsc`` compiles)."""
         directory, _, name = path.rpartition("/")
