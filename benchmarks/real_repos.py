@@ -283,6 +283,8 @@ def task_rows(sample_dir: Path) -> list[dict]:
         row = {"instance_id": task.instance_id, "year": task.created_at[:4],
                "env": spec.status if spec else "not built", "rung": spec.rung if spec else None,
                "python": spec.python if spec else None, "python_reason": spec.python_reason if spec else None,
+               # What the tests run on: a JavaScript task's Python is only the Node base's system one.
+               "runtime": (f"Node {spec.node}" if spec.node else f"Python {spec.python}") if spec else None,
                "date_pin": spec.date_pin if spec else None, "env_error": spec.error if spec else None}
         if record is not None:
             row.update({"verdict": record.verdict, "reasons": record.reasons, "wall_s": record.wall_s,
@@ -380,7 +382,8 @@ def print_overall(rows: list[dict]) -> list[Figure]:
 
 
 def print_years(rows: list[dict]) -> None:
-    """Per year over every repository: env built, rungs, Pythons, accepted, and the reasons for the rest."""
+    """Per year over every repository: env built, rungs, runtimes (Python or Node), accepted, and the
+    reasons for the rest."""
     tasks = [task for row in rows for task in row.get("tasks", [])]
     for year in sorted({task["year"] for task in tasks}):
         of_year = [task for task in tasks if task["year"] == year]
@@ -389,7 +392,7 @@ def print_years(rows: list[dict]) -> None:
         accepted = sum(task["verdict"] == "accepted" for task in validated)
         reasons = Counter(reason for task in validated for reason in task["reasons"])
         print(f"[{year}] env built {len(built)}/{len(of_year)}; rungs {dict(Counter(t['rung'] for t in built))}; "
-              f"Pythons {dict(sorted(Counter(t['python'] for t in built).items()))}"
+              f"runtimes {dict(sorted(Counter(t.get('runtime') or 'Python ' + str(t['python']) for t in built).items()))}"
               + (f"; accepted {accepted}/{len(validated)}; rejections {dict(reasons) or 'none'}" if validated else ""))
         for task in of_year:
             if task["env"] != "env_ok":
