@@ -455,7 +455,8 @@ def test_the_javascript_ladder_follows_what_an_install_log_says():
     # As Docker logs an install: each stderr chunk coloured and followed by a line break, then its own
     # message naming the command. The reason quotes npm's line, not the command.
     docker = ("\x1b[91mnpm ERR! code\x1b[0m\n\x1b[91m ETARGET\n\x1b[0m\n\x1b[91mnpm ERR! notarget No matching version "
-              "found for cbor2@^2.4.0.\n\x1b[0m\n\x1b[91mnpm ERR! A complete log of this run can be found in:\n"
+              "found for cbor2@^2.4.0.\nnpm ERR! notarget In most cases you or one of your dependencies are requesting\n"
+              "npm ERR! notarget a package version that doesn't exist.\n\x1b[0m\n\x1b[91mnpm ERR! A complete log of this run can be found in:\n"
               "npm ERR!     /root/.npm/_logs/x-debug-0.log\n\x1b[0m\nThe command '/bin/sh -c set -e; npm install' "
               "returned a non-zero code: 1\n")
     assert recipe.explain_failure(docker, ladder[0][1]) == (

@@ -330,9 +330,11 @@ class JavaScriptBuild(BuildRecipe):
     def explain_failure(self, log: str, spec: EnvSpec) -> str | None:
         log = plain_log(log)
         kind = "peer_dependencies" if "ERESOLVE" in log else install_failure_reason(log)
-        # The last error line that says something: not where npm wrote its debug log.
+        # The last error line that says something: not where npm wrote its debug log, nor the advice
+        # it prints under an ETARGET.
         errors = [line.strip() for line in log.splitlines() if re.search(r"npm ERR!|npm error|ERR_PNPM|YN\d{4}|error ", line)
-                  and not re.search(r"A complete log of this run|/_logs/|^\W*(?:npm )?(?:ERR!|error)\W*$", line.strip())]
+                  and not re.search(r"A complete log of this run|/_logs/|^\W*(?:npm )?(?:ERR!|error)\W*$|"
+                                    r"notarget (?:In most cases|a package version that)", line.strip())]
         if kind == "install_failed" and not errors:
             return None  # the build's own message: no install error to quote
         return f"{_FAILURES.get(kind, kind)}{': ' + errors[-1][:200] if errors else ''}"
