@@ -164,7 +164,8 @@ def _timestamp(value: str) -> float:
 
 
 def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, validate: bool, jobs: int,
-                     runtime, years: range = YEARS, per_year: int = 0, validate_jobs: int = 1, compare: int = 0) -> dict:
+                     runtime, years: range = YEARS, per_year: int = 0, validate_jobs: int = 1, compare: int = 0,
+                     grading_jobs: int | str | None = None) -> dict:
     folder = out / name.replace("/", "__")
     row: dict = {"repo": name, "clone": str(clone)}
     branch = default_branch(clone)
@@ -227,7 +228,11 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     from repo2env.validate.run import read_records
 
     began = time.perf_counter()
-    validate_dir(sample_dir, runtime, load_acceptance_policy("default"), jobs=validate_jobs)
+    policy = load_acceptance_policy("default")
+    if grading_jobs is not None:
+        policy = policy.model_copy(update={"grading_jobs": grading_jobs})
+    row["grading_jobs"] = policy.grading_jobs
+    validate_dir(sample_dir, runtime, policy, jobs=validate_jobs)
     row["validate_s"] = round(time.perf_counter() - began, 1)
     records = read_records(sample_dir / "validation.jsonl")
     row["accepted"] = sum(record.verdict == "accepted" for record in records)
@@ -428,12 +433,18 @@ def print_throughput(rows: list[dict]) -> list[Figure]:
     return figures
 
 
+def _grading_jobs(value: str) -> int | str:
+    return value if value == "auto" else int(value)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--per-repo", type=int, default=8)
     parser.add_argument("--per-year", type=int, default=0, help="up to N PRs of every year instead of --per-repo")
     parser.add_argument("--years", default=f"{YEARS.start}-{YEARS.stop - 1}", help="e.g. 2016-2020")
     parser.add_argument("--validate-jobs", type=int, default=1, help="tasks validated at once")
+    parser.add_argument("--grading-jobs", type=_grading_jobs, default=None, metavar="N|auto",
+                        help="the policy's grading_jobs (gradings of one task at once) [default: the default policy's]")
     parser.add_argument("--compare", type=int, default=0, metavar="N",
                         help="validate N tasks per repository again as before (every rollout in full, one at a time) "
                              "and compare verdicts and wall times")
@@ -461,7 +472,7 @@ def main() -> None:
     for name, clone in repositories:
         row = bench_repository(name, clone, args.out, per_repo=args.per_repo, validate=not args.no_validate,
                                jobs=args.jobs, runtime=runtime, years=years, per_year=args.per_year,
-                               validate_jobs=args.validate_jobs, compare=args.compare)
+                               validate_jobs=args.validate_jobs, compare=args.compare, grading_jobs=args.grading_jobs)
         print_row(row)
         sys.stdout.flush()
         rows.append(row)
@@ -471,7 +482,8 @@ def main() -> None:
     figures += print_throughput(rows)
     figures += print_comparison(rows)
     sample = f"{args.per_year} PRs a year" if args.per_year else f"{args.per_repo} PRs each"
-    record("real_repos", figures, note=f"{len(rows)} repositories, {sample}, {years.start}-{years.stop - 1}"
+    jobs = f", grading_jobs {args.grading_jobs}" if args.grading_jobs is not None else ""
+    record("real_repos", figures, note=f"{len(rows)} repositories, {sample}, {years.start}-{years.stop - 1}{jobs}"
            + ("" if runtime is not None and not args.no_validate else ", not validated"))
 
 
