@@ -165,7 +165,7 @@ def _timestamp(value: str) -> float:
 
 def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, validate: bool, jobs: int,
                      runtime, years: range = YEARS, per_year: int = 0, validate_jobs: int = 1, compare: int = 0,
-                     grading_jobs: int | str | None = None) -> dict:
+                     grading_jobs: str | None = None) -> dict:
     folder = out / name.replace("/", "__")
     row: dict = {"repo": name, "clone": str(clone)}
     branch = default_branch(clone)
@@ -224,13 +224,15 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
         row["tasks"] = task_rows(sample_dir)
         return row
     from repo2env.pipeline.stages import validate_dir
-    from repo2env.validate.acceptance import load_acceptance_policy
+    from repo2env.settings import validate_settings
+    from repo2env.validate.acceptance import AcceptancePolicy, load_acceptance_policy
     from repo2env.validate.run import read_records
 
     began = time.perf_counter()
     policy = load_acceptance_policy("default")
-    if grading_jobs is not None:
-        policy = policy.model_copy(update={"grading_jobs": grading_jobs})
+    if grading_jobs is not None:  # validated as the policy's own field (model_copy would skip its checks)
+        policy = validate_settings(AcceptancePolicy, {**policy.model_dump(), "grading_jobs": grading_jobs},
+                                   where="--grading-jobs")
     row["grading_jobs"] = policy.grading_jobs
     validate_dir(sample_dir, runtime, policy, jobs=validate_jobs)
     row["validate_s"] = round(time.perf_counter() - began, 1)
@@ -433,17 +435,13 @@ def print_throughput(rows: list[dict]) -> list[Figure]:
     return figures
 
 
-def _grading_jobs(value: str) -> int | str:
-    return value if value == "auto" else int(value)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--per-repo", type=int, default=8)
     parser.add_argument("--per-year", type=int, default=0, help="up to N PRs of every year instead of --per-repo")
     parser.add_argument("--years", default=f"{YEARS.start}-{YEARS.stop - 1}", help="e.g. 2016-2020")
     parser.add_argument("--validate-jobs", type=int, default=1, help="tasks validated at once")
-    parser.add_argument("--grading-jobs", type=_grading_jobs, default=None, metavar="N|auto",
+    parser.add_argument("--grading-jobs", default=None, metavar="N|auto",
                         help="the policy's grading_jobs (gradings of one task at once) [default: the default policy's]")
     parser.add_argument("--compare", type=int, default=0, metavar="N",
                         help="validate N tasks per repository again as before (every rollout in full, one at a time) "
