@@ -80,7 +80,19 @@ def test_the_budget_refuses_the_call_past_it_and_says_which_limit():
     assert len(llm.bodies()) == 2, "refused calls never reach the upstream"
 
 
-def test_endpoint_failures_are_injected_at_the_set_rate_reproducibly_and_recorded():
+def test_endpoint_failures_are_injected_at_the_set_rate_reproducibly_and_recorded(monkeypatch):
+    from repo2env.harness import proxy as proxy_module
+
+    recorded = proxy_module.ProxyEpisode.record
+
+    def late_answered_record(self, call, number):
+        # An answered call is recorded after its answer went out, so the next request (an injected
+        # failure, answered at once) is recorded first: the trace still keeps the requests' order.
+        if call.status == 200:
+            time.sleep(0.2)
+        recorded(self, call, number)
+
+    monkeypatch.setattr(proxy_module.ProxyEpisode, "record", late_answered_record)
     plan = PerturbationPlan(endpoint_failure=0.5, seed=7)
     draws = [Perturber(plan, "flaky").endpoint_failure(number) for number in range(200)]
     assert draws == [Perturber(plan, "flaky").endpoint_failure(number) for number in range(200)]
@@ -91,6 +103,7 @@ def test_endpoint_failures_are_injected_at_the_set_rate_reproducibly_and_recorde
         calls = proxy.close_episode("flaky")
     assert statuses == [503 if failed else 200 for failed in draws[:12]]
     assert [call.perturbation for call in calls] == ["endpoint_failure" if failed else None for failed in draws[:12]]
+    assert [call.index for call in calls] == list(range(12))
     assert len(llm.bodies()) == statuses.count(200)
 
 
@@ -247,9 +260,9 @@ def test_closing_an_episode_right_after_its_last_answer_keeps_that_call(monkeypa
 
     recorded = proxy_module.ProxyEpisode.record
 
-    def late_record(self, call):
+    def late_record(self, call, number):
         time.sleep(0.3)
-        recorded(self, call)
+        recorded(self, call, number)
 
     monkeypatch.setattr(proxy_module.ProxyEpisode, "record", late_record)
     with ScriptedLLM({"look": nothing_script()}) as llm, CapturingProxy(llm.url) as proxy:

@@ -28,6 +28,7 @@ sandbox reaches only its own episode, the sandbox keeping no network.
 
 from __future__ import annotations
 
+import bisect
 import http.client
 import json
 import os
@@ -78,6 +79,8 @@ class ProxyEpisode:
     _tokens: int = field(default=0, init=False)
     _requests: int = field(default=0, init=False)
     _in_flight: int = field(default=0, init=False)
+    _numbers: list[int] = field(default_factory=list, init=False)
+    """The request number of each of :attr:`calls`, in the same order."""
 
     def __post_init__(self) -> None:
         self._settled = threading.Condition(self._lock)
@@ -102,14 +105,21 @@ class ProxyEpisode:
             self.refused.set()
         return number, limit
 
-    def record(self, call: ModelCall) -> None:
+    def record(self, call: ModelCall, number: int) -> None:
+        """Record request ``number``'s call. Calls stand in the order their requests came: a harness
+        has its answer before the proxy records it, so a quick next request (an injected failure) may
+        be recorded before the one it followed."""
         with self._lock:
             if call.status == 200 and call.refused is None:
                 self._answered += 1
                 length = (len(call.prompt_token_ids or ()) + len(call.completion_token_ids or ())) or \
                     (call.prompt_tokens + call.completion_tokens)
                 self._tokens = max(self._tokens, length)
-            self.calls.append(call.model_copy(update={"index": len(self.calls)}))
+            at = bisect.bisect(self._numbers, number)
+            self._numbers.insert(at, number)
+            self.calls.insert(at, call)
+            self.calls[at:] = [later.model_copy(update={"index": index})
+                               for index, later in enumerate(self.calls[at:], start=at)]
 
     def finished(self) -> None:
         """An admitted request is answered and recorded (or failed)."""
@@ -118,7 +128,7 @@ class ProxyEpisode:
             self._settled.notify_all()
 
     def snapshot(self, *, settle_s: float = 0.0) -> list[ModelCall]:
-        """The calls so far, in the order they finished; with ``settle_s``, after waiting up to that
+        """The calls so far, in the order their requests came; with ``settle_s``, after waiting up to that
         long for the requests in flight to be recorded (the harness has its answer before the
         proxy records it: a trace read right after the last answer would miss that call)."""
         with self._settled:
@@ -307,17 +317,18 @@ class CapturingProxy:
         if limit is not None:
             reply.json(400, _error(_budget_message(limit, episode.budget), "budget_exhausted"))
             episode.record(ModelCall(index=0, at_s=at_s, request=request, stream=stream, status=400,
-                                     error=f"budget: {limit}", refused=limit))
+                                     error=f"budget: {limit}", refused=limit), number)
             return
         if episode.perturber is not None and episode.perturber.endpoint_failure(number):
             reply.json(503, _error("repo2env perturbation: the model endpoint is temporarily unavailable; retry",
                                    "server_error"), headers={"Retry-After": "0"})
             episode.record(ModelCall(index=0, at_s=at_s, request=request, stream=stream, status=503,
-                                     error="injected transient failure", perturbation="endpoint_failure"))
+                                     error="injected transient failure", perturbation="endpoint_failure"), number)
             return
         call = self._forward(episode, request, stream, reply)
         total = time.perf_counter() - entered
-        episode.record(call.model_copy(update={"at_s": at_s, "proxy_s": round(max(total - call.upstream_s, 0.0), 6)}))
+        episode.record(call.model_copy(update={"at_s": at_s, "proxy_s": round(max(total - call.upstream_s, 0.0), 6)}),
+                       number)
 
     def _forward(self, episode: ProxyEpisode, request: dict[str, Any], stream: bool, reply: _Reply) -> ModelCall:
         sent = dict(request)
