@@ -107,6 +107,10 @@ def stop_all_sandboxes(*, wait_s: float = 30.0) -> int:
             removed += 1
         except Exception:  # noqa: BLE001 - best effort: the engine may already be gone
             pass
+    # Threads still at work hand removals to the background meanwhile (a grader closes its sandbox
+    # without waiting, and close() of a sandbox already closed that way returns at once): wait for
+    # those too, or the exit that follows kills them half-way and the container stays.
+    wait_for_removals(max(deadline, time.monotonic() + 10.0))
     return removed
 
 
