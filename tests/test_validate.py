@@ -347,3 +347,40 @@ def test_derivation_reads_the_test_patch_once_and_prepares_both_states_alike(mon
         assert derivation.files_after == {"w.py": "contents of /testbed/w.py"}
         assert set(derivation.test_sources) == {"tests/test_w.py"}
         assert derivation.error and derivation.error.startswith("no test collected after the fix")
+
+
+def test_auto_grading_width_counts_the_cores_others_keep_busy_not_this_process_own(monkeypatch):
+    from repo2env.validate import run
+
+    auto = AcceptancePolicy(grading_jobs="auto")
+    monkeypatch.setattr(run.os, "cpu_count", lambda: 2)
+    loads = {"now": 1.3}
+    monkeypatch.setattr(run.os, "getloadavg", lambda: (loads["now"], 0.0, 0.0))
+    # A lone validation's own gradings of the minute before raised the load: it still gets both cores.
+    assert run.grading_width(auto, own=1) == 2
+    # Nobody else here, but a load this process did not make: one core left.
+    assert run.grading_width(auto, own=0) == 1
+    loads["now"] = 6.0  # a loaded machine (a CI run's other workers): one at a time
+    assert run.grading_width(auto, own=2) == 1
+    monkeypatch.setattr(run.os, "cpu_count", lambda: 16)
+    loads["now"] = 0.0
+    assert run.grading_width(auto, own=0) == run.MAX_AUTO_GRADING_JOBS
+    assert run.grading_width(AcceptancePolicy(grading_jobs=3), own=0) == 3, "a number is taken as given"
+
+
+def test_own_gradings_are_the_most_in_use_over_the_last_window():
+    from repo2env.validate import run
+
+    clock = {"now": 1000.0}
+    own = run.OwnGradings(window_s=60, clock=lambda: clock["now"])
+    assert own.recent() == 0
+    with own.using(2):
+        clock["now"] += 5
+        with own.using(1):  # another task validated at once (validate -j 2)
+            assert own.recent() == 3
+        clock["now"] += 5
+        assert own.recent() == 3, "the load average still holds the other task's gradings"
+    clock["now"] += 30
+    assert own.recent() == 3
+    clock["now"] += 60
+    assert own.recent() == 0, "a minute later nothing of it is left in the window"

@@ -21,9 +21,12 @@ The loop over a tasks folder is the stage runner's (:func:`repo2env.pipeline.sta
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,32 +88,33 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
     interface: Interface | None = None
     quality: QualityReport | None = None
     if env_ok:
-        began = time.monotonic()
-        derivation = derive_tests(task, runtime, runs=policy.reruns, hash_seeds=tuple(policy.hash_seeds),
-                                  whole_suite=policy.whole_suite_p2p, timeout_s=policy.timeout_s,
-                                  log_dir=logs_dir / "derive", parallel=width > 1)
-        phases["derive"] = round(time.monotonic() - began, 3)
-        tests_s += derivation.test_seconds
-        task = task.model_copy(update={"FAIL_TO_PASS": derivation.fail_to_pass, "PASS_TO_PASS": derivation.pass_to_pass,
-                                       "interface": ""})
-        if derivation.error is None and derivation.fail_to_pass:
-            sources = TaskSources(derivation.files_before, derivation.files_after, derivation.test_sources)
-            # Before any rollout: a policy rollout must see the instruction the dataset will carry.
-            interface = find_interface(task, sources, task.FAIL_TO_PASS)
-            if policy.interface == "instruction" and interface.section:
-                task = task.model_copy(update={"interface": interface.section})
-            references = _reference_rollouts(task, runtime, policy, derivation, logs_dir, policy_runner=policy_runner,
-                                             policy_k=policy_k, width=width, phases=phases)
-            rollouts = references.rollouts
-            tests_s += references.grading_s
-            gates = name_only_tests(task.FAIL_TO_PASS, rollouts)
-            if gates and len(gates) < len(task.FAIL_TO_PASS):
-                task = task.model_copy(update={
-                    "FAIL_TO_PASS": [test for test in task.FAIL_TO_PASS if test not in gates],
-                    "PASS_TO_PASS": [*task.PASS_TO_PASS, *(test for test in task.FAIL_TO_PASS if test in gates)]})
-                rollouts = [_rescored(rollout, task) for rollout in rollouts]
-            quality = assess(task, sources=sources, tests=task.FAIL_TO_PASS, rollouts=rollouts, interface=interface,
-                             interface_action=interface_action(policy, interface))
+        with OWN_GRADINGS.using(width):  # the load this task adds, for other tasks' auto width
+            began = time.monotonic()
+            derivation = derive_tests(task, runtime, runs=policy.reruns, hash_seeds=tuple(policy.hash_seeds),
+                                      whole_suite=policy.whole_suite_p2p, timeout_s=policy.timeout_s,
+                                      log_dir=logs_dir / "derive", parallel=width > 1)
+            phases["derive"] = round(time.monotonic() - began, 3)
+            tests_s += derivation.test_seconds
+            task = task.model_copy(update={"FAIL_TO_PASS": derivation.fail_to_pass, "PASS_TO_PASS": derivation.pass_to_pass,
+                                           "interface": ""})
+            if derivation.error is None and derivation.fail_to_pass:
+                sources = TaskSources(derivation.files_before, derivation.files_after, derivation.test_sources)
+                # Before any rollout: a policy rollout must see the instruction the dataset will carry.
+                interface = find_interface(task, sources, task.FAIL_TO_PASS)
+                if policy.interface == "instruction" and interface.section:
+                    task = task.model_copy(update={"interface": interface.section})
+                references = _reference_rollouts(task, runtime, policy, derivation, logs_dir, policy_runner=policy_runner,
+                                                 policy_k=policy_k, width=width, phases=phases)
+                rollouts = references.rollouts
+                tests_s += references.grading_s
+                gates = name_only_tests(task.FAIL_TO_PASS, rollouts)
+                if gates and len(gates) < len(task.FAIL_TO_PASS):
+                    task = task.model_copy(update={
+                        "FAIL_TO_PASS": [test for test in task.FAIL_TO_PASS if test not in gates],
+                        "PASS_TO_PASS": [*task.PASS_TO_PASS, *(test for test in task.FAIL_TO_PASS if test in gates)]})
+                    rollouts = [_rescored(rollout, task) for rollout in rollouts]
+                quality = assess(task, sources=sources, tests=task.FAIL_TO_PASS, rollouts=rollouts, interface=interface,
+                                 interface_action=interface_action(policy, interface))
     report = judge(policy, fail_to_pass=task.FAIL_TO_PASS, flaky=derivation.flaky if derivation else {},
                    rollouts=rollouts, leak_score=task.leak_score,
                    derive_error=derivation.error if derivation else None, env_ok=env_ok, quality=quality)
@@ -193,9 +197,11 @@ def declared_differences(task: Task, flaky: dict[str, float]) -> dict[str, list[
     return {key: tests for key, tests in differences.items() if tests}
 
 
-def grading_width(policy: AcceptancePolicy) -> int:
-    """How many gradings may run at once: ``policy.grading_jobs``, or (auto) the cores the machine's
-    one-minute load leaves free, from 1 to :data:`MAX_AUTO_GRADING_JOBS`."""
+def grading_width(policy: AcceptancePolicy, *, own: float | None = None) -> int:
+    """How many gradings may run at once: ``policy.grading_jobs``, or (auto) the cores that the
+    machine's one-minute load leaves free, from 1 to :data:`MAX_AUTO_GRADING_JOBS`. The load counts
+    this process's own validations too (its gradings of the minute before): ``own`` cores of it, by
+    default :data:`OWN_GRADINGS`' figure, are not someone else's and are not taken off."""
     if policy.grading_jobs != "auto":
         return int(policy.grading_jobs)
     cores = os.cpu_count() or 1
@@ -203,7 +209,46 @@ def grading_width(policy: AcceptancePolicy) -> int:
         load = os.getloadavg()[0]
     except OSError:
         load = float(cores)
-    return max(1, min(MAX_AUTO_GRADING_JOBS, int(cores - load + 0.5)))
+    others = max(0.0, load - (OWN_GRADINGS.recent() if own is None else own))
+    return max(1, min(MAX_AUTO_GRADING_JOBS, int(cores - others + 0.5)))
+
+
+class OwnGradings:
+    """The gradings this process's validations run at once (the sum of the widths of the tasks under
+    validation), and the most over the last minute, the window of the load average they raise."""
+
+    def __init__(self, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.window_s = window_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._in_use = 0
+        self._changes: deque[tuple[float, int]] = deque()  # (clock time, in use from then on)
+
+    @contextmanager
+    def using(self, width: int) -> Iterator[None]:
+        """Count ``width`` gradings in use until the block ends."""
+        self._change(width)
+        try:
+            yield
+        finally:
+            self._change(-width)
+
+    def _change(self, delta: int) -> None:
+        with self._lock:
+            self._in_use += delta
+            self._changes.append((self._clock(), self._in_use))
+
+    def recent(self) -> int:
+        """The most gradings in use at any time in the last ``window_s`` seconds (now included)."""
+        with self._lock:
+            since = self._clock() - self.window_s
+            while len(self._changes) > 1 and self._changes[1][0] <= since:
+                self._changes.popleft()  # the first kept entry is what was in use at the window's start
+            return max([self._in_use, *(in_use for _, in_use in self._changes)])
+
+
+#: This process's gradings, for ``grading_jobs: auto``.
+OWN_GRADINGS = OwnGradings()
 
 
 #: The most gradings ``grading_jobs: auto`` runs at once (each holds a container and its tests).
