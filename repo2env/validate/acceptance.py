@@ -62,9 +62,9 @@ class AcceptancePolicy(BaseModel):
                              "(no F2P test passes: 0); gold, the gold patch minus one hunk and near misses are "
                              "always graded in full.")
     grading_jobs: int | Literal["auto"] = Field(
-        1, description="Gradings (and derivation's two states) run at once; auto: as many as the cores left free "
-                        "by the machine's load, at least 1, at most 4. Default 1: a validation with parallel gradings "
-                        "was once seen to stall (not yet explained), so they are opt-in.")
+        "auto", description="Gradings (and derivation's two states) run at once; auto (the default): as many as the "
+                            "cores the machine's load leaves free (this process's own gradings not counted as load), "
+                            "at least 1, at most 4.")
 
 
     @field_validator("grading_jobs")
