@@ -349,23 +349,51 @@ def test_derivation_reads_the_test_patch_once_and_prepares_both_states_alike(mon
         assert derivation.error and derivation.error.startswith("no test collected after the fix")
 
 
-def test_auto_grading_width_counts_the_cores_others_keep_busy_not_this_process_own(monkeypatch):
+def test_auto_grading_width_takes_the_idle_cores_and_those_this_process_held(monkeypatch):
     from repo2env.validate import run
 
     auto = AcceptancePolicy(grading_jobs="auto")
     monkeypatch.setattr(run.os, "cpu_count", lambda: 2)
-    loads = {"now": 1.3}
-    monkeypatch.setattr(run.os, "getloadavg", lambda: (loads["now"], 0.0, 0.0))
-    # A lone validation's own gradings of the minute before raised the load: it still gets both cores.
-    assert run.grading_width(auto, own=1) == 2
-    # Nobody else here, but a load this process did not make: one core left.
-    assert run.grading_width(auto, own=0) == 1
-    loads["now"] = 6.0  # a loaded machine (a CI run's other workers): one at a time
-    assert run.grading_width(auto, own=2) == 1
+    # A lone validation grading one at a time left a core idle: it takes both.
+    assert run.grading_width(auto, own=1, idle=0.9) == 2
+    # Its two gradings kept both cores busy: still two.
+    assert run.grading_width(auto, own=2, idle=0.1) == 2
+    # Others keep the machine busy (a CI run's other workers): one at a time.
+    assert run.grading_width(auto, own=0, idle=0.2) == 1
+    assert run.grading_width(auto, own=1, idle=0.0) == 1
+    assert run.grading_width(auto, own=0, idle=2.0) == 2, "never more than the cores"
     monkeypatch.setattr(run.os, "cpu_count", lambda: 16)
-    loads["now"] = 0.0
-    assert run.grading_width(auto, own=0) == run.MAX_AUTO_GRADING_JOBS
-    assert run.grading_width(AcceptancePolicy(grading_jobs=3), own=0) == 3, "a number is taken as given"
+    assert run.grading_width(auto, own=0, idle=16.0) == run.MAX_AUTO_GRADING_JOBS
+    assert run.grading_width(AcceptancePolicy(grading_jobs=3), own=0, idle=0.0) == 3, "a number is taken as given"
+
+
+def test_without_proc_stat_auto_uses_the_load_less_this_process_own(monkeypatch, tmp_path):
+    from repo2env.validate import run
+
+    monkeypatch.setattr(run, "IDLE_CORES", run.IdleCores(tmp_path / "no-such-stat"))
+    monkeypatch.setattr(run.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(run.os, "getloadavg", lambda: (1.3, 0.0, 0.0))
+    auto = AcceptancePolicy(grading_jobs="auto")
+    assert run.grading_width(auto, own=1) == 2, "its own gradings of the minute before are not someone else's"
+    assert run.grading_width(auto, own=0) == 1
+
+
+def test_idle_cores_are_read_from_the_kernels_counters(monkeypatch, tmp_path):
+    import time
+
+    from repo2env.validate import run
+
+    monkeypatch.setattr(run.os, "cpu_count", lambda: 2)
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\n")
+    idle = run.IdleCores(stat, min_interval_s=0.01)
+    assert idle.measure() is None, "no tick passed: no figure"
+    # 400 ticks since: 100 busy, 250 idle, 50 waiting on I/O (nobody computing either).
+    stat.write_text("cpu  200 0 100 1050 50 0 0 0 0 0\n")
+    time.sleep(0.02)
+    assert idle.measure() == 2 * 300 / 400
+    assert run.IdleCores(tmp_path / "none").measure() is None
+    assert run.IdleCores("/proc/stat", min_interval_s=0.05).measure() is not None, "this machine's kernel says"
 
 
 def test_own_gradings_are_the_most_in_use_over_the_last_window():

@@ -197,20 +197,71 @@ def declared_differences(task: Task, flaky: dict[str, float]) -> dict[str, list[
     return {key: tests for key, tests in differences.items() if tests}
 
 
-def grading_width(policy: AcceptancePolicy, *, own: float | None = None) -> int:
-    """How many gradings may run at once: ``policy.grading_jobs``, or (auto) the cores that the
-    machine's one-minute load leaves free, from 1 to :data:`MAX_AUTO_GRADING_JOBS`. The load counts
-    this process's own validations too (its gradings of the minute before): ``own`` cores of it, by
-    default :data:`OWN_GRADINGS`' figure, are not someone else's and are not taken off."""
+def grading_width(policy: AcceptancePolicy, *, own: float | None = None, idle: float | None = None) -> int:
+    """How many gradings may run at once: ``policy.grading_jobs``, or (auto) the cores free for them,
+    from 1 to :data:`MAX_AUTO_GRADING_JOBS` and the machine's cores.
+
+    Free are the cores nobody used since the last look (``idle``, by default :data:`IDLE_CORES`'
+    figure from /proc/stat) plus those this process's own gradings held (``own``, by default
+    :data:`OWN_GRADINGS`' figure: each grading's sandbox is capped at one CPU). Not the load
+    average: a runner with several workers in a one-CPU sandbox (jest) counts several times there,
+    and a lone validation of JavaScript saw its own load and graded one at a time. Without
+    /proc/stat: the cores the one-minute load leaves free, this process's own gradings not counted."""
     if policy.grading_jobs != "auto":
         return int(policy.grading_jobs)
     cores = os.cpu_count() or 1
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
-        load = float(cores)
-    others = max(0.0, load - (OWN_GRADINGS.recent() if own is None else own))
-    return max(1, min(MAX_AUTO_GRADING_JOBS, int(cores - others + 0.5)))
+    own = OWN_GRADINGS.recent() if own is None else own
+    idle = IDLE_CORES.measure() if idle is None else idle
+    if idle is not None:
+        free = own + idle
+    else:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = float(cores)
+        free = cores - max(0.0, load - own)
+    return max(1, min(MAX_AUTO_GRADING_JOBS, cores, int(free + 0.5)))
+
+
+class IdleCores:
+    """The cores nobody used (idle or waiting on I/O, from the kernel's ``/proc/stat``) since the
+    previous measurement, over at least ``min_interval_s`` (the first one waits that long)."""
+
+    def __init__(self, stat_path: str | Path = "/proc/stat", min_interval_s: float = 0.5) -> None:
+        self.stat_path = Path(stat_path)
+        self.min_interval_s = min_interval_s
+        self._lock = threading.Lock()
+        self._last: tuple[float, int, int] | None = None  # (monotonic time, idle ticks, all ticks)
+
+    def _read(self) -> tuple[float, int, int] | None:
+        try:
+            first = self.stat_path.read_text().splitlines()[0].split()
+            ticks = [int(value) for value in first[1:9]]  # user nice system idle iowait irq softirq steal
+        except (OSError, IndexError, ValueError):
+            return None
+        if first[0] != "cpu" or len(ticks) < 5:
+            return None
+        return time.monotonic(), ticks[3] + ticks[4], sum(ticks)
+
+    def measure(self) -> float | None:
+        """Idle cores since the previous call; None where the kernel does not say."""
+        with self._lock:
+            last = self._last
+            if last is None or time.monotonic() - last[0] < self.min_interval_s:
+                last = self._read()
+                if last is None:
+                    return None
+                time.sleep(self.min_interval_s)
+            now = self._read()
+            if now is None:
+                return None
+            self._last = now
+        spent = now[2] - last[2]
+        return (os.cpu_count() or 1) * (now[1] - last[1]) / spent if spent > 0 else None
+
+
+#: The machine's idle cores, for ``grading_jobs: auto``.
+IDLE_CORES = IdleCores()
 
 
 class OwnGradings:
