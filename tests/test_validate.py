@@ -37,7 +37,8 @@ def test_demo_verdicts_match_what_the_demo_contains(validated, demo_repo):
         if pull.partial_fixes:
             assert record.partial_credit, f"PR {pull.number} was built with partial fixes"
         assert record.distinct_rewards >= 2
-        assert 0 < record.tests_s < record.wall_s
+        # Gradings at once (grading_jobs above 1) add up their tests' time beyond the wall time.
+        assert 0 < record.tests_s < record.wall_s * 4
 
 
 @pytest.mark.docker
