@@ -4,7 +4,7 @@ Some CPython releases (3.11.7 on these machines; gh-106905) keep the AST convert
 recursion depth in state that every thread shares, so two threads inside ``ast.parse`` at
 once can fail with ``SystemError: AST constructor recursion depth mismatch``. The pipeline
 parses in worker threads (validation's variants, the environment spec), so every parse on
-the host goes through :func:`parse`, one at a time. Scripts that run inside a sandbox are
+the host goes through :func:`parse` (or :func:`literal_eval` for a literal's text), one at a time. Scripts that run inside a sandbox are
 single-threaded and keep calling :mod:`ast` themselves.
 """
 
@@ -20,3 +20,11 @@ def parse(text: str) -> ast.Module:
     """``ast.parse(text)`` under the process's one parse lock."""
     with _LOCK:
         return ast.parse(text)
+
+
+def literal_eval(text: str):
+    """``ast.literal_eval(text)`` with its parse under the process's one parse lock (evaluating the
+    parsed tree needs no lock: it converts nothing)."""
+    with _LOCK:
+        tree = ast.parse(text.lstrip(" \t"), mode="eval")
+    return ast.literal_eval(tree)

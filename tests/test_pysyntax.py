@@ -15,3 +15,18 @@ def test_parses_from_many_threads_agree():
     with ThreadPoolExecutor(max_workers=8) as pool:
         trees = list(pool.map(lambda _: len(pysyntax.parse(DEEP).body), range(400)))
     assert set(trees) == {51}
+
+
+def test_literals_evaluate_from_many_threads_at_once():
+    """A grading's canaries read literals (canary_maker) while another grading's variants are made:
+    ast.literal_eval parses, so it goes through the same lock. (A CI run with two gradings at once
+    failed there once; the race is rare and this run does not reproduce it without the lock, but
+    every value must still come out whole.)"""
+    from repo2env.verify.canary_maker import _value
+
+    # Long enough for thread switches during the conversion, deep enough to recurse far.
+    deep = "[" + ", ".join(["(" * 40 + "{'a': (2, 3)}" + ")" * 40] * 300) + "]"
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        values = list(pool.map(lambda n: pysyntax.literal_eval(deep) if n % 2 else _value(deep)[1], range(200)))
+    assert all(value == [{"a": (2, 3)}] * 300 for value in values)
+    assert pysyntax.literal_eval("  -1.5") == -1.5 and _value("not a literal") == ("text", "not a literal")

@@ -820,7 +820,7 @@ def _lookalike_of(template: TestTemplate, span: Span, module: CanaryModule, rng:
 
 def _value(text: str):
     try:
-        return ("value", ast.literal_eval(text.strip()))
+        return ("value", pysyntax.literal_eval(text.strip()))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return ("text", text)
 

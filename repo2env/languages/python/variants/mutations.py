@@ -3,7 +3,6 @@ undo one changed statement, flip one comparison, alter one returned value."""
 
 from __future__ import annotations
 
-import ast
 import difflib
 import functools
 import textwrap
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from repo2env import pysyntax
 from repo2env.languages.python.variants.base import (
     Build,
     Mutation,
@@ -284,7 +284,7 @@ def _altered_value(value: cst.BaseExpression) -> str | None:
         case cst.Name(value="None"):
             return None
         case cst.Integer() | cst.Float():
-            return repr(ast.literal_eval(value.value) + 1)
+            return repr(pysyntax.literal_eval(value.value) + 1)
         case cst.SimpleString():
             if value.evaluated_value in ("", b""):
                 return "None"
