@@ -4,7 +4,8 @@ Some CPython releases (3.11.7 on these machines; gh-106905) keep the AST convert
 recursion depth in state that every thread shares, so two threads inside ``ast.parse`` at
 once can fail with ``SystemError: AST constructor recursion depth mismatch``. The pipeline
 parses in worker threads (validation's variants, the environment spec), so every parse on
-the host goes through :func:`parse` (or :func:`literal_eval` for a literal's text), one at a time. Scripts that run inside a sandbox are
+the host goes through :func:`parse` (or :func:`literal_eval` for a literal's text, :func:`string_value`
+for a libcst string node), one at a time. Scripts that run inside a sandbox are
 single-threaded and keep calling :mod:`ast` themselves.
 """
 
@@ -28,3 +29,10 @@ def literal_eval(text: str):
     with _LOCK:
         tree = ast.parse(text.lstrip(" \t"), mode="eval")
     return ast.literal_eval(tree)
+
+
+def string_value(node):
+    """A libcst string node's ``evaluated_value`` under the process's one parse lock: libcst
+    computes it with :func:`ast.literal_eval`, which parses."""
+    with _LOCK:
+        return node.evaluated_value

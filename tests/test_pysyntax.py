@@ -30,3 +30,20 @@ def test_literals_evaluate_from_many_threads_at_once():
         values = list(pool.map(lambda n: pysyntax.literal_eval(deep) if n % 2 else _value(deep)[1], range(200)))
     assert all(value == [{"a": (2, 3)}] * 300 for value in values)
     assert pysyntax.literal_eval("  -1.5") == -1.5 and _value("not a literal") == ("text", "not a literal")
+
+
+def test_libcst_strings_evaluate_under_the_lock(monkeypatch):
+    """libcst's ``evaluated_value`` is ``ast.literal_eval`` (a parse): the near-miss mutations and the
+    interface's string matching read it through :func:`pysyntax.string_value`, under the lock."""
+    import libcst as cst
+    import libcst._nodes.expression as expression
+
+    from repo2env.languages.python.variants.mutations import _altered_value
+
+    held = []
+    real = expression.literal_eval
+    monkeypatch.setattr(expression, "literal_eval", lambda text: held.append(pysyntax._LOCK.locked()) or real(text))
+    assert pysyntax.string_value(cst.parse_expression("'a' 'b'")) == "ab"
+    assert _altered_value(cst.parse_expression("''")) == "None"
+    assert _altered_value(cst.parse_expression("b'x'")) == 'b""'
+    assert held and all(held)

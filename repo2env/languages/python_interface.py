@@ -36,6 +36,7 @@ from typing import Literal
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
+from repo2env import pysyntax
 from repo2env.languages.interface import InterfaceNeed, interface_needs
 from repo2env.languages.test_ids import split_node_id
 from repo2env.models import InterfaceKind
@@ -568,7 +569,7 @@ def _compared_strings(test: cst.BaseExpression) -> tuple[str, ...]:
 def _string_value(node: cst.BaseExpression | None) -> str | bytes | None:
     if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
         try:
-            return node.evaluated_value
+            return pysyntax.string_value(node)
         except Exception:  # noqa: BLE001 - libcst evaluates with literal_eval; a bad escape is no string
             return None
     return None

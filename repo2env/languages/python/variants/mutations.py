@@ -286,7 +286,7 @@ def _altered_value(value: cst.BaseExpression) -> str | None:
         case cst.Integer() | cst.Float():
             return repr(pysyntax.literal_eval(value.value) + 1)
         case cst.SimpleString():
-            if value.evaluated_value in ("", b""):
+            if pysyntax.string_value(value) in ("", b""):
                 return "None"
             # Keep bytes bytes: only the content should be wrong, not the type.
             return 'b""' if "b" in value.prefix.lower() else '""'
