@@ -223,16 +223,12 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     if not validate:
         row["tasks"] = task_rows(sample_dir)
         return row
+    from repo2env.pipeline.compose import acceptance_policy
     from repo2env.pipeline.stages import validate_dir
-    from repo2env.settings import validate_settings
-    from repo2env.validate.acceptance import AcceptancePolicy, load_acceptance_policy
     from repo2env.validate.run import read_records
 
     began = time.perf_counter()
-    policy = load_acceptance_policy("default")
-    if grading_jobs is not None:  # validated as the policy's own field (model_copy would skip its checks)
-        policy = validate_settings(AcceptancePolicy, {**policy.model_dump(), "grading_jobs": grading_jobs},
-                                   where="--grading-jobs")
+    policy = acceptance_policy("default", grading_jobs=grading_jobs)
     row["grading_jobs"] = policy.grading_jobs
     validate_dir(sample_dir, runtime, policy, jobs=validate_jobs)
     row["validate_s"] = round(time.perf_counter() - began, 1)

@@ -176,6 +176,11 @@ def test_timeouts_must_be_finite_positive_seconds(value):
         assert_one_line_error(run_cli(*command, "--timeout", value), "--timeout", code=2)
 
 
+@pytest.mark.parametrize("value", ["0", "two"])
+def test_a_bad_grading_width_is_a_one_line_error(value, tmp_path):
+    assert_one_line_error(run_cli("validate", str(tmp_path), "--grading-jobs", value), "--grading-jobs")
+
+
 @pytest.mark.parametrize("host", ["tcp://[bad", "tcp://localhost:notaport", ":::"])
 def test_a_malformed_docker_host_is_a_one_line_error(host):
     assert_one_line_error(run_cli("images", "ls", env={"DOCKER_HOST": host}), "DOCKER_HOST")

@@ -368,6 +368,17 @@ def test_auto_grading_width_takes_the_idle_cores_and_those_this_process_held(mon
     assert run.grading_width(AcceptancePolicy(grading_jobs=3), own=0, idle=0.0) == 3, "a number is taken as given"
 
 
+def test_the_default_policy_grades_auto_and_the_width_can_be_overridden():
+    from repo2env.pipeline.compose import acceptance_policy
+
+    assert load_acceptance_policy("default").grading_jobs == "auto" == AcceptancePolicy().grading_jobs
+    assert acceptance_policy("default", grading_jobs="2").grading_jobs == 2
+    assert acceptance_policy("strict", grading_jobs="auto", whole_suite=True).whole_suite_p2p
+    for bad in ("0", "-1", "many"):
+        with pytest.raises(InputError, match="--grading-jobs"):
+            acceptance_policy("default", grading_jobs=bad)
+
+
 def test_without_proc_stat_auto_uses_the_load_less_this_process_own(monkeypatch, tmp_path):
     from repo2env.validate import run
 

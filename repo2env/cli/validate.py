@@ -26,9 +26,12 @@ from repo2env.errors import InputError
 @click.option("--model", help="Model name for --policy.")
 @click.option("-k", "policy_k", type=click.IntRange(min=0), default=0, help="Policy rollouts per task (with --policy).")
 @click.option("--whole-suite", is_flag=True, help="Derive PASS_TO_PASS from the whole test suite.")
+@click.option("--grading-jobs", metavar="N|auto",
+              help="Gradings of one task at once (and derivation's two states): a number, or auto (the idle "
+                   "cores, 1-4) [default: the policy's grading_jobs, auto in the default policy].")
 def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: str, jobs: int,
              instance_ids: tuple[str, ...], force: bool, policy_url: str | None, model: str | None, policy_k: int,
-             whole_suite: bool) -> None:
+             whole_suite: bool, grading_jobs: str | None) -> None:
     """Keep only environments whose rewards are right, stable and varied.
 
     Per task: derive FAIL_TO_PASS / PASS_TO_PASS (each test run several times, shuffled, flaky ones
@@ -43,7 +46,7 @@ def validate(roots: tuple[Path, ...], from_dirs: tuple[Path, ...], policy_file: 
     """
     from repo2env.pipeline import compose
 
-    policy = compose.acceptance_policy(policy_file, whole_suite=whole_suite)
+    policy = compose.acceptance_policy(policy_file, whole_suite=whole_suite, grading_jobs=grading_jobs)
     if bool(policy_url) != bool(model):
         raise InputError("--policy and --model go together")
     runner = compose.policy_rollouts(policy_url, model) if policy_url else None

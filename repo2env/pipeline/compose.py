@@ -32,6 +32,7 @@ from repo2env.models import EnvSpec, ExecResult, GradeResult, Task, ValidationRe
 from repo2env.pipeline.stages import build_tasks_dir, folder_builder, validate_dir, worker_backend
 from repo2env.publish.dataset import PublishOptions, PublishSummary
 from repo2env.runtime.build import BuildOptions, BuildSummary, tasks_dirs
+from repo2env.settings import validate_settings
 from repo2env.validate.acceptance import AcceptancePolicy, load_acceptance_policy
 from repo2env.validate.run import PolicyRunner, ValidationSummary
 
@@ -148,11 +149,18 @@ def load_overrides(path: Path) -> dict:
 # --- validate -------------------------------------------------------------------------------------
 
 
-def acceptance_policy(name_or_path: str = defaults.ACCEPTANCE_POLICY, *, whole_suite: bool = False) -> AcceptancePolicy:
+def acceptance_policy(name_or_path: str = defaults.ACCEPTANCE_POLICY, *, whole_suite: bool = False,
+                      grading_jobs: str | None = None) -> AcceptancePolicy:
     """An acceptance policy by name (validators/NAME.yaml) or path; ``whole_suite`` derives
-    PASS_TO_PASS from the whole test suite."""
+    PASS_TO_PASS from the whole test suite; ``grading_jobs`` (a number or ``auto``) overrides the
+    policy's, checked as the policy's own field."""
     policy = load_acceptance_policy(name_or_path)
-    return policy.model_copy(update={"whole_suite_p2p": True}) if whole_suite else policy
+    if whole_suite:
+        policy = policy.model_copy(update={"whole_suite_p2p": True})
+    if grading_jobs is not None:  # model_copy would skip the field's checks
+        policy = validate_settings(AcceptancePolicy, {**policy.model_dump(), "grading_jobs": grading_jobs},
+                                   where="--grading-jobs")
+    return policy
 
 
 def policy_rollouts(url: str, model: str) -> PolicyRunner:
