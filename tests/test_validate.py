@@ -350,22 +350,20 @@ def test_derivation_reads_the_test_patch_once_and_prepares_both_states_alike(mon
         assert derivation.error and derivation.error.startswith("no test collected after the fix")
 
 
-def test_auto_grading_width_takes_the_idle_cores_and_those_this_process_held(monkeypatch):
+def test_auto_grading_width_takes_the_cores_idle_now(monkeypatch):
     from repo2env.validate import run
 
     auto = AcceptancePolicy(grading_jobs="auto")
     monkeypatch.setattr(run.os, "cpu_count", lambda: 2)
-    # A lone validation grading one at a time left a core idle: it takes both.
-    assert run.grading_width(auto, own=1, idle=0.9) == 2
-    # Its two gradings kept both cores busy: still two.
-    assert run.grading_width(auto, own=2, idle=0.1) == 2
-    # Others keep the machine busy (a CI run's other workers): one at a time.
-    assert run.grading_width(auto, own=0, idle=0.2) == 1
-    assert run.grading_width(auto, own=1, idle=0.0) == 1
-    assert run.grading_width(auto, own=0, idle=2.0) == 2, "never more than the cores"
+    # A lone validation: its previous task and its image build are over, both cores are idle now.
+    assert run.grading_width(auto, idle=1.9) == 2
+    # Others keep the machine busy (a CI run's other workers, another task's gradings): one at a time.
+    assert run.grading_width(auto, idle=0.2) == 1
+    assert run.grading_width(auto, own=2, idle=0.0) == 1, "gradings of this process that run now are load too"
+    assert run.grading_width(auto, idle=2.0) == 2, "never more than the cores"
     monkeypatch.setattr(run.os, "cpu_count", lambda: 16)
-    assert run.grading_width(auto, own=0, idle=16.0) == run.MAX_AUTO_GRADING_JOBS
-    assert run.grading_width(AcceptancePolicy(grading_jobs=3), own=0, idle=0.0) == 3, "a number is taken as given"
+    assert run.grading_width(auto, idle=16.0) == run.MAX_AUTO_GRADING_JOBS
+    assert run.grading_width(AcceptancePolicy(grading_jobs=3), idle=0.0) == 3, "a number is taken as given"
 
 
 def test_the_default_policy_grades_auto_and_the_width_can_be_overridden():
@@ -404,6 +402,16 @@ def test_idle_cores_are_read_from_the_kernels_counters(monkeypatch, tmp_path):
     stat.write_text("cpu  200 0 100 1050 50 0 0 0 0 0\n")
     time.sleep(0.02)
     assert idle.measure() == 2 * 300 / 400
+    # Minutes later (a build, a long validation): that stretch is not now; a fresh sample decides.
+    stale = run.IdleCores(stat, min_interval_s=0.01, max_age_s=0.05)
+    stale.measure()
+    stat.write_text("cpu  1000 0 100 1050 50 0 0 0 0 0\n")  # a busy stretch since that look...
+    time.sleep(0.1)
+    reads = []
+    real_read = stale._read
+    monkeypatch.setattr(stale, "_read", lambda: reads.append(1) or real_read())
+    assert stale.measure() is None, "...then no tick in the fresh sample: no figure, not the busy stretch's"
+    assert len(reads) == 2
     assert run.IdleCores(tmp_path / "none").measure() is None
     assert run.IdleCores("/proc/stat", min_interval_s=0.05).measure() is not None, "this machine's kernel says"
 

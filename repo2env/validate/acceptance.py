@@ -62,9 +62,9 @@ class AcceptancePolicy(BaseModel):
                              "(no F2P test passes: 0); gold, the gold patch minus one hunk and near misses are "
                              "always graded in full.")
     grading_jobs: int | Literal["auto"] = Field(
-        "auto", description="Gradings (and derivation's two states) run at once; auto: the cores nobody used since "
-                            "the last look plus those this process's gradings held, at least 1, at most 4 and the "
-                            "machine's cores. A number sets the width outright.")
+        "auto", description="Gradings (and derivation's two states) run at once; auto: the cores nobody used in "
+                            "the last moments (/proc/stat), at least 1, at most 4 and the machine's cores. A number "
+                            "sets the width outright.")
 
 
     @field_validator("grading_jobs")

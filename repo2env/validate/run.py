@@ -88,7 +88,7 @@ def validate_task(task: Task, runtime: Runtime, policy: AcceptancePolicy, *, log
     interface: Interface | None = None
     quality: QualityReport | None = None
     if env_ok:
-        with OWN_GRADINGS.using(width):  # the load this task adds, for other tasks' auto width
+        with OWN_GRADINGS.using(width):  # load of ours, for the load-average fallback of auto widths
             began = time.monotonic()
             derivation = derive_tests(task, runtime, runs=policy.reruns, hash_seeds=tuple(policy.hash_seeds),
                                       whole_suite=policy.whole_suite_p2p, timeout_s=policy.timeout_s,
@@ -201,20 +201,21 @@ def grading_width(policy: AcceptancePolicy, *, own: float | None = None, idle: f
     """How many gradings may run at once: ``policy.grading_jobs``, or (auto) the cores free for them,
     from 1 to :data:`MAX_AUTO_GRADING_JOBS` and the machine's cores.
 
-    Free are the cores nobody used since the last look (``idle``, by default :data:`IDLE_CORES`'
-    figure from /proc/stat) plus those this process's own gradings held (``own``, by default
-    :data:`OWN_GRADINGS`' figure: each grading's sandbox is capped at one CPU). Not the load
-    average: a runner with several workers in a one-CPU sandbox (jest) counts several times there,
-    and a lone validation of JavaScript saw its own load and graded one at a time. Without
-    /proc/stat: the cores the one-minute load leaves free, this process's own gradings not counted."""
+    Free are the cores nobody used in the last moments (``idle``, by default :data:`IDLE_CORES`'
+    figure from /proc/stat, over at most the last few seconds): what ran before this task (its
+    image build, the previous task's gradings) is over and does not count, and what runs now (other
+    tasks' gradings, this process's included, other work on the machine) does. Not the load average:
+    it reaches a minute back, and a runner with several workers in a one-CPU sandbox (jest) counts
+    several times there. Without /proc/stat: the cores the one-minute load leaves free, this
+    process's own gradings of that minute (``own``, :data:`OWN_GRADINGS`) not counted as load."""
     if policy.grading_jobs != "auto":
         return int(policy.grading_jobs)
     cores = os.cpu_count() or 1
-    own = OWN_GRADINGS.recent() if own is None else own
     idle = IDLE_CORES.measure() if idle is None else idle
     if idle is not None:
-        free = own + idle
+        free = idle
     else:
+        own = OWN_GRADINGS.recent() if own is None else own
         try:
             load = os.getloadavg()[0]
         except OSError:
@@ -224,12 +225,15 @@ def grading_width(policy: AcceptancePolicy, *, own: float | None = None, idle: f
 
 
 class IdleCores:
-    """The cores nobody used (idle or waiting on I/O, from the kernel's ``/proc/stat``) since the
-    previous measurement, over at least ``min_interval_s`` (the first one waits that long)."""
+    """The cores nobody used (idle or waiting on I/O, from the kernel's ``/proc/stat``) in the last
+    moments: since the previous measurement when that was between ``min_interval_s`` and
+    ``max_age_s`` ago, else over a fresh ``min_interval_s`` (the call waits that long)."""
 
-    def __init__(self, stat_path: str | Path = "/proc/stat", min_interval_s: float = 0.5) -> None:
+    def __init__(self, stat_path: str | Path = "/proc/stat", min_interval_s: float = 0.5,
+                 max_age_s: float = 5.0) -> None:
         self.stat_path = Path(stat_path)
         self.min_interval_s = min_interval_s
+        self.max_age_s = max_age_s
         self._lock = threading.Lock()
         self._last: tuple[float, int, int] | None = None  # (monotonic time, idle ticks, all ticks)
 
@@ -244,10 +248,10 @@ class IdleCores:
         return time.monotonic(), ticks[3] + ticks[4], sum(ticks)
 
     def measure(self) -> float | None:
-        """Idle cores since the previous call; None where the kernel does not say."""
+        """Idle cores over the last moments; None where the kernel does not say."""
         with self._lock:
             last = self._last
-            if last is None or time.monotonic() - last[0] < self.min_interval_s:
+            if last is None or not self.min_interval_s <= time.monotonic() - last[0] <= self.max_age_s:
                 last = self._read()
                 if last is None:
                     return None
