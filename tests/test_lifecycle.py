@@ -5,11 +5,13 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from types import SimpleNamespace
 
 import pytest
 
 from repo2env.errors import StoppingError
-from repo2env.runtime.backends import lifecycle
+from repo2env.runtime.backends import container, lifecycle
+from repo2env.runtime.sandbox import SandboxLimits
 
 
 class _Sandbox:
@@ -85,3 +87,39 @@ def test_a_stop_refuses_new_starts_and_waits_for_those_under_way(fresh_lifecycle
     with pytest.raises(StoppingError):
         with lifecycle.starting():
             pass
+
+
+class _Unstartable(container.ContainerSandbox):
+    """A container whose runtime cannot start a command the first ``refusals`` times (no pid left
+    while a killed fork bomb's processes are reaped), on a clock the test moves."""
+
+    def __init__(self, refusals: int, clock: dict) -> None:
+        super().__init__("c0ffee", SandboxLimits())
+        self.refusals, self.clock, self.tries = refusals, clock, 0
+
+    def _run(self, argv, *, user, workdir, env, stdin, deadline) -> container.Ran:
+        self.tries += 1
+        if self.tries <= self.refusals:
+            return container.Ran(exit_code=126, output=b"Error: OCI runtime error: runc: exec failed", truncated=False,
+                                 not_started=True)
+        return container.Ran(exit_code=0, output=b"still-here\n", truncated=False)
+
+
+@pytest.mark.parametrize(("refusals", "started"), [(6, True), (40, False)])
+def test_a_command_the_runtime_cannot_start_is_tried_again_for_seconds(monkeypatch, refusals, started):
+    """A loaded CI run reaped a killed fork bomb's processes more slowly than four tries 0.5-1.5 s
+    apart covered: the next command failed to start. It is tried again for START_RETRY_S; past
+    that, the caller gets exit 126 with the runtime's words."""
+    clock = {"now": 0.0}
+    fake_time = SimpleNamespace(monotonic=lambda: clock["now"],
+                                sleep=lambda seconds: clock.__setitem__("now", clock["now"] + seconds))
+    monkeypatch.setattr(container, "time", fake_time)
+    sandbox = _Unstartable(refusals, clock)
+    result = sandbox._exec("echo still-here", timeout=30, errors="strict", through_channel=False)
+    if started:
+        assert (result.exit_code, result.output, sandbox.tries) == (0, "still-here\n", 7)
+        assert clock["now"] > 6, "six refusals span seconds of retries"
+    else:
+        assert result.exit_code == 126 and "exec failed" in result.output
+        assert container.START_RETRY_S - 2 <= clock["now"] <= container.START_RETRY_S
+    lifecycle.forget(sandbox)

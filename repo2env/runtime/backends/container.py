@@ -29,9 +29,10 @@ from repo2env.runtime.bootstrap import AGENT_UID
 from repo2env.runtime.channel import ChannelBroken, ChannelClosed, ChannelTransport, CommandChannel
 from repo2env.runtime.sandbox import SandboxLimits, agent_diff_command
 
-#: Tries to start one command when the container runtime cannot (no pid left while a killed fork
-#: bomb is being reaped): it never ran, so running it again a moment later is safe.
-START_ATTEMPTS = 4
+#: How long one command is tried again when the container runtime cannot start it (no pid left
+#: while a killed fork bomb's processes end and are reaped, which a loaded machine can take seconds
+#: to do): it never ran, so running it again a moment later is safe.
+START_RETRY_S = 15.0
 #: Channels a sandbox opens at most: past that (its agent keeps killing them) commands use the engine's exec.
 CHANNEL_OPENS = 3
 #: Extra seconds past a command's timeout before the caller stops waiting on its output.
@@ -252,14 +253,18 @@ class ContainerSandbox:
             self.put_archive("/tmp", one_file_archive(PurePosixPath(staging).name, stdin, owner, 0o600))
             shell_command = command if isinstance(command, str) else shlex.join(command)
             command, stdin = f"exec 0<{staging}; rm -f -- {staging}\n{shell_command}", None
-        result = None
-        for attempt in range(START_ATTEMPTS):
+        give_up = time.monotonic() + START_RETRY_S
+        attempt = 0
+        while True:
             result = self._exec_once(command, timeout=timeout, workdir=workdir, env=env, user=user, stdin=stdin,
                                      errors=errors)
-            if result is not None and not isinstance(result, Ran):
+            if not isinstance(result, Ran):
                 return result
-            time.sleep(0.5 * (attempt + 1))
-        assert isinstance(result, Ran)
+            attempt += 1
+            pause = min(0.5 * attempt, 2.0)
+            if time.monotonic() + pause > give_up:
+                break
+            time.sleep(pause)
         return ExecResult(exit_code=126, output=result.output.decode("utf-8", errors=errors), timed_out=False,
                           truncated=result.truncated, duration_s=0.0)
 
