@@ -205,7 +205,8 @@ def test_concurrent_commands_in_one_sandbox(sandbox):
     assert results["slow"].output == "slow\n"
 
 
-def test_limits_network_capabilities_pids_and_memory(runtime):
+def test_limits_network_capabilities_pids_and_memory(runtime, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # the user's folder: nothing may appear in it (podman's conmon wrote an `oom` file)
     with _start(runtime, pids=64, memory="256m") as sandbox:
         assert sandbox.exec("ls /sys/class/net").output.split() == ["lo"]
         assert sandbox.exec("grep CapEff /proc/self/status").output.split()[-1] == "0000000000000000"
@@ -219,6 +220,7 @@ def test_limits_network_capabilities_pids_and_memory(runtime):
         hog = sandbox.exec("python3 -c \"b = bytearray(1024 ** 3); print('allocated')\"", timeout=30)
         assert hog.exit_code != 0 and "allocated" not in hog.output
         assert sandbox.exec("echo still-here", timeout=30).output == "still-here\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_close_is_idempotent_and_final(runtime):

@@ -27,7 +27,7 @@ from repo2env.runtime.backend import BackendSettings, Capabilities, Preflight, S
 from repo2env.runtime.backends import lifecycle
 from repo2env.runtime.backends.container import task_image
 from repo2env.runtime.backends.keepalive import keepalive_command
-from repo2env.runtime.backends.podman_cli import PodmanCLI, PodmanFailed, last_error
+from repo2env.runtime.backends.podman_cli import PodmanCLI, PodmanFailed, conmon_cwd, last_error
 from repo2env.runtime.backends.podman_images import PodmanImages
 from repo2env.runtime.backends.podman_sandbox import PodmanSandbox
 from repo2env.runtime.ownership import SANDBOX_LABEL, owner_labels, reap_orphans_now_and_then
@@ -104,7 +104,7 @@ class PodmanBackend:
             args += ["--label", f"{key}={value}"]
         try:
             container_id = self.cli.run([*args, image, *keepalive_command(limits.idle_timeout_s, limits.disk_bytes)],
-                                        timeout=300).decode().strip().splitlines()[-1]
+                                        timeout=300, cwd=conmon_cwd()).decode().strip().splitlines()[-1]
         except PodmanFailed as exc:
             self.remove_sandbox(name)
             if "image not known" in exc.stderr or "no such image" in exc.stderr.lower():

@@ -3,9 +3,12 @@ own failures told apart from the command's, names written the way every backend 
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,11 +35,12 @@ class PodmanCLI:
                                           hint="apt-get install podman catatonit (Debian/Ubuntu), or set REPO2ENV_PODMAN")
         self.binary = found
 
-    def run(self, args: Sequence[str], *, input: bytes | None = None, timeout: float | None = 600.0) -> bytes:
+    def run(self, args: Sequence[str], *, input: bytes | None = None, timeout: float | None = 600.0,
+            cwd: str | None = None) -> bytes:
         """podman's stdout; :class:`PodmanFailed` when it exits non-zero, a BackendUnavailableError
         when it cannot be run or hangs past ``timeout``."""
         try:
-            done = subprocess.run([self.binary, *args], input=input, capture_output=True, timeout=timeout)
+            done = subprocess.run([self.binary, *args], input=input, capture_output=True, timeout=timeout, cwd=cwd)
         except subprocess.TimeoutExpired:
             raise BackendUnavailableError(f"podman {' '.join(args[:2])} did not answer within {timeout:.0f} s",
                                           hint="check 'podman info'; a stuck engine lock clears with 'podman system renumber'") from None
@@ -56,6 +60,16 @@ class PodmanCLI:
             return subprocess.Popen([self.binary, *args], **options)
         except OSError as exc:
             raise BackendUnavailableError(f"cannot run {self.binary}: {exc}") from None
+
+
+@functools.cache
+def conmon_cwd() -> str:
+    """The folder a sandbox's container is started from: its conmon keeps that working folder and
+    writes an ``oom`` file there when a process in the container is killed for memory, which would
+    otherwise land in the user's folder."""
+    folder = os.path.join(tempfile.gettempdir(), f"repo2env-podman-{os.getuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
 
 
 def local_name(name: str) -> str:
