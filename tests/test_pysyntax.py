@@ -17,12 +17,19 @@ def test_parses_from_many_threads_agree():
     assert set(trees) == {51}
 
 
-def test_literals_evaluate_from_many_threads_at_once():
+def test_literals_evaluate_from_many_threads_at_once(monkeypatch):
     """A grading's canaries read literals (canary_maker) while another grading's variants are made:
     ast.literal_eval parses, so it goes through the same lock. (A CI run with two gradings at once
-    failed there once; the race is rare and this run does not reproduce it without the lock, but
-    every value must still come out whole.)"""
+    failed there once; the race is rare and this run does not reproduce it, so every parse records
+    whether the lock was held: a caller that parses outside it fails here.)"""
+    import ast
+
     from repo2env.verify.canary_maker import _value
+
+    held = []
+    real_parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda *args, **kwargs: held.append(pysyntax._LOCK.locked())
+                        or real_parse(*args, **kwargs))
 
     # Long enough for thread switches during the conversion, deep enough to recurse far.
     deep = "[" + ", ".join(["(" * 40 + "{'a': (2, 3)}" + ")" * 40] * 300) + "]"
@@ -30,6 +37,7 @@ def test_literals_evaluate_from_many_threads_at_once():
         values = list(pool.map(lambda n: pysyntax.literal_eval(deep) if n % 2 else _value(deep)[1], range(200)))
     assert all(value == [{"a": (2, 3)}] * 300 for value in values)
     assert pysyntax.literal_eval("  -1.5") == -1.5 and _value("not a literal") == ("text", "not a literal")
+    assert len(held) >= 201 and all(held), "every literal is parsed under the lock"
 
 
 def test_libcst_strings_evaluate_under_the_lock(monkeypatch):
