@@ -18,8 +18,10 @@ project; or an explicit ``REPO2ENV_REAL_REPOS=path1:path2``), it
    spread over it), builds and validates it with the default policy;
 4. prints per repository, per year and overall: PRs found vs merged PRs in history, env built, the
    rung and Python each task got, accepted, and the reasons for the rest; where validation's time
-   went (derivation, gold, the variants) against one run of the task's tests; writes
-   ``results.json`` (one row per repository, each with a row per sampled task) in the output folder;
+   went (derivation, gold, the variants) against one run of the task's tests, the least that ratio
+   can be under the policy (derivation's runs and the gold gradings over the cores), and where
+   validation's CPU went (the tests in the sandboxes, repo2env on the host, the container engine:
+   ``cpu_use.py``); writes ``results.json`` (one row per repository, each with a row per sampled task) in the output folder;
 5. with ``--compare N``, validates N tasks per repository again as validation ran before the
    throughput work (every rollout graded in full, one at a time) and prints both verdicts and times.
 
@@ -53,6 +55,7 @@ from repo2env.models import Task
 
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT / "benchmarks"))
+from cpu_use import CpuUse  # noqa: E402
 from results import Figure, record  # noqa: E402
 
 YEARS = range(2018, 2026)  #: the default --years
@@ -230,7 +233,10 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     began = time.perf_counter()
     policy = acceptance_policy("default", grading_jobs=grading_jobs)
     row["grading_jobs"] = policy.grading_jobs
+    row["policy_runs"] = {"reruns": policy.reruns, "gold_runs": policy.gold_runs}
+    cpu = CpuUse.now()
     validate_dir(sample_dir, runtime, policy, jobs=validate_jobs)
+    row["validate_cpu"] = CpuUse.now().since(cpu).as_dict()
     row["validate_s"] = round(time.perf_counter() - began, 1)
     records = read_records(sample_dir / "validation.jsonl")
     row["accepted"] = sum(record.verdict == "accepted" for record in records)
@@ -428,7 +434,46 @@ def print_throughput(rows: list[dict]) -> list[Figure]:
     total = sum(phases.values()) or 1.0
     print("[throughput] time by phase (sum over tasks): "
           + ", ".join(f"{name} {seconds:.0f} s ({seconds / total:.0%})" for name, seconds in phases.most_common()))
-    return figures
+    figures += print_floor(rows, cores)
+    return figures + print_cpu(rows)
+
+
+def print_floor(rows: list[dict], cores: int) -> list[Figure]:
+    """The least the ratio can be under the policy on this machine before any variant is graded:
+    derivation's runs before and after the fix plus the gold gradings, each at least one run of the
+    task's tests, spread perfectly over the cores (mocha and ``node --test`` tasks run the fixed
+    state 12 times: more)."""
+    runs = {(row["policy_runs"]["reruns"], row["policy_runs"]["gold_runs"]) for row in rows if row.get("policy_runs")}
+    if len(runs) != 1:
+        return []
+    ((reruns, gold_runs),) = runs
+    floor = (2 * reruns + gold_runs) / cores
+    print(f"[throughput] the ratio's floor under this policy: {2 * reruns} derivation runs and {gold_runs} gold "
+          f"gradings on {cores} cores = {floor:.1f}x, before the null, partial, near-miss and stub gradings")
+    return [Figure(f"the ratio's floor: {2 * reruns} derivation runs + {gold_runs} gold gradings on {cores} cores",
+                   round(floor, 1), "x")]
+
+
+def print_cpu(rows: list[dict]) -> list[Figure]:
+    """Where validation's CPU went, over every repository: the tests in the sandboxes, repo2env on
+    the host (this process), the engine and the rest (``cpu_use``)."""
+    measured = [CpuUse.from_dict(row["validate_cpu"]) for row in rows if row.get("validate_cpu")]
+    if not measured:
+        return []
+    total = measured[0]
+    for use in measured[1:]:
+        total = total.plus(use)
+    shares = total.shares()
+    if shares is None:
+        print(f"[cpu] validation: repo2env {total.own_s:.0f} core-s; the sandboxes' share is not measured here")
+        return []
+    print(f"[cpu] validation kept the machine busy {total.busy_s:.0f} core-s: the tests in the sandboxes "
+          f"{shares['sandboxes']:.0%}, repo2env on the host {shares['own']:.0%}, the container engine and the rest "
+          f"{shares['rest']:.0%}")
+    return [Figure(f"validation CPU in the sandboxes (the tests), of {total.busy_s:.0f} core-s busy",
+                   round(shares["sandboxes"] * 100), "%"),
+            Figure("validation CPU of repo2env on the host", round(shares["own"] * 100), "%"),
+            Figure("validation CPU of the container engine and the rest", round(shares["rest"] * 100), "%")]
 
 
 def main() -> None:
