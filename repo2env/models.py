@@ -157,6 +157,7 @@ class ExecResult(_Schema):
     timed_out: bool = False
     truncated: bool = False
     duration_s: float = 0.0
+    stalled: bool = False  #: stopped before its timeout: no output for its idle timeout once output began
 
 
 class GradeResult(_Schema):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from repo2env.runtime.backends.docker import SANDBOX_LABEL, DockerBackend
-from repo2env.verify.grader import Grader
+from repo2env.verify.grader import STALLED, Grader
 
 pytestmark = pytest.mark.docker
 
@@ -1422,6 +1422,31 @@ def test_a_timeout_leaves_no_container_but_the_spare(docker_client, short_grader
     while set(leftover_sandboxes(docker_client)) - {spare.id} and time.monotonic() < deadline:
         time.sleep(0.5)
     assert set(leftover_sandboxes(docker_client)) <= {spare.id}, "the timed-out gradings' containers are gone"
+
+
+STALLING = {
+    "hang-in-every-call": "import time\ntime.sleep(3600)\n",
+    # The outcomes every test and canary must have, forged into the collector's stream, then silence:
+    # stopped as stalled, the run earns nothing whatever the stream said.
+    "stream-forged-then-hang": _FORGE_REPORT + _FORGE_STREAM + "    time.sleep(3600)\n",
+}
+
+
+@pytest.mark.parametrize("variant", sorted(STALLING))
+def test_a_run_whose_outcomes_stop_coming_is_stopped_as_stalled(docker_client, slug_task, empty, tmp_path, variant):
+    """Validation grades its own variants with ``stall_s``: once the first outcome came, none for
+    that long stops the run there, long before its timeout, and it earns nothing; gold, graded by
+    the same grader, is not stopped."""
+    patch = agent_patch(docker_client, slug_task, edits=(in_slugify(STALLING[variant]),))
+    with Grader(RecordingRuntime(docker_client), tmp_path, timeout_s=150, keep_warm=True, stall_s=4) as grader:
+        began = time.monotonic()
+        result = grader.grade(slug_task, patch)
+        assert time.monotonic() - began < 75, "stopped at the stall, not at the 150 s timeout"
+        assert_gains_nothing(result, empty[SLUG])
+        assert result.error and result.error.startswith(STALLED), result.error
+        assert all(status == "missing" for status in result.tests.values()), result.tests
+        gold = grader.grade(slug_task, slug_task.patch)
+        assert (gold.reward, gold.error, gold.tampered) == (1.0, None, False)
 
 
 def test_no_sandbox_outlives_the_probes(docker_client, short_grader):

@@ -97,7 +97,7 @@ class _Unstartable(container.ContainerSandbox):
         super().__init__("c0ffee", SandboxLimits())
         self.refusals, self.clock, self.tries = refusals, clock, 0
 
-    def _run(self, argv, *, user, workdir, env, stdin, deadline) -> container.Ran:
+    def _run(self, argv, *, user, workdir, env, stdin, deadline, idle_s=None) -> container.Ran:
         self.tries += 1
         if self.tries <= self.refusals:
             return container.Ran(exit_code=126, output=b"Error: OCI runtime error: runc: exec failed", truncated=False,

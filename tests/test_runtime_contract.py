@@ -136,6 +136,26 @@ def test_a_timeout_kills_the_whole_group_and_the_sandbox_goes_on(sandbox):
     assert sandbox.exec("echo alive").output == "alive\n"
 
 
+def test_an_idle_timeout_stops_a_command_whose_output_stopped_and_only_then(sandbox):
+    """Once a command's output began, none for ``idle_timeout`` stops it (``stalled``, the agent's
+    processes killed), long before its timeout; a command silent before its first output, or one
+    that keeps writing, runs on."""
+    began = time.monotonic()
+    result = sandbox.exec("echo started; sleep 60; echo never", timeout=120, idle_timeout=2)
+    assert result.stalled and not result.timed_out and result.exit_code == 137
+    assert result.output == "started\n"
+    assert time.monotonic() - began < 30
+    deadline = time.monotonic() + 5
+    while (left := sandbox.exec("pgrep -u agent -x sleep || echo none").output.strip()) != "none" \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left == "none", "the stalled command's processes are gone"
+    late = sandbox.exec("sleep 3; echo late", timeout=60, idle_timeout=1)
+    assert (late.stalled, late.exit_code, late.output) == (False, 0, "late\n"), "the idle clock starts at the first output"
+    steady = sandbox.exec("for i in 1 2 3 4 5 6; do echo $i; sleep 0.5; done", timeout=60, idle_timeout=2)
+    assert (steady.stalled, steady.exit_code, steady.output.split()) == (False, 0, list("123456"))
+
+
 def test_output_is_capped_at_the_limit(runtime):
     with _start(runtime, output_cap_bytes=10_000) as sandbox:
         result = sandbox.exec("head -c 3000000 /dev/zero | tr '\\0' x; echo done >&2")

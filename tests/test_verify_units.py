@@ -585,3 +585,13 @@ def test_validations_own_variants_get_a_lower_floor_than_the_tasks_recorded_time
     policy = load_acceptance_policy("default")
     assert grading_timeout(policy, 0.8, floor_s=VARIANT_TIMEOUT_FLOOR_S) == 30.0 < grading_timeout(policy, 0.8)
     assert grading_timeout(policy, 12.0, floor_s=VARIANT_TIMEOUT_FLOOR_S) == 120.0, "ten times gold either way"
+
+
+def test_validations_own_variants_stop_at_a_stall_well_before_their_timeout():
+    """Three times gold's whole run without an outcome (no test of gold took that long), at least
+    10 s; none when that is no shorter than the variant's timeout."""
+    from repo2env.validate.run import variant_stall
+
+    assert variant_stall(0.8, 30.0) == 10.0
+    assert variant_stall(5.4, 54.0) == 16.2
+    assert variant_stall(12.0, 30.0) is None

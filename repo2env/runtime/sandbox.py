@@ -82,11 +82,14 @@ class Sandbox(Protocol):
         ...
 
     def exec(self, command: str | list[str], *, timeout: float | None = None, workdir: str | None = None,
-             env: dict[str, str] | None = None, user: str | None = None, stdin: bytes | None = None) -> ExecResult:
+             env: dict[str, str] | None = None, user: str | None = None, stdin: bytes | None = None,
+             idle_timeout: float | None = None) -> ExecResult:
         """Run ``command`` (a shell string, or an argv list) as ``user`` (default: the limits' user)
         in ``workdir`` (default: /testbed) with ``env`` added to the sandbox's environment and
         ``stdin`` as its standard input (default: none). At ``timeout`` (default: the limits') the
-        command's whole process group is killed (exit 124 or 137, ``timed_out``); combined
+        command's whole process group is killed (exit 124 or 137, ``timed_out``); with
+        ``idle_timeout``, once its output began and then none came for that long, every process of
+        the agent user is killed and the result is ``stalled`` (exit 137); combined
         stdout/stderr is kept up to ``limits.output_cap_bytes`` (``truncated`` past it) and decoded
         as UTF-8 with undecodable bytes replaced. Never raises for a failing command; raises a
         :class:`~repo2env.errors.Repo2EnvError` when the sandbox cannot run it (closed: an

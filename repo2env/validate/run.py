@@ -48,6 +48,12 @@ GRADING_TIMEOUT_FLOOR_S = 60.0
 #: hangs is common (a loop that no longer ends) and earns 0 however long it is given; the task's
 #: recorded timeout keeps the wide floor, since a policy's honest run on a loaded machine must finish.
 VARIANT_TIMEOUT_FLOOR_S = 30.0
+#: A mutated fix that hangs usually hangs in one test, after the others gave their outcomes: once
+#: the first outcome came, validation's null and variant gradings stop when no outcome comes for
+#: this many times the gold gradings' whole run (no test of gold took longer), at least the floor.
+#: Such a run earns 0, as it would at the timeout, but costs seconds instead of the whole timeout.
+VARIANT_STALL_FACTOR = 3.0
+VARIANT_STALL_FLOOR_S = 10.0
 
 #: A policy-rollout runner: (task, runtime, grader, k, seed) -> graded policy rollouts.
 PolicyRunner = Callable[[Task, Runtime, Grader, int, int], list[RolloutResult]]
@@ -318,6 +324,14 @@ def grading_timeout(policy: AcceptancePolicy, gold_seconds: float, *, floor_s: f
     return round(min(policy.timeout_s, max(floor_s, GRADING_TIMEOUT_FACTOR * gold_seconds)), 1)
 
 
+def variant_stall(gold_seconds: float, timeout_s: float) -> float | None:
+    """How long validation's null and variant gradings may go without a test outcome once the first
+    came (:data:`VARIANT_STALL_FACTOR` times the gold gradings' run, at least the floor); None when
+    that is no shorter than their timeout."""
+    stall = round(max(VARIANT_STALL_FLOOR_S, VARIANT_STALL_FACTOR * gold_seconds), 1)
+    return stall if stall < timeout_s else None
+
+
 #: The rollouts graded FAIL_TO_PASS first under ``policy.stop_early``: those expected to fail them
 #: (the unfixed code, proper subsets of the gold hunks, stubs). The gold patch minus one hunk and
 #: the near misses usually pass some, and a first phase that decides nothing costs a whole run of
@@ -414,7 +428,8 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
         gold_seconds = max((r.grade.tests_duration_s for r in rollouts if r.kind == "gold" and r.grade), default=0.0)
         task_timeout = grading_timeout(policy, gold_seconds)
         variant_timeout = grading_timeout(policy, gold_seconds, floor_s=VARIANT_TIMEOUT_FLOOR_S)
-        with Grader(runtime, logs_dir / "grades", timeout_s=variant_timeout, keep_warm=True) as variant_grader:
+        with Grader(runtime, logs_dir / "grades", timeout_s=variant_timeout, keep_warm=True,
+                    stall_s=variant_stall(gold_seconds, variant_timeout)) as variant_grader:
             rollouts.extend(grade_all(variant_grader, variants, task, phase="variants"))
         k = policy_k or policy.policy_k
         if policy_runner is not None and k:

@@ -78,6 +78,8 @@ _READY = "ready"
 #: Starts the grading script once its inputs are placed (up to 60 s: the engine is placing them).
 _LAUNCHER = ('n=0; until [ -e "$0" ]; do [ $n -lt 6000 ] || exit 94; n=$((n+1)); sleep 0.01; done; '
              'exec /bin/bash "$1" "$2"')
+#: How the error of a grading the collector stopped as hung (``Grader(stall_s=...)``) begins.
+STALLED = "the tests stalled"
 _parse_trailer = parse_trailer  # the grader's name for it, as before
 __all__ = ["DEFAULT_TIMEOUT_S", "GRADING_SCRIPT_FILES", "Grader", "grading_scripts", "rescore",
            "scored"]
@@ -87,9 +89,12 @@ class Grader:
     """Grades patches for tasks on one runtime; logs go under ``logs_root``."""
 
     def __init__(self, runtime: Runtime, logs_root: Path, *, timeout_s: float | None = None,
-                 limits: SandboxLimits | None = None, keep_warm: bool = False) -> None:
+                 limits: SandboxLimits | None = None, keep_warm: bool = False, stall_s: float | None = None) -> None:
         """``timeout_s``: the hidden tests' timeout for every task; by default each task's own (the
         one validation set from its gold patch's gradings, else :data:`DEFAULT_TIMEOUT_S`).
+        ``stall_s``: once the tests' first outcome came, a run that then gives none for this long
+        hangs: it is stopped there and earns nothing (error ``the tests stalled``), instead of at
+        the timeout. Validation gives it to its own variants' gradings only.
         ``keep_warm``: after each grading, start the next sandbox of the same image in the
         background, so that repeated gradings of a task (validation) skip the container start. A
         spare is never used before it is handed to one grading, so it is as fresh as a new one."""
@@ -98,6 +103,7 @@ class Grader:
         self.timeout_s = timeout_s
         self._limits = limits
         self.keep_warm = keep_warm
+        self.stall_s = stall_s
         self._spares: dict[str, Future] = {}
         self._spares_lock = threading.Lock()  # gradings may run at once (RepoEnv grades a group in parallel)
         self._spare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repo2env-spare") if keep_warm else None
@@ -222,8 +228,9 @@ class Grader:
             placed = _PLACEMENTS.submit(sandbox.put_archive, "/tmp", archive)
             # The collector runs as root, beside the grading script: what it has read is out of the
             # tests' reach, and its output comes straight here.
+            # With stall_s it also watches the outcomes come: none for that long stops the tests.
             collector = _COLLECTORS.submit(sandbox.exec, ["/bin/sh", "-c", COLLECTOR_SCRIPT, layout.fifo],
-                                           timeout=spec.timeout_s + 60, user="root")
+                                           timeout=spec.timeout_s + 60, user="root", idle_timeout=self.stall_s)
             result = sandbox.exec(["/bin/sh", "-c", _LAUNCHER, f"{layout.inputs}/{_READY}",
                                    f"{layout.inputs}/grade.sh", f"{layout.inputs}/grade.json"],
                                   timeout=spec.timeout_s + 30, workdir="/testbed")
@@ -262,6 +269,12 @@ class Grader:
                 "junit": {canary.test_id: reading.all_outcomes.get(canary.test_id) for canary in plan.canaries},
                 "stream": {canary.test_id: reading.stream.status(canary.test_id) if reading.stream else None
                            for canary in plan.canaries}})
+        if stream_result is not None and stream_result.stalled:
+            # The collector stopped the tests: the run did not end on its own and earns nothing.
+            reading = dataclasses.replace(reading, error=(
+                f"{STALLED}: no outcome for {self.stall_s:.0f} s after the last one, so they were stopped "
+                "(a run cut short earns nothing)"),
+                tests={test_id: TestStatus.MISSING for test_id in reading.tests})
         failing = [test_id for test_id, status in reading.tests.items() if status != TestStatus.PASSED]
         failures = {}
         if reading.script_finished and not reading.tampered:

@@ -88,9 +88,10 @@ class ContainerSandbox:
     # --- engine primitives (one backend each) -------------------------------------------------
 
     def _run(self, argv: list[str], *, user: str, workdir: str | None, env: dict[str, str] | None,
-             stdin: bytes | None, deadline: float) -> Ran:
+             stdin: bytes | None, deadline: float, idle_s: float | None = None) -> Ran:
         """Run ``argv`` through the engine's exec, its output capped at ``limits.output_cap_bytes``,
-        waiting until ``deadline`` at most; EngineRefused when the engine would not run it."""
+        waiting until ``deadline`` at most (and, with ``idle_s``, no longer than that without output
+        once it began: :func:`drain`); EngineRefused when the engine would not run it."""
         raise NotImplementedError
 
     def _state(self) -> State | None:
@@ -143,10 +144,13 @@ class ContainerSandbox:
         return not self._closed and self._running()
 
     def exec(self, command: str | list[str], *, timeout: float | None = None, workdir: str | None = None,
-             env: dict[str, str] | None = None, user: str | None = None, stdin: bytes | None = None) -> ExecResult:
+             env: dict[str, str] | None = None, user: str | None = None, stdin: bytes | None = None,
+             idle_timeout: float | None = None) -> ExecResult:
         """Run ``command`` under ``timeout`` (default: the limits'); kill its process group at the
-        deadline; capture at most ``output_cap_bytes`` of combined stdout/stderr."""
-        return self._exec(command, timeout=timeout, workdir=workdir, env=env, user=user, stdin=stdin, errors="replace")
+        deadline; capture at most ``output_cap_bytes`` of combined stdout/stderr. ``idle_timeout``:
+        once output began, none for that long stops it too (``stalled``), by the engine's exec."""
+        return self._exec(command, timeout=timeout, workdir=workdir, env=env, user=user, stdin=stdin, errors="replace",
+                          idle_timeout=idle_timeout)
 
     def read_file(self, path: str) -> str:
         """The text of ``path`` (UTF-8, undecodable bytes replaced)."""
@@ -235,12 +239,13 @@ class ContainerSandbox:
 
     def _exec(self, command: str | list[str], *, timeout: float | None, workdir: str | None = None,
               env: dict[str, str] | None = None, user: str | None = None, stdin: bytes | None = None,
-              errors: str, through_channel: bool = True) -> ExecResult:
+              errors: str, through_channel: bool = True, idle_timeout: float | None = None) -> ExecResult:
         """:meth:`exec`, its output decoded from UTF-8 with ``errors`` (``"surrogateescape"`` keeps
-        every byte, for a diff); ``through_channel=False`` keeps the command off the channel."""
+        every byte, for a diff); ``through_channel=False`` keeps the command off the channel (so does
+        an ``idle_timeout``: only the engine's exec watches the output as it comes)."""
         if self._closed:
             raise InputError("this sandbox is closed")
-        if through_channel and (user or self.limits.user) == self.limits.user:
+        if through_channel and idle_timeout is None and (user or self.limits.user) == self.limits.user:
             answered = self._exec_through_channel(command, timeout=timeout, workdir=workdir, env=env, stdin=stdin,
                                                   errors=errors)
             if answered is not None:
@@ -257,7 +262,7 @@ class ContainerSandbox:
         attempt = 0
         while True:
             result = self._exec_once(command, timeout=timeout, workdir=workdir, env=env, user=user, stdin=stdin,
-                                     errors=errors)
+                                     errors=errors, idle_timeout=idle_timeout)
             if not isinstance(result, Ran):
                 return result
             attempt += 1
@@ -269,7 +274,8 @@ class ContainerSandbox:
                           truncated=result.truncated, duration_s=0.0)
 
     def _exec_once(self, command: str | list[str], *, timeout: float | None, workdir: str | None,
-                   env: dict[str, str] | None, user: str | None, stdin: bytes | None, errors: str) -> ExecResult | Ran:
+                   env: dict[str, str] | None, user: str | None, stdin: bytes | None, errors: str,
+                   idle_timeout: float | None = None) -> ExecResult | Ran:
         """The command's result, or the engine's :class:`Ran` when the runtime could not start it."""
         if self._closed:
             raise InputError("this sandbox is closed")
@@ -278,7 +284,7 @@ class ContainerSandbox:
         started = time.monotonic()
         try:
             ran = self._run(timed_shell(shell_command, timeout), user=user or self.limits.user, workdir=workdir,
-                            env=env, stdin=stdin, deadline=started + timeout + STREAM_GRACE_S)
+                            env=env, stdin=stdin, deadline=started + timeout + STREAM_GRACE_S, idle_s=idle_timeout)
         except EngineRefused as exc:
             if not self._running():  # stopped by its keepalive, or removed
                 raise self._stopped_error() from None
@@ -294,6 +300,12 @@ class ContainerSandbox:
             # The keepalive stopped the sandbox under this command: say why where the caller looks.
             output += f"\n[repo2env: {self._stopped_error().message}]\n"
             exit_code = 137 if exit_code is None else exit_code
+        elif exit_code is None and idle_timeout is not None and duration < timeout:
+            # No output for idle_timeout once it began: the command hangs. What the agent user runs
+            # is stopped (the keepalive and root's commands are spared; a root command reading the
+            # agent's output then sees it end).
+            self._kill_agent_processes()
+            return ExecResult(exit_code=137, output=output, truncated=ran.truncated, duration_s=duration, stalled=True)
         elif exit_code is None:
             # Still running past the grace period: something left timeout's process group (setsid).
             # The keepalive runs as root, so killing every process of the agent user spares it.
@@ -407,18 +419,22 @@ def one_file_archive(name: str, payload: bytes, owner: int, mode: int) -> bytes:
     return archive.getvalue()
 
 
-def drain(chunks, *, cap: int, deadline: float) -> tuple[bytes, bool, bool]:
+def drain(chunks, *, cap: int, deadline: float, idle_s: float | None = None) -> tuple[bytes, bool, bool]:
     """Read the iterable of byte ``chunks`` on a thread until it ends or ``deadline``: (the first
-    ``cap`` bytes, whether more came, whether it ended)."""
+    ``cap`` bytes, whether more came, whether it ended). With ``idle_s``, stop waiting too once
+    output has begun and then none came for ``idle_s`` seconds (a command that hangs)."""
     kept: list[bytes] = []
     size = 0
     truncated = False
     finished = threading.Event()
+    last_chunk: list[float] = []  # when the latest chunk came (none yet: the idle clock has not started)
 
     def reader() -> None:
         nonlocal size, truncated
         try:
             for chunk in chunks:
+                if chunk:
+                    last_chunk[:] = [time.monotonic()]
                 if size < cap:
                     piece = chunk[: cap - size]
                     kept.append(piece)
@@ -432,8 +448,18 @@ def drain(chunks, *, cap: int, deadline: float) -> tuple[bytes, bool, bool]:
 
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
-    finished.wait(max(0.0, deadline - time.monotonic()))
+    if idle_s is None:
+        finished.wait(max(0.0, deadline - time.monotonic()))
+    while idle_s is not None and not finished.wait(max(0.0, min(deadline, time.monotonic() + DRAIN_POLL_S)
+                                                       - time.monotonic())):
+        now = time.monotonic()
+        if now >= deadline or (last_chunk and now - last_chunk[0] >= idle_s):
+            break
     return b"".join(kept), truncated, finished.is_set()
+
+
+#: How often a drain with an idle limit looks whether output still comes.
+DRAIN_POLL_S = 0.25
 
 
 def short(text: str | BaseException) -> str:

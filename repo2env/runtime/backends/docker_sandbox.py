@@ -37,7 +37,7 @@ class DockerSandbox(ContainerSandbox):
         super().__init__(container.id, limits, dict(container.labels or {}))
 
     def _run(self, argv: list[str], *, user: str, workdir: str | None, env: dict[str, str] | None,
-             stdin: bytes | None, deadline: float) -> Ran:
+             stdin: bytes | None, deadline: float, idle_s: float | None = None) -> Ran:
         assert stdin is None, "Docker's exec takes no stdin: ContainerSandbox stages it"
         try:
             exec_id = self.client.api.exec_create(self.container.id, argv, user=user, workdir=workdir,
@@ -45,7 +45,7 @@ class DockerSandbox(ContainerSandbox):
             stream = self.client.api.exec_start(exec_id, stream=True, demux=False)
         except docker.errors.APIError as exc:
             raise EngineRefused(str(exc)) from None
-        output, truncated, _ = drain(stream, cap=self.limits.output_cap_bytes, deadline=deadline)
+        output, truncated, _ = drain(stream, cap=self.limits.output_cap_bytes, deadline=deadline, idle_s=idle_s)
         try:
             exit_code = self.client.api.exec_inspect(exec_id).get("ExitCode")
         except docker.errors.APIError as exc:

@@ -39,7 +39,7 @@ class PodmanSandbox(ContainerSandbox):
         super().__init__(container_id, limits)
 
     def _run(self, argv: list[str], *, user: str, workdir: str | None, env: dict[str, str] | None,
-             stdin: bytes | None, deadline: float) -> Ran:
+             stdin: bytes | None, deadline: float, idle_s: float | None = None) -> Ran:
         args = ["exec", *(["--interactive"] if stdin is not None else []), "--user", user]
         if workdir:
             args += ["--workdir", workdir]
@@ -53,7 +53,7 @@ class PodmanSandbox(ContainerSandbox):
         reader = threading.Thread(target=lambda: errors.append(process.stderr.read()), daemon=True)
         reader.start()
         output, truncated, ended = drain(iter(lambda: process.stdout.read1(65536), b""),
-                                         cap=self.limits.output_cap_bytes, deadline=deadline)
+                                         cap=self.limits.output_cap_bytes, deadline=deadline, idle_s=idle_s)
         if not ended:
             # Something left the command's process group and holds its output: the caller kills the
             # agent's processes; the podman client then ends, and is reaped in the background.
