@@ -578,13 +578,14 @@ def test_validation_sets_each_tasks_timeout_from_golds_time_with_a_wide_margin(g
     assert grading_timeout(policy, gold_seconds) == expected
 
 
-def test_validations_own_variants_get_a_lower_floor_than_the_tasks_recorded_timeout():
+def test_validations_own_variants_get_a_lower_floor_and_factor_than_the_tasks_recorded_timeout():
     from repo2env.validate.acceptance import load_acceptance_policy
-    from repo2env.validate.run import VARIANT_TIMEOUT_FLOOR_S, grading_timeout
+    from repo2env.validate.run import VARIANT_TIMEOUT_FACTOR, VARIANT_TIMEOUT_FLOOR_S, grading_timeout
 
     policy = load_acceptance_policy("default")
-    assert grading_timeout(policy, 0.8, floor_s=VARIANT_TIMEOUT_FLOOR_S) == 30.0 < grading_timeout(policy, 0.8)
-    assert grading_timeout(policy, 12.0, floor_s=VARIANT_TIMEOUT_FLOOR_S) == 120.0, "ten times gold either way"
+    variant = {"floor_s": VARIANT_TIMEOUT_FLOOR_S, "factor": VARIANT_TIMEOUT_FACTOR}
+    assert grading_timeout(policy, 0.8, **variant) == 30.0 < grading_timeout(policy, 0.8)
+    assert grading_timeout(policy, 12.0, **variant) == 72.0 < grading_timeout(policy, 12.0) == 120.0
 
 
 def test_validations_own_variants_stop_at_a_stall_well_before_their_timeout():

@@ -44,9 +44,12 @@ from repo2env.verify.junit import split_node_id
 #: (``ValidationReport.grading_timeout_s``), get this many times the gold gradings' time, at least the floor.
 GRADING_TIMEOUT_FACTOR = 10.0
 GRADING_TIMEOUT_FLOOR_S = 60.0
-#: Validation's own null and variant gradings: the same factor, a lower floor. A mutated fix that
-#: hangs is common (a loop that no longer ends) and earns 0 however long it is given; the task's
-#: recorded timeout keeps the wide floor, since a policy's honest run on a loaded machine must finish.
+#: Validation's own null and variant gradings: a smaller factor, a lower floor. A mutated fix that
+#: hangs, or makes every test crawl, is common (a loop that no longer ends) and earns 0 however long
+#: it is given; the task's recorded timeout keeps the wide margin, since a policy's honest run on a
+#: loaded machine must finish. Six times gold: of 575 variant gradings on the development
+#: repositories that ended on their own, the slowest took 4 times gold's run.
+VARIANT_TIMEOUT_FACTOR = 6.0
 VARIANT_TIMEOUT_FLOOR_S = 30.0
 #: A mutated fix that hangs usually hangs in one test, after the others gave their outcomes: once
 #: the first outcome came, validation's null and variant gradings stop when no outcome comes for
@@ -316,12 +319,14 @@ OWN_GRADINGS = OwnGradings()
 MAX_AUTO_GRADING_JOBS = 4
 
 
-def grading_timeout(policy: AcceptancePolicy, gold_seconds: float, *, floor_s: float = GRADING_TIMEOUT_FLOOR_S) -> float:
+def grading_timeout(policy: AcceptancePolicy, gold_seconds: float, *, floor_s: float = GRADING_TIMEOUT_FLOOR_S,
+                    factor: float = GRADING_TIMEOUT_FACTOR) -> float:
     """The hidden tests' timeout for every later grading of a task whose gold gradings took
-    ``gold_seconds`` at most: :data:`GRADING_TIMEOUT_FACTOR` times that, at least ``floor_s``, at
-    most the policy's. A run cut short earns nothing, so the margin is wide: an honest run on a
-    loaded machine still finishes; a run that hangs is stopped long before the policy's full timeout."""
-    return round(min(policy.timeout_s, max(floor_s, GRADING_TIMEOUT_FACTOR * gold_seconds)), 1)
+    ``gold_seconds`` at most: ``factor`` (:data:`GRADING_TIMEOUT_FACTOR`) times that, at least
+    ``floor_s``, at most the policy's. A run cut short earns nothing, so the margin is wide: an
+    honest run on a loaded machine still finishes; a run that hangs is stopped long before the
+    policy's full timeout."""
+    return round(min(policy.timeout_s, max(floor_s, factor * gold_seconds)), 1)
 
 
 def variant_stall(gold_seconds: float, timeout_s: float) -> float | None:
@@ -427,7 +432,8 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
         # full one; so does every later grading of the task (the report keeps it).
         gold_seconds = max((r.grade.tests_duration_s for r in rollouts if r.kind == "gold" and r.grade), default=0.0)
         task_timeout = grading_timeout(policy, gold_seconds)
-        variant_timeout = grading_timeout(policy, gold_seconds, floor_s=VARIANT_TIMEOUT_FLOOR_S)
+        variant_timeout = grading_timeout(policy, gold_seconds, floor_s=VARIANT_TIMEOUT_FLOOR_S,
+                                          factor=VARIANT_TIMEOUT_FACTOR)
         with Grader(runtime, logs_dir / "grades", timeout_s=variant_timeout, keep_warm=True,
                     stall_s=variant_stall(gold_seconds, variant_timeout)) as variant_grader:
             rollouts.extend(grade_all(variant_grader, variants, task, phase="variants"))
