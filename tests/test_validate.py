@@ -432,3 +432,33 @@ def test_own_gradings_are_the_most_in_use_over_the_last_window():
     assert own.recent() == 3
     clock["now"] += 60
     assert own.recent() == 0, "a minute later nothing of it is left in the window"
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize("before, runs_each", [
+    (["passed", "failed", "failed"], 1),  # passed before the fix once: never FAIL_TO_PASS, the reruns are spared
+    (["failed", "failed", "failed"], 3),  # a FAIL_TO_PASS candidate: every rerun confirms it
+    (["failed", "passed", "failed"], 3),  # a candidate after one run, flaky after three
+])
+def test_derivation_reruns_only_while_a_test_can_still_be_fail_to_pass(parallel, before, runs_each):
+    from repo2env.validate.derive import Derivation, _classify, _run_states
+
+    script = {"before": before, "after": ["passed"] * 3}
+    ran = []
+
+    def run_state(name, sandbox, record, count, first=0):
+        durations = []
+        for run in range(first, count):
+            ran.append((name, run))
+            record.setdefault("tests/test_w.py::test_w", []).append(script[name][run])
+            durations.append(1.0)
+        return durations
+
+    derivation = Derivation()
+    _run_states(derivation, run_state, [("before", None, derivation.before, 3), ("after", None, derivation.after, 3)],
+                parallel=parallel)
+    assert sorted(ran) == sorted((name, run) for name in ("before", "after") for run in range(runs_each))
+    assert derivation.test_seconds == 2 * runs_each and derivation.one_run_s == 1.0
+    _classify(derivation, ["tests/test_w.py::test_w"])
+    assert derivation.fail_to_pass == (["tests/test_w.py::test_w"] if "passed" not in before else [])
+    assert bool(derivation.flaky) == (runs_each == 3 and "passed" in before)

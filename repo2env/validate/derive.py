@@ -133,9 +133,9 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
         for sandbox in (before, after):
             sandbox.write_file(_RUN_TESTS, run_tests_script)
 
-        def run_state(name: str, sandbox: Sandbox, record: dict[str, list[str]]) -> list[float]:
+        def run_state(name: str, sandbox: Sandbox, record: dict[str, list[str]], count: int, first: int = 0) -> list[float]:
             durations = []
-            for run in range(runs):
+            for run in range(first, count):
                 seed = hash_seeds[run % len(hash_seeds)]
                 order = list(test_ids)
                 random.Random(seed * 7919 + run).shuffle(order)
@@ -158,8 +158,8 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
                     (log_dir / f"{name}-{run}.txt").write_text(output)
             return durations
 
-        _run_states(derivation, run_state, [("before", before, derivation.before), ("after", after, derivation.after)],
-                    parallel=parallel)
+        _run_states(derivation, run_state, [("before", before, derivation.before, runs),
+                                            ("after", after, derivation.after, runs)], parallel=parallel)
     _classify(derivation, test_ids)
     return derivation
 
@@ -215,9 +215,9 @@ def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs
         # least: a Math.random flake shows under the same seeds on every derivation.
         after_runs = max(runs, SEEDED_AFTER_RUNS) if facts.name in SEEDED_RUNNERS else runs
 
-        def run_state(name: str, sandbox: Sandbox, record: dict[str, list[str]], count: int) -> list[float]:
+        def run_state(name: str, sandbox: Sandbox, record: dict[str, list[str]], count: int, first: int = 0) -> list[float]:
             durations = []
-            for run in range(count):
+            for run in range(first, count):
                 seed = seeds[run] if run < len(seeds) else run
                 order = list(test_ids)
                 random.Random(seed * 7919 + run).shuffle(order)
@@ -239,16 +239,33 @@ def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs
 
 def _run_states(derivation: Derivation, run_state: Callable[..., list[float]], states: list[tuple],
                 parallel: bool) -> None:
-    """Run ``run_state(*state)`` for the before and the after state (at once when ``parallel``); each
-    gives its runs' durations. The tests' time goes into ``derivation``, and one run of the task's
-    tests is the median run after the fix."""
-    if parallel:
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-derive") as pool:
-            timings = list(pool.map(lambda state: run_state(*state), states))
-    else:
-        timings = [run_state(*state) for state in states]
+    """Run the before and the after state's runs (``run_state(name, sandbox, record, count, first)``
+    gives the durations of runs ``first`` to ``count - 1``), the two states at once when
+    ``parallel``: first one run of each; the rest only if a test failed before the fix and passed
+    after it in those (no later run can make a FAIL_TO_PASS test of one that did not: the task has
+    none, whatever the reruns show). The tests' time goes into ``derivation``, and one run of the
+    task's tests is the median run after the fix."""
+
+    def each(calls: list[tuple]) -> list[list[float]]:
+        if parallel:
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-derive") as pool:
+                return list(pool.map(lambda call: run_state(*call), calls))
+        return [run_state(*call) for call in calls]
+
+    timings = each([(*state[:3], min(1, state[3]), 0) for state in states])
+    if fail_to_pass_possible(states[0][2], states[1][2]):
+        timings = [done + more for done, more in zip(timings, each([(*state, 1) for state in states]), strict=True)]
     derivation.test_seconds += sum(sum(durations) for durations in timings)
     derivation.one_run_s = round(statistics.median(timings[1]), 3) if timings[1] else None
+
+
+def fail_to_pass_possible(before: dict[str, list[str]], after: dict[str, list[str]]) -> bool:
+    """Whether some test failed (or did not run) in every run before the fix so far and passed in
+    every run after it: only such a test can still come out FAIL_TO_PASS."""
+    passed = TestStatus.PASSED.value
+    return any(outcomes and after.get(test_id) and passed not in outcomes
+               and all(status == passed for status in after[test_id])
+               for test_id, outcomes in before.items())
 
 
 def run_with_runner(sandbox: Sandbox, facts: TestRunnerFacts, test_ids: list[str], *, seed: int | None,
