@@ -118,19 +118,24 @@ def test_user_workdir_env_and_stdin(sandbox):
     assert "stdin" not in sandbox.exec("ls -A /tmp").output, "stdin leaves no file behind"
 
 
+def _no_agent_sleep_left(sandbox) -> bool:
+    """Whether no ``sleep`` of the agent is left. Killed at once, but a killed process stays listed
+    until the container's init reaps it, which a loaded machine may delay a moment; one that escaped
+    the kill would be listed for its 60 s."""
+    deadline = time.monotonic() + 5
+    while (left := sandbox.exec("pgrep -u agent -x sleep || echo none").output.strip()) != "none" \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left == "none"
+
+
 def test_a_timeout_kills_the_whole_group_and_the_sandbox_goes_on(sandbox):
     began = time.monotonic()
     result = sandbox.exec("echo started; sleep 60 & sleep 60; echo never", timeout=1.0)
     assert result.timed_out and result.exit_code in (124, 137)
     assert result.output == "started\n"
     assert time.monotonic() - began < 10
-    # Killed at once, but a killed process stays listed until the container's init reaps it, which a
-    # loaded machine may delay a moment; one that escaped the kill would be listed for its 60 s.
-    deadline = time.monotonic() + 5
-    while (left := sandbox.exec("pgrep -u agent -x sleep || echo none").output.strip()) != "none" \
-            and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert left == "none"
+    assert _no_agent_sleep_left(sandbox)
     stubborn = sandbox.exec("trap '' TERM; sleep 60", timeout=1.0)
     assert stubborn.timed_out and stubborn.exit_code in (124, 137)
     assert sandbox.exec("echo alive").output == "alive\n"
@@ -145,11 +150,7 @@ def test_an_idle_timeout_stops_a_command_whose_output_stopped_and_only_then(sand
     assert result.stalled and not result.timed_out and result.exit_code == 137
     assert result.output == "started\n"
     assert time.monotonic() - began < 30
-    deadline = time.monotonic() + 5
-    while (left := sandbox.exec("pgrep -u agent -x sleep || echo none").output.strip()) != "none" \
-            and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert left == "none", "the stalled command's processes are gone"
+    assert _no_agent_sleep_left(sandbox), "the stalled command's processes are gone"
     late = sandbox.exec("sleep 3; echo late", timeout=60, idle_timeout=1)
     assert (late.stalled, late.exit_code, late.output) == (False, 0, "late\n"), "the idle clock starts at the first output"
     steady = sandbox.exec("for i in 1 2 3 4 5 6; do echo $i; sleep 0.5; done", timeout=60, idle_timeout=2)
