@@ -393,3 +393,51 @@ def test_the_exit_trap_says_nothing_when_it_cannot_open_the_fifo():
         assert done.stdout + done.stderr == "REPO2ENV-GRADE-TRAILER 000 000000000000\n", done
     finally:
         shutil.rmtree(folder)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="runs the collector as root and "
+                    "its writer as another user")
+def test_the_collectors_fifo_appears_only_once_the_tests_user_may_open_it():
+    """The collector (root) makes the grading's FIFO with ``mkfifo -m 622``: two system calls, and
+    between them the FIFO is root's alone (umask 077). A grading script that saw it then went on,
+    and its test command could not open it ('cannot create ....fifo: Permission denied': the run
+    earned nothing, on a loaded machine about once in a thousand gradings). Here ``mkfifo`` pauses
+    between its two steps: the writer, which goes as soon as the FIFO is there, must still get its
+    line through."""
+    import tempfile
+    import threading
+
+    from repo2env.verify.tamper import COLLECTOR_SCRIPT
+
+    folder = Path(tempfile.mkdtemp(prefix="repo2env-collector-"))
+    try:
+        folder.chmod(0o755)
+        slow = folder / "slow-bin"
+        slow.mkdir()
+        real = shutil.which("mkfifo")
+        # mkfifo -m MODE PATH, its two steps apart: the FIFO made under the umask, the mode later.
+        (slow / "mkfifo").write_text(f'#!/bin/sh\n{real} "$3" && sleep 2 && chmod "$2" "$3"\n')
+        (slow / "mkfifo").chmod(0o755)
+        fifo = folder / "grade" / "x.fifo"
+        fifo.parent.mkdir(mode=0o755)
+        fifo.parent.chmod(0o755)
+        collected: dict = {}
+
+        def collect() -> None:
+            collected["done"] = subprocess.run(["/bin/sh", "-c", COLLECTOR_SCRIPT, str(fifo)], capture_output=True,
+                                               text=True, timeout=60, env={**os.environ, "PATH": f"{slow}:{os.environ['PATH']}"})
+
+        collector = threading.Thread(target=collect)
+        collector.start()
+        writer = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c",
+             'n=0; until [ -p "$0" ]; do [ $n -lt 2000 ] || exit 9; n=$((n+1)); sleep 0.01; done; '
+             'echo "an outcome" > "$0"', str(fifo)], capture_output=True, text=True, timeout=60)
+        if writer.returncode != 0:
+            subprocess.run(["sh", "-c", ': > "$0"', str(fifo)], timeout=10)  # let the collector go
+        collector.join(60)
+        assert writer.returncode == 0, writer.stderr
+        assert collected["done"].stdout == "an outcome\n", collected["done"]
+        assert not fifo.exists() and not list(fifo.parent.iterdir()), "the collector leaves nothing behind"
+    finally:
+        shutil.rmtree(folder)

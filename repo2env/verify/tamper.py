@@ -87,9 +87,13 @@ def pytest_sessionfinish(session, exitstatus):
 
 # Runs as root in the grading sandbox; its output is the stream. It may start before the grading's
 # inputs are placed (the grader places them while its commands start): it waits up to 60 s for the
-# FIFO's folder.
+# FIFO's folder. The FIFO is made under another name and renamed into place once the tests' user may
+# open it: made under its own name, it would be root's alone (umask 077) between mkfifo's two system
+# calls, and a grading script that saw it there then could not open it (on a loaded machine, about one
+# grading in a thousand failed that way).
 COLLECTOR_SCRIPT = ('n=0; until [ -d "${0%/*}" ]; do [ $n -lt 6000 ] || exit 1; n=$((n+1)); sleep 0.01; done; '
-                    'umask 077; mkfifo -m 622 "$0" && chmod 622 "$0" && exec 3<"$0" && rm -f "$0" && exec cat <&3')
+                    'umask 077; mkfifo -m 622 "$0.new" && chmod 622 "$0.new" && mv -f "$0.new" "$0" && exec 3<"$0" '
+                    '&& rm -f "$0" && exec cat <&3')
 
 _SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s(?: \([^)]*\))?\s*=*\s*$", re.MULTILINE)
 

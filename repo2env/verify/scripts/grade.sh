@@ -42,8 +42,10 @@ fi
 /usr/bin/python3 -I -S "$here/restore.py" "$settings"
 restored=$?
 case $restored in 0) ;; 91|92) exit $restored;; *) exit 90;; esac
+# The collector makes the FIFO as soon as its exec starts, which a loaded engine may be slow to do:
+# the same 60 s of patience as the collector's and the launcher's own waits.
 tries=0
-while [ ! -p "$fifo" ] && [ $tries -lt 1000 ]; do sleep 0.01; tries=$((tries + 1)); done
+while [ ! -p "$fifo" ] && [ $tries -lt 6000 ]; do sleep 0.01; tries=$((tries + 1)); done
 output=$junit.out
 # A language runner's test_cmd (script_runner names it) is its profile's whole plan, one sh -c
 # program that runs exactly the ids and writes the settings' reports (see
