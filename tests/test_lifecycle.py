@@ -35,6 +35,10 @@ class _Sandbox:
         if self.on_close:
             self.on_close()
 
+    def remove_now(self) -> None:
+        self.closed = True
+        self._remove()
+
     def _remove(self) -> None:
         time.sleep(0.5)
         self.removed.set()
@@ -87,6 +91,31 @@ def test_a_stop_refuses_new_starts_and_waits_for_those_under_way(fresh_lifecycle
     with pytest.raises(StoppingError):
         with lifecycle.starting():
             pass
+
+
+class _Refused(container.ContainerSandbox):
+    """A container whose engine refuses its first removal (a loaded Docker: "tried to kill
+    container, but did not receive an exit event") and removes it when asked again."""
+
+    def __init__(self) -> None:
+        super().__init__("c0ffee", SandboxLimits())
+        self.removals = 0
+
+    def _destroy(self) -> None:
+        self.removals += 1
+        if self.removals == 1:
+            raise RuntimeError("tried to kill container, but did not receive an exit event")
+
+
+def test_a_stop_removes_again_what_a_background_removal_left(fresh_lifecycle):
+    """A grading closed its sandbox without waiting and the engine refused that removal: the stop
+    removes it again before it returns (the process exits right after: nothing else would)."""
+    sandbox = _Refused()
+    sandbox.close(wait=False)
+    lifecycle.wait_for_removals(time.monotonic() + 5)
+    assert sandbox.removals == 1 and sandbox in lifecycle._open_sandboxes, "the refused removal left it open"
+    lifecycle.stop_all_sandboxes(wait_s=5)
+    assert sandbox.removals == 2 and sandbox not in lifecycle._open_sandboxes
 
 
 class _Unstartable(container.ContainerSandbox):

@@ -214,13 +214,23 @@ class ContainerSandbox:
         if self._closed:
             return
         self._closed = True
-        with self._channel_guard:
-            if self._channel is not None:
-                self._channel.close()
+        self._close_channel()
         if wait:
             self._remove()
         else:
             lifecycle.remove_later(self._remove)
+
+    def remove_now(self) -> None:
+        """Remove the container here and now, even when a removal was already handed to the
+        background (a stop does, for those still open before the process exits)."""
+        self._closed = True
+        self._close_channel()
+        self._remove()
+
+    def _close_channel(self) -> None:
+        with self._channel_guard:
+            if self._channel is not None:
+                self._channel.close()
 
     def __enter__(self) -> ContainerSandbox:
         return self

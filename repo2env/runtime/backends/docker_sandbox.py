@@ -96,6 +96,9 @@ class DockerSandbox(ContainerSandbox):
             self.container.remove(force=True)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409 or "in progress" not in str(exc):
+                raise  # 409 "removal already in progress": another call's removal ends it
 
 
 class _AttachedExec:

@@ -24,6 +24,8 @@ from repo2env.errors import StoppingError
 class _Closable(Protocol):
     def close(self, *, wait: bool = True) -> None: ...
 
+    def remove_now(self) -> None: ...
+
 
 _open_sandboxes: weakref.WeakSet = weakref.WeakSet()
 _removal_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-remove")
@@ -111,15 +113,26 @@ def stop_all_sandboxes(*, wait_s: float = 30.0) -> int:
     # without waiting, and close() of a sandbox already closed that way returns at once): wait for
     # those too, or the exit that follows kills them half-way and the container stays.
     wait_for_removals(max(deadline, time.monotonic() + 10.0))
+    # What is still open had its removal fail (a loaded engine may refuse one: "tried to kill
+    # container, but did not receive an exit event") or still queued behind others: removed again,
+    # here and now, or the exit leaves it running.
+    for sandbox in list(_open_sandboxes):
+        try:
+            sandbox.remove_now()
+        except Exception:  # noqa: BLE001 - best effort: the engine may already be gone
+            pass
     return removed
 
 
 @atexit.register
 def _close_leftover_sandboxes() -> None:
     for future in _pending_removals:
-        future.result()
+        try:
+            future.result()
+        except Exception:  # noqa: BLE001 - a removal that failed: its sandbox is still open, below
+            pass
     for sandbox in list(_open_sandboxes):
         try:
-            sandbox.close()
+            sandbox.remove_now()
         except Exception:  # noqa: BLE001 - best effort at exit
             pass
