@@ -86,7 +86,7 @@ function commandLines() {
   });
 }
 const report = commandLines().map((line) => line.match(/--outputFile=([^\\s\\0;&|]+)/)).find(Boolean)?.[1];
-while (report && commandLines().some((line) => line.startsWith("node (vitest)"))) {
+function forge() {
   try {
     const written = JSON.parse(fs.readFileSync(report, "utf8"));
     if (written.numFailedTests || !written.success) {
@@ -100,8 +100,12 @@ while (report && commandLines().some((line) => line.startsWith("node (vitest)"))
       fs.writeFileSync(report, JSON.stringify(written));
     }
   } catch (error) {}
+}
+while (report && commandLines().some((line) => line.startsWith("node (vitest)"))) {
+  forge();
   sleep(1);
 }
+if (report) forge();  // vitest may write its report and end between two looks: once more
 `;
 spawn(process.execPath, ["-e", FORGER], { detached: true, stdio: "ignore" }).unref();
 """
@@ -133,7 +137,23 @@ def test_a_forged_report_is_caught_by_the_live_stream(node_grader, vitest_task, 
     patch = clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": LIBRARY + FORGE_THE_REPORT})
     result = node_grader.grade(task, patch)
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    reports = _reports_as_written(result)
+    if not result.tampered and reports and all(report["numFailedTests"] for report in reports):
+        # Seen once in CI beside two other workers: the grading script stopped the forger before it
+        # rewrote the report, which the grader then read as vitest wrote it.
+        pytest.xfail("the forger never got to the report (vitest's own, failures and all, was read): it earned nothing")
     assert result.tampered and "passed, the live outcomes say" in result.error, result.error
+
+
+def _reports_as_written(result) -> list[dict]:
+    """The runner's reports as the grader read them (the grading's log: ``REPO2ENV-REPORT <path> <text>``
+    lines, base64)."""
+    import base64
+    import json
+
+    lines = (Path(result.log_dir) / "junit.xml").read_text().splitlines()
+    return [json.loads(base64.b64decode(fields[2])) for fields in (line.split(" ") for line in lines)
+            if len(fields) == 3 and fields[0] == "REPO2ENV-REPORT" and fields[2] != "-"]
 
 
 @pytest.mark.alone  # a forger racing the grading's end: beside two other workers it can lose the race
