@@ -1452,3 +1452,39 @@ def test_a_run_whose_outcomes_stop_coming_is_stopped_as_stalled(docker_client, s
 def test_no_sandbox_outlives_the_probes(docker_client, short_grader):
     short_grader.close()  # its warm spare is the one sandbox meant to outlive a grading
     wait_for_no_sandbox(docker_client)
+
+
+# --- the collector's FIFO is renamed into place (2026-12-07): its names are not the agent's ------
+
+# From inside the tests (the agent's user), at the first slugify call: in every grading folder under
+# /tmp, make the FIFO's names (its own and the collector's temporary ``.new``) as files or FIFOs of
+# its own, rename over them, and write every test as passed into whatever FIFO opens.
+_TAKE_THE_FIFO_NAMES = r"""
+import glob, json, os, sys
+if not getattr(sys, "_took", False):
+    sys._took = True
+    ids = [arg for arg in sys.argv if "::" in arg]
+    lines = "".join(json.dumps(["R", i, when, "passed", False]) + "\n" for i in ids
+                    for when in ("setup", "call", "teardown")) + json.dumps(["E", 0]) + "\n"
+    for folder in glob.glob("/tmp/repo2env-grade-*"):
+        names = [os.path.join(folder, name) for name in os.listdir(folder)]
+        for name in names + [name + ".new" for name in names]:
+            for attempt in (lambda: os.mkfifo(name + ".x"), lambda: os.rename(name + ".x", name),
+                            lambda: open(name + ".new", "w").write(lines)):
+                try:
+                    attempt()
+                except OSError:
+                    pass
+            try:
+                fd = os.open(name, os.O_WRONLY | os.O_NONBLOCK)
+                os.write(fd, lines.encode())
+                os.close(fd)
+            except OSError:
+                pass
+"""
+
+
+def test_the_fifos_names_cannot_be_taken_or_written_to_forge_outcomes(docker_client, grader, slug_task, empty):
+    patch = agent_patch(docker_client, slug_task, edits=(in_slugify(_TAKE_THE_FIFO_NAMES),))
+    result = grader.grade(slug_task, patch)
+    assert_gains_nothing(result, empty[SLUG])
