@@ -340,14 +340,10 @@ def test_the_stream_is_out_of_sight_of_a_test_file_and_its_children(node_grader,
 def _reports(result, *, paths: bool = False) -> str:
     """The reports the grading read (the bundle kept as junit.xml: a line per report, base64), joined;
     with ``paths``, their paths, one a line."""
-    import base64
+    from repo2env.verify.reading import report_texts
 
-    texts = []
-    for line in (Path(result.log_dir) / "junit.xml").read_text().splitlines():
-        fields = line.split(" ")
-        if len(fields) == 3 and fields[0] == "REPO2ENV-REPORT":
-            texts.append(base64.b64decode(fields[1 if paths else 2]).decode() if fields[2] != "-" or paths else "")
-    return "\n".join(texts)
+    texts = report_texts((Path(result.log_dir) / "junit.xml").read_text())
+    return "\n".join(texts if paths else (text or "" for text in texts.values()))
 
 
 def test_validation_accepts_the_node_test_task(docker_client, tmp_path):

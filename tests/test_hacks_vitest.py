@@ -146,14 +146,13 @@ def test_a_forged_report_is_caught_by_the_live_stream(node_grader, vitest_task, 
 
 
 def _reports_as_written(result) -> list[dict]:
-    """The runner's reports as the grader read them (the grading's log: ``REPO2ENV-REPORT <path> <text>``
-    lines, base64)."""
-    import base64
+    """The runner's reports as the grader read them (the grading's log keeps the bundle as junit.xml)."""
     import json
 
-    lines = (Path(result.log_dir) / "junit.xml").read_text().splitlines()
-    return [json.loads(base64.b64decode(fields[2])) for fields in (line.split(" ") for line in lines)
-            if len(fields) == 3 and fields[0] == "REPO2ENV-REPORT" and fields[2] != "-"]
+    from repo2env.verify.reading import report_texts
+
+    texts = report_texts((Path(result.log_dir) / "junit.xml").read_text())
+    return [json.loads(text) for text in texts.values() if text is not None]
 
 
 @pytest.mark.alone  # a forger racing the grading's end: beside two other workers it can lose the race

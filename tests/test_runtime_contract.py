@@ -210,6 +210,34 @@ def test_diff_shows_every_kind_of_change_against_the_snapshot(sandbox):
     assert restored.exit_code == 0 and "5 files changed" in restored.output, restored.output
 
 
+def test_two_diffs_of_one_sandbox_at_once_both_succeed(sandbox):
+    """A group's early grading and the trainer's get_reward may ask one sandbox's diff at once
+    (CI: 'index.lock: File exists'). A clean filter that pauses 3 s holds git's index lock while
+    the second diff starts: both come back, the same."""
+    made = sandbox.exec("git init -q . && printf 'one\\n' > kept.txt && git add -A && "
+                        "git -c user.name=t -c user.email=t@example.com commit -qm snapshot && "
+                        "git config filter.slow.clean 'touch /tmp/cleaning; sleep 3; cat' && "
+                        "echo 'slow.txt filter=slow' > .gitattributes && echo changed > slow.txt", workdir="/testbed")
+    assert made.exit_code == 0, made.output
+    diffs: dict[str, object] = {}
+
+    def first() -> None:
+        try:
+            diffs["first"] = sandbox.diff()
+        except Exception as exc:  # noqa: BLE001 - compared below
+            diffs["first"] = exc
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    began = time.monotonic()
+    while sandbox.exec("test -e /tmp/cleaning").exit_code != 0:
+        assert time.monotonic() - began < 60, "the first diff never reached git add"
+        time.sleep(0.1)
+    second = sandbox.diff()  # the first one's git add holds the index lock now
+    thread.join()
+    assert diffs["first"] == second and "+changed" in second
+
+
 def test_concurrent_commands_in_one_sandbox(sandbox):
     results = {}
 

@@ -146,6 +146,25 @@ def cut_short(status: int, timeout_s: float) -> str:
     return f"the tests exited with status {status}, not one of the runner's own: the run did not end on its own and earns nothing"
 
 
+def report_texts(bundle: str) -> dict[str, str | None]:
+    """The runner's reports in a script run's bundle (grade.sh's ``REPO2ENV-REPORT <path> <text>``
+    lines, both base64; ``-``: the report was not written, None here), by path. Other lines, and
+    lines that do not decode, are skipped."""
+    import base64
+
+    texts: dict[str, str | None] = {}
+    for line in bundle.splitlines():
+        fields = line.split(" ")
+        if len(fields) != 3 or fields[0] != "REPO2ENV-REPORT":
+            continue
+        try:
+            path = base64.b64decode(fields[1]).decode("utf-8")
+            texts[path] = None if fields[2] == "-" else base64.b64decode(fields[2]).decode("utf-8", "replace")
+        except ValueError:
+            continue
+    return texts
+
+
 def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output: str, test_ids: list[str],
                     run_ids: list[str], plan: CanaryPlan, timeout_s: float, read_reports,
                     session_statuses: tuple[int, ...] | list[int] = SCRIPT_SESSION_STATUSES,
@@ -165,23 +184,12 @@ def read_script_run(*, exit_code: int, truncated: bool, timed_out: bool, output:
     test fails) into each run id's outcome. The stream's outcomes are then the run's, the reports
     the cross-check: a disagreement makes every test an error (``tampered``), a test that passed
     live but is absent from its report counts failed."""
-    import base64
-
     missing = {test_id: TestStatus.MISSING for test_id in test_ids}
     parsed = parse_trailer(output) if exit_code == 0 and not truncated else None
     if parsed is None:
         return _unfinished(missing, exit_code, output, timed_out=timed_out, truncated=truncated)
     test_status, bundle, test_output = parsed
-    texts: dict[str, str | None] = {}
-    for line in (bundle or "").splitlines():
-        fields = line.split(" ")
-        if len(fields) != 3 or fields[0] != "REPO2ENV-REPORT":
-            continue
-        try:
-            path = base64.b64decode(fields[1]).decode("utf-8")
-            texts[path] = None if fields[2] == "-" else base64.b64decode(fields[2]).decode("utf-8", "replace")
-        except ValueError:
-            continue
+    texts = report_texts(bundle or "")
     if test_status not in session_statuses:
         return RunReading(tests=missing, error=cut_short(test_status, timeout_s), script_finished=True,
                           tampered=False, patch_applied=True, test_status=test_status, test_output=test_output,

@@ -83,6 +83,7 @@ class ContainerSandbox:
         self._channel: CommandChannel | None = None
         self._channel_opens = 0
         self._channel_guard = threading.Lock()
+        self._diff_guard = threading.Lock()
         lifecycle.register(self)
 
     # --- engine primitives (one backend each) -------------------------------------------------
@@ -196,11 +197,15 @@ class ContainerSandbox:
         Computed with git inside the sandbox, against the snapshot commit recorded on the image,
         so commits or a moved HEAD do not hide changes. Settings that make git run programs are
         switched off: an agent can at worst spoil its own diff. Never through the command channel:
-        what is graded comes from the engine, not from a process the agent can replace."""
+        what is graded comes from the engine, not from a process the agent can replace.
+
+        One diff at a time per sandbox: ``git add`` holds the index's lock, so a second diff beside
+        it (a group's early grading and the trainer's own get_reward) would fail on ``index.lock``."""
         snapshot = self.labels.get(SNAPSHOT_LABEL) or "HEAD"
         # Bytes as git wrote them (a Latin-1 file stays Latin-1), carried as surrogate escapes.
-        result = self._exec(agent_diff_command(snapshot), workdir="/testbed", timeout=120, errors="surrogateescape",
-                            through_channel=False)
+        with self._diff_guard:
+            result = self._exec(agent_diff_command(snapshot), workdir="/testbed", timeout=120,
+                                errors="surrogateescape", through_channel=False)
         if result.exit_code != 0 or result.truncated:
             reason = "the diff is larger than the output cap" if result.truncated else result.output.strip()[-300:]
             raise PatchError(f"cannot compute the sandbox's diff: {reason}")
