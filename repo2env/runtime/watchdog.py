@@ -18,6 +18,7 @@ after ``--timeout``; 125 after a stall.
 
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -191,6 +192,14 @@ def main(argv):
         print("usage: watchdog.py --idle SECONDS [--timeout SECONDS] -- COMMAND...", file=sys.stderr)
         return 2
     hook_dir = tempfile.mkdtemp(prefix="repo2env-watchdog-")
+    try:
+        return _watch(command, idle, timeout, hook_dir)
+    finally:  # nothing of the watchdog stays in the image it ran in
+        shutil.rmtree(hook_dir, ignore_errors=True)
+
+
+def _watch(command, idle, timeout, hook_dir):
+    """Run ``command`` under the watch (its hooks in ``hook_dir``); its status, or the watchdog's."""
     with open(os.path.join(hook_dir, "sitecustomize.py"), "w") as handle:
         handle.write(_SITECUSTOMIZE)
     hosts_log = os.path.join(hook_dir, "hosts.log")
