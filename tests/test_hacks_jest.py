@@ -144,3 +144,26 @@ def test_a_passing_twin_of_each_hidden_test_earns_nothing(node_grader, jest_task
     assert not result.tampered and all(result.tests[test] == status for test in task.FAIL_TO_PASS), result
     stream = (Path(result.log_dir) / "stream.jsonl").read_text()
     assert stream.count('"title":"pads to the width"') == 2, stream[-3000:]
+
+
+def test_the_image_carries_jests_cache_of_the_base_commit_and_runs_hit_it(docker_client, jest_task):
+    """The task image's warm-up filled jest's transform cache with the base commit's files (a test
+    of it is there) and nothing of the hidden tests (the PR's new titles are in no cache file); the
+    plan a grading runs finds every file it loads there: it adds no transform."""
+    from repo2env.languages.javascript.runner import javascript_facts
+    from repo2env.languages.javascript.runners import JEST_CACHE_DIR
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    task, _ = jest_task
+    transforms = f"find {JEST_CACHE_DIR} -path '*jest-transform-cache-*' -type f | sort"
+    with DockerBackend(docker_client).start_image(task.env_spec.image) as sandbox:
+        warm = sandbox.exec(transforms).output.split()
+        assert any("/pad_" in path for path in warm) and any("/padtest_" in path for path in warm), warm
+        assert sandbox.exec(f"grep -rl 'keeps case' {JEST_CACHE_DIR}").exit_code == 0, "the base's test file"
+        hidden = sandbox.exec(f"grep -rl -e 'pads to the width' -e 'shouts a greeting' {JEST_CACHE_DIR}")
+        assert hidden.exit_code == 1 and not hidden.output.strip(), hidden.output
+        plan = javascript_facts(task.env_spec).plan(task.PASS_TO_PASS, "/tmp/reports")
+        ran = sandbox.exec(["sh", "-c", plan.command], timeout=120)
+        report = json.loads(sandbox.exec("cat /tmp/reports/jest-0.json").output)
+        assert report["numPassedTests"] == len(task.PASS_TO_PASS), ran.output[-2000:]
+        assert sandbox.exec(transforms).output.split() == warm, "every file the run loaded was in the cache"

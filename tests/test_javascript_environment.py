@@ -233,6 +233,8 @@ def test_the_scripts_runner_outranks_a_mere_dependency():
      ("-r", "ts-node/register")),
     ("vitest --ui --coverage --environment jsdom", "vitest", {}, ("--environment", "jsdom")),
     ("NODE_ENV=test ava --verbose --timeout=2m", "ava", {"NODE_ENV": "test"}, ("--timeout=2m",)),
+    # Our cache folder replaces the project's (it may lie in the work tree, where a patch reaches).
+    ("jest --cacheDirectory .jest-cache --runInBand", "jest", {}, ("--runInBand",)),
 ])
 def test_the_scripts_options_are_kept_or_dropped(script, runner, env, options):
     invocation = script_invocation({"scripts": {"test": script}}, runner)
@@ -315,3 +317,33 @@ def test_package_json_keeps_the_patchs_dependencies_and_the_bases_runner_fields(
                         "dependencies": {"a": "1", "b": "2"}}
     assert restore_fields(base, "{ not json", ["jest"]) == base
     assert restore_fields(None, patched, ["jest"]).startswith("{\n    \"name\"")
+
+
+def test_a_jest_task_image_warms_jests_cache_as_every_run_of_ours_uses_it():
+    """The task layer's cache warm-up runs jest with the plan's options, variables and cache folder
+    (jest's cache key holds the configuration and the folder: a run with other ones would miss),
+    over the whole suite, with a test name no test has; the Dockerfile runs it as the agent, its
+    failure ignored. Runners that keep no transform cache get none."""
+    from repo2env.languages.javascript.build import JavaScriptBuild, JsOwnCode
+    from repo2env.languages.javascript.runner import javascript_facts
+    from repo2env.models import EnvSpec, Task
+    from repo2env.runtime.images import task_dockerfile
+    from repo2env.runtime.package_access import PackageAccess
+
+    spec = EnvSpec(status="env_ok", base="node18", node="18", test_runner="jest", test_cmd="jest --runInBand",
+                   test_env={"TZ": "Pacific/Auckland"})
+    task = Task(instance_id="acme__padkit-1", repo="acme/padkit", language="javascript", pull_number=1,
+                base_commit="0" * 40, patch="", test_patch="", problem_statement="x",
+                created_at="2024-01-01T00:00:00Z", env_spec=spec)
+    layer = JavaScriptBuild().task_layer(spec, JsOwnCode(()), task)
+    plan = javascript_facts(spec).plan(["test/a.test.js::a > b"], "/tmp/reports")
+    for part in ("--cacheDirectory=/tmp/.repo2env-jest-cache", "--coverage=false", "--runInBand", "TZ=Pacific/Auckland",
+                 "cd /testbed"):
+        assert part in layer.cache_warmup and part in plan.command, part
+    assert "--runTestsByPath" not in layer.cache_warmup and "-t '^repo2env-cache-warm-up" in layer.cache_warmup
+    dockerfile = task_dockerfile("env:tag", PackageAccess(), layer).splitlines()
+    warm = next(index for index, line in enumerate(dockerfile) if "repo2env-cache-warm-up" in line)
+    assert dockerfile[warm - 1] == "USER 1000" and dockerfile[warm + 1] == "USER root", dockerfile
+    assert "cache warm-up exit $?" in dockerfile[warm] and ".git/info/exclude" in dockerfile[warm]
+    mocha = spec.model_copy(update={"test_runner": "mocha", "test_cmd": "mocha"})
+    assert JavaScriptBuild().task_layer(mocha, JsOwnCode(()), task).cache_warmup is None

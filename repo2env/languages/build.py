@@ -138,6 +138,10 @@ class TaskLayer:
 
     environment: Mapping[str, str] = field(default_factory=dict)
     run: str | None = None
+    cache_warmup: str | None = None
+    """A command run once after ``run``, as the agent in ``/testbed``, to fill the caches the tests
+    read (a runner's transform cache; see :func:`repo2env.runtime.images.cache_warmup_lines`): under
+    the watchdog, its failure ignored, nothing it writes in the work tree seen in the agent's diff."""
 
 
 class BuildRecipe(ABC):

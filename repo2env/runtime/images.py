@@ -317,6 +317,26 @@ def warmup_dockerfile_lines(command: str, stall_idle_s: float = STALL_IDLE_S) ->
     ]
 
 
+#: How long a task image's cache warm-up may take (the rest of the cache fills in the first runs).
+CACHE_WARMUP_TIMEOUT_S = 300
+
+
+def cache_warmup_lines(command: str, stall_idle_s: float = STALL_IDLE_S) -> list[str]:
+    """Dockerfile lines that run ``command`` (a :class:`TaskLayer`'s ``cache_warmup``) once in
+    /testbed as the agent: stopped after :data:`CACHE_WARMUP_TIMEOUT_S` or ``stall_idle_s`` without
+    progress, its failure ignored (a cache it half filled is still hit, the runs fill the rest).
+    What it leaves in /testbed is added to ``.git/info/exclude``: never in the agent's diff. Unlike
+    the warm-up of :func:`warmup_dockerfile_lines` it says nothing of the network: the runs it
+    prepares need none."""
+    return [
+        f"USER {AGENT_UID}",
+        f"RUN {watched(command, idle_s=stall_idle_s, timeout_s=CACHE_WARMUP_TIMEOUT_S)}; "
+        "echo \"cache warm-up exit $?\"; "
+        "mkdir -p .git/info && git ls-files --others --exclude-standard --directory >> .git/info/exclude",
+        "USER root",
+    ]
+
+
 def _arg_lines(access: PackageAccess, scm: dict[str, str]) -> list[str]:
     return [f"ARG {name}" for name in sorted([*access.container_env(), *scm])]
 
@@ -342,7 +362,7 @@ def env_dockerfile(spec: EnvSpec, access: PackageAccess, layer: EnvLayer) -> str
 def task_dockerfile(env_tag: str, access: PackageAccess, layer: TaskLayer = NO_TASK_STEPS, *,
                     warmup: str | None = None, stall_idle_s: float = STALL_IDLE_S) -> str:
     """The task layer: the env image plus the snapshot (the build context's ``snapshot/``) owned by
-    the agent, then what ``layer`` sets and runs, then the ``warmup`` command if any (under the
+    the agent, then what ``layer`` sets and runs (its cache warm-up last), then the ``warmup`` command if any (under the
     watchdog, ``stall_idle_s``)."""
     lines = [f"FROM {env_tag}", f"COPY --chown={AGENT_UID}:{AGENT_UID} snapshot/ /testbed/", "USER root"]
     if layer.environment:
@@ -355,6 +375,8 @@ def task_dockerfile(env_tag: str, access: PackageAccess, layer: TaskLayer = NO_T
         # The editable install again: a setup_requires is fetched again, by easy_install on old setuptools.
         lines.append(f"RUN {access.trusting_system_bundles(layer.run)}")
     lines.append("WORKDIR /testbed")
+    if layer.cache_warmup:
+        lines.extend(cache_warmup_lines(layer.cache_warmup, stall_idle_s))
     if warmup:
         lines.extend(warmup_dockerfile_lines(warmup, stall_idle_s))
     return "\n".join(lines) + "\n"

@@ -63,9 +63,11 @@ from repo2env.languages.javascript.environment import (
 from repo2env.languages.javascript.imports import imported_packages
 from repo2env.languages.javascript.paths import is_test_file, javascript_paths, runner_test_patterns
 from repo2env.languages.javascript.project import ProjectFiles
+from repo2env.languages.javascript.runner import spec_invocation
 from repo2env.languages.javascript.runners import (
     IMPORTED_TEST_API,
     browser_only_reason,
+    cache_warmup_command,
     detect_runner,
     plan_run,
     reported_outcomes,
@@ -251,9 +253,13 @@ class JavaScriptBuild(BuildRecipe):
                 **{str(PurePosixPath(path).relative_to(TOOLS_DIR)): text for path, text in reporter_sources().items()}}
 
     def task_layer(self, spec: EnvSpec, own: JsOwnCode, task: Task) -> TaskLayer:
+        """The generated files' names in ``.git/info/exclude``, and the runner's transform cache filled
+        for the base commit's suite (:func:`~repo2env.languages.javascript.runners.cache_warmup_command`)."""
         lines = "\\n".join(GENERATED)
+        warmup = (cache_warmup_command(spec.test_runner, directory=spec.package_dir or "",
+                                       invocation=spec_invocation(spec)) if spec.test_runner else None)
         return TaskLayer(run=f"mkdir -p .git/info && printf '{lines}\\n' >> .git/info/exclude && "
-                             "chown -R --reference=.git .git/info")
+                             "chown -R --reference=.git .git/info", cache_warmup=warmup)
 
     def image_facts(self, shell: Shell, spec: EnvSpec, task: Task) -> dict[str, Any]:
         """The names each hidden test file's top level declares tests with, for a runner whose files

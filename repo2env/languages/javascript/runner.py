@@ -44,15 +44,7 @@ def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunne
     if not runner:
         raise ValueError("the spec names no test runner (not a built JavaScript task)")
     directory = spec.package_dir or ""
-    # Without the files, the options and variables the build read from the npm script (test_cmd's
-    # words after the runner, test_env): derivation, grading and a Harbor verifier run the tests as
-    # the image's check did.
-    words = shlex.split(spec.test_cmd or "")
-    invocation = None
-    if words[:1] == [runner]:
-        flags = tuple(words[1:])
-        invocation = Invocation(script="test", env=dict(spec.test_env), options=() if runner == "node" else flags,
-                                node_options=flags if runner == "node" else ())
+    invocation = spec_invocation(spec)
     patterns: Sequence[str] = (*COMMON_CONFIG_PATTERNS, *RUNNER_CONFIG_PATTERNS[runner])
     if files is not None:
         project = ProjectFiles.of(files)
@@ -73,6 +65,19 @@ def javascript_facts(spec: EnvSpec, files: RepoFiles | None = None) -> TestRunne
         else None,
         notes={"runner_pattern": "not yet: the JavaScript grader is the next phase"},
     )
+
+
+def spec_invocation(spec: EnvSpec) -> Invocation | None:
+    """The options and variables the build read from the npm script (``test_cmd``'s words after the
+    runner, ``test_env``): derivation, grading, a Harbor verifier and the task image's cache warm-up
+    run the tests as the image's check did. None when ``test_cmd`` does not start with the runner."""
+    runner = spec.test_runner
+    words = shlex.split(spec.test_cmd or "")
+    if not runner or words[:1] != [runner]:
+        return None
+    flags = tuple(words[1:])
+    return Invocation(script="test", env=dict(spec.test_env), options=() if runner == "node" else flags,
+                      node_options=flags if runner == "node" else ())
 
 
 def _plan(runner: str, directory: str, invocation, test_ids: Sequence[str], report_dir: str, *,
