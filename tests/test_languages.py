@@ -509,7 +509,7 @@ def test_the_agents_visible_tests_run_with_the_tasks_runner():
     assert command.startswith("cd /testbed && export PATH=/testbed/node_modules/.bin:") and command.endswith(" && mocha --bail")
     workspace = javascript.visible_tests_command(spec.model_copy(update={"test_runner": "jest", "package_dir": "packages/core"}))
     assert workspace.startswith("cd /testbed/packages/core && ") and workspace.endswith(" jest --ci --bail --coverage=false "
-                                                                                          "--watchAll=false")
+                                                                                          "--watchAll=false --cacheDirectory=/tmp/.repo2env-jest-cache")
     assert "pytest" not in command + workspace
     with pytest.raises(ValueError, match="EnvSpec.test_runner"):
         javascript.visible_tests_command(None)
