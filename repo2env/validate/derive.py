@@ -8,9 +8,10 @@ passes after. P2P: always passes in both. A test whose outcome changes between i
 flaky: it gets a flip rate and is in neither list.
 
 A task of another language runs through its profile's runner (:meth:`~repo2env.languages.
-LanguageProfile.test_runner`, the same plan and report reading the grader uses): the test files of
-the test patch run whole after the fix to list their ids, then those ids run ``runs`` times per
-state, each run in a new shuffled order under its own random seed (V8's ``--random-seed`` where the
+LanguageProfile.test_runner`, the same plan and report reading the grader uses). Run 0 of each state
+runs the test patch's test files whole, the two states at once; after the fix it also lists the
+ids (no run of its own only lists them). The later runs name those ids, ``runs`` in all per state,
+each run in a new shuffled order under its own random seed (V8's ``--random-seed`` where the
 runner passes it on: mocha, ``node --test``), so that a rerun catches a ``Math.random`` flake the
 same way every time; with such a runner the fixed state runs under the seeds 1..
 :data:`SEEDED_AFTER_RUNS` at least.
@@ -199,18 +200,41 @@ def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs
         derivation.test_sources = _read_files(after, test_files)
         if log_dir:
             log_dir.mkdir(parents=True, exist_ok=True)
-        began = time.monotonic()
-        # Listing the ids: each test file whole, after the fix (an id naming a file runs it unfiltered).
-        listed, output = run_with_runner(after, facts, test_files, seed=None, timeout_s=timeout_s)
-        derivation.test_seconds += time.monotonic() - began
-        if log_dir:
-            (log_dir / "collect.txt").write_text(output)
+        # Run 0 of each state, both at once: the test files whole (an id naming a file runs it
+        # unfiltered), under run 0's seed. After the fix it also lists the ids the later runs name; so
+        # listing costs no run of its own, and the before state does not wait for it.
+        seed = seeds[0]
+        files = list(test_files)
+        random.Random(seed * 7919).shuffle(files)
+
+        def whole(sandbox: Sandbox) -> tuple[dict[str, TestStatus], str, float]:
+            began = time.monotonic()
+            outcomes, output = run_with_runner(sandbox, facts, files, seed=seed + 1, timeout_s=timeout_s)
+            return outcomes, output, time.monotonic() - began
+
+        if parallel:
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-derive") as pool:
+                (before_run, after_run) = pool.map(whole, (before, after))
+        else:
+            after_run, before_run = whole(after), whole(before)
+        listed = after_run[0]
         test_ids = [test_id for test_id in listed if facts.split_id(test_id)[1]]
         if not test_ids:
+            derivation.test_seconds += after_run[2] + before_run[2]
+            if log_dir:
+                (log_dir / "after-0.txt").write_text(after_run[1])
             broken = sorted(test_id for test_id, status in listed.items() if status == TestStatus.ERROR)
             derivation.error = (f"no test collected after the fix ({', '.join(broken)} did not load)" if broken
                                 else None if test_files else "the test patch holds no test file")
             return derivation
+        first = []
+        for name, (outcomes, output, seconds), record in (("before", before_run, derivation.before),
+                                                          ("after", after_run, derivation.after)):
+            for test_id in test_ids:
+                record.setdefault(test_id, []).append(outcomes.get(test_id, TestStatus.MISSING).value)
+            if log_dir:
+                (log_dir / f"{name}-0.txt").write_text(output)
+            first.append([seconds])
         # Where the runner passes V8 a seed, the fixed state runs under seeds 1..SEEDED_AFTER_RUNS at
         # least: a Math.random flake shows under the same seeds on every derivation.
         after_runs = max(runs, SEEDED_AFTER_RUNS) if facts.name in SEEDED_RUNNERS else runs
@@ -232,19 +256,20 @@ def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs
             return durations
 
         _run_states(derivation, run_state, [("before", before, derivation.before, runs),
-                                            ("after", after, derivation.after, after_runs)], parallel=parallel)
+                                            ("after", after, derivation.after, after_runs)], parallel=parallel,
+                    first=first)
     _classify(derivation, test_ids)
     return derivation
 
 
 def _run_states(derivation: Derivation, run_state: Callable[..., list[float]], states: list[tuple],
-                parallel: bool) -> None:
+                parallel: bool, first: list[list[float]] | None = None) -> None:
     """Run the before and the after state's runs (``run_state(name, sandbox, record, count, first)``
     gives the durations of runs ``first`` to ``count - 1``), the two states at once when
-    ``parallel``: first one run of each; the rest only if a test failed before the fix and passed
-    after it in those (no later run can make a FAIL_TO_PASS test of one that did not: the task has
-    none, whatever the reruns show). The tests' time goes into ``derivation``, and one run of the
-    task's tests is the median run after the fix."""
+    ``parallel``: first one run of each (``first``: already run, these are their durations); the
+    rest only if a test failed before the fix and passed after it in those (no later run can make a
+    FAIL_TO_PASS test of one that did not: the task has none, whatever the reruns show). The tests'
+    time goes into ``derivation``, and one run of the task's tests is the median run after the fix."""
 
     def each(calls: list[tuple]) -> list[list[float]]:
         if parallel:
@@ -252,7 +277,7 @@ def _run_states(derivation: Derivation, run_state: Callable[..., list[float]], s
                 return list(pool.map(lambda call: run_state(*call), calls))
         return [run_state(*call) for call in calls]
 
-    timings = each([(*state[:3], min(1, state[3]), 0) for state in states])
+    timings = first if first is not None else each([(*state[:3], min(1, state[3]), 0) for state in states])
     if fail_to_pass_possible(states[0][2], states[1][2]):
         timings = [done + more for done, more in zip(timings, each([(*state, 1) for state in states]), strict=True)]
     derivation.test_seconds += sum(sum(durations) for durations in timings)
