@@ -87,6 +87,48 @@ def test_the_package_the_fix_adds_is_installed_and_package_json_is_the_base_comm
     assert rest.split("\n")[:2] == ["0", "  1|1.3.0"]
 
 
+def test_the_task_image_records_what_its_writable_places_hold_as_a_sandbox_counts_it(built, docker_client):
+    """The task image's last step counts the writable places (node_modules in /testbed) into root's
+    file, which the keepalive reads instead of walking them: the count is what a sandbox of the image
+    finds there (give or take the heartbeat its commands append to)."""
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.runtime.backends.keepalive import BASELINE_PATH
+    from repo2env.runtime.images import baseline_command
+
+    task, _ = built
+    with DockerBackend(docker_client).start(task) as sandbox:
+        owner = sandbox.exec(f"stat -c '%U %a' {BASELINE_PATH}").output.split()
+        recorded = int(sandbox.exec(f"cat {BASELINE_PATH}").output.strip())
+        counted = int(sandbox.exec(baseline_command(), user="root").output.strip())
+    assert owner == ["root", "644"], owner
+    assert recorded > 2**20, "node_modules (mocha) is counted"
+    assert 0 <= counted - recorded <= 64 * 2**10, (recorded, counted)
+
+
+def test_derivations_first_run_of_each_state_runs_the_files_whole_and_also_lists_the_ids(built, docker_client,
+                                                                                           tmp_path):
+    """No run only lists the ids: run 0 of each state runs the test files whole (the two at once,
+    under run 0's seed), the fixed state's run 0 lists the ids, and the later runs name them."""
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.validate.derive import SEEDED_AFTER_RUNS, derive_tests
+
+    task, _ = built
+    logs = tmp_path / "derive"
+    derivation = derive_tests(task, DockerBackend(docker_client), runs=2, hash_seeds=(0, 1), timeout_s=120,
+                              log_dir=logs, parallel=True)
+    assert derivation.error is None, derivation.error
+    assert derivation.fail_to_pass == [PADS] and derivation.pass_to_pass == [RETURNS]
+    assert sorted(path.name for path in logs.iterdir()) == sorted(
+        [f"before-{run}.txt" for run in range(2)] + [f"after-{run}.txt" for run in range(SEEDED_AFTER_RUNS)])
+    for state in ("before", "after"):
+        first, second = ((logs / f"{state}-{run}.txt").read_text().partition("\n")[0] for run in (0, 1))
+        assert "test/pad.test.js" in first and "pads to the width" not in first, first
+        assert "pads to the width" in second, second
+        assert "--random-seed=1 " in first + " " and "--random-seed=2 " in second + " "
+    assert all(len(outcomes) == 2 for outcomes in derivation.before.values())
+    assert all(len(outcomes) == SEEDED_AFTER_RUNS for outcomes in derivation.after.values())
+
+
 def test_derivation_finds_the_prs_test_and_gold_grades_like_a_fix_that_adds_the_same_line(built, docker_client,
                                                                                         tmp_path):
     from repo2env.runtime.backends.docker import DockerBackend

@@ -335,6 +335,34 @@ def test_an_idle_sandbox_stops_itself_but_not_under_a_long_command(runtime):
             sandbox.exec("true")
 
 
+@pytest.mark.docker
+@pytest.mark.parametrize("recorded, stopped", [
+    ("0", True),  # the image's count, read: 30 MiB already there count against a 20 MiB cap
+    (None, False),  # no count in the image: walked at the start, the 30 MiB are the baseline
+    ("many bytes", False),  # not a number: walked at the start as well
+])
+def test_the_keepalive_takes_what_the_writable_places_hold_from_the_images_own_count(docker_client, recorded,
+                                                                                   stopped):
+    """A task image records what its writable places hold (images.baseline_command, last step); the
+    keepalive reads it instead of walking them as the sandbox starts. An image whose record says 0
+    while 30 MiB lie in /tmp shows that the record is what counts."""
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.runtime.backends.keepalive import BASELINE_PATH
+
+    steps = [f"FROM {BASE}", "USER root", "RUN dd if=/dev/zero of=/tmp/seed bs=1M count=30 2>/dev/null"]
+    if recorded is not None:
+        steps.append(f"RUN mkdir -p /opt/repo2env && printf '%s' '{recorded}' > {BASELINE_PATH}")
+    tag = "repo2env-test/baseline:" + hashlib.sha256("\n".join(steps).encode()).hexdigest()[:12]
+    docker_client.images.build(fileobj=io.BytesIO("\n".join(steps).encode()), tag=tag, rm=True)
+    runtime = DockerBackend(docker_client)
+    limits = dataclasses.replace(runtime.limits, disk_bytes=20 * 2**20)
+    with runtime.start_image(tag, limits=limits, labels={"repo2env.test": "contract"}) as sandbox:
+        # Longer than two looks of the keepalive, writing nothing: only the baseline decides.
+        ran = sandbox.exec("sleep 11; echo survived", timeout=30)
+        assert ("survived" not in ran.output) == stopped, ran.output
+        assert ("disk cap" in ran.output) == stopped, ran.output
+
+
 def test_writing_past_the_disk_cap_stops_the_sandbox_cleanly(runtime):
     cap = 20 * 2**20
     with _start(runtime, disk_bytes=cap) as sandbox:

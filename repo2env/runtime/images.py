@@ -16,6 +16,7 @@ generated files). Every image carries labels (kind, repo, commit, spec hash, rep
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -33,6 +34,7 @@ from repo2env.errors import BuildError, InputError, StoppingError
 from repo2env.languages.build import OWN_CODE_MARKER, STALL_IDLE_S, TOOLS_DIR, EnvLayer, TaskLayer, watched
 from repo2env.models import EnvSpec, Task
 from repo2env.runtime.backend import Backend, ImageInfo
+from repo2env.runtime.backends.keepalive import BASELINE_PATH, BASELINE_SCRIPT
 from repo2env.runtime.backends.lifecycle import stopping
 from repo2env.runtime.bootstrap import AGENT_UID, BASE_REPOSITORY, ensure_base_image
 from repo2env.runtime.package_access import PackageAccess
@@ -363,7 +365,8 @@ def task_dockerfile(env_tag: str, access: PackageAccess, layer: TaskLayer = NO_T
                     warmup: str | None = None, stall_idle_s: float = STALL_IDLE_S) -> str:
     """The task layer: the env image plus the snapshot (the build context's ``snapshot/``) owned by
     the agent, then what ``layer`` sets and runs (its cache warm-up last), then the ``warmup`` command if any (under the
-    watchdog, ``stall_idle_s``)."""
+    watchdog, ``stall_idle_s``), and last the count of what the writable places hold (root's
+    :data:`~repo2env.runtime.backends.keepalive.BASELINE_PATH`, which the sandbox's keepalive reads)."""
     lines = [f"FROM {env_tag}", f"COPY --chown={AGENT_UID}:{AGENT_UID} snapshot/ /testbed/", "USER root"]
     if layer.environment:
         lines.append("ENV " + " ".join(f"{name}={shlex.quote(value)}" for name, value in sorted(layer.environment.items())))
@@ -379,7 +382,21 @@ def task_dockerfile(env_tag: str, access: PackageAccess, layer: TaskLayer = NO_T
         lines.extend(cache_warmup_lines(layer.cache_warmup, stall_idle_s))
     if warmup:
         lines.extend(warmup_dockerfile_lines(warmup, stall_idle_s))
+    # Last, as root: what the writable places hold now is what every sandbox of the image starts
+    # with; its keepalive reads the count instead of walking them again.
+    # A count that fails leaves no file: the keepalive then counts as each sandbox starts.
+    lines.append(f"RUN {{ {baseline_command()}; }} > {BASELINE_PATH} || rm -f {BASELINE_PATH}")
     return "\n".join(lines) + "\n"
+
+
+def baseline_command() -> str:
+    """The shell command that prints what the writable places hold (:data:`BASELINE_SCRIPT`, by the
+    image's system Python), one line as a Dockerfile's RUN takes it: as root without capabilities
+    where ``setpriv`` can drop them, so that it counts what the keepalive (root without
+    capabilities) can read, no more."""
+    encoded = base64.b64encode(BASELINE_SCRIPT.encode()).decode()
+    count = f"/usr/bin/python3 -I -S -c \"import base64; exec(base64.b64decode('{encoded}'))\""
+    return f"if command -v setpriv >/dev/null; then setpriv --bounding-set=-all {count}; else {count}; fi"
 
 
 def _last_meaningful_line(text: str) -> str:
