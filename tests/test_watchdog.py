@@ -71,7 +71,7 @@ def test_the_environments_own_sitecustomize_still_runs(tmp_path):
     assert result.returncode == 0 and result.stdout.strip() == "ran", result.stderr
 
 
-def test_the_watchdog_leaves_nothing_in_the_temporary_folder(tmp_path, silent_host):
+def test_the_watchdog_leaves_nothing_in_the_temporary_folder(tmp_path):
     """Its hooks' folder goes when it ends, stopped or not: nothing of it stays in an image."""
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     assert watch("sh", "-c", "ls \"$TMPDIR\"", env=env).stdout.startswith("repo2env-watchdog-"), "its folder, while it runs"

@@ -539,6 +539,12 @@ def _group(test_ids: Sequence[str]) -> tuple[list[str], dict[str, list[tuple[str
     return whole, {file: titles for file, titles in titled.items() if file not in whole}
 
 
+def package_folder(root: str, directory: str) -> str:
+    """The folder of the package ``directory`` (relative to ``root``; empty: the root itself), where
+    its runner runs."""
+    return f"{root.rstrip('/')}/{directory.strip('/')}" if directory.strip("/") else root
+
+
 def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str = "/testbed",
              directory: str = "", invocation: Invocation | None = None,
              mocha_reporter: str = MOCHA_REPORTER_PATH, jasmine_reporter: str = JASMINE_REPORTER_PATH,
@@ -556,7 +562,7 @@ def plan_run(runner: str, test_ids: Sequence[str], report_dir: str, *, root: str
     if runner not in RUNNERS:
         raise ValueError(f"unknown JavaScript test runner {runner!r}; known: {', '.join(RUNNERS)}")
     invocation = invocation or Invocation(script="")
-    cwd = f"{root.rstrip('/')}/{directory.strip('/')}" if directory.strip("/") else root
+    cwd = package_folder(root, directory)
     prefix = f"{directory.strip('/')}/" if directory.strip("/") else ""
 
     def local(file: str) -> str:
@@ -680,7 +686,7 @@ def cache_warmup_command(runner: str, *, root: str = "/testbed", directory: str 
     if runner != "jest":
         return None
     invocation = invocation or Invocation(script="")
-    cwd = f"{root.rstrip('/')}/{directory.strip('/')}" if directory.strip("/") else root
+    cwd = package_folder(root, directory)
     options = " ".join(shlex.quote(option) for option in invocation.options)
     return (f"cd {shlex.quote(cwd)} && {_environment(cwd, root, invocation.env)} && "
             f"jest --ci {_JEST_FIXED} {options} -t {shlex.quote(_NO_TEST_NAME)}")
@@ -726,7 +732,7 @@ def visible_tests_command(runner: str, *, root: str = "/testbed", directory: str
     paths; with none, the runner's own default (its configuration's test files)."""
     if runner not in RUNNERS:
         raise ValueError(f"unknown JavaScript test runner {runner!r}; known: {', '.join(RUNNERS)}")
-    cwd = f"{root.rstrip('/')}/{directory.strip('/')}" if directory.strip("/") else root
+    cwd = package_folder(root, directory)
     return f"cd {shlex.quote(cwd)} && {_environment(cwd, root, {})} && {_VISIBLE_TESTS[runner]}"
 
 
