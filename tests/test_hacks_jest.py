@@ -167,3 +167,32 @@ def test_the_image_carries_jests_cache_of_the_base_commit_and_runs_hit_it(docker
         report = json.loads(sandbox.exec("cat /tmp/reports/jest-0.json").output)
         assert report["numPassedTests"] == len(task.PASS_TO_PASS), ran.output[-2000:]
         assert sandbox.exec(transforms).output.split() == warm, "every file the run loaded was in the cache"
+
+
+def test_a_cache_folder_the_patch_points_jest_at_is_not_followed(node_grader, jest_task, tmp_path, docker_client):
+    """A patch that names its own jest cache folder (package.json's ``jest`` field, where it could
+    plant transforms) and a fix effective only where jest then writes its transforms there: graded,
+    it earns nothing (our runs name their own folder and the base's ``jest`` field is restored);
+    run by jest as the patch configures it, the same fix passes, so the probe did look."""
+    import subprocess
+
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    task, repo = jest_task
+    planted = "/testbed/.planted-jest-cache"
+    package = json.loads(subprocess.run(["git", "-C", str(repo), "show", f"{task.base_commit}:package.json"],
+                                        check=True, capture_output=True, text=True).stdout)
+    package["jest"] = {"cacheDirectory": planted}
+    guard = f'if (!require("fs").existsSync("{planted}")) throw new Error("jest keeps its cache elsewhere");\n'
+    patch = clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": guard + FIXED,
+                                                           "package.json": json.dumps(package, indent=2) + "\n"})
+    result = node_grader.grade(task, patch)
+    _gains_nothing(result)
+    assert "jest keeps its cache elsewhere" in (Path(result.log_dir) / "test_output.txt").read_text()
+    with DockerBackend(docker_client).start(task) as sandbox:
+        sandbox.write_file("/tmp/agent.diff", patch)
+        sandbox.write_file("/tmp/tests.diff", task.test_patch)
+        ran = sandbox.exec("git apply /tmp/agent.diff && git apply /tmp/tests.diff && "
+                           "./node_modules/.bin/jest --ci --verbose 2>&1; echo status=$?", timeout=120)
+        assert ran.output.rstrip().endswith("status=0") and "pads to the width" in ran.output, ran.output[-2000:]
+        assert sandbox.exec(f"test -d {planted}").exit_code == 0
