@@ -416,6 +416,33 @@ def test_idle_cores_are_read_from_the_kernels_counters(monkeypatch, tmp_path):
     assert run.IdleCores("/proc/stat", min_interval_s=0.05).measure() is not None, "this machine's kernel says"
 
 
+def test_the_look_at_idle_cores_starts_after_this_processs_last_gradings(monkeypatch):
+    """A task that took less than the look's reach (zustand 38: 4 s of derivation on both cores)
+    must not make the next one grade one at a time: the next look starts after those gradings
+    ended, not at the previous look, which they kept busy."""
+    import time
+
+    from repo2env.validate import run
+
+    monkeypatch.setattr(run.os, "cpu_count", lambda: 2)
+    idle = run.IdleCores("unused", min_interval_s=0.01, max_age_s=60)
+    # (idle ticks, all ticks) as the kernel counts them: the first task's look (both cores busy for
+    # its 400 ticks), then, after its gradings (both cores busy again), a fresh look over 100 ticks
+    # of which 90 idle.
+    counters = iter([(100, 200), (100, 600), (100, 1000), (190, 1100)])
+    monkeypatch.setattr(idle, "_read", lambda: (time.monotonic(), *next(counters)))
+    monkeypatch.setattr(run, "IDLE_CORES", idle)
+    own = run.OwnGradings()
+    monkeypatch.setattr(run, "OWN_GRADINGS", own)
+    auto = run.AcceptancePolicy(grading_jobs="auto")
+    assert own.last_change() is None
+    assert run.grading_width(auto) == 1, "the first task's look: both cores busy"
+    with own.using(1):
+        time.sleep(0.02)  # the first task's gradings
+    assert own.last_change() is not None and own.last_change() <= time.monotonic()
+    assert run.grading_width(auto) == 2, "a fresh look after them (1.8 cores idle), not one back over them"
+
+
 def test_own_gradings_are_the_most_in_use_over_the_last_window():
     from repo2env.validate import run
 

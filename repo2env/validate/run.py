@@ -220,7 +220,9 @@ def grading_width(policy: AcceptancePolicy, *, own: float | None = None, idle: f
     if policy.grading_jobs != "auto":
         return int(policy.grading_jobs)
     cores = os.cpu_count() or 1
-    idle = IDLE_CORES.measure() if idle is None else idle
+    # A look that reaches back over this process's own gradings that are over (the task before, when
+    # it took less than the look's reach) would count them: the look starts after their end.
+    idle = IDLE_CORES.measure(after=OWN_GRADINGS.last_change()) if idle is None else idle
     if idle is not None:
         free = idle
     else:
@@ -236,7 +238,8 @@ def grading_width(policy: AcceptancePolicy, *, own: float | None = None, idle: f
 class IdleCores:
     """The cores nobody used (idle or waiting on I/O, from the kernel's ``/proc/stat``) in the last
     moments: since the previous measurement when that was between ``min_interval_s`` and
-    ``max_age_s`` ago, else over a fresh ``min_interval_s`` (the call waits that long)."""
+    ``max_age_s`` ago (and not before ``after``), else over a fresh ``min_interval_s`` (the call
+    waits that long)."""
 
     def __init__(self, stat_path: str | Path = "/proc/stat", min_interval_s: float = 0.5,
                  max_age_s: float = 5.0) -> None:
@@ -256,11 +259,13 @@ class IdleCores:
             return None
         return time.monotonic(), ticks[3] + ticks[4], sum(ticks)
 
-    def measure(self) -> float | None:
-        """Idle cores over the last moments; None where the kernel does not say."""
+    def measure(self, after: float | None = None) -> float | None:
+        """Idle cores over the last moments, none of them before ``after`` (a ``time.monotonic()``
+        value); None where the kernel does not say."""
         with self._lock:
             last = self._last
-            if last is None or not self.min_interval_s <= time.monotonic() - last[0] <= self.max_age_s:
+            if (last is None or not self.min_interval_s <= time.monotonic() - last[0] <= self.max_age_s
+                    or (after is not None and last[0] < after)):
                 last = self._read()
                 if last is None:
                     return None
@@ -301,6 +306,11 @@ class OwnGradings:
         with self._lock:
             self._in_use += delta
             self._changes.append((self._clock(), self._in_use))
+
+    def last_change(self) -> float | None:
+        """When (this class's clock) the gradings in use last changed: a task's began or ended."""
+        with self._lock:
+            return self._changes[-1][0] if self._changes else None
 
     def recent(self) -> int:
         """The most gradings in use at any time in the last ``window_s`` seconds (now included)."""
