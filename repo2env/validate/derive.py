@@ -28,6 +28,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from repo2env.languages import get_profile
 from repo2env.languages.build import ShellFiles
@@ -212,11 +213,7 @@ def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs
             outcomes, output = run_with_runner(sandbox, facts, files, seed=seed + 1, timeout_s=timeout_s)
             return outcomes, output, time.monotonic() - began
 
-        if parallel:
-            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-derive") as pool:
-                (before_run, after_run) = pool.map(whole, (before, after))
-        else:
-            after_run, before_run = whole(after), whole(before)
+        before_run, after_run = _both(whole, [(before,), (after,)], parallel)
         listed = after_run[0]
         test_ids = [test_id for test_id in listed if facts.split_id(test_id)[1]]
         if not test_ids:
@@ -227,14 +224,14 @@ def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs
             derivation.error = (f"no test collected after the fix ({', '.join(broken)} did not load)" if broken
                                 else None if test_files else "the test patch holds no test file")
             return derivation
-        first = []
+        done = []
         for name, (outcomes, output, seconds), record in (("before", before_run, derivation.before),
                                                           ("after", after_run, derivation.after)):
             for test_id in test_ids:
                 record.setdefault(test_id, []).append(outcomes.get(test_id, TestStatus.MISSING).value)
             if log_dir:
                 (log_dir / f"{name}-0.txt").write_text(output)
-            first.append([seconds])
+            done.append([seconds])
         # Where the runner passes V8 a seed, the fixed state runs under seeds 1..SEEDED_AFTER_RUNS at
         # least: a Math.random flake shows under the same seeds on every derivation.
         after_runs = max(runs, SEEDED_AFTER_RUNS) if facts.name in SEEDED_RUNNERS else runs
@@ -257,29 +254,32 @@ def _derive_with_runner(task: Task, test_patch: Patch, runtime: Runtime, *, runs
 
         _run_states(derivation, run_state, [("before", before, derivation.before, runs),
                                             ("after", after, derivation.after, after_runs)], parallel=parallel,
-                    first=first)
+                    done=done)
     _classify(derivation, test_ids)
     return derivation
 
 
+def _both(call: Callable[..., Any], arguments: list[tuple], parallel: bool) -> list[Any]:
+    """``call`` on each of the two states' ``arguments``, at once when ``parallel``; in their order."""
+    if parallel:
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-derive") as pool:
+            return list(pool.map(lambda args: call(*args), arguments))
+    return [call(*args) for args in arguments]
+
+
 def _run_states(derivation: Derivation, run_state: Callable[..., list[float]], states: list[tuple],
-                parallel: bool, first: list[list[float]] | None = None) -> None:
+                parallel: bool, done: list[list[float]] | None = None) -> None:
     """Run the before and the after state's runs (``run_state(name, sandbox, record, count, first)``
     gives the durations of runs ``first`` to ``count - 1``), the two states at once when
-    ``parallel``: first one run of each (``first``: already run, these are their durations); the
-    rest only if a test failed before the fix and passed after it in those (no later run can make a
-    FAIL_TO_PASS test of one that did not: the task has none, whatever the reruns show). The tests'
-    time goes into ``derivation``, and one run of the task's tests is the median run after the fix."""
-
-    def each(calls: list[tuple]) -> list[list[float]]:
-        if parallel:
-            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="repo2env-derive") as pool:
-                return list(pool.map(lambda call: run_state(*call), calls))
-        return [run_state(*call) for call in calls]
-
-    timings = first if first is not None else each([(*state[:3], min(1, state[3]), 0) for state in states])
+    ``parallel``: first one run of each (unless ``done`` holds their durations: they already ran);
+    the rest only if a test failed before the fix and passed after it in those (no later run can
+    make a FAIL_TO_PASS test of one that did not: the task has none, whatever the reruns show). The
+    tests' time goes into ``derivation``, and one run of the task's tests is the median run after the fix."""
+    timings = done if done is not None else _both(run_state, [(*state[:3], min(1, state[3]), 0) for state in states],
+                                                  parallel)
     if fail_to_pass_possible(states[0][2], states[1][2]):
-        timings = [done + more for done, more in zip(timings, each([(*state, 1) for state in states]), strict=True)]
+        more = _both(run_state, [(*state, 1) for state in states], parallel)
+        timings = [ran + rest for ran, rest in zip(timings, more, strict=True)]
     derivation.test_seconds += sum(sum(durations) for durations in timings)
     derivation.one_run_s = round(statistics.median(timings[1]), 3) if timings[1] else None
 
