@@ -20,6 +20,7 @@ are), and a new one whose ``require`` of the runner the hunk shows (its canaries
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -303,8 +304,14 @@ def test_a_report_rewritten_once_the_runner_is_gone_is_caught_by_the_stream(node
     result = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": LIBRARY + forge}))
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     assert result.tampered and "passed, the live outcomes say failed" in result.error, result.error
-    # The forger did rewrite a report: what the grading read has no failure left.
-    assert "not ok" not in _reports(result), _reports(result)
+    # The forger did rewrite the report of the run that loaded it: no failure is left in it, though its
+    # summary still counts them. (The forger a later run loads races the grading's end, and a CI run
+    # once saw it lose: the second report kept its failures. What it does is not asserted.)
+    from repo2env.verify.reading import report_texts
+
+    texts = report_texts((Path(result.log_dir) / "junit.xml").read_text()).values()
+    assert any(text and "not ok" not in text and re.search(r"^# fail +[1-9]", text, re.MULTILINE) for text in texts), \
+        _reports(result)
 
 
 @pytest.mark.parametrize("tap_task", STREAMING, indirect=True)
