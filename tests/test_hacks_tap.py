@@ -307,9 +307,7 @@ def test_a_report_rewritten_once_the_runner_is_gone_is_caught_by_the_stream(node
     # The forger did rewrite the report of the run that loaded it: no failure is left in it, though its
     # summary still counts them. (The forger a later run loads races the grading's end, and a CI run
     # once saw it lose: the second report kept its failures. What it does is not asserted.)
-    from repo2env.verify.reading import report_texts
-
-    texts = report_texts((Path(result.log_dir) / "junit.xml").read_text()).values()
+    texts = _report_texts(result).values()
     assert any(text and "not ok" not in text and re.search(r"^# fail +[1-9]", text, re.MULTILINE) for text in texts), \
         _reports(result)
 
@@ -344,12 +342,16 @@ def test_the_stream_is_out_of_sight_of_a_test_file_and_its_children(node_grader,
     assert f'{PROBE_MARKER} {{"own":false,"child":false}}' in reports and '"own":true' not in reports, reports[-3000:]
 
 
-def _reports(result, *, paths: bool = False) -> str:
-    """The reports the grading read (the bundle kept as junit.xml: a line per report, base64), joined;
-    with ``paths``, their paths, one a line."""
+def _report_texts(result) -> dict:
+    """The reports the grading read (the bundle kept as junit.xml: a line per report, base64), by path."""
     from repo2env.verify.reading import report_texts
 
-    texts = report_texts((Path(result.log_dir) / "junit.xml").read_text())
+    return report_texts((Path(result.log_dir) / "junit.xml").read_text())
+
+
+def _reports(result, *, paths: bool = False) -> str:
+    """The reports the grading read, joined; with ``paths``, their paths, one a line."""
+    texts = _report_texts(result)
     return "\n".join(texts if paths else (text or "" for text in texts.values()))
 
 
