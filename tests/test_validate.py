@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest import quick_policy  # noqa: I001 (tests/ is on sys.path)
@@ -271,6 +272,43 @@ def test_policies_ship_as_package_data_and_load_from_an_installed_wheel(installe
     assert result.returncode == 0, result.stderr
     where, name = result.stdout.split()
     assert where.startswith(str(unpacked)) and name == "strict"
+
+
+@pytest.mark.docker
+def test_validation_starts_no_sandbox_that_runs_nothing(built_demo, tmp_path, docker_client):
+    """The sandbox the grader keeps warm after gold's gradings serves the first variant, and none is
+    started after the plan's last grading: every sandbox a validation starts runs a command (two a
+    task were started and removed unused before). The rewards stay the demo's own."""
+    from repo2env.runtime.backends.docker import DockerBackend
+    from repo2env.validate.run import validate_task
+
+    started: list[str] = []
+    used: set[str] = set()
+
+    class Counting(DockerBackend):
+        def start_image(self, image, **kwargs):
+            sandbox = super().start_image(image, **kwargs)
+            started.append(sandbox.id)
+            run = sandbox.exec
+
+            def exec_(*args, **kw):
+                used.add(sandbox.id)
+                return run(*args, **kw)
+
+            sandbox.exec = exec_
+            return sandbox
+
+    _, tasks = built_demo
+    policy = QUICK.model_copy(update={"grading_jobs": 2})
+    _, record = validate_task(tasks[6], Counting(docker_client), policy, logs_dir=tmp_path)
+    gradings = [run for run in (tmp_path / "grades" / tasks[6].instance_id).iterdir() if run.is_dir()]
+    assert record.verdict == "accepted" and len(gradings) >= 6, (record.reasons, record.error)
+    assert len(started) == len(gradings) + 2, "a sandbox per grading and per derivation state, none more"
+    assert used == set(started), f"{len(set(started) - used)} of {len(started)} sandboxes ran nothing"
+    expected = json.loads((Path(__file__).parent / "data" / "demo_expected.json").read_text())
+    rewards = expected["tasks"][tasks[6].instance_id]["rewards"]
+    assert {(rollout.kind, rollout.name, rollout.reward) for rollout in record.rollouts} \
+        <= {(kind, name, reward) for kind, named in rewards.items() for name, reward in named.items()}
 
 
 @pytest.mark.docker

@@ -33,6 +33,7 @@ def harness_episodes(instance_id: str, folders: Sequence[Path], agent: str, mode
     backend = backend or open_backend()
     logs_dir = tasks_path.parent / "logs" / "harness"
     grader = Grader(backend, logs_dir / "grades", timeout_s=grading_timeout(task), keep_warm=episodes > 1)
+    grader.expect(episodes)  # one grading an episode: no spare after the last one's
     try:
         with CapturingProxy(model_url, api_key=api_key) as proxy:
             name = model or _served_model(proxy, model_url)

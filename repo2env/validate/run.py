@@ -425,13 +425,17 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
         return done
 
     canary_free: list[str] = []
+    # One grader for gold and the variants: the sandbox it keeps warm after gold's gradings serves
+    # the first variant, and none is started after the last grading of the plan.
     with Grader(runtime, logs_dir / "grades", timeout_s=policy.timeout_s, keep_warm=True) as grader:
+        grader.expect(len(references) + len(variants))
         rollouts.extend(grade_all(grader, references, task, phase="gold"))
         # Tests that count their own module's tests see the canaries placed among them: gold then
         # fails only in grading. Graded again with no canaries in those modules, a gold that passes
         # makes them canary-free for every grading of the task (the report says so).
         sensitive = _modules_gold_failed_in(task, rollouts)
         if sensitive:
+            grader.expect(len(references) + len(variants))
             exempt = task.model_copy(update={"validation": ValidationReport(canary_free_modules=sensitive)})
             again = grade_all(grader, [(kind, f"{name}-canary-free", patch, False) for kind, name, patch, _ in references],
                               exempt, phase="gold")
@@ -444,11 +448,15 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
         task_timeout = grading_timeout(policy, gold_seconds)
         variant_timeout = grading_timeout(policy, gold_seconds, floor_s=VARIANT_TIMEOUT_FLOOR_S,
                                           factor=VARIANT_TIMEOUT_FACTOR)
-        with Grader(runtime, logs_dir / "grades", timeout_s=variant_timeout, keep_warm=True,
-                    stall_s=variant_stall(gold_seconds, variant_timeout)) as variant_grader:
-            rollouts.extend(grade_all(variant_grader, variants, task, phase="variants"))
+        # The variants' timeout and stall limit hold for every grading from here on (a spare's
+        # limits do not depend on them: each grading's commands carry their own timeouts).
+        grader.timeout_s, grader.stall_s = variant_timeout, variant_stall(gold_seconds, variant_timeout)
+        rollouts.extend(grade_all(grader, variants, task, phase="variants"))
         k = policy_k or policy.policy_k
         if policy_runner is not None and k:
+            # A policy's rollouts are graded as gold is: the policy's timeout, never stopped on a stall.
+            grader.timeout_s, grader.stall_s = policy.timeout_s, None
+            grader.expect(None)
             began = time.monotonic()
             for rollout in policy_runner(task, runtime, grader, k, 0):
                 grading_s += rollout.grade.tests_duration_s if rollout.grade else 0.0

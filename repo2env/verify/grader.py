@@ -97,7 +97,9 @@ class Grader:
         the timeout. Validation gives it to its own variants' gradings only.
         ``keep_warm``: after each grading, start the next sandbox of the same image in the
         background, so that repeated gradings of a task (validation) skip the container start. A
-        spare is never used before it is handed to one grading, so it is as fresh as a new one."""
+        spare is never used before it is handed to one grading, so it is as fresh as a new one
+        (:meth:`expect` says how many gradings are still to come, so that none is started for
+        nothing)."""
         self.runtime = runtime
         self.logs_root = Path(logs_root)
         self.timeout_s = timeout_s
@@ -107,6 +109,15 @@ class Grader:
         self._spares: dict[str, Future] = {}
         self._spares_lock = threading.Lock()  # gradings may run at once (RepoEnv grades a group in parallel)
         self._spare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repo2env-spare") if keep_warm else None
+        self._to_come: int | None = None  # gradings still to take a sandbox; None: unknown
+
+    def expect(self, gradings: int | None) -> None:
+        """The gradings this grader will still run (validation knows its plan; None, as at first:
+        unknown). A spare is started only while some of them are still to take a sandbox, so the
+        last one starts none that would be removed unused. A grading beyond the count (the full
+        run after a stop-early grading's first phase, say) starts its own sandbox."""
+        with self._spares_lock:
+            self._to_come = gradings
 
     @property
     def limits(self) -> SandboxLimits:
@@ -122,6 +133,9 @@ class Grader:
         image = task.env_spec.image if task.env_spec else None
         with self._spares_lock:
             spare = self._spares.pop(image, None) if image else None
+            if self._to_come is not None:
+                self._to_come = max(0, self._to_come - 1)
+            wanted = self._to_come is None or self._to_come > 0
         sandbox = None
         if spare is not None:
             try:
@@ -133,7 +147,7 @@ class Grader:
                 sandbox = None
         if sandbox is None:
             sandbox = self.runtime.start(task, limits=limits)
-        if self._spare_pool is not None and image:
+        if self._spare_pool is not None and image and wanted:
             with self._spares_lock:  # one spare an image: a second would be left behind
                 if image not in self._spares:
                     self._spares[image] = self._spare_pool.submit(self.runtime.start, task, limits=limits)
