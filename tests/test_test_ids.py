@@ -101,6 +101,23 @@ def test_a_collection_without_ids_is_an_error_unless_pytest_found_nothing_to_col
     assert collection_error("", "") is not None, "no report at all is an error"
 
 
+def test_a_collection_error_names_the_module_and_its_error_and_a_fix_that_changes_the_packaging(tmp_path):
+    """pallets/itsdangerous 104 moves the package into src/ and changes setup.py and setup.cfg: the
+    install made at the base commit no longer imports it after the fix. The reason says so, with the
+    module and pytest's error, instead of pytest's last line ("1 error in 0.08 seconds")."""
+    root = tmp_path / "suite"
+    _write_suite(root, {"tests/test_moved.py": "import moved_away\n\ndef test_a():\n    pass\n"})
+    (tmp_path / "collect.py").write_text(COLLECT_SCRIPT)
+    run = subprocess.run([sys.executable, str(tmp_path / "collect.py"), str(tmp_path / "ids.json"), "--collect-only",
+                          "-q", "-p", "no:cacheprovider", "tests/test_moved.py"], cwd=root, capture_output=True,
+                         text=True, timeout=120)
+    ids_json = (tmp_path / "ids.json").read_text(encoding="utf-8")
+    moved = collection_error(ids_json, run.stdout, ["moved_away.py", "setup.py", "src/moved_away/__init__.py"])
+    named = "no test collected after the fix (tests/test_moved.py: ModuleNotFoundError: No module named 'moved_away')"
+    assert moved.startswith(named + "; the fix changes setup.py: the project installed at the base commit"), moved
+    assert collection_error(ids_json, run.stdout, ["moved_away.py"]) == named, "no packaging change, no word of it"
+
+
 def _expected(test_id: str) -> TestStatus:
     passing = ("True" in test_id or "pass" in test_id or ":: ok" in test_id or "p::q" in test_id
                or test_id.endswith("test_method"))

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shlex
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,7 +127,7 @@ def derive_tests(task: Task, runtime: Runtime, *, runs: int = 3, hash_seeds: tup
             log_dir.mkdir(parents=True, exist_ok=True)
             (log_dir / "collect.txt").write_text(collected_output)
         if not test_ids:
-            derivation.error = collection_error(ids_json, collected_output)
+            derivation.error = collection_error(ids_json, collected_output, _patch_paths(task.patch))
             return derivation
         # The tests run as a grading runs them (verify/scripts/run_tests.sh, the runner's options, the
         # snapshot's configuration named explicitly): what derivation finds is what grading reads.
@@ -326,18 +327,37 @@ def read_collected_ids(ids_json: str) -> list[str]:
     return list(dict.fromkeys(test_id for test_id in ids if isinstance(test_id, str)))
 
 
-def collection_error(ids_json: str, output: str) -> str | None:
+#: pytest's header of a module it could not collect, and the first line of the error under it.
+_COLLECT_ERROR = re.compile(r"^_+ ERROR collecting (?P<path>\S+) _+$.*?^E +(?P<error>\S[^\n]*)", re.MULTILINE | re.DOTALL)
+#: The files whose change can move or rename what the project installs.
+PACKAGING_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
+
+
+def collection_error(ids_json: str, output: str, changed_files: Sequence[str] = ()) -> str | None:
     """Why a collection that gave no test id is a grading error; None when pytest collected cleanly
     and found nothing (its status 5): the files the PR's tests touch hold no test (a typing example,
-    a helper module), which is a task without FAIL_TO_PASS, not a broken grader."""
+    a helper module), which is a task without FAIL_TO_PASS, not a broken grader. The reason names
+    the first module that did not load and its error; when that is an import error and the fix
+    (``changed_files``) changes the project's packaging, it says that the install made at the base
+    commit no longer serves (a fix that moves the package into src/, say: pallets/itsdangerous 104)."""
     try:
         status = json.loads(ids_json)["status"]
     except (json.JSONDecodeError, KeyError, TypeError):
         status = None
     if status == 5:
         return None
-    last_line = (output.strip().splitlines() or ["no output"])[-1]
-    return f"no test collected after the fix ({last_line[:200]})"
+    found = _COLLECT_ERROR.search(output)
+    if found is None:
+        last_line = (output.strip().splitlines() or ["no output"])[-1]
+        return f"no test collected after the fix ({last_line[:200]})"
+    error = found["error"].strip()
+    reason = f"no test collected after the fix ({found['path']}: {error[:200]})"
+    packaging = [path for path in changed_files if path.rsplit("/", 1)[-1] in PACKAGING_FILES]
+    if packaging and re.match(r"(ModuleNotFound|Import)Error\b", error):
+        reason += (f"; the fix changes {', '.join(packaging)}: the project installed at the base commit no "
+                   "longer imports, and grading does not install it again (the agent's setup would run before "
+                   "the grader)")
+    return reason
 
 
 def _run_tests(sandbox: Sandbox, runner: TestRunner, seed: int, targets: list[str],
