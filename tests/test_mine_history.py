@@ -439,6 +439,41 @@ def test_a_head_that_is_another_prs_merge_landed_as_that_pr(tmp_path):
         (2, "not_merged", f"its head {merge[:12]} landed as part of PR #1")]
 
 
+@pytest.mark.parametrize("merged_as", ["Merge pull request #2 from ada/one", "Merge branch 'one'"])
+def test_a_branch_carried_on_after_its_pr_names_what_brought_its_head(tmp_path, merged_as):
+    """PR #1's head merges main into its branch (so no fast-forward can have landed it), and the
+    branch is carried on and merged later: as PR #2 (a maintainer took the stale PR over:
+    marshmallow-code/marshmallow 625, merged as 816), PR #1's head landed as part of PR #2; by a
+    merge that names no PR, the reason names the commit that brought the head."""
+    repo = Repo.create(tmp_path / "carried")
+    repo.commit("Initial commit", {"src/widget/__init__.py": "", "tests/test_a.py": ""})
+    repo.git("checkout", "-q", "-b", "one")
+    repo.fix("one", "Add one")
+    repo.git("checkout", "-q", "main")
+    repo.commit("Docs", {"docs.txt": "widget\n"})
+    repo.git("checkout", "-q", "one")
+    repo.git("merge", "-q", "--no-ff", "main", "-m", "Merge branch 'main' into one")
+    head = repo.git("rev-parse", "HEAD")
+    repo.pull_ref(1, head)
+    more = repo.commit("Test one more", {"tests/test_one_more.py": "def test(): pass\n"})
+    if merged_as.startswith("Merge pull request"):
+        repo.pull_ref(2, more)
+    repo.git("checkout", "-q", "main")
+    repo.commit("Unrelated", {"README": "widget\n"})
+    repo.git("merge", "-q", "--no-ff", "one", "-m", merged_as)
+    merge = repo.git("rev-parse", "HEAD")
+    result = mine(GitSource(repo.path, repo="acme/widget"), tmp_path / "out", MineOptions(allow_no_issue=True))
+    rejection = next(r for r in result.funnel.rejections if r.pull_number == 1)
+    assert rejection.reason == "not_merged"
+    if merged_as.startswith("Merge pull request"):
+        assert [task.pull_number for task in result.new_tasks] == [2]
+        assert rejection.detail == f"its head {head[:12]} landed as part of PR #2"
+    else:
+        assert result.new_tasks == []
+        assert rejection.detail == (f"head {head[:12]} is in main's history (brought there by {merge[:12]}, "
+                                    f"\"Merge branch 'one'\"), but no merge, squash or fast-forward of it can be told apart")
+
+
 def test_a_fast_forwarded_merge_head_is_the_landing(tmp_path):
     """A maintainer merges the maintenance branch locally, opens PR #2 from that merge and then
     fast-forwards main onto it: the merge is PR #2's landing, based where main stood."""

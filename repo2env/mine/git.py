@@ -130,10 +130,15 @@ class GitSource:
                 continue
             landing = self._landing_of_head(number, head, landings)
             if landing is None:
+                brought_by = history.landed_by(head)
                 if head in claimed:
                     # Its head is another PR's merge commit (a PR opened from a branch that already
                     # held that merge): what it brought landed as that PR.
                     self._shadowed[number] = claimed[head]
+                elif brought_by in claimed and brought_by != head:
+                    # Its branch was carried on in another PR, whose merge brought its head
+                    # (marshmallow-code/marshmallow 625, continued and merged as 816).
+                    self._shadowed[number] = claimed[brought_by]
                 continue
             owner = claimed.get(landing.commit) or claimed.get(landing.head)
             if owner is not None:
@@ -281,7 +286,10 @@ class GitSource:
         if number in self._shadowed:
             return f"its head {head[:12]} landed as part of PR #{self._shadowed[number]}"
         if head in history.reachable():
-            return f"head {head[:12]} is in {branch}'s history, but no merge, squash or fast-forward of it can be told apart"
+            brought_by = history.landed_by(head)
+            by = f" (brought there by {brought_by[:12]}, {history.commits[brought_by].subject[:80]!r})" if brought_by else ""
+            return (f"head {head[:12]} is in {branch}'s history{by}, but no merge, squash or fast-forward of it can be "
+                    "told apart")
         elsewhere = self._other_branches()
         merged_into = elsewhere.landings.get(number) or elsewhere.merges.get(head)
         if merged_into:

@@ -59,6 +59,14 @@ class CommitGraph:
                 stack.extend(self.commits[current].parents)
         return landed
 
+    def landed_by(self, sha: str) -> str | None:
+        """The first mainline commit that has ``sha`` as an ancestor (itself, when it is on the
+        mainline): the commit that brought it to the branch; None when the branch never got it."""
+        if self._landed is None:
+            self._landed = self._landing_index()
+        index = self._landed.get(sha)
+        return None if index is None else self.mainline[index]
+
     def on_mainline(self, sha: str) -> bool:
         """Whether ``sha`` is on the branch's first-parent chain."""
         return sha in self._mainline_index
