@@ -264,7 +264,7 @@ def test_policies_ship_as_package_data_and_load_from_an_installed_wheel(installe
     import sys
 
     names, unpacked = installed_wheel
-    assert {"repo2env/validators/default.yaml", "repo2env/validators/strict.yaml"} <= names
+    assert {f"repo2env/validators/{name}.yaml" for name in ("default", "light", "strict")} <= names
     probe = ("from repo2env.validate.acceptance import load_acceptance_policy; import repo2env; "
              "print(repo2env.__file__); print(load_acceptance_policy('strict').name)")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
@@ -309,6 +309,30 @@ def test_validation_starts_no_sandbox_that_runs_nothing(built_demo, tmp_path, do
     rewards = expected["tasks"][tasks[6].instance_id]["rewards"]
     assert {(rollout.kind, rollout.name, rollout.reward) for rollout in record.rollouts} \
         <= {(kind, name, reward) for kind, named in rewards.items() for name, reward in named.items()}
+
+
+@pytest.mark.docker
+def test_the_light_policy_finds_what_default_finds_on_the_demo(built_demo, docker_client, tmp_path):
+    """validators/light.yaml (two runs a state, one gold grading, two of each variant kind) gives the
+    demo's recorded verdicts, reasons, FAIL_TO_PASS, PASS_TO_PASS and flaky tests (PR 18's flaky test
+    is still caught, the stubs of PRs 8, 10 and 18 still earn), on less evidence."""
+    from conftest import copy_tasks_folder
+
+    from repo2env.runtime.backends.docker import DockerBackend
+
+    copy_tasks_folder(built_demo[0], tmp_path)
+    light = load_acceptance_policy("light")
+    validate_dir(tmp_path, DockerBackend(docker_client), light, jobs=2)
+    expected = json.loads((Path(__file__).parent / "data" / "demo_expected.json").read_text())["tasks"]
+    records = {record.instance_id: record for record in read_records(tmp_path / "validation.jsonl")}
+    assert set(records) == set(expected)
+    for name, want in expected.items():
+        got = records[name]
+        assert (got.verdict, got.reasons) == (want["verdict"], want["reasons"]), name
+        assert (set(got.FAIL_TO_PASS), set(got.PASS_TO_PASS)) == (set(want["FAIL_TO_PASS"]), set(want["PASS_TO_PASS"]))
+        assert set(got.flaky_tests) == set(want["flaky_tests"]), name
+        kinds = [rollout.kind for rollout in got.rollouts]
+        assert kinds.count("gold") == light.gold_runs == 1 and kinds.count("stub") <= light.stub_limit == 2, kinds
 
 
 @pytest.mark.docker

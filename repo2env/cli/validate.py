@@ -16,7 +16,7 @@ from repo2env.errors import InputError
 @click.argument("roots", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
 @from_option
 @click.option("--policy-file", default=defaults.ACCEPTANCE_POLICY, show_default=True,
-              help="Acceptance policy: a name in validators/ (default, strict) or a YAML path.")
+              help="Acceptance policy: a name in validators/ (default, light, strict) or a YAML path.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=defaults.VALIDATE_JOBS, show_default=True,
               help="Tasks in parallel.")
 @click.option("--task", "instance_ids", multiple=True, help="Only this task id (repeatable).")
