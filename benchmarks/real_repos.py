@@ -23,7 +23,9 @@ project; or an explicit ``REPO2ENV_REAL_REPOS=path1:path2``), it
    validation's CPU went (the tests in the sandboxes, repo2env on the host, the container engine:
    ``cpu_use.py``); writes ``results.json`` (one row per repository, each with a row per sampled task) in the output folder;
 5. with ``--compare N``, validates N tasks per repository again as validation ran before the
-   throughput work (every rollout graded in full, one at a time) and prints both verdicts and times.
+   throughput work (every rollout graded in full, one at a time) and prints both verdicts and times;
+6. with ``--policy light`` (or any policy name or file), validates under that policy instead of the
+   default one; records another policy gave are validated again.
 
 Re-runs reuse what the output folder holds (mining skips mined ids, build reuses images, validation
 skips validated tasks), so a long run can be stopped and resumed. Nothing here is a test: with no
@@ -31,6 +33,7 @@ repository found it says so and exits 0.
 
     python benchmarks/real_repos.py [--per-repo 8 | --per-year 4] [--years 2016-2020] [--only click,attrs]
                                     [--out generated/bench-real] [--no-validate] [--jobs 2] [--compare 2]
+                                    [--policy light]
 """
 
 from __future__ import annotations
@@ -168,7 +171,7 @@ def _timestamp(value: str) -> float:
 
 def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, validate: bool, jobs: int,
                      runtime, years: range = YEARS, per_year: int = 0, validate_jobs: int = 1, compare: int = 0,
-                     grading_jobs: str | None = None) -> dict:
+                     grading_jobs: str | None = None, policy_name: str = "default") -> dict:
     folder = out / name.replace("/", "__")
     row: dict = {"repo": name, "clone": str(clone)}
     branch = default_branch(clone)
@@ -231,7 +234,11 @@ def bench_repository(name: str, clone: Path, out: Path, *, per_repo: int, valida
     from repo2env.validate.run import read_records
 
     began = time.perf_counter()
-    policy = acceptance_policy("default", grading_jobs=grading_jobs)
+    policy = acceptance_policy(policy_name, grading_jobs=grading_jobs)
+    # Records another policy gave are validated again under this one.
+    _forget_validations(sample_dir / "validation.jsonl", {
+        record.instance_id for record in read_records(sample_dir / "validation.jsonl") if record.policy != policy.name})
+    row["policy"] = policy.name
     row["grading_jobs"] = policy.grading_jobs
     row["policy_runs"] = {"reruns": policy.reruns, "gold_runs": policy.gold_runs}
     cpu = CpuUse.now()
@@ -484,6 +491,8 @@ def main() -> None:
     parser.add_argument("--validate-jobs", type=int, default=1, help="tasks validated at once")
     parser.add_argument("--grading-jobs", default=None, metavar="N|auto",
                         help="the policy's grading_jobs (gradings of one task at once) [default: the default policy's]")
+    parser.add_argument("--policy", default="default", metavar="NAME|FILE",
+                        help="the acceptance policy validation runs (validators/NAME.yaml or a file) [default: default]")
     parser.add_argument("--compare", type=int, default=0, metavar="N",
                         help="validate N tasks per repository again as before (every rollout in full, one at a time) "
                              "and compare verdicts and wall times")
@@ -511,7 +520,8 @@ def main() -> None:
     for name, clone in repositories:
         row = bench_repository(name, clone, args.out, per_repo=args.per_repo, validate=not args.no_validate,
                                jobs=args.jobs, runtime=runtime, years=years, per_year=args.per_year,
-                               validate_jobs=args.validate_jobs, compare=args.compare, grading_jobs=args.grading_jobs)
+                               validate_jobs=args.validate_jobs, compare=args.compare, grading_jobs=args.grading_jobs,
+                               policy_name=args.policy)
         print_row(row)
         sys.stdout.flush()
         rows.append(row)
@@ -522,6 +532,7 @@ def main() -> None:
     figures += print_comparison(rows)
     sample = f"{args.per_year} PRs a year" if args.per_year else f"{args.per_repo} PRs each"
     jobs = f", grading_jobs {args.grading_jobs}" if args.grading_jobs is not None else ""
+    jobs += f", policy {args.policy}" if args.policy != "default" else ""
     record("real_repos", figures, note=f"{len(rows)} repositories, {sample}, {years.start}-{years.stop - 1}{jobs}"
            + ("" if runtime is not None and not args.no_validate else ", not validated"))
 
