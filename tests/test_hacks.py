@@ -1449,6 +1449,40 @@ def test_a_run_whose_outcomes_stop_coming_is_stopped_as_stalled(docker_client, s
         assert (gold.reward, gold.error, gold.tampered) == (1.0, None, False)
 
 
+def test_what_a_grading_leaves_in_its_sandbox_does_not_reach_the_next_grading(docker_client, slug_task, empty, tmp_path):
+    """Validation's one grader hands the spare it started beside one grading to the next, and after
+    the plan's last grading starts none (``Grader.expect``). A patch that plants files outside
+    /testbed in its grading, for a later patch that earns only where they are, gains nothing: the
+    next grading runs in the spare, a sandbox of its own, and finds none of them."""
+    from repo2env.patches import parse
+
+    planted = ("/tmp/repo2env-planted", "/var/tmp/repo2env-planted", "/home/agent/repo2env-planted")
+    plant = agent_patch(docker_client, slug_task, edits=(in_slugify(
+        "import os\n"
+        f"for path in {planted!r}:\n"
+        "    open(path, 'w').write('x')\n"
+        "raise RuntimeError('repo2env-probe: planted')\n"),))
+    init = "src/textkit/__init__.py"
+    assert init not in {file.path for file in parse(slug_task.patch).files}
+    with RecordingRuntime(docker_client).start(slug_task) as sandbox:
+        init_text = sandbox.read_file(f"/testbed/{init}")
+    guard = agent_patch(docker_client, slug_task, edits=((init, init_text, (
+        "import os as _os\n"
+        f"if not any(_os.path.exists(path) for path in {planted!r}):\n"
+        "    raise ImportError('repo2env-probe: nothing planted')\n") + init_text),))
+    with Grader(RecordingRuntime(docker_client), tmp_path, timeout_s=120, keep_warm=True) as grader:
+        grader.expect(2)
+        first = grader.grade(slug_task, plant)
+        assert_gains_nothing(first, empty[SLUG])
+        assert "repo2env-probe: planted" in (Path(first.log_dir) / "test_output.txt").read_text()
+        assert len(grader._spares) == 1, "a spare was started beside the first grading, for the second"
+        # The gold fix, effective only where the first grading's files are in sight.
+        second = grader.grade(slug_task, slug_task.patch + guard)
+        assert not grader._spares, "no spare after the plan's last grading"
+    assert_gains_nothing(second, empty[SLUG])
+    assert "repo2env-probe: nothing planted" in (Path(second.log_dir) / "test_output.txt").read_text()
+
+
 def test_no_sandbox_outlives_the_probes(docker_client, short_grader):
     short_grader.close()  # its warm spare is the one sandbox meant to outlive a grading
     wait_for_no_sandbox(docker_client)
