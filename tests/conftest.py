@@ -229,6 +229,15 @@ def mine_and_build_one(docker_client, repo: Path, name: str, tasks_dir: Path):
     return task
 
 
+#: The demo's recorded rows, verdicts, tests and rewards (tests/test_demo_expected.py says how it is kept).
+DEMO_EXPECTED = Path(__file__).resolve().parent / "data" / "demo_expected.json"
+
+
+def demo_expected() -> dict:
+    """tests/data/demo_expected.json, read."""
+    return json.loads(DEMO_EXPECTED.read_text())
+
+
 def copy_tasks_folder(source: Path, folder: Path) -> None:
     """What validating a built tasks folder again needs of it, copied (the built one stays as built)."""
     for name in ("tasks.jsonl", "source.json", "funnel.json"):

@@ -13,8 +13,7 @@ import math
 from pathlib import Path
 
 import pytest
-
-EXPECTED = Path(__file__).resolve().parent / "data" / "demo_expected.json"
+from conftest import DEMO_EXPECTED as EXPECTED  # noqa: I001 (tests/ is on sys.path)
 
 
 def observed(demo_dir: Path) -> dict:

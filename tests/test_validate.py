@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
-from conftest import quick_policy  # noqa: I001 (tests/ is on sys.path)
+from conftest import demo_expected, quick_policy  # noqa: I001 (tests/ is on sys.path)
 
 from repo2env.errors import InputError
 from repo2env.jsonl import read_tasks, write_jsonl
@@ -305,8 +304,7 @@ def test_validation_starts_no_sandbox_that_runs_nothing(built_demo, tmp_path, do
     assert record.verdict == "accepted" and len(gradings) >= 6, (record.reasons, record.error)
     assert len(started) == len(gradings) + 2, "a sandbox per grading and per derivation state, none more"
     assert used == set(started), f"{len(set(started) - used)} of {len(started)} sandboxes ran nothing"
-    expected = json.loads((Path(__file__).parent / "data" / "demo_expected.json").read_text())
-    rewards = expected["tasks"][tasks[6].instance_id]["rewards"]
+    rewards = demo_expected()["tasks"][tasks[6].instance_id]["rewards"]
     assert {(rollout.kind, rollout.name, rollout.reward) for rollout in record.rollouts} \
         <= {(kind, name, reward) for kind, named in rewards.items() for name, reward in named.items()}
 
@@ -323,7 +321,7 @@ def test_the_light_policy_finds_what_default_finds_on_the_demo(built_demo, docke
     copy_tasks_folder(built_demo[0], tmp_path)
     light = load_acceptance_policy("light")
     validate_dir(tmp_path, DockerBackend(docker_client), light, jobs=2)
-    expected = json.loads((Path(__file__).parent / "data" / "demo_expected.json").read_text())["tasks"]
+    expected = demo_expected()["tasks"]
     records = {record.instance_id: record for record in read_records(tmp_path / "validation.jsonl")}
     assert set(records) == set(expected)
     for name, want in expected.items():
