@@ -323,8 +323,9 @@ class ValidationReport(_Schema):
         "gradings with a wide margin (a run cut short earns nothing); None: the grader's default.")
     wall_s: float = 0.0
     tests_s: float = Field(0.0, description="Time inside test runs (derivation and gradings).")
-    phases: dict[str, float] = Field(default_factory=dict, description="Wall seconds by phase: derive, then each "
-                                     "rollout kind's gradings (gold, null, partial, near_miss, stub, policy).")
+    phases: dict[str, float] = Field(default_factory=dict, description="Wall seconds by phase: derive, gold (until "
+                                     "the last gold grading ended), variants (the rest of the plan: null, "
+                                     "partial fixes, near misses, stubs), policy.")
     one_run_s: float | None = Field(None, description="One run of the task's tests in a started sandbox (the median "
                                     "of derivation's runs after the fix): the unit validation's cost is measured in.")
     error: str | None = None

@@ -11,6 +11,7 @@ configuration to the tests, so grade.sh named it.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -136,6 +137,13 @@ def test_gold_grades_as_it_derives_and_the_counting_module_goes_canary_free(vali
     assert report.verdict == "accepted", (report.reasons, report.error, report.gold_differences)
     assert report.canary_free_modules == [SHOUT_MODULE], "its tests count their siblings: no canaries there"
     assert [rollout.reward for rollout in report.rollouts if rollout.kind == "gold"] == [1.0]
+    # The variants, graded beside gold before the module went canary-free, are graded again as every
+    # later grading is: no canary in that module.
+    plans = [Path(rollout.grade.log_dir) / "canaries.json" for rollout in report.rollouts
+             if rollout.kind != "gold" and rollout.grade and rollout.grade.log_dir]
+    placed = [json.loads(plan.read_text()) for plan in plans if plan.is_file()]
+    assert placed, "the variants' gradings record their canaries"
+    assert not [test for found in placed for test in found["must_fail"] + found["must_pass"] if test.startswith(module)]
     # With canaries in that module, gold fails exactly the test that counts, and the rejection would
     # name it with its failure's first line; everything the grader adds stays out of the tests' sight.
     _, runtime = toolpkg

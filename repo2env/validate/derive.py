@@ -86,6 +86,7 @@ class Derivation:
     test_sources: dict[str, str] = field(default_factory=dict)  #: the test patch's .py files after it
     test_seconds: float = 0.0
     one_run_s: float | None = None  #: the median run after the fix: one run of the task's tests
+    slowest_run_s: float | None = None  #: the slowest run after the fix
     error: str | None = None
 
 
@@ -283,6 +284,7 @@ def _run_states(derivation: Derivation, run_state: Callable[..., list[float]], s
         timings = [ran + rest for ran, rest in zip(timings, more, strict=True)]
     derivation.test_seconds += sum(sum(durations) for durations in timings)
     derivation.one_run_s = round(statistics.median(timings[1]), 3) if timings[1] else None
+    derivation.slowest_run_s = round(max(timings[1]), 3) if timings[1] else None
 
 
 def fail_to_pass_possible(before: dict[str, list[str]], after: dict[str, list[str]]) -> bool:

@@ -47,13 +47,14 @@ GRADING_TIMEOUT_FLOOR_S = 60.0
 #: Validation's own null and variant gradings: a smaller factor, a lower floor. A mutated fix that
 #: hangs, or makes every test crawl, is common (a loop that no longer ends) and earns 0 however long
 #: it is given; the task's recorded timeout keeps the wide margin, since a policy's honest run on a
-#: loaded machine must finish. Six times gold: of 575 variant gradings on the development
-#: repositories that ended on their own, the slowest took 4 times gold's run.
+#: loaded machine must finish. Six times derivation's slowest run after the fix (known before any
+#: grading, so the variants are graded beside gold): of 575 variant gradings on the development
+#: repositories that ended on their own, the slowest took 4 times gold's run, which is about as long.
 VARIANT_TIMEOUT_FACTOR = 6.0
 VARIANT_TIMEOUT_FLOOR_S = 30.0
 #: A mutated fix that hangs usually hangs in one test, after the others gave their outcomes: once
 #: the first outcome came, validation's null and variant gradings stop when no outcome comes for
-#: this many times the gold gradings' whole run (no test of gold took longer), at least the floor.
+#: this many times derivation's slowest whole run after the fix (no test of gold took longer), at least the floor.
 #: Such a run earns 0, as it would at the timeout, but costs seconds instead of the whole timeout.
 VARIANT_STALL_FACTOR = 3.0
 VARIANT_STALL_FLOOR_S = 10.0
@@ -339,11 +340,11 @@ def grading_timeout(policy: AcceptancePolicy, gold_seconds: float, *, floor_s: f
     return round(min(policy.timeout_s, max(floor_s, factor * gold_seconds)), 1)
 
 
-def variant_stall(gold_seconds: float, timeout_s: float) -> float | None:
+def variant_stall(run_seconds: float, timeout_s: float) -> float | None:
     """How long validation's null and variant gradings may go without a test outcome once the first
-    came (:data:`VARIANT_STALL_FACTOR` times the gold gradings' run, at least the floor); None when
-    that is no shorter than their timeout."""
-    stall = round(max(VARIANT_STALL_FLOOR_S, VARIANT_STALL_FACTOR * gold_seconds), 1)
+    came (:data:`VARIANT_STALL_FACTOR` times a run of the task's tests, derivation's slowest after
+    the fix, at least the floor); None when that is no shorter than their timeout."""
+    stall = round(max(VARIANT_STALL_FLOOR_S, VARIANT_STALL_FACTOR * run_seconds), 1)
     return stall if stall < timeout_s else None
 
 
@@ -384,8 +385,9 @@ class _References:
 def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, derivation, logs_dir: Path, *,
                         policy_runner: PolicyRunner | None, policy_k: int, width: int = 1,
                         phases: dict[str, float] | None = None) -> _References:
-    """Grade gold (in full, ``policy.gold_runs`` times), then null and the variants (FAIL_TO_PASS
-    first when ``policy.stop_early``), ``width`` at a time; ``phases`` gets each step's wall time."""
+    """Grade gold (in full, ``policy.gold_runs`` times), null and the variants (FAIL_TO_PASS first
+    when ``policy.stop_early``), ``width`` at a time, in that order; ``phases`` gets the time until
+    the last gold grading ended (``gold``) and the rest (``variants``)."""
     variants_of = get_profile(task.language).variants()
     phases = {} if phases is None else phases
     early = set(STOP_EARLY_KINDS) if policy.stop_early else set()
@@ -402,17 +404,32 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
                                                        limit=policy.near_miss_limit)]
     variants += [("stub", variant.name, variant.patch, "stub" in early)
                  for variant in variants_of.stubs(derivation.files_before, derivation.files_after, limit=policy.stub_limit)]
-    rollouts: list[RolloutResult] = []
+    # A mutated fix can hang where the gold one finishes (a loop that no longer ends): null and the
+    # variants get a timeout and a stall limit scaled from derivation's slowest run after the fix
+    # (the same tests and more, run the same way), not the policy's full timeout. Known before any
+    # grading, they let the variants be graded beside gold instead of after it.
+    basis = derivation.slowest_run_s
+    variant_timeout = policy.timeout_s if basis is None else grading_timeout(
+        policy, basis, floor_s=VARIANT_TIMEOUT_FLOOR_S, factor=VARIANT_TIMEOUT_FACTOR)
+    variant_stall_s = None if basis is None else variant_stall(basis, variant_timeout)
     grading_s = 0.0
 
     def grade_all(grader: Grader, plan: list[tuple[str, str, str, bool]], graded: Task, *,
-                  phase: str) -> list[RolloutResult]:
+                  run_suffix: str = "") -> list[RolloutResult]:
+        """``plan`` graded for ``graded``, ``width`` at a time; gold as a policy's rollout is (the
+        grader's limits), the rest under the variants' limits; each grading's logs under its name
+        and ``run_suffix``."""
         nonlocal grading_s
         began = time.monotonic()
+        gold_ended = began
 
         def one(entry: tuple[str, str, str, bool]) -> RolloutResult:
+            nonlocal gold_ended
             kind, name, patch, stop_early = entry
-            result = grader.grade(graded, patch, run_name=name, stop_early=stop_early)
+            limits = {} if kind == "gold" else {"timeout_s": variant_timeout, "stall_s": variant_stall_s}
+            result = grader.grade(graded, patch, run_name=name + run_suffix, stop_early=stop_early, **limits)
+            if kind == "gold":
+                gold_ended = max(gold_ended, time.monotonic())
             return RolloutResult(kind=kind, name=name, reward=result.reward, resolved=result.resolved, grade=result)
 
         if width > 1 and len(plan) > 1:
@@ -421,41 +438,40 @@ def _reference_rollouts(task: Task, runtime: Runtime, policy: AcceptancePolicy, 
         else:
             done = [one(entry) for entry in plan]
         grading_s += sum(rollout.grade.tests_duration_s if rollout.grade else 0.0 for rollout in done)
-        phases[phase] = round(phases.get(phase, 0.0) + time.monotonic() - began, 3)
+        ended = time.monotonic()
+        phases["gold"] = round(phases.get("gold", 0.0) + gold_ended - began, 3)
+        phases["variants"] = round(phases.get("variants", 0.0) + ended - gold_ended, 3)
         return done
 
     canary_free: list[str] = []
-    # One grader for gold and the variants: the sandbox it keeps warm after gold's gradings serves
-    # the first variant, and none is started after the last grading of the plan.
+    # One grader for gold and the variants, under the policy's timeout, never stopped on a stall
+    # (the variants bring their own limits): the sandbox it keeps warm after a grading serves the
+    # next, and none is started after the last grading of the plan.
     with Grader(runtime, logs_dir / "grades", timeout_s=policy.timeout_s, keep_warm=True) as grader:
         grader.expect(len(references) + len(variants))
-        rollouts.extend(grade_all(grader, references, task, phase="gold"))
+        graded = grade_all(grader, references + variants, task)
+        rollouts, variant_rollouts = graded[:len(references)], graded[len(references):]
         # Tests that count their own module's tests see the canaries placed among them: gold then
         # fails only in grading. Graded again with no canaries in those modules, a gold that passes
-        # makes them canary-free for every grading of the task (the report says so).
+        # makes them canary-free for every grading of the task (the report says so), and the
+        # variants are graded again the same way.
         sensitive = _modules_gold_failed_in(task, rollouts)
         if sensitive:
-            grader.expect(len(references) + len(variants))
+            grader.expect(len(references))
             exempt = task.model_copy(update={"validation": ValidationReport(canary_free_modules=sensitive)})
             again = grade_all(grader, [(kind, f"{name}-canary-free", patch, False) for kind, name, patch, _ in references],
-                              exempt, phase="gold")
+                              exempt)
             if all(rollout.reward == 1.0 for rollout in again):
-                rollouts[:], canary_free, task = again, sensitive, exempt
-        # A mutated fix can hang where the gold one finishes (a loop that no longer ends): null and
-        # variants get the task's timeout, scaled from the gold gradings, instead of the policy's
-        # full one; so does every later grading of the task (the report keeps it).
+                rollouts, canary_free, task = again, sensitive, exempt
+                grader.expect(len(variants))
+                variant_rollouts = grade_all(grader, variants, exempt, run_suffix="-canary-free")
+        rollouts = [*rollouts, *variant_rollouts]
+        # Every later grading of the task gets a timeout scaled from the gold gradings (the report keeps it).
         gold_seconds = max((r.grade.tests_duration_s for r in rollouts if r.kind == "gold" and r.grade), default=0.0)
         task_timeout = grading_timeout(policy, gold_seconds)
-        variant_timeout = grading_timeout(policy, gold_seconds, floor_s=VARIANT_TIMEOUT_FLOOR_S,
-                                          factor=VARIANT_TIMEOUT_FACTOR)
-        # The variants' timeout and stall limit hold for every grading from here on (a spare's
-        # limits do not depend on them: each grading's commands carry their own timeouts).
-        grader.timeout_s, grader.stall_s = variant_timeout, variant_stall(gold_seconds, variant_timeout)
-        rollouts.extend(grade_all(grader, variants, task, phase="variants"))
         k = policy_k or policy.policy_k
         if policy_runner is not None and k:
             # A policy's rollouts are graded as gold is: the policy's timeout, never stopped on a stall.
-            grader.timeout_s, grader.stall_s = policy.timeout_s, None
             grader.expect(None)
             began = time.monotonic()
             for rollout in policy_runner(task, runtime, grader, k, 0):

@@ -85,6 +85,14 @@ __all__ = ["DEFAULT_TIMEOUT_S", "GRADING_SCRIPT_FILES", "Grader", "grading_scrip
            "scored"]
 
 
+@dataclasses.dataclass(frozen=True)
+class _Limits:
+    """One grading's limits: the hidden tests' timeout (None: the task's own) and the stall (None: none)."""
+
+    timeout_s: float | None
+    stall_s: float | None
+
+
 class Grader:
     """Grades patches for tasks on one runtime; logs go under ``logs_root``."""
 
@@ -170,8 +178,11 @@ class Grader:
         self.close()
 
     def grade(self, task: Task, patch: str, *, mode: RewardMode = "graded", run_name: str | None = None,
-              stop_early: bool = False) -> GradeResult:
+              stop_early: bool = False, timeout_s: float | None = None, stall_s: float | None = None) -> GradeResult:
         """Grade ``patch`` (a git diff against the task's snapshot) for ``task``.
+
+        ``timeout_s``, ``stall_s``: this grading's own, where the grader's would hold (validation
+        grades gold and its variants at once, each with its limits); None: the grader's.
 
         ``stop_early``: first grade the FAIL_TO_PASS tests alone (a whole grading of its own: fresh
         sandbox, canaries, cross-checks); when their outcomes already decide the reward (no F2P test
@@ -184,23 +195,24 @@ class Grader:
             raise InputError(f"task {task.instance_id} has no FAIL_TO_PASS tests yet",
                              hint="run 'repo2env validate' first: it derives them")
         name = run_name or time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
+        own = _Limits(self.timeout_s if timeout_s is None else timeout_s, self.stall_s if stall_s is None else stall_s)
         if not stop_early or not task.PASS_TO_PASS:
-            return self._grade(task, patch, mode=mode, run_name=name)
-        first = self._grade(task, patch, mode=mode, run_name=f"{name}-f2p", fail_to_pass_only=True)
+            return self._grade(task, patch, mode=mode, run_name=name, own=own)
+        first = self._grade(task, patch, mode=mode, run_name=f"{name}-f2p", own=own, fail_to_pass_only=True)
         if first.error is not None or first.tampered or decided_by_fail_to_pass(first.f2p_rate, mode):
             stopped = first.model_copy(update={"stopped_early": True})
             if stopped.log_dir:
                 write_json(Path(stopped.log_dir) / "result.json", stopped)
             return stopped
-        full = self._grade(task, patch, mode=mode, run_name=name)
+        full = self._grade(task, patch, mode=mode, run_name=name, own=own)
         return full.model_copy(update={"duration_s": round(full.duration_s + first.duration_s, 3),
                                        "tests_duration_s": round(full.tests_duration_s + first.tests_duration_s, 3)})
 
-    def _grade(self, task: Task, patch: str, *, mode: RewardMode, run_name: str,
+    def _grade(self, task: Task, patch: str, *, mode: RewardMode, run_name: str, own: _Limits,
                fail_to_pass_only: bool = False) -> GradeResult:
-        """One grading; ``fail_to_pass_only``: run just the FAIL_TO_PASS tests (the canaries still keep
-        clear of every test id of the task, and the configuration is the full grading's)."""
-        spec = grading_spec(task, timeout_s=self.timeout_s)
+        """One grading under its ``own`` limits; ``fail_to_pass_only``: run just the FAIL_TO_PASS tests (the
+        canaries still keep clear of every test id of the task, and the configuration is the full grading's)."""
+        spec = grading_spec(task, timeout_s=own.timeout_s)
         run_spec = spec.model_copy(update={"pass_to_pass": []}) if fail_to_pass_only else spec
         test_ids = run_spec.test_ids
         run_dir = self.logs_root / task.instance_id / run_name
@@ -244,7 +256,7 @@ class Grader:
             # tests' reach, and its output comes straight here.
             # With stall_s it also watches the outcomes come: none for that long stops the tests.
             collector = _COLLECTORS.submit(sandbox.exec, ["/bin/sh", "-c", COLLECTOR_SCRIPT, layout.fifo],
-                                           timeout=spec.timeout_s + 60, user="root", idle_timeout=self.stall_s)
+                                           timeout=spec.timeout_s + 60, user="root", idle_timeout=own.stall_s)
             result = sandbox.exec(["/bin/sh", "-c", _LAUNCHER, f"{layout.inputs}/{_READY}",
                                    f"{layout.inputs}/grade.sh", f"{layout.inputs}/grade.json"],
                                   timeout=spec.timeout_s + 30, workdir="/testbed")
@@ -286,7 +298,7 @@ class Grader:
         if stream_result is not None and stream_result.stalled:
             # The collector stopped the tests: the run did not end on its own and earns nothing.
             reading = dataclasses.replace(reading, error=(
-                f"{STALLED}: no outcome for {self.stall_s:.0f} s after the last one, so they were stopped "
+                f"{STALLED}: no outcome for {own.stall_s:.0f} s after the last one, so they were stopped "
                 "(a run cut short earns nothing)"),
                 tests={test_id: TestStatus.MISSING for test_id in reading.tests})
         failing = [test_id for test_id, status in reading.tests.items() if status != TestStatus.PASSED]
