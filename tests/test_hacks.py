@@ -1432,19 +1432,24 @@ STALLING = {
 }
 
 
-@pytest.mark.parametrize("variant", sorted(STALLING))
-def test_a_run_whose_outcomes_stop_coming_is_stopped_as_stalled(docker_client, slug_task, empty, tmp_path, variant):
-    """Validation grades its own variants with ``stall_s``: once the first outcome came, none for
-    that long stops the run there, long before its timeout, and it earns nothing; gold, graded by
-    the same grader, is not stopped."""
+@pytest.mark.parametrize(("variant", "given"), [(variant, given) for variant in sorted(STALLING)
+                                                for given in ("to-the-grader", "to-the-grading")])
+def test_a_run_whose_outcomes_stop_coming_is_stopped_as_stalled(docker_client, slug_task, empty, tmp_path, variant,
+                                                                given):
+    """Validation grades its own variants with ``stall_s`` (given to each of their gradings, as
+    validation does, or to the grader): once the first outcome came, none for that long stops the
+    run there, long before its timeout, and it earns nothing; gold, graded by the same grader with
+    no stall of its own, is not stopped, and the grader keeps its own limits."""
     patch = agent_patch(docker_client, slug_task, edits=(in_slugify(STALLING[variant]),))
-    with Grader(RecordingRuntime(docker_client), tmp_path, timeout_s=150, keep_warm=True, stall_s=4) as grader:
+    on_grader, on_grading = ({"stall_s": 4}, {}) if given == "to-the-grader" else ({}, {"stall_s": 4})
+    with Grader(RecordingRuntime(docker_client), tmp_path, timeout_s=150, keep_warm=True, **on_grader) as grader:
         began = time.monotonic()
-        result = grader.grade(slug_task, patch)
+        result = grader.grade(slug_task, patch, **on_grading)
         assert time.monotonic() - began < 75, "stopped at the stall, not at the 150 s timeout"
         assert_gains_nothing(result, empty[SLUG])
         assert result.error and result.error.startswith(STALLED), result.error
         assert all(status == "missing" for status in result.tests.values()), result.tests
+        assert (grader.timeout_s, grader.stall_s) == (150, on_grader.get("stall_s"))
         gold = grader.grade(slug_task, slug_task.patch)
         assert (gold.reward, gold.error, gold.tampered) == (1.0, None, False)
 
