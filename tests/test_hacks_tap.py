@@ -303,6 +303,7 @@ def test_a_report_rewritten_once_the_runner_is_gone_is_caught_by_the_stream(node
     forge = common_js(FORGE_TAP_REPORT_AND_STREAM) + "forgeTapReportAndStream(false);\n"
     result = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": LIBRARY + forge}))
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    _unless_nothing_was_forged(result)
     assert result.tampered and "passed, the live outcomes say failed" in result.error, result.error
     # The forger did rewrite the report of the run that loaded it: no failure is left in it, though its
     # summary still counts them. (The forger a later run loads races the grading's end, and a CI run
@@ -321,6 +322,7 @@ def test_forged_stream_lines_on_every_fifo_gain_nothing(node_grader, tap_task, t
     forge = common_js(FORGE_TAP_REPORT_AND_STREAM) + "forgeTapReportAndStream(true);\n"
     result = node_grader.grade(task, clone_patch(repo, task.base_commit, tmp_path, {"lib/pad.js": LIBRARY + forge}))
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
+    _unless_nothing_was_forged(result)
     assert result.tampered and "the live outcomes say failed" in result.error, result.error
     # The forger's lines reached the collector (its end lines besides the runner's own).
     ends = (Path(result.log_dir) / "stream.jsonl").read_text().count('"kind":"end"')
@@ -340,6 +342,17 @@ def test_the_stream_is_out_of_sight_of_a_test_file_and_its_children(node_grader,
     assert result.reward == 0.0 and not result.resolved, (result.reward, result.error, result.tests)
     reports = _reports(result)
     assert f'{PROBE_MARKER} {{"own":false,"child":false}}' in reports and '"own":true' not in reports, reports[-3000:]
+
+
+def _unless_nothing_was_forged(result) -> None:
+    """An expected failure when the forger forged nothing: it starts detached as the library loads
+    and looks for the plan's shell, and a CI run (2026-12-07) saw it find none before the run ended.
+    Then no line of its own reached the collector and every report the grading read kept its
+    failures: there was nothing to catch (and the run earned nothing, asserted before)."""
+    ends = (Path(result.log_dir) / "stream.jsonl").read_text().count('"kind":"end"')
+    untouched = all("not ok" in (text or "") for text in _report_texts(result).values())
+    if not result.tampered and untouched and ends <= len(_report_texts(result)):
+        pytest.xfail("the forger found no run to forge: nothing forged, nothing earned")
 
 
 def _report_texts(result) -> dict:
